@@ -1,0 +1,142 @@
+"""Renderers: turn result models into rich renderables or JSON text. They never print or exit."""
+
+from __future__ import annotations
+
+import shlex
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from mmpool_cli.models import Finding, Plan, Severity
+from mmpool_cli.sglang import ENV_BUDGET
+from mmpool_cli.units import format_size
+
+SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
+SEVERITY_MARK = {Severity.error: "error", Severity.warning: "warning", Severity.info: "info"}
+
+
+
+
+def _size(n: int | None) -> str:
+    return "n/a" if n is None else format_size(n)
+
+
+def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold", box=None, show_header=False, pad_edge=False)
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def findings_table(findings: list[Finding]) -> Table:
+    """Findings as a table: severity, code, location (when any) and message."""
+    located = any(f.location for f in findings)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("severity", no_wrap=True)
+    table.add_column("code", no_wrap=True)
+    if located:
+        table.add_column("where", no_wrap=True)
+    table.add_column("message")
+    for f in findings:
+        row = [Text(SEVERITY_MARK[f.severity], style=SEVERITY_STYLE[f.severity]), f.code]
+        if located:
+            row.append(f.location or "")
+        table.add_row(*row, f.message)
+    return table
+
+
+def plan_human(plan: Plan) -> RenderableType:
+    """The plan for people: budget, split, capacity, HBM, findings and the settings to copy."""
+    parts: list[RenderableType] = []
+    verdict = Text("OK", style="bold green") if plan.status == "ok" else Text("FAIL", style="bold red")
+    parts.append(Text.assemble("mmpool plan: ", verdict, f"  (SGLang {plan.sglang_version}, {plan.transport})"))
+
+    source = {
+        "flag": "from --size",
+        "config": "from the config file",
+        "env": f"from {plan.budget_env_variable}={plan.budget_env_value}",
+        "default": "SGLang's default",
+    }[plan.budget_source]
+    parts.append(
+        _kv_table(
+            "Budget",
+            [
+                ("requested", f"{_size(plan.budget_bytes)}  [{source}]"),
+                (ENV_BUDGET, str(plan.sglang_mm_feature_cache_mb)),
+                ("SGLang reserves", _size(plan.effective_budget_bytes)),
+                ("lost to whole MiB", _size(plan.floor_loss_bytes)),
+            ],
+        )
+    )
+    layout = f"TP {plan.tp_size}, DP {plan.dp_size}"
+    if plan.attn_dp_size != 1 or plan.enable_dp_attention:
+        layout += f", attention DP {plan.attn_dp_size if plan.attn_dp_size != 1 else plan.dp_size}"
+    rows = [
+        ("tokenizer workers", str(plan.workers)),
+        ("consumers per feature", f"{plan.consumers if plan.consumers is not None else 'n/a'}  [{layout}]"),
+        ("share", _size(plan.per_worker_bytes)),
+        ("unused remainder", _size(plan.unused_bytes) + " (whole split)"),
+    ]
+    if plan.transport == "cuda_ipc":
+        rows.append(("control header", _size(plan.header_bytes)))
+    else:
+        rows.append(("VMM granularity", _size(plan.vmm_granularity_bytes)))
+        rows.append(("allocation", _size(plan.allocation_bytes_per_worker)))
+        rows.append(("control per lease", _size(plan.lease_control_bytes)))
+    rows.append(("usable", _size(plan.usable_bytes_per_worker)))
+    if plan.max_inflight_slices:
+        rows.append(("in-flight slots", str(plan.max_inflight_slices)))
+    parts.append(_kv_table("Per worker pool", rows))
+
+    if plan.features:
+        table = Table(
+            title="Features in one fresh worker pool",
+            title_justify="left",
+            title_style="bold",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            show_edge=False,
+        )
+        for name in ("feature", "slice", "fit per worker", "fit per node"):
+            table.add_column(name, justify="right" if name.startswith("fit") else "left")
+        for f in plan.features:
+            fit = "n/a" if f.fit_per_worker is None else f"{f.fit_per_worker:,}"
+            if f.limited_by == "slots":
+                fit += " (slot cap)"
+            node = "n/a" if f.fit_per_node is None else f"{f.fit_per_node:,}"
+            table.add_row(_size(f.bytes), _size(f.slice_bytes), fit, node)
+        parts.append(table)
+
+    if plan.hbm is not None:
+        h = plan.hbm
+        parts.append(
+            _kv_table(
+                f"Predicted HBM on GPU {h.base_gpu_id}",
+                [
+                    (
+                        "pools",
+                        f"{h.processes} × {_size(h.pool_reserved_bytes_per_worker)} = "
+                        f"{_size(h.pool_reserved_bytes)}  [{h.allocator} allocator]",
+                    ),
+                    (
+                        "CUDA contexts",
+                        f"{h.processes} × {_size(h.context_bytes_per_process)} = {_size(h.context_bytes)}  [estimate]",
+                    ),
+                    ("total", _size(h.total_bytes)),
+                ],
+            )
+        )
+
+    if plan.findings:
+        parts.append(Text("Findings", style="bold"))
+        parts.append(findings_table(plan.findings))
+
+    if plan.settings is not None:
+        parts.append(Text("Settings to copy", style="bold"))
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in plan.settings.env.items()]
+        lines.append("sglang serve --model-path MODEL " + " ".join(shlex.quote(a) for a in plan.settings.args))
+        parts.append(Text("\n".join(lines)))
+    return Group(*parts)

@@ -1,0 +1,50 @@
+"""The CLI starts without torch or NVML, and the installed `mmpool` works in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+
+def test_plan_never_imports_torch_or_nvml() -> None:
+    code = (
+        "import sys\n"
+        "from mmpool_cli.cli import main\n"
+        "rc = main(['plan', '--format', 'json'])\n"
+        "heavy = sorted(m for m in ('torch', 'pynvml') if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "sys.exit(rc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_python_dash_m() -> None:
+    result = subprocess.run([sys.executable, "-m", "mmpool_cli", "--help"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "plan" in result.stdout
+
+
+def test_installed_console_script() -> None:
+    exe = shutil.which("mmpool") or os.path.join(os.path.dirname(sys.executable), "mmpool")
+    if not os.path.exists(exe):
+        pytest.fail("the mmpool console script is not installed next to this Python")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SGL_"))}
+    ok = subprocess.run(
+        [exe, "plan", "--size", "1GiB", "--workers", "4", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["per_worker_bytes"] == 268_435_456
+    bad = subprocess.run([exe, "plan", "--size", "1 gorilla"], capture_output=True, text=True, check=False, env=env)
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr
+    assert bad.stderr.startswith("mmpool: error: --size: invalid size '1 gorilla'")
