@@ -27,7 +27,7 @@ def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     table.add_column(style="dim", no_wrap=True)
     table.add_column()
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(Text(key), Text(value))
     return table
 
 
@@ -41,10 +41,10 @@ def findings_table(findings: list[Finding]) -> Table:
         table.add_column("where", no_wrap=True)
     table.add_column("message")
     for f in findings:
-        row = [Text(SEVERITY_MARK[f.severity], style=SEVERITY_STYLE[f.severity]), f.code]
+        row = [Text(SEVERITY_MARK[f.severity], style=SEVERITY_STYLE[f.severity]), Text(f.code)]
         if located:
-            row.append(f.location or "")
-        table.add_row(*row, f.message)
+            row.append(Text(f.location or ""))
+        table.add_row(*row, Text(f.message))
     return table
 
 
@@ -107,7 +107,7 @@ def plan_human(plan: Plan) -> RenderableType:
             if f.limited_by == "slots":
                 fit += " (slot cap)"
             node = "n/a" if f.fit_per_node is None else f"{f.fit_per_node:,}"
-            table.add_row(_size(f.bytes), _size(f.slice_bytes), fit, node)
+            table.add_row(*(Text(v) for v in (_size(f.bytes), _size(f.slice_bytes), fit, node)))
         parts.append(table)
 
     if plan.hbm is not None:

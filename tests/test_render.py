@@ -34,6 +34,7 @@ def test_human_plan_shows_exact_bytes_and_settings() -> None:
         "sglang serve --model-path MODEL --tokenizer-worker-num 4 --mm-feature-transport cuda_ipc --tp-size 8" in text
     )
     assert " GB" not in text  # binary units only, never a 1024-based "GB"
+    assert "[from --size]" in text  # brackets are text, not rich markup
 
 
 def test_human_plan_failure_has_no_settings() -> None:
