@@ -19,6 +19,7 @@ print(f"status: {plan.status}")
 print(f"SGLANG_MM_FEATURE_CACHE_MB={plan.sglang_mm_feature_cache_mb}")
 print(f"per worker: {format_size(plan.per_worker_bytes)}, usable {format_size(plan.usable_bytes_per_worker)}")
 for feature in plan.features:
-    print(f"{format_size(feature.bytes)} features: {feature.fit_per_worker} per worker, {feature.fit_per_node} per node")
+    fits = f"{feature.fit_per_worker} per worker, {feature.fit_per_node} per node"
+    print(f"{format_size(feature.bytes)} features: {fits}")
 for finding in plan.findings:
     print(f"{finding.severity}: {finding.code}: {finding.message}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -14,8 +15,6 @@ from mmpool_cli.units import format_size
 
 SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
 SEVERITY_MARK = {Severity.error: "error", Severity.warning: "warning", Severity.info: "info"}
-
-
 
 
 def _size(n: int | None) -> str:

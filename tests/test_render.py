@@ -8,8 +8,8 @@ import json
 from rich.console import Console
 
 from mmpool_cli.models import Budget, PlanRequest
-from mmpool_cli.plan import make_plan
 from mmpool_cli.output import to_json
+from mmpool_cli.plan import make_plan
 from mmpool_cli.render import plan_human
 
 
