@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
+from fractions import Fraction
 from typing import Annotated, NoReturn
 
 import typer
@@ -131,27 +132,18 @@ def plan(
 ) -> None:
     """Show exactly what SGLang will do with a pool budget: split, header, capacity, HBM."""
     with reported():
-        environ = os.environ
-        if size is not None:
-            budget = Budget(bytes=size_arg("--size", size), source="flag")
-        else:
-            budget = budget_from_env(environ)
-        granularity = size_arg("--vmm-granularity", vmm_granularity)
-        if granularity <= 0:
-            raise MmpoolError(f"--vmm-granularity: must be positive (default {DEFAULT_VMM_GRANULARITY} bytes)")
-        request = PlanRequest(
-            budget=budget,
-            workers=workers,
-            tp_size=tp,
-            dp_size=dp,
-            attn_dp_size=attn_dp_size,
-            enable_dp_attention=enable_dp_attention,
-            transport=transport.value,
-            vmm_granularity=granularity,
-            feature_sizes=tuple(size_arg("--feature-size", s) for s in feature_size or ()),
-            base_gpu_id=base_gpu_id,
-            expandable_segments=expandable_segments_enabled(environ.get("PYTORCH_CUDA_ALLOC_CONF")),
-            context_bytes=None if context_size is None else size_arg("--context-size", context_size),
+        request = _plan_request(
+            size,
+            workers,
+            tp,
+            dp,
+            attn_dp_size,
+            enable_dp_attention,
+            transport,
+            vmm_granularity,
+            feature_size,
+            base_gpu_id,
+            context_size,
         )
     result = make_plan(request)
     if output is OutputFormat.json:
@@ -161,6 +153,125 @@ def plan(
 
         emit_human(plan_human(result))
     raise typer.Exit(EXIT_FINDINGS if result.status == "fail" else EXIT_OK)
+
+
+def _plan_request(
+    size: str | None,
+    workers: int,
+    tp: int,
+    dp: int,
+    attn_dp_size: int,
+    enable_dp_attention: bool,
+    transport: TransportChoice,
+    vmm_granularity: str,
+    feature_size: list[str] | None,
+    base_gpu_id: int,
+    context_size: str | None,
+) -> PlanRequest:
+    environ = os.environ
+    if size is not None:
+        budget = Budget(bytes=size_arg("--size", size), source="flag")
+    else:
+        budget = budget_from_env(environ)
+    granularity = size_arg("--vmm-granularity", vmm_granularity)
+    if granularity <= 0:
+        raise MmpoolError(f"--vmm-granularity: must be positive (default {DEFAULT_VMM_GRANULARITY} bytes)")
+    return PlanRequest(
+        budget=budget,
+        workers=workers,
+        tp_size=tp,
+        dp_size=dp,
+        attn_dp_size=attn_dp_size,
+        enable_dp_attention=enable_dp_attention,
+        transport=transport.value,
+        vmm_granularity=granularity,
+        feature_sizes=tuple(size_arg("--feature-size", s) for s in feature_size or ()),
+        base_gpu_id=base_gpu_id,
+        expandable_segments=expandable_segments_enabled(environ.get("PYTORCH_CUDA_ALLOC_CONF")),
+        context_bytes=None if context_size is None else size_arg("--context-size", context_size),
+    )
+
+
+def _fraction(text: str | None) -> Fraction | None:
+    if text is None:
+        return None
+    try:
+        value = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise MmpoolError(f"--mem-fraction-static: {text!r} is not a number; use e.g. 0.85") from None
+    if not 0 < value < 1:
+        raise MmpoolError(f"--mem-fraction-static: {text} is not between 0 and 1; use e.g. 0.85")
+    return value
+
+
+@app.command()
+def probe(
+    size: SizeOpt = None,
+    workers: WorkersOpt = 1,
+    tp: TpOpt = 1,
+    dp: DpOpt = 1,
+    attn_dp_size: AttnDpOpt = 1,
+    enable_dp_attention: DpaOpt = False,
+    transport: TransportOpt = TransportChoice.cuda_ipc,
+    vmm_granularity: GranularityOpt = "2MiB",
+    feature_size: FeatureOpt = None,
+    base_gpu_id: GpuOpt = 0,
+    context_size: ContextOpt = None,
+    mem_fraction_static: Annotated[
+        str | None,
+        typer.Option("--mem-fraction-static", help="SGLang's --mem-fraction-static, to check the KV headroom."),
+    ] = None,
+    ipc: Annotated[bool, typer.Option("--ipc/--no-ipc", help="Run the CUDA IPC round trips.")] = True,
+    allocate_anyway: Annotated[
+        bool, typer.Option("--allocate-anyway", help="Allocate even when the pools are predicted not to fit.")
+    ] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds any probe process may take to answer.")] = 120.0,
+    output: FormatOpt = OutputFormat.human,
+) -> None:
+    """Measure the pools on the real GPU: allocate, verify, share through CUDA IPC, release."""
+    with reported():
+        plan_request = _plan_request(
+            size,
+            workers,
+            tp,
+            dp,
+            attn_dp_size,
+            enable_dp_attention,
+            transport,
+            vmm_granularity,
+            feature_size,
+            base_gpu_id,
+            context_size,
+        )
+        from mmpool_cli.probe.runner import ProbeRequest, run_probe
+
+        request = ProbeRequest(
+            plan=plan_request,
+            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+            alloc_conf=os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+            mem_fraction_static=_fraction(mem_fraction_static),
+            ipc=ipc,
+            allocate_anyway=allocate_anyway,
+            timeout=timeout,
+        )
+        report = _with_progress(lambda note: run_probe(request, note), show=output is OutputFormat.human)
+    if output is OutputFormat.json:
+        typer.echo(to_json(report))
+    else:
+        from mmpool_cli.render import probe_human
+
+        emit_human(probe_human(report))
+    raise typer.Exit(EXIT_FINDINGS if report.status == "fail" else EXIT_OK)
+
+
+def _with_progress(work, show: bool):
+    """Run ``work(note)`` with a spinner on stderr naming the current step (humans only)."""
+    if not show or not sys.stderr.isatty():
+        return work(lambda _message: None)
+    from rich.console import Console
+
+    with Console(stderr=True).status("probing") as status:
+        return work(lambda message: status.update(message))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,8 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from mmpool_cli.models import Finding, Plan, Severity
+from mmpool_cli.probe.report import ProbeReport
 from mmpool_cli.sglang import ENV_BUDGET
-from mmpool_cli.units import format_size
+from mmpool_cli.units import format_binary, format_size, is_whole_binary
 
 SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
 SEVERITY_MARK = {Severity.error: "error", Severity.warning: "warning", Severity.info: "info"}
@@ -22,7 +23,9 @@ def _size(n: int | None) -> str:
 
 
 def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", box=None, show_header=False, pad_edge=False)
+    table = Table(
+        title=title or None, title_justify="left", title_style="bold", box=None, show_header=False, pad_edge=False
+    )
     table.add_column(style="dim", no_wrap=True)
     table.add_column()
     for key, value in rows:
@@ -138,4 +141,47 @@ def plan_human(plan: Plan) -> RenderableType:
         lines = [f"export {k}={shlex.quote(v)}" for k, v in plan.settings.env.items()]
         lines.append("sglang serve --model-path MODEL " + " ".join(shlex.quote(a) for a in plan.settings.args))
         parts.append(Text("\n".join(lines)))
+    return Group(*parts)
+
+
+STAGE_STYLE = {"pass": "bold green", "fail": "bold red", "skip": "dim"}
+
+
+def _figure(key: str, value: object) -> str:
+    if "_bytes" in key and isinstance(value, int) and not isinstance(value, bool):
+        return format_size(value)
+    if "_bytes" in key and isinstance(value, list):
+        return ", ".join(format_size(v) for v in value)
+    if key.endswith("_seconds") and isinstance(value, float):
+        return f"{value:.3f} s"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}={_figure(k, v)}" for k, v in value.items())
+    return str(value)
+
+
+def probe_human(report: ProbeReport) -> RenderableType:
+    """The probe for people: the GPUs, then each stage with its figures and findings."""
+    verdict = Text("OK", style="bold green") if report.status == "ok" else Text("FAIL", style="bold red")
+    parts: list[RenderableType] = [
+        Text.assemble("mmpool probe: ", verdict, f"  ({report.seconds:.1f} s, SGLang {report.plan.sglang_version})")
+    ]
+    gpus = Table(title="GPUs (NVML)", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
+    for name in ("cuda", "nvml", "name", "free", "total"):
+        gpus.add_column(name, no_wrap=True)
+    for g in report.gpus:
+        cuda = "-" if g.cuda_index is None else str(g.cuda_index)
+        base = " (base)" if report.base_gpu is not None and g.nvml_index == report.base_gpu.nvml_index else ""
+        free, total = (("" if is_whole_binary(n) else "≈") + format_binary(n) for n in (g.free_bytes, g.total_bytes))
+        gpus.add_row(*(Text(v) for v in (cuda + base, str(g.nvml_index), g.name, free, total)))
+    parts.append(gpus)
+    for stage in report.stages:
+        seconds = "" if stage.seconds is None else f"  {stage.seconds:.2f} s"
+        parts.append(
+            Text.assemble((f"{stage.title}: ", "bold"), (stage.status.upper(), STAGE_STYLE[stage.status]), seconds)
+        )
+        rows = [(k, _figure(k, v)) for k, v in stage.figures.items() if v is not None]
+        if rows:
+            parts.append(_kv_table("", rows))
+        if stage.findings:
+            parts.append(findings_table(stage.findings))
     return Group(*parts)
