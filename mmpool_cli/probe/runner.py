@@ -175,41 +175,204 @@ def run_probe(request: ProbeRequest, on_event: Event | None = None) -> ProbeRepo
     nvml = dv.read_nvml()
     if importlib.util.find_spec("torch") is None:
         raise dv.ProbeUnavailable(f"torch is not installed: {dv.INSTALL_HINT}")
-    runnable = plan.status == "ok" and plan.allocation_bytes_per_worker is not None
     order = dv.visible_order(request.cuda_visible_devices, nvml)
     gpus = dv.gpu_infos(nvml, order)
-    base_id = request.plan.base_gpu_id
-    base = next((g for g in gpus if g.cuda_index == base_id), None)
-    stages = [Stage("gpu", "Read the GPUs (NVML, no CUDA context)")]
-    _stage_gpu(stages[0], request, plan, gpus, base)
-
-    runnable = runnable and base is not None
-    fits = stages[0].status == "pass"
-    allocate = Stage("allocate", "Allocate the pools as SGLang does")
-    ipc = Stage("ipc", "Round trip through CUDA IPC")
-    vmm = Stage("vmm", "CUDA VMM on the base GPU")
-    stages += [allocate, ipc, vmm]
-    if not runnable:
+    base = next((g for g in gpus if g.cuda_index == request.plan.base_gpu_id), None)
+    stages = [
+        Stage("gpu", "Read the GPUs (NVML, no CUDA context)"),
+        Stage("allocate", "Allocate the pools as SGLang does"),
+        Stage("ipc", "Round trip through CUDA IPC"),
+        Stage("vmm", "CUDA VMM on the base GPU"),
+        Stage("release", "Release everything; free memory back at the baseline"),
+    ]
+    gpu, allocate, ipc, vmm, release = stages
+    _stage_gpu(gpu, request, plan, gpus, base)
+    skip = None
+    if base is None or plan.status != "ok" or plan.allocation_bytes_per_worker is None:
+        skip = "the plan has errors or the base GPU is missing"
+    elif gpu.status != "pass" and not request.allocate_anyway:
+        skip = "the pools do not fit in free memory (--allocate-anyway tries regardless)"
+    if skip is not None:
         for stage in stages[1:]:
-            stage.figures["skipped"] = "the plan has errors or the base GPU is missing"
-    elif not fits and not request.allocate_anyway:
-        for stage in stages[1:]:
-            stage.figures["skipped"] = "the pools do not fit in free memory (--allocate-anyway tries regardless)"
+            stage.figures["skipped"] = skip
     else:
         assert base is not None
-        children = Children(request.timeout)
-        try:
-            note("starting the probe processes (torch is imported once)")
-            _stage_allocate(allocate, vmm, request, plan, base, children, note)
-            if not request.ipc:
-                ipc.figures["skipped"] = "--no-ipc"
-            elif plan.transport != "cuda_ipc":
-                ipc.figures["skipped"] = "the plan's transport is cuda_vmm, which shares through POSIX file descriptors"
-            else:
-                _stage_ipc(ipc, request, plan, base, children, note)
-        finally:
-            children.close()
+        if not request.ipc:
+            ipc.figures["skipped"] = "--no-ipc"
+        elif plan.transport != "cuda_ipc":
+            ipc.figures["skipped"] = "the plan's transport is cuda_vmm, which shares through POSIX file descriptors"
+        _GpuRun(request, plan, base, note).run(allocate, ipc if "skipped" not in ipc.figures else None, vmm, release)
     return ProbeReport(plan=plan, gpus=gpus, base_gpu=base, stages=stages, seconds=time.perf_counter() - started)
+
+
+class _GpuRun:
+    """The stages that need CUDA contexts, overlapped where measurements allow.
+
+    The IPC processes create their contexts only after the pool measurements are taken, while
+    the pools are being verified, so the measured context and pool bytes stay exact.
+    """
+
+    def __init__(self, request: ProbeRequest, plan: Plan, base: GpuInfo, note: Event) -> None:
+        assert plan.hbm is not None
+        assert plan.allocation_bytes_per_worker is not None
+        self.request, self.plan, self.base, self.note = request, plan, base, note
+        self.hbm = plan.hbm
+        self.nbytes = plan.allocation_bytes_per_worker
+        self.device = base.cuda_index or 0
+        self.children = Children(request.timeout)
+        self.ipc_started = time.perf_counter()
+
+    def free(self) -> int:
+        return dv.free_bytes(self.base.nvml_index)
+
+    def run(self, allocate: Stage, ipc: Stage | None, vmm: Stage, release: Stage) -> None:
+        release.status = "pass"
+        start = time.perf_counter()
+        baseline = self.free()
+        release.figures["free_before_bytes"] = baseline
+        pool: list[Child] = []
+        pairs: dict[str, list[Child]] = {}
+        try:
+            self.note("starting the probe processes (torch is imported once)")
+            pool = self._allocate(allocate, vmm, ipc, pairs)
+            if ipc is not None and ipc.status != "fail" and pairs:
+                self._ipc(ipc, pairs)
+        finally:
+            self.note("stopping the probe processes")
+            # consumers let go of the shared pools before their producers exit
+            self.children.stop([pair[1] for pair in pairs.values()])
+            self.children.stop(pool + [pair[0] for pair in pairs.values()])
+            self.children.close()
+            _baseline(release, self.base, baseline)
+            release.seconds = time.perf_counter() - start
+
+    def _allocate(self, stage: Stage, vmm: Stage, ipc: Stage | None, pairs: dict[str, list[Child]]) -> list[Child]:
+        stage.status = "pass"
+        steps: dict[str, float] = {}
+        stage.figures["step_seconds"] = steps
+        started = mark = time.perf_counter()
+
+        def step(name: str) -> None:
+            nonlocal mark
+            now = time.perf_counter()
+            steps[name] = round(now - mark, 3)
+            mark = now
+
+        children, hbm, nbytes, workers = self.children, self.hbm, self.nbytes, self.plan.workers
+        pool: list[Child] = []
+        try:
+            before = self.free()
+            pool = children.start([f"worker{i}" for i in range(workers)], self.device, self.request.alloc_conf)
+            step("start")
+            self.note(f"creating {workers} CUDA context(s) on GPU {self.device}")
+            inits = children.ask_all(pool, "init")
+            step("contexts")
+            after_contexts = self.free()
+            context = (before - after_contexts) // workers
+            stage.figures.update(
+                context_bytes_per_process=context,
+                context_bytes_predicted=hbm.context_bytes_per_process,
+                torch_cuda=inits[0].get("cuda"),
+            )
+            if any(i["uuid"] != self.base.uuid for i in inits):
+                stage.add(
+                    Severity.error,
+                    "device-mapping",
+                    f"CUDA's device {self.device} is {inits[0]['uuid']}, but NVML maps it to {self.base.uuid}: set "
+                    "CUDA_DEVICE_ORDER=PCI_BUS_ID so that --base-gpu-id means the same GPU to every tool",
+                )
+            _compare(stage, "context", context, hbm.context_bytes_per_process, "per tokenizer process")
+            self.note(f"allocating {workers} × {format_size(nbytes)}")
+            allocs = children.ask_all(pool, "alloc", nbytes=nbytes)
+            _hook(self.request, "after_alloc", pool)
+            step("allocate")
+            reserved = [a["reserved"] for a in allocs]
+            stage.figures.update(
+                pool_bytes=nbytes,
+                reserved_bytes_per_worker=reserved,
+                reserved_bytes_predicted=hbm.pool_reserved_bytes_per_worker,
+                pools_nvml_bytes=after_contexts - self.free(),
+                alloc_seconds=max(a["seconds"] for a in allocs),
+            )
+            for r in sorted(set(reserved)):
+                _compare(stage, "allocator", r, hbm.pool_reserved_bytes_per_worker, "per pool")
+            if ipc is not None:
+                self._start_ipc(ipc, pairs)
+            self.note("writing and verifying every pool")
+            verifies = children.ask_all(pool, "fill_verify")
+            for child, result in zip(pool, verifies, strict=True):
+                if not result["ok"]:
+                    stage.add(
+                        Severity.error,
+                        "verify-mismatch",
+                        f"{child.name}: {result['bad_blocks']} block(s) of its pool read back wrong: the GPU "
+                        "memory or the allocation is faulty; do not launch on this GPU",
+                    )
+            step("verify")
+            self._bandwidth(stage, pool[0])
+            step("bandwidth")
+            children.ask_all(pool, "release")
+            _stage_vmm(vmm, pool[0].ask("vmm", children.timeout, nbytes=nbytes), self.plan)
+            step("vmm")
+        except ChildFailed as e:
+            code = {"oom": "alloc-oom", "timeout": "child-timeout", "died": "child-died"}.get(e.kind, "child-error")
+            stage.add(Severity.error, code, f"{e}; the probe stopped its processes")
+            if ipc is not None and pairs:
+                ipc.figures["skipped"] = "the allocation stage failed"
+                pairs.clear()
+        finally:
+            stage.seconds = time.perf_counter() - started
+        return pool
+
+    def _bandwidth(self, stage: Stage, child: Child) -> None:
+        timeout = self.children.timeout
+        verify = child.ask("verify_bandwidth", timeout)
+        copy = child.ask("copy_bandwidth", timeout, nbytes=min(max(self.nbytes, COPY_MIN), COPY_MAX))
+        ratio = verify["gbps"] / copy["gbps"]
+        stage.figures.update(
+            verify_seconds=verify["seconds"],
+            verify_gbps=round(verify["gbps"], 1),
+            copy_gbps=round(copy["gbps"], 1),
+            verify_to_copy=round(ratio, 3),
+        )
+        stage.add(
+            Severity.info if ratio >= VERIFY_GOAL else Severity.warning,
+            "verify-bandwidth",
+            f"verification read {verify['gbps']:,.0f} GB/s, {ratio:.0%} of this GPU's device-to-device copy "
+            f"({copy['gbps']:,.0f} GB/s, read plus write)",
+        )
+
+    def _start_ipc(self, stage: Stage, pairs: dict[str, list[Child]]) -> None:
+        """Fork the IPC processes and let them create their contexts while the pools are verified."""
+        self.ipc_started = time.perf_counter()
+        modes = {"default": None, "expandable_segments": "expandable_segments:True"}
+        try:
+            for mode, conf in modes.items():
+                pairs[mode] = self.children.start([f"producer-{mode}", f"consumer-{mode}"], self.device, conf)
+            for pair in pairs.values():
+                for child in pair:
+                    child.send("init")
+        except ChildFailed as e:
+            stage.add(Severity.error, "child-" + e.kind, f"{e}; the probe stopped its processes")
+
+    def _ipc(self, stage: Stage, pairs: dict[str, list[Child]]) -> None:
+        assert self.plan.header_bytes is not None
+        stage.status = "pass"
+        timeout = self.children.timeout
+        offset = max(self.plan.header_bytes, 4)
+        length = min(IPC_SLICE_BYTES, self.nbytes - offset)
+        self.note("CUDA IPC round trips: default allocator and expandable segments")
+        try:
+            everyone = [c for pair in pairs.values() for c in pair]
+            for child in everyone:
+                child.receive(timeout)  # the init sent by _start_ipc
+            self.children.ask_all([pair[0] for pair in pairs.values()], "alloc", nbytes=self.nbytes)
+            for i, (mode, (producer, consumer)) in enumerate(pairs.items()):
+                _round_trip(stage, mode, producer, consumer, offset, length, 7000 + i, timeout)
+        except ChildFailed as e:
+            stage.add(Severity.error, "child-" + e.kind, f"{e}; the probe stopped its processes")
+        finally:
+            stage.seconds = time.perf_counter() - self.ipc_started
 
 
 def _stage_gpu(stage: Stage, request: ProbeRequest, plan: Plan, gpus: list[GpuInfo], base: GpuInfo | None) -> None:
@@ -276,95 +439,6 @@ def _kv_headroom(stage: Stage, fraction: Fraction, plan: Plan, base: GpuInfo) ->
         stage.add(Severity.info, "kv-headroom", text)
 
 
-def _stage_allocate(
-    stage: Stage, vmm: Stage, request: ProbeRequest, plan: Plan, base: GpuInfo, children: Children, note: Event
-) -> None:
-    assert plan.hbm is not None
-    assert plan.allocation_bytes_per_worker is not None
-    start = time.perf_counter()
-    stage.status = "pass"
-    nbytes = plan.allocation_bytes_per_worker
-    workers = plan.workers
-    device = base.cuda_index or 0
-    baseline = dv.free_bytes(base.nvml_index)
-    stage.figures["free_before_bytes"] = baseline
-    pool = []
-    try:
-        pool = children.start([f"worker{i}" for i in range(workers)], device, request.alloc_conf)
-        note(f"creating {workers} CUDA context(s) on GPU {device}")
-        inits = children.ask_all(pool, "init")
-        after_contexts = dv.free_bytes(base.nvml_index)
-        context = (baseline - after_contexts) // workers
-        stage.figures.update(
-            context_bytes_per_process=context,
-            context_bytes_predicted=plan.hbm.context_bytes_per_process,
-            init_seconds=max(i["seconds"] for i in inits),
-            torch_cuda=inits[0].get("cuda"),
-        )
-        if any(i["uuid"] != base.uuid for i in inits):
-            stage.add(
-                Severity.error,
-                "device-mapping",
-                f"CUDA's device {device} is {inits[0]['uuid']}, but NVML maps it to {base.uuid}: set "
-                "CUDA_DEVICE_ORDER=PCI_BUS_ID so that --base-gpu-id means the same GPU to every tool",
-            )
-        _compare(stage, "context", context, plan.hbm.context_bytes_per_process, "per tokenizer process")
-        note(f"allocating {workers} × {format_size(nbytes)}")
-        allocs = children.ask_all(pool, "alloc", nbytes=nbytes)
-        _hook(request, "after_alloc", pool)
-        after_pools = dv.free_bytes(base.nvml_index)
-        reserved = [a["reserved"] for a in allocs]
-        stage.figures.update(
-            pool_bytes=nbytes,
-            reserved_bytes_per_worker=reserved,
-            reserved_bytes_predicted=plan.hbm.pool_reserved_bytes_per_worker,
-            pools_nvml_bytes=after_contexts - after_pools,
-            alloc_seconds=max(a["seconds"] for a in allocs),
-        )
-        for r in sorted(set(reserved)):
-            _compare(stage, "allocator", r, plan.hbm.pool_reserved_bytes_per_worker, "per pool")
-        note("writing and verifying every pool")
-        verifies = []
-        for i, child in enumerate(pool):
-            result = child.ask("fill_verify", children.timeout, seed=1000 + i)
-            verifies.append(result)
-            if not result["ok"]:
-                stage.add(
-                    Severity.error,
-                    "verify-mismatch",
-                    f"{child.name}: {result['bad_blocks']} block(s) of its pool read back wrong: the GPU "
-                    "memory or the allocation is faulty; do not launch on this GPU",
-                )
-        copy = pool[0].ask("copy_bandwidth", children.timeout, nbytes=min(max(nbytes, COPY_MIN), COPY_MAX))
-        verify_gbps = min(v["verify_gbps"] for v in verifies if v["verify_gbps"])
-        ratio = verify_gbps / copy["gbps"]
-        stage.figures.update(
-            fill_seconds=max(v["fill_seconds"] for v in verifies),
-            verify_seconds=max(v["verify_seconds"] for v in verifies),
-            verify_gbps=round(verify_gbps, 1),
-            copy_gbps=round(copy["gbps"], 1),
-            verify_to_copy=round(ratio, 3),
-        )
-        level = Severity.info if ratio >= VERIFY_GOAL else Severity.warning
-        stage.add(
-            level,
-            "verify-bandwidth",
-            f"verification read {verify_gbps:,.0f} GB/s, {ratio:.0%} of this GPU's device-to-device copy "
-            f"({copy['gbps']:,.0f} GB/s, read plus write)",
-        )
-        note("releasing the pools")
-        children.ask_all(pool, "release")
-        vmm_facts = pool[0].ask("vmm", children.timeout, nbytes=nbytes)
-        _stage_vmm(vmm, vmm_facts, plan)
-    except ChildFailed as e:
-        code = {"oom": "alloc-oom", "timeout": "child-timeout", "died": "child-died"}.get(e.kind, "child-error")
-        stage.add(Severity.error, code, f"{e}; the probe stopped its processes")
-    finally:
-        children.stop(pool)
-        _baseline(stage, base, baseline)
-        stage.seconds = time.perf_counter() - start
-
-
 def _stage_vmm(stage: Stage, facts: dict[str, Any], plan: Plan) -> None:
     if not facts.get("available"):
         stage.figures["skipped"] = "cuda-bindings is not installed (pip install cuda-bindings)"
@@ -398,38 +472,6 @@ def _stage_vmm(stage: Stage, facts: dict[str, Any], plan: Plan) -> None:
         f"{', '.join(working) or 'no handle type'}"
         + ("" if "FABRIC" in working else " (FABRIC needs an IMEX channel: multi-node cuda_vmm cannot work here)"),
     )
-
-
-def _stage_ipc(stage: Stage, request: ProbeRequest, plan: Plan, base: GpuInfo, children: Children, note: Event) -> None:
-    assert plan.allocation_bytes_per_worker is not None
-    assert plan.header_bytes is not None
-    start = time.perf_counter()
-    stage.status = "pass"
-    device = base.cuda_index or 0
-    nbytes = plan.allocation_bytes_per_worker
-    offset = max(plan.header_bytes, 4)
-    length = min(IPC_SLICE_BYTES, nbytes - offset)
-    baseline = dv.free_bytes(base.nvml_index)
-    modes = {"default": None, "expandable_segments": "expandable_segments:True"}
-    pairs: dict[str, list[Child]] = {}
-    try:
-        note("CUDA IPC round trips: default allocator and expandable segments")
-        for mode, conf in modes.items():
-            pairs[mode] = children.start([f"producer-{mode}", f"consumer-{mode}"], device, conf)
-        everyone = [c for pair in pairs.values() for c in pair]
-        children.ask_all(everyone, "init")
-        producers = [pair[0] for pair in pairs.values()]
-        children.ask_all(producers, "alloc", nbytes=nbytes)
-        for i, (mode, (producer, consumer)) in enumerate(pairs.items()):
-            _round_trip(stage, mode, producer, consumer, offset, length, 7000 + i, children.timeout)
-    except ChildFailed as e:
-        stage.add(Severity.error, "child-" + e.kind, f"{e}; the probe stopped its processes")
-    finally:
-        # the consumers let go of the shared pools before their producers exit
-        children.stop([pair[1] for pair in pairs.values()])
-        children.stop([pair[0] for pair in pairs.values()])
-        _baseline(stage, base, baseline)
-        stage.seconds = time.perf_counter() - start
 
 
 def _round_trip(
