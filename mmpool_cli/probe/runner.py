@@ -125,15 +125,19 @@ class Child:
         self.conn.close()
 
 
+def start_fork_server() -> None:
+    """Start the fork server that preloads torch, without waiting for it."""
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["torch", "mmpool_cli.probe.worker"])
+    threading.Thread(target=forkserver.ensure_running, daemon=True).start()
+
+
 class Children:
     """Every child of a probe run, stopped together however the run ends."""
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self.ctx = multiprocessing.get_context("forkserver")
-        self.ctx.set_forkserver_preload(["torch", "mmpool_cli.probe.worker"])
-        # start the server now: it imports torch while this process reads NVML
-        threading.Thread(target=forkserver.ensure_running, daemon=True).start()
+        start_fork_server()
         self.logdir = tempfile.mkdtemp(prefix="mmpool-probe-")
         self.all: list[Child] = []
 
@@ -171,10 +175,11 @@ def run_probe(request: ProbeRequest, on_event: Event | None = None) -> ProbeRepo
     note = on_event or (lambda _message: None)
     started = time.perf_counter()
     plan = make_plan(request.plan)
-    note("reading the GPUs through NVML")
-    nvml = dv.read_nvml()
     if importlib.util.find_spec("torch") is None:
         raise dv.ProbeUnavailable(f"torch is not installed: {dv.INSTALL_HINT}")
+    start_fork_server()  # it imports torch (the probe's longest wait) while NVML is read
+    note("reading the GPUs through NVML")
+    nvml = dv.read_nvml()
     order = dv.visible_order(request.cuda_visible_devices, nvml)
     gpus = dv.gpu_infos(nvml, order)
     base = next((g for g in gpus if g.cuda_index == request.plan.base_gpu_id), None)
@@ -208,8 +213,9 @@ def run_probe(request: ProbeRequest, on_event: Event | None = None) -> ProbeRepo
 class _GpuRun:
     """The stages that need CUDA contexts, overlapped where measurements allow.
 
-    The IPC processes create their contexts only after the pool measurements are taken, while
-    the pools are being verified, so the measured context and pool bytes stay exact.
+    Every process (pool workers and IPC pairs) is forked at once from the server that imported
+    torch and creates its context at once; contexts are measured together (they are the same
+    program on the same GPU), and the pools before the IPC producers allocate theirs.
     """
 
     def __init__(self, request: ProbeRequest, plan: Plan, base: GpuInfo, note: Event) -> None:
@@ -263,15 +269,21 @@ class _GpuRun:
         try:
             before = self.free()
             pool = children.start([f"worker{i}" for i in range(workers)], self.device, self.request.alloc_conf)
+            if ipc is not None:
+                self._start_ipc(ipc, pairs)
+            everyone = pool + [c for pair in pairs.values() for c in pair]
             step("start")
-            self.note(f"creating {workers} CUDA context(s) on GPU {self.device}")
-            inits = children.ask_all(pool, "init")
+            # every probe process is the same program on the same GPU, so their contexts are the
+            # same size: creating them together and dividing keeps the figure exact and saves time
+            self.note(f"creating {len(everyone)} CUDA contexts on GPU {self.device}")
+            inits = children.ask_all(everyone, "init")
             step("contexts")
             after_contexts = self.free()
-            context = (before - after_contexts) // workers
+            context = (before - after_contexts) // len(everyone)
             stage.figures.update(
                 context_bytes_per_process=context,
                 context_bytes_predicted=hbm.context_bytes_per_process,
+                processes=len(everyone),
                 torch_cuda=inits[0].get("cuda"),
             )
             if any(i["uuid"] != self.base.uuid for i in inits):
@@ -296,8 +308,6 @@ class _GpuRun:
             )
             for r in sorted(set(reserved)):
                 _compare(stage, "allocator", r, hbm.pool_reserved_bytes_per_worker, "per pool")
-            if ipc is not None:
-                self._start_ipc(ipc, pairs)
             self.note("writing and verifying every pool")
             verifies = children.ask_all(pool, "fill_verify")
             for child, result in zip(pool, verifies, strict=True):
@@ -343,17 +353,11 @@ class _GpuRun:
         )
 
     def _start_ipc(self, stage: Stage, pairs: dict[str, list[Child]]) -> None:
-        """Fork the IPC processes and let them create their contexts while the pools are verified."""
+        """Fork the IPC producer and consumer of each allocator mode (a fork costs milliseconds)."""
         self.ipc_started = time.perf_counter()
         modes = {"default": None, "expandable_segments": "expandable_segments:True"}
-        try:
-            for mode, conf in modes.items():
-                pairs[mode] = self.children.start([f"producer-{mode}", f"consumer-{mode}"], self.device, conf)
-            for pair in pairs.values():
-                for child in pair:
-                    child.send("init")
-        except ChildFailed as e:
-            stage.add(Severity.error, "child-" + e.kind, f"{e}; the probe stopped its processes")
+        for mode, conf in modes.items():
+            pairs[mode] = self.children.start([f"producer-{mode}", f"consumer-{mode}"], self.device, conf)
 
     def _ipc(self, stage: Stage, pairs: dict[str, list[Child]]) -> None:
         assert self.plan.header_bytes is not None
@@ -363,9 +367,6 @@ class _GpuRun:
         length = min(IPC_SLICE_BYTES, self.nbytes - offset)
         self.note("CUDA IPC round trips: default allocator and expandable segments")
         try:
-            everyone = [c for pair in pairs.values() for c in pair]
-            for child in everyone:
-                child.receive(timeout)  # the init sent by _start_ipc
             self.children.ask_all([pair[0] for pair in pairs.values()], "alloc", nbytes=self.nbytes)
             for i, (mode, (producer, consumer)) in enumerate(pairs.items()):
                 _round_trip(stage, mode, producer, consumer, offset, length, 7000 + i, timeout)
