@@ -213,9 +213,9 @@ def run_probe(request: ProbeRequest, on_event: Event | None = None) -> ProbeRepo
 class _GpuRun:
     """The stages that need CUDA contexts, overlapped where measurements allow.
 
-    Every process (pool workers and IPC pairs) is forked at once from the server that imported
-    torch and creates its context at once; contexts are measured together (they are the same
-    program on the same GPU), and the pools before the IPC producers allocate theirs.
+    The pool workers create their contexts alone, as SGLang's tokenizer processes would, so the
+    context figure is theirs; the IPC processes create theirs after the pool measurements, while
+    the pools are being verified.
     """
 
     def __init__(self, request: ProbeRequest, plan: Plan, base: GpuInfo, note: Event) -> None:
@@ -269,21 +269,15 @@ class _GpuRun:
         try:
             before = self.free()
             pool = children.start([f"worker{i}" for i in range(workers)], self.device, self.request.alloc_conf)
-            if ipc is not None:
-                self._start_ipc(ipc, pairs)
-            everyone = pool + [c for pair in pairs.values() for c in pair]
             step("start")
-            # every probe process is the same program on the same GPU, so their contexts are the
-            # same size: creating them together and dividing keeps the figure exact and saves time
-            self.note(f"creating {len(everyone)} CUDA contexts on GPU {self.device}")
-            inits = children.ask_all(everyone, "init")
+            self.note(f"creating {workers} CUDA context(s) on GPU {self.device}")
+            inits = children.ask_all(pool, "init")
             step("contexts")
             after_contexts = self.free()
-            context = (before - after_contexts) // len(everyone)
+            context = (before - after_contexts) // workers
             stage.figures.update(
                 context_bytes_per_process=context,
                 context_bytes_predicted=hbm.context_bytes_per_process,
-                processes=len(everyone),
                 torch_cuda=inits[0].get("cuda"),
             )
             if any(i["uuid"] != self.base.uuid for i in inits):
@@ -308,6 +302,8 @@ class _GpuRun:
             )
             for r in sorted(set(reserved)):
                 _compare(stage, "allocator", r, hbm.pool_reserved_bytes_per_worker, "per pool")
+            if ipc is not None:
+                self._start_ipc(ipc, pairs)
             self.note("writing and verifying every pool")
             verifies = children.ask_all(pool, "fill_verify")
             for child, result in zip(pool, verifies, strict=True):
@@ -353,11 +349,17 @@ class _GpuRun:
         )
 
     def _start_ipc(self, stage: Stage, pairs: dict[str, list[Child]]) -> None:
-        """Fork the IPC producer and consumer of each allocator mode (a fork costs milliseconds)."""
+        """Fork the IPC processes and let them create their contexts while the pools are verified."""
         self.ipc_started = time.perf_counter()
         modes = {"default": None, "expandable_segments": "expandable_segments:True"}
-        for mode, conf in modes.items():
-            pairs[mode] = self.children.start([f"producer-{mode}", f"consumer-{mode}"], self.device, conf)
+        try:
+            for mode, conf in modes.items():
+                pairs[mode] = self.children.start([f"producer-{mode}", f"consumer-{mode}"], self.device, conf)
+            for pair in pairs.values():
+                for child in pair:
+                    child.send("init")
+        except ChildFailed as e:
+            stage.add(Severity.error, "child-" + e.kind, f"{e}; the probe stopped its processes")
 
     def _ipc(self, stage: Stage, pairs: dict[str, list[Child]]) -> None:
         assert self.plan.header_bytes is not None
@@ -367,6 +369,9 @@ class _GpuRun:
         length = min(IPC_SLICE_BYTES, self.nbytes - offset)
         self.note("CUDA IPC round trips: default allocator and expandable segments")
         try:
+            everyone = [c for pair in pairs.values() for c in pair]
+            for child in everyone:
+                child.receive(timeout)  # the init sent by _start_ipc
             self.children.ask_all([pair[0] for pair in pairs.values()], "alloc", nbytes=self.nbytes)
             for i, (mode, (producer, consumer)) in enumerate(pairs.items()):
                 _round_trip(stage, mode, producer, consumer, offset, length, 7000 + i, timeout)
