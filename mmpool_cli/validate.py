@@ -90,7 +90,11 @@ def _sglang(src: Source, environ: Mapping[str, str]) -> FileResult:
     findings += reading.findings
     resolution = resolve(reading, environ, Assumptions())
     env_keys = {(f.code, f.message) for f in environment_result(environ, []).findings}
-    findings += [f for f in resolution.findings if (f.code, f.message) not in env_keys]
+    findings += [
+        f if f.location else Finding(f.severity, f.code, f.message, src.name)
+        for f in resolution.findings
+        if (f.code, f.message) not in env_keys
+    ]
     return FileResult(
         path=src.name, kind="sglang", findings=findings, plan=resolution.plan, transport=resolution.transport
     )
