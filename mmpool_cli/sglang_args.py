@@ -219,7 +219,7 @@ def _unknown(reading: Reading, tok: Token, ambiguous: list[str]) -> None:
         reading.add(
             Severity.error,
             "ambiguous-option",
-            f"SGLang refuses this: 'ambiguous option: {tok.text} could match {', '.join(ambiguous)}'; "
+            f"SGLang refuses this: 'ambiguous option: {tok.text} could match {_some(ambiguous)}'; "
             "write the full flag name",
             tok.origin,
         )
@@ -232,6 +232,11 @@ def _unknown(reading: Reading, tok: Token, ambiguous: list[str]) -> None:
             f"SGLang 0.5.23 has no option {name}: it fails with 'unrecognized arguments: {tok.text}'",
             tok.origin,
         )
+
+
+def _some(names: list[str], shown: int = 6) -> str:
+    more = f", … ({len(names) - shown} more)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _store(reading: Reading, flag: Flag, tok: Token, value_tok: Token) -> None:
