@@ -151,3 +151,46 @@ class Plan:
         head = {"schema_version": data.pop("schema_version"), "status": data.pop("status")}
         head["sglang_version"] = data.pop("sglang_version")
         return head | data
+
+
+ResultKind = Literal["mmpool", "sglang", "environment", "launch", "unknown"]
+REPORT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """One checked input (a file, the environment, a launch command): its findings and plan."""
+
+    path: str
+    kind: ResultKind
+    findings: list[Finding]
+    plan: Plan | None = None
+    transport: str | None = None
+
+    def fails(self, strict: bool = False) -> bool:
+        """Whether this input fails: an error, or a warning under ``--strict``."""
+        failing = (Severity.error, Severity.warning) if strict else (Severity.error,)
+        return any(f.severity in failing for f in self.findings)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``mmpool validate`` or ``mmpool check`` found, for every input, in input order."""
+
+    command: Literal["validate", "check"]
+    results: list[FileResult]
+    strict: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Whether every input passes (exit code 0)."""
+        return not any(r.fails(self.strict) for r in self.results)
+
+    def counts(self) -> dict[str, int]:
+        """Inputs, valid and invalid inputs, and findings by severity."""
+        findings = [f for r in self.results for f in r.findings]
+        invalid = sum(r.fails(self.strict) for r in self.results)
+        counts = {"inputs": len(self.results), "valid": len(self.results) - invalid, "invalid": invalid}
+        for severity in Severity:
+            counts[f"{severity.value}s"] = sum(f.severity is severity for f in findings)
+        return counts

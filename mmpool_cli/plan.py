@@ -42,6 +42,22 @@ def budget_from_env(environ: Mapping[str, str]) -> Budget:
     )
 
 
+def budget_findings(budget: Budget) -> list[Finding]:
+    """The findings about where the budget comes from and whether SGLang accepts it, without a plan.
+
+    For a launch that creates no pool, where ``make_plan`` is not called.
+    """
+    findings: list[Finding] = []
+
+    def add(severity: Severity, code: str, message: str) -> None:
+        findings.append(Finding(severity=severity, code=code, message=message))
+
+    mb = sg.budget_mb(budget.bytes)
+    smallest = sg.smallest_valid_budget_mb(1, "cuda_ipc", 1, sg.DEFAULT_VMM_GRANULARITY)
+    _budget_findings(budget, mb, budget.bytes - mb * sg.MiB, smallest, add)
+    return findings
+
+
 def make_plan(request: PlanRequest) -> Plan:
     """Plan SGLang's pools for ``request``: split, header, usable bytes, capacity and HBM.
 

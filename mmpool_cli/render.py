@@ -9,7 +9,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mmpool_cli.models import Finding, Plan, Severity
+from mmpool_cli.models import FileResult, Finding, Plan, Report, Severity
+from mmpool_cli.output import summary_line
 from mmpool_cli.probe.report import ProbeReport
 from mmpool_cli.sglang import ENV_BUDGET
 from mmpool_cli.units import format_binary, format_size, is_whole_binary
@@ -184,4 +185,48 @@ def probe_human(report: ProbeReport) -> RenderableType:
             parts.append(_kv_table("", rows))
         if stage.findings:
             parts.append(findings_table(stage.findings))
+    return Group(*parts)
+
+
+def _plan_line(plan: Plan) -> str:
+    usable = _size(plan.usable_bytes_per_worker)
+    line = (
+        f"plan: {plan.transport}, {plan.sglang_mm_feature_cache_mb} MiB over {plan.workers} worker(s), "
+        f"{_size(plan.per_worker_bytes)} each, {usable} usable"
+    )
+    if plan.hbm is not None:
+        line += f"; about {_size(plan.hbm.total_bytes)} on GPU {plan.hbm.base_gpu_id} with contexts"
+    return line
+
+
+def result_human(result: FileResult, strict: bool, verbose: bool) -> RenderableType:
+    """One input: its verdict, one line per finding (infos only when ``verbose``), a one-line plan.
+
+    Findings read like a compiler's: ``file:line:col: error [code] message``.
+    """
+    fails = result.fails(strict)
+    verdict = Text("INVALID", style="bold red") if fails else Text("valid", style="green")
+    parts: list[RenderableType] = [Text.assemble(Text(result.path, style="bold"), f"  [{result.kind}]  ", verdict)]
+    for f in result.findings:
+        if verbose or f.severity is not Severity.info:
+            where = f"{f.location}: " if f.location else ""
+            parts.append(
+                Text.assemble(
+                    f"  {where}",
+                    Text(SEVERITY_MARK[f.severity], style=SEVERITY_STYLE[f.severity]),
+                    f" [{f.code}] {f.message}",
+                )
+            )
+    if result.plan is not None and result.plan.status == "ok":
+        parts.append(Text("  " + _plan_line(result.plan), style="dim"))
+    return Group(*parts)
+
+
+def report_human(report: Report, verbose: bool = False) -> RenderableType:
+    """Every input, then the summary line; valid inputs without findings take one line each."""
+    parts: list[RenderableType] = []
+    for result in report.results:
+        parts.append(result_human(result, report.strict, verbose or report.command == "check"))
+    verdict = Text("OK", style="bold green") if report.ok else Text("FAIL", style="bold red")
+    parts.append(Text.assemble(f"mmpool {report.command}: ", verdict, f"  {summary_line(report)}"))
     return Group(*parts)

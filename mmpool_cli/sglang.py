@@ -208,3 +208,39 @@ def msg_too_small(per_worker: int, header: int) -> str:
 def msg_below_granularity(per_worker: int, granularity: int) -> str:
     """SGLang's cuda_vmm error for a share smaller than the VMM granularity."""
     return f"memory_size={per_worker} is smaller than CUDA VMM granularity={granularity}"
+
+
+# Transport resolution (``arg_groups/serving_hook.py``) and its errors.
+ENV_LEGACY_TRANSPORT = "SGLANG_USE_CUDA_IPC_TRANSPORT"
+ENV_ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
+DEFAULT_RECYCLE_SEC = 0.05
+# ``threading.Event.wait`` refuses longer timeouts (OverflowError), which kills the recycler thread.
+MAX_WAIT_SEC = 9223372036.0
+MSG_IPC_SINGLE_NODE = "--mm-feature-transport=cuda_ipc only supports a single node."
+MSG_VMM_NO_PP = "--mm-feature-transport=cuda_vmm does not support pipeline parallelism."
+
+# The Qwen3-VL model override (``arg_groups/model_overrides/qwen3_vl.py``): on SM 9.0 with CUDA
+# >= 12.3 and at least 60 GiB per GPU it picks cuda_ipc and may raise the budget to 3072 MiB.
+QWEN3_VL_MODEL_TYPES = ("qwen3_vl", "qwen3_vl_moe")
+QWEN3_VL_MIN_GPU_BYTES = 60 * 1024 * MiB
+QWEN3_VL_BUDGET_MB = 3 * 1024
+QWEN3_VL_MIN_RUNNING_REQUESTS = 400
+
+
+def parse_env_bool(raw: str) -> bool | None:
+    """SGLang's ``EnvBool`` parse: lower-cased, no strip; None where SGLang warns and uses the default."""
+    value = raw.lower()
+    if value in ("true", "1", "yes", "y"):
+        return True
+    if value in ("false", "0", "no", "n"):
+        return False
+    return None
+
+
+def transport_errors(transport: str, nnodes: int, pp_size: int) -> list[str]:
+    """SGLang's refusals of a transport for the layout, in the order SGLang checks them."""
+    if transport == "cuda_vmm" and pp_size != 1:
+        return [MSG_VMM_NO_PP]
+    if transport == "cuda_ipc" and nnodes != 1:
+        return [MSG_IPC_SINGLE_NODE]
+    return []

@@ -48,3 +48,36 @@ def test_installed_console_script() -> None:
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr
     assert bad.stderr.startswith("mmpool: error: --size: invalid size '1 gorilla'")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        "['validate', 'examples/mmpool.yaml', 'examples/sglang-config.yaml', '--format', 'json']",
+        "['check', '--format', 'json', '--', 'sglang', 'serve', 'm', '--mm-feature-transport', 'cuda_ipc']",
+    ],
+)
+def test_validate_and_check_never_import_torch_or_nvml(argv: str) -> None:
+    code = (
+        "import sys\n"
+        "from mmpool_cli.cli import main\n"
+        f"rc = main({argv})\n"
+        "heavy = sorted(m for m in ('torch', 'pynvml') if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "sys.exit(rc)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=root)
+    assert result.returncode == 0, result.stderr
+
+
+def test_check_does_not_load_pydantic_models() -> None:
+    code = (
+        "import sys\n"
+        "from mmpool_cli.cli import main\n"
+        "rc = main(['check', '--format', 'json', '--', 'sglang', 'serve', 'm'])\n"
+        "assert 'pydantic.main' not in sys.modules\n"
+        "sys.exit(rc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
