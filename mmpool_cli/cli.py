@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
 from fractions import Fraction
@@ -145,19 +145,20 @@ def plan(
 ) -> None:
     """Show exactly what SGLang will do with a pool budget: split, header, capacity, HBM."""
     with reported():
-        request = _plan_request(
-            size,
-            workers,
-            tp,
-            dp,
-            attn_dp_size,
-            enable_dp_attention,
-            transport,
-            vmm_granularity,
-            feature_size,
-            base_gpu_id,
-            context_size,
-        )
+        pool_flags = {
+            "size": size,
+            "workers": workers,
+            "tp": tp,
+            "dp": dp,
+            "attn_dp_size": attn_dp_size,
+            "enable_dp_attention": enable_dp_attention,
+            "transport": transport,
+            "vmm_granularity": vmm_granularity,
+            "feature_size": feature_size,
+            "base_gpu_id": base_gpu_id,
+            "context_size": context_size,
+        }
+        request = _plan_request(os.environ, **pool_flags)
     result = make_plan(request)
     if output is OutputFormat.json:
         typer.echo(to_json(result))
@@ -169,6 +170,8 @@ def plan(
 
 
 def _plan_request(
+    environ: Mapping[str, str],
+    *,
     size: str | None,
     workers: int,
     tp: int,
@@ -181,7 +184,7 @@ def _plan_request(
     base_gpu_id: int,
     context_size: str | None,
 ) -> PlanRequest:
-    environ = os.environ
+    """The plan request that the pool flags of ``plan`` and ``probe`` make."""
     if size is not None:
         budget = Budget(bytes=size_arg("--size", size), source="flag")
     else:
@@ -203,6 +206,41 @@ def _plan_request(
         expandable_segments=expandable_segments_enabled(environ.get("PYTORCH_CUDA_ALLOC_CONF")),
         context_bytes=None if context_size is None else size_arg("--context-size", context_size),
     )
+
+
+POOL_FLAG_DEFAULTS = {
+    "size": None,
+    "workers": 1,
+    "tp": 1,
+    "dp": 1,
+    "attn_dp_size": 1,
+    "enable_dp_attention": False,
+    "transport": TransportChoice.cuda_ipc,
+    "vmm_granularity": "2MiB",
+    "feature_size": None,
+    "base_gpu_id": 0,
+    "context_size": None,
+}
+
+
+def _config_request(
+    path: str, environ: Mapping[str, str], pool_flags: dict[str, object], output: OutputFormat
+) -> PlanRequest:
+    """The plan request of an mmpool config file; its findings end the run (exit 1) when it has errors."""
+    given = sorted(k for k, v in pool_flags.items() if v != POOL_FLAG_DEFAULTS[k])
+    if given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise MmpoolError(f"--config takes the pool from the file; drop {flags} or drop --config")
+    from mmpool_cli.models import Report
+    from mmpool_cli.validate import mmpool_config
+
+    result, request = mmpool_config(path, environ)
+    if request is None and result.fails(strict=False):
+        emit_report(Report(command="validate", results=[result]), ReportFormat(output.value))
+        raise typer.Exit(EXIT_FINDINGS)
+    if request is None:
+        raise MmpoolError(f"{path}: pool.transport is cpu, so there is no pool to probe")
+    return request
 
 
 def _fraction(text: str | None) -> Fraction | None:
@@ -234,6 +272,12 @@ def probe(
         str | None,
         typer.Option("--mem-fraction-static", help="SGLang's --mem-fraction-static, to check the KV headroom."),
     ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option("--config", metavar="FILE", help="Take the pool from an mmpool config file instead of flags."),
+    ] = None,
+    env: EnvOpt = None,
+    env_file: EnvFileOpt = None,
     ipc: Annotated[bool, typer.Option("--ipc/--no-ipc", help="Run the CUDA IPC round trips.")] = True,
     allocate_anyway: Annotated[
         bool, typer.Option("--allocate-anyway", help="Allocate even when the pools are predicted not to fit.")
@@ -243,25 +287,30 @@ def probe(
 ) -> None:
     """Measure the pools on the real GPU: allocate, verify, share through CUDA IPC, release."""
     with reported():
-        plan_request = _plan_request(
-            size,
-            workers,
-            tp,
-            dp,
-            attn_dp_size,
-            enable_dp_attention,
-            transport,
-            vmm_granularity,
-            feature_size,
-            base_gpu_id,
-            context_size,
-        )
+        environ, _ = _environment(False, env_file, env)
+        pool_flags = {
+            "size": size,
+            "workers": workers,
+            "tp": tp,
+            "dp": dp,
+            "attn_dp_size": attn_dp_size,
+            "enable_dp_attention": enable_dp_attention,
+            "transport": transport,
+            "vmm_granularity": vmm_granularity,
+            "feature_size": feature_size,
+            "base_gpu_id": base_gpu_id,
+            "context_size": context_size,
+        }
+        if config is None:
+            plan_request = _plan_request(environ, **pool_flags)
+        else:
+            plan_request = _config_request(config, environ, pool_flags, output)
         from mmpool_cli.probe.runner import ProbeRequest, run_probe
 
         request = ProbeRequest(
             plan=plan_request,
-            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-            alloc_conf=os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+            cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
+            alloc_conf=environ.get("PYTORCH_CUDA_ALLOC_CONF"),
             mem_fraction_static=_fraction(mem_fraction_static),
             ipc=ipc,
             allocate_anyway=allocate_anyway,

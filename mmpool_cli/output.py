@@ -50,7 +50,7 @@ def summary_line(report: Report) -> str:
     """``2 files: 1 valid, 1 invalid (3 errors, 1 warning)``."""
     c = report.counts()
     noun = "input" if report.command == "check" else "file"
-    files = c["inputs"] if report.command == "check" else c["inputs"] - 1  # the environment is not a file
+    files = sum(r.kind != "environment" for r in report.results)  # the environment is not a file
     invalid_files = sum(r.fails(report.strict) for r in report.results if r.kind != "environment")
     parts = [f"{files} {noun}{'' if files == 1 else 's'}: {files - invalid_files} valid, {invalid_files} invalid"]
     counted = [

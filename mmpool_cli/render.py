@@ -154,7 +154,7 @@ def _figure(key: str, value: object) -> str:
     if "_bytes" in key and isinstance(value, list):
         return ", ".join(format_size(v) for v in value)
     if key.endswith("_seconds") and isinstance(value, float):
-        return f"{value:.3f} s"
+        return f"{value * 1e6:.0f} µs" if value < 0.001 else f"{value:.3f} s"
     if isinstance(value, dict):
         return "; ".join(f"{k}={_figure(k, v)}" for k, v in value.items())
     return str(value)

@@ -15,7 +15,7 @@ from typing import Literal
 from mmpool_cli import config as cfgmod
 from mmpool_cli import environment as envmod
 from mmpool_cli.check import Assumptions, resolve
-from mmpool_cli.models import FileResult, Finding, Report, Severity
+from mmpool_cli.models import FileResult, Finding, PlanRequest, Report, Severity
 from mmpool_cli.plan import budget_findings, budget_from_env, make_plan
 from mmpool_cli.sglang_args import config_tokens, read
 from mmpool_cli.yamlsrc import STDIN, Source, load
@@ -44,12 +44,21 @@ def validate_file(name: str, environ: Mapping[str, str], kind: Kind = "auto", st
     return _sglang(src, environ)
 
 
+def mmpool_config(name: str, environ: Mapping[str, str]) -> tuple[FileResult, PlanRequest | None]:
+    """Check one mmpool config and give the plan request it makes (None when it has errors or no pool)."""
+    return _mmpool_with_request(load(name), environ)
+
+
 def _mmpool(src: Source, environ: Mapping[str, str]) -> FileResult:
+    return _mmpool_with_request(src, environ)[0]
+
+
+def _mmpool_with_request(src: Source, environ: Mapping[str, str]) -> tuple[FileResult, PlanRequest | None]:
     findings = list(src.findings)
     cfg, errors = cfgmod.parse(src)
     if cfg is None:
-        return FileResult(path=src.name, kind="mmpool", findings=findings + errors)
-    plan = None
+        return FileResult(path=src.name, kind="mmpool", findings=findings + errors), None
+    plan = request = None
     if cfg.pool.transport == "cpu":
         findings.append(
             Finding(
@@ -60,7 +69,8 @@ def _mmpool(src: Source, environ: Mapping[str, str]) -> FileResult:
             )
         )
     else:
-        plan = make_plan(cfgmod.request(cfg, environ))
+        request = cfgmod.request(cfg, environ)
+        plan = make_plan(request)
         for f in plan.findings:
             if cfg.pool.size is None and f.code in _ENV_CODES:
                 continue
@@ -68,7 +78,8 @@ def _mmpool(src: Source, environ: Mapping[str, str]) -> FileResult:
             location = src.where(path) if path else src.name
             findings.append(Finding(f.severity, f.code, f.message, location))
     findings += cfgmod.extra_findings(src, cfg, plan, environ)
-    return FileResult(path=src.name, kind="mmpool", findings=findings, plan=plan, transport=cfg.pool.transport)
+    result = FileResult(path=src.name, kind="mmpool", findings=findings, plan=plan, transport=cfg.pool.transport)
+    return result, None if result.fails(strict=False) else request
 
 
 def _sglang(src: Source, environ: Mapping[str, str]) -> FileResult:

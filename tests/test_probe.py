@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -18,6 +19,7 @@ from mmpool_cli.probe import devices as dv
 from mmpool_cli.probe.report import GpuInfo, ProbeReport, Stage
 from mmpool_cli.render import probe_human
 
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DEVICES = [
     dv.NvmlDevice(
         index=i, uuid=f"GPU-{i}{i}aa-0000", name="NVIDIA H200", total=150_754_820_096, free=150_000_000_000, used=0
@@ -148,3 +150,17 @@ def test_probe_human_rendering() -> None:
     assert "0 (base)" in text
     assert "268,435,456 B (256 MiB)" in text
     assert "child-died" in text
+
+
+def test_probe_config_with_errors_reports_them_and_exits_1(run_line) -> None:
+    path = str(EXAMPLES / "invalid-mmpool.yaml")
+    result = run_line(["mmpool", "probe", "--config", path])
+    assert result.exit_code == 1
+    assert "config-unknown-key" in result.stdout
+    assert f"{path}:4:3" in result.stdout
+
+
+def test_probe_config_and_pool_flags_do_not_mix(run_line) -> None:
+    result = run_line(["mmpool", "probe", "--config", str(EXAMPLES / "mmpool.yaml"), "--workers", "3"])
+    assert result.exit_code == 2
+    assert "drop --workers or drop --config" in result.stderr

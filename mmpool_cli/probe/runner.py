@@ -233,7 +233,6 @@ class _GpuRun:
 
     def run(self, allocate: Stage, ipc: Stage | None, vmm: Stage, release: Stage) -> None:
         release.status = "pass"
-        start = time.perf_counter()
         baseline = self.free()
         release.figures["free_before_bytes"] = baseline
         pool: list[Child] = []
@@ -245,6 +244,7 @@ class _GpuRun:
                 self._ipc(ipc, pairs)
         finally:
             self.note("stopping the probe processes")
+            start = time.perf_counter()
             # consumers let go of the shared pools before their producers exit
             self.children.stop([pair[1] for pair in pairs.values()])
             self.children.stop(pool + [pair[0] for pair in pairs.values()])
