@@ -60,6 +60,11 @@ class ChildFailed(Exception):
         super().__init__(f"{child.name}: {message}")
         self.kind = kind
 
+    @property
+    def code(self) -> str:
+        """The finding code for this failure."""
+        return {"oom": "alloc-oom", "timeout": "child-timeout", "died": "child-died"}.get(self.kind, "child-error")
+
 
 class Child:
     """One probe child process with its pipe and log file."""
@@ -321,8 +326,7 @@ class _GpuRun:
             _stage_vmm(vmm, pool[0].ask("vmm", children.timeout, nbytes=nbytes), self.plan)
             step("vmm")
         except ChildFailed as e:
-            code = {"oom": "alloc-oom", "timeout": "child-timeout", "died": "child-died"}.get(e.kind, "child-error")
-            stage.add(Severity.error, code, f"{e}; the probe stopped its processes")
+            stage.add(Severity.error, e.code, f"{e}; the probe stopped its processes")
             if ipc is not None and pairs:
                 ipc.figures["skipped"] = "the allocation stage failed"
                 pairs.clear()
@@ -359,7 +363,7 @@ class _GpuRun:
                 for child in pair:
                     child.send("init")
         except ChildFailed as e:
-            stage.add(Severity.error, "child-" + e.kind, f"{e}; the probe stopped its processes")
+            stage.add(Severity.error, e.code, f"{e}; the probe stopped its processes")
 
     def _ipc(self, stage: Stage, pairs: dict[str, list[Child]]) -> None:
         assert self.plan.header_bytes is not None
@@ -376,7 +380,7 @@ class _GpuRun:
             for i, (mode, (producer, consumer)) in enumerate(pairs.items()):
                 _round_trip(stage, mode, producer, consumer, offset, length, 7000 + i, timeout)
         except ChildFailed as e:
-            stage.add(Severity.error, "child-" + e.kind, f"{e}; the probe stopped its processes")
+            stage.add(Severity.error, e.code, f"{e}; the probe stopped its processes")
         finally:
             stage.seconds = time.perf_counter() - self.ipc_started
 
