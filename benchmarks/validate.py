@@ -13,13 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
-FLOOR = "import typer, pydantic, rich, yaml"
+from startup import FLOOR, median_seconds  # the sibling script: same timing, same floor
+
 GOAL_S = 2.0
 
 MMPOOL = (
@@ -46,17 +44,6 @@ def make_files(folder: str, count: int) -> list[str]:
             f.write(text)
         paths.append(path)
     return paths
-
-
-def median_seconds(cmd: list[str], runs: int, env: dict[str, str]) -> float:
-    """Median wall time of ``runs`` fresh runs of ``cmd`` (after one warm-up run)."""
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> int:

@@ -128,6 +128,22 @@ ContextOpt = Annotated[
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", help="Output format.")]
 
 
+# The pool flags `plan` and `probe` share, with their defaults.
+POOL_FLAG_DEFAULTS = {
+    "size": None,
+    "workers": 1,
+    "tp": 1,
+    "dp": 1,
+    "attn_dp_size": 1,
+    "enable_dp_attention": False,
+    "transport": TransportChoice.cuda_ipc,
+    "vmm_granularity": "2MiB",
+    "feature_size": None,
+    "base_gpu_id": 0,
+    "context_size": None,
+}
+
+
 @app.command()
 def plan(
     size: SizeOpt = None,
@@ -144,20 +160,9 @@ def plan(
     output: FormatOpt = OutputFormat.human,
 ) -> None:
     """Show exactly what SGLang will do with a pool budget: split, header, capacity, HBM."""
+    values = locals()
     with reported():
-        pool_flags = {
-            "size": size,
-            "workers": workers,
-            "tp": tp,
-            "dp": dp,
-            "attn_dp_size": attn_dp_size,
-            "enable_dp_attention": enable_dp_attention,
-            "transport": transport,
-            "vmm_granularity": vmm_granularity,
-            "feature_size": feature_size,
-            "base_gpu_id": base_gpu_id,
-            "context_size": context_size,
-        }
+        pool_flags = {name: values[name] for name in POOL_FLAG_DEFAULTS}
         request = _plan_request(os.environ, **pool_flags)
     result = make_plan(request)
     if output is OutputFormat.json:
@@ -206,21 +211,6 @@ def _plan_request(
         expandable_segments=expandable_segments_enabled(environ.get("PYTORCH_CUDA_ALLOC_CONF")),
         context_bytes=None if context_size is None else size_arg("--context-size", context_size),
     )
-
-
-POOL_FLAG_DEFAULTS = {
-    "size": None,
-    "workers": 1,
-    "tp": 1,
-    "dp": 1,
-    "attn_dp_size": 1,
-    "enable_dp_attention": False,
-    "transport": TransportChoice.cuda_ipc,
-    "vmm_granularity": "2MiB",
-    "feature_size": None,
-    "base_gpu_id": 0,
-    "context_size": None,
-}
 
 
 def _config_request(
@@ -286,21 +276,10 @@ def probe(
     output: FormatOpt = OutputFormat.human,
 ) -> None:
     """Measure the pools on the real GPU: allocate, verify, share through CUDA IPC, release."""
+    values = locals()
     with reported():
         environ, _ = _environment(False, env_file, env)
-        pool_flags = {
-            "size": size,
-            "workers": workers,
-            "tp": tp,
-            "dp": dp,
-            "attn_dp_size": attn_dp_size,
-            "enable_dp_attention": enable_dp_attention,
-            "transport": transport,
-            "vmm_granularity": vmm_granularity,
-            "feature_size": feature_size,
-            "base_gpu_id": base_gpu_id,
-            "context_size": context_size,
-        }
+        pool_flags = {name: values[name] for name in POOL_FLAG_DEFAULTS}
         if config is None:
             plan_request = _plan_request(environ, **pool_flags)
         else:
