@@ -30,7 +30,7 @@ def test_python_dash_m() -> None:
     assert "plan" in result.stdout
 
 
-def test_installed_console_script() -> None:
+def test_installed_console_script(tmp_path) -> None:
     exe = shutil.which("mmpool") or os.path.join(os.path.dirname(sys.executable), "mmpool")
     if not os.path.exists(exe):
         pytest.fail("the mmpool console script is not installed next to this Python")
@@ -44,6 +44,22 @@ def test_installed_console_script() -> None:
     )
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["per_worker_bytes"] == 268_435_456
+    # from another folder, so that only the installed package can answer (a file left out of the
+    # wheel would fail here, not in the checkout)
+    for argv in (["plan"], ["validate", "--help"], ["check", "--help"], ["probe", "--help"]):
+        shown = subprocess.run([exe, *argv], capture_output=True, text=True, check=False, env=env, cwd=tmp_path)
+        assert shown.returncode == 0, (argv, shown.stderr)
+    probe = subprocess.run(
+        [exe, "probe", "--no-ipc", "--timeout", "60"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert probe.returncode in (0, 1, 3), probe.stderr  # 3 where there is no GPU, as in CI
+    assert "internal error" not in probe.stderr
+    assert "Traceback" not in probe.stderr
     bad = subprocess.run([exe, "plan", "--size", "1 gorilla"], capture_output=True, text=True, check=False, env=env)
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr
