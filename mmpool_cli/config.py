@@ -8,6 +8,7 @@ offending key or value. No typer, rich or torch.
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Mapping
 from functools import cache
@@ -133,13 +134,45 @@ def is_mmpool_config(data: Mapping[Any, Any]) -> bool:
 
 
 def parse(src: Source) -> tuple[Any | None, list[Finding]]:
-    """Validate a located mapping as an mmpool config: the model, or located findings."""
+    """Validate a located mapping as an mmpool config: the model, or located findings.
+
+    With errors, the transport's layout rules are still checked on the keys that are valid, so
+    one run reports a typo and a layout SGLang refuses together.
+    """
     from pydantic import ValidationError
 
     try:
         return models().model_validate(src.data), []
     except ValidationError as e:
-        return None, [_finding(src, err) for err in e.errors(include_url=False)]
+        errors = e.errors(include_url=False)
+    findings = [_finding(src, err) for err in errors]
+    return None, findings + _layout_despite(src, [tuple(err.get("loc", ())) for err in errors])
+
+
+_LAYOUT_KEYS = (("pool", "transport"), ("parallel", "nnodes"), ("parallel", "pp"))
+
+
+def _layout_despite(src: Source, bad: list[tuple[Any, ...]]) -> list[Finding]:
+    from pydantic import ValidationError
+
+    if any(loc[: len(key)] == key or key[: len(loc)] == loc for loc in bad for key in _LAYOUT_KEYS):
+        return []  # a layout key itself is wrong: its own finding says so
+    data = copy.deepcopy(src.data)
+    for loc in bad:
+        parent = data
+        for part in loc[:-1]:
+            parent = parent.get(part) if isinstance(parent, dict) else None
+        if isinstance(parent, dict):
+            parent.pop(loc[-1], None)
+    try:
+        cfg = models().model_validate(data)
+    except ValidationError:
+        return []
+    where = src.where(("pool", "transport"))
+    return [
+        Finding(Severity.error, "transport-layout", f"SGLang refuses this layout: '{message}'", where)
+        for message in sg.transport_errors(cfg.pool.transport, cfg.parallel.nnodes, cfg.parallel.pp)
+    ]
 
 
 def _finding(src: Source, err: Mapping[str, Any]) -> Finding:
