@@ -260,7 +260,11 @@ def probe(
     context_size: ContextOpt = None,
     mem_fraction_static: Annotated[
         str | None,
-        typer.Option("--mem-fraction-static", help="SGLang's --mem-fraction-static, to check the KV headroom."),
+        typer.Option(
+            "--mem-fraction-static",
+            metavar="FRACTION",
+            help="SGLang's --mem-fraction-static, to check the KV headroom.",
+        ),
     ] = None,
     config: Annotated[
         str | None,
