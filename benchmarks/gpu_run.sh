@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run mmpool's GPU tests and the probe benchmark on a machine with an NVIDIA GPU.
 # Usage: benchmarks/gpu_run.sh [OUTDIR]   (default: $OUT, else ./gpu-run)
-# Needs python3 with torch, nvidia-ml-py and mmpool's dependencies; wheels in .whl/ are
-# installed first when present (for machines without a package index).
+# Needs python3 with torch, nvidia-ml-py and mmpool's dependencies (typer 0.28, pydantic, rich,
+# PyYAML); wheels in .whl/ are installed first when present (for machines without a package index).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-gpu-run}}
