@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cache
 from multiprocessing import forkserver
 from typing import Any
 
@@ -130,8 +131,9 @@ class Child:
         self.conn.close()
 
 
+@cache
 def start_fork_server() -> None:
-    """Start the fork server that preloads torch, without waiting for it."""
+    """Start the fork server that preloads torch, without waiting for it (once per process)."""
     multiprocessing.get_context("forkserver").set_forkserver_preload(["torch", "mmpool_cli.probe.worker"])
     threading.Thread(target=forkserver.ensure_running, daemon=True).start()
 
