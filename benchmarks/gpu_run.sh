@@ -19,7 +19,7 @@ fi
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/gpu: /'
     python3 -c "import sys, torch; print('python:', sys.version.split()[0], '| torch:', torch.__version__, '| cuda:', torch.version.cuda)"
 } | tee "$out/machine.txt"
-python3 -m pytest tests/test_probe_gpu.py tests/test_probe.py --run-gpu -v -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.txt"
+python3 -m pytest tests/probe/ --run-gpu -v -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.txt"
 tests=${PIPESTATUS[0]}
 python3 -m mmpool_cli probe 2>&1 | tee "$out/probe-defaults.txt"
 python3 -m mmpool_cli probe --size 1GiB --workers 4 --tp 8 --mem-fraction-static 0.85 2>&1 | tee "$out/probe-w4-tp8.txt"

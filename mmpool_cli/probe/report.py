@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mmpool_cli.models import Finding, Plan, Severity
+from mmpool_cli.core.models import Finding, Plan, Severity
 
 PROBE_SCHEMA_VERSION = 1
 

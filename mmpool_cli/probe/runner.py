@@ -22,13 +22,13 @@ from functools import cache
 from multiprocessing import forkserver
 from typing import Any
 
-from mmpool_cli import sglang as sg
-from mmpool_cli.models import Plan, PlanRequest, Severity
-from mmpool_cli.pidfd import FIXES, check_pidfd_getfd
-from mmpool_cli.plan import make_plan
+from mmpool_cli.core.models import Plan, PlanRequest, Severity
+from mmpool_cli.core.plan import make_plan
+from mmpool_cli.core.units import format_size
 from mmpool_cli.probe import devices as dv
 from mmpool_cli.probe.report import GpuInfo, ProbeReport, Stage
-from mmpool_cli.units import format_size
+from mmpool_cli.sglang import rules as sg
+from mmpool_cli.sglang.pidfd import FIXES, check_pidfd_getfd
 
 MiB = sg.MiB
 IPC_SLICE_BYTES = 8 * MiB

@@ -1,0 +1,51 @@
+"""The command line: one module per command, registered on one typer app; ``main`` is the entry point."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NoReturn
+
+import typer
+
+from mmpool_cli.cli import check, plan, probe, schema, validate  # noqa: F401 - each registers its command
+from mmpool_cli.cli.app import app
+from mmpool_cli.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+
+__all__ = ["app", "main", "run"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: run the app; usage errors as one line, bugs without a traceback."""
+    try:
+        result = app(args=argv, prog_name="mmpool", standalone_mode=False)
+    except typer.TyperException as e:
+        # typer's usage errors (exit 2) carry the command context for a help pointer
+        ctx = getattr(e, "ctx", None)
+        code = getattr(e, "exit_code", EXIT_USAGE)
+        if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            typer.echo(ctx.get_help())
+            return code
+        where = f" (see '{ctx.command_path} --help')" if ctx is not None and code == EXIT_USAGE else ""
+        typer.echo(f"mmpool: error: {e.format_message()}{where}", err=True)
+        return code
+    except typer.Abort:
+        typer.echo("mmpool: aborted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # noqa: BLE001 - the last line of defence: no traceback reaches a user
+        if os.environ.get("MMPOOL_DEBUG"):
+            raise
+        typer.echo(
+            f"mmpool: internal error: {type(e).__name__}: {e} "
+            "(a bug in mmpool; set MMPOOL_DEBUG=1 to see the traceback and please report it)",
+            err=True,
+        )
+        return EXIT_INTERNAL
+    return result if isinstance(result, int) else EXIT_OK
+
+
+def run() -> NoReturn:
+    """``[project.scripts]`` target."""
+    sys.exit(main())

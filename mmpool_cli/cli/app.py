@@ -1,0 +1,56 @@
+"""The typer application every command module registers on, and how output reaches the terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+
+from mmpool_cli import __version__
+from mmpool_cli.errors import MmpoolError
+from mmpool_cli.render import Rendered, Rich
+
+app = typer.Typer(
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Plan and check SGLang's multimodal feature-transport pools before launch.",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mmpool {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """Plan and check SGLang's multimodal feature-transport pools before launch."""
+
+
+@contextmanager
+def reported() -> Iterator[None]:
+    """Turn mmpool's own errors into a one-line message on stderr and their exit code."""
+    try:
+        yield
+    except MmpoolError as e:
+        typer.echo(f"mmpool: error: {e}", err=True)
+        raise typer.Exit(e.exit_code) from None
+
+
+def emit(output: Rendered, *, err: bool = False) -> None:
+    """Write a renderer's output: text as is, a rich renderable through a console (rich loads only here)."""
+    if isinstance(output, Rich):
+        from rich.console import Console
+
+        Console(highlight=False, soft_wrap=output.soft_wrap, stderr=err).print(output.renderable)
+    else:
+        typer.echo(output, err=err)

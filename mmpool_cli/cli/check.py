@@ -1,0 +1,98 @@
+"""``mmpool check``: an SGLang launch command and its environment, before launch; ``--exec`` runs it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from mmpool_cli.cli.app import app, emit, reported
+from mmpool_cli.cli.options import (
+    ContextOpt,
+    EnvFileOpt,
+    EnvOpt,
+    FeatureOpt,
+    GranularityOpt,
+    NoProcessEnvOpt,
+    ReportFormat,
+    ReportFormatOpt,
+    StrictOpt,
+    environment,
+    size_arg,
+)
+from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, MmpoolError
+from mmpool_cli.render import render
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def check(
+    command: Annotated[
+        list[str], typer.Argument(metavar="-- LAUNCH COMMAND...", help="The SGLang launch command, after --.")
+    ],
+    exec_: Annotated[
+        bool, typer.Option("--exec", help="Run the launch command in mmpool's place when the check passes.")
+    ] = False,
+    hf_model_type: Annotated[
+        str | None,
+        typer.Option("--hf-model-type", help="The model's config.json model_type, e.g. qwen3_vl, qwen3_vl_moe."),
+    ] = None,
+    sm90: Annotated[
+        bool | None, typer.Option("--sm90/--no-sm90", help="The GPUs are Hopper (SM 9.0) with CUDA >= 12.3.")
+    ] = None,
+    gpu_memory: Annotated[
+        str | None, typer.Option("--gpu-memory", metavar="SIZE", help="Total memory of the smallest GPU.")
+    ] = None,
+    feature_size: FeatureOpt = None,
+    context_size: ContextOpt = None,
+    vmm_granularity: GranularityOpt = "2MiB",
+    probe_pidfd: Annotated[
+        bool,
+        typer.Option("--probe-pidfd/--no-probe-pidfd", help="Test pidfd_getfd rights when IPC needs them."),
+    ] = True,
+    env: EnvOpt = None,
+    env_file: EnvFileOpt = None,
+    no_process_env: NoProcessEnvOpt = False,
+    output: ReportFormatOpt = ReportFormat.human,
+    strict: StrictOpt = False,
+) -> None:
+    """Check an SGLang launch command and its environment before launch; --exec then runs it."""
+    from dataclasses import replace
+
+    from mmpool_cli.core.models import Report
+    from mmpool_cli.inputs.launch import Assumptions, check_launch
+
+    with reported():
+        if exec_ and (env or env_file or no_process_env):
+            raise MmpoolError(
+                "--exec runs the launch with mmpool's own environment, so --env, --env-file and "
+                "--no-process-env would check a different one: export the variables instead"
+            )
+        environ, env_findings = environment(no_process_env, env_file, env)
+        assume = Assumptions(
+            hf_model_type=hf_model_type,
+            sm90=sm90,
+            gpu_memory=None if gpu_memory is None else size_arg("--gpu-memory", gpu_memory),
+            feature_sizes=tuple(size_arg("--feature-size", s) for s in feature_size or ()),
+            context_bytes=None if context_size is None else size_arg("--context-size", context_size),
+            vmm_granularity=size_arg("--vmm-granularity", vmm_granularity),
+            probe_pidfd=probe_pidfd,
+        )
+        result = check_launch(command, environ, assume)
+    if env_findings:
+        result = replace(result, findings=env_findings + result.findings)
+    report = Report(command="check", results=[result], strict=strict)
+    # With --exec the server owns stdout: the report goes to stderr.
+    emit(render("report", output.value, report, launch=command), err=exec_)
+    if not report.ok:
+        raise typer.Exit(EXIT_FINDINGS)
+    if exec_:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            os.execvp(command[0], command)
+        except OSError as e:
+            typer.echo(f"mmpool: error: cannot run {command[0]!r}: {e.strerror or e}", err=True)
+            raise typer.Exit(EXIT_USAGE) from None
+    raise typer.Exit(EXIT_OK)

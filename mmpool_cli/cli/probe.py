@@ -1,0 +1,108 @@
+"""``mmpool probe``: the pools measured on the real GPU. torch loads only in the probe's children."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Annotated
+
+import typer
+
+from mmpool_cli.cli.app import app, emit, reported
+from mmpool_cli.cli.options import (
+    EnvFileOpt,
+    EnvOpt,
+    FormatOpt,
+    OutputFormat,
+    PoolOptions,
+    environment,
+    with_pool_options,
+)
+from mmpool_cli.core.models import PlanRequest
+from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
+from mmpool_cli.render import render
+
+
+@app.command()
+@with_pool_options
+def probe(
+    pool: PoolOptions,
+    mem_fraction_static: Annotated[
+        str | None,
+        typer.Option(
+            "--mem-fraction-static",
+            metavar="FRACTION",
+            help="SGLang's --mem-fraction-static, to check the KV headroom.",
+        ),
+    ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option("--config", metavar="FILE", help="Take the pool from an mmpool config file instead of flags."),
+    ] = None,
+    env: EnvOpt = None,
+    env_file: EnvFileOpt = None,
+    ipc: Annotated[bool, typer.Option("--ipc/--no-ipc", help="Run the CUDA IPC round trips.")] = True,
+    allocate_anyway: Annotated[
+        bool, typer.Option("--allocate-anyway", help="Allocate even when the pools are predicted not to fit.")
+    ] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds any probe process may take to answer.")] = 120.0,
+    output: FormatOpt = OutputFormat.human,
+) -> None:
+    """Measure the pools on the real GPU: allocate, verify, share through CUDA IPC, release."""
+    with reported():
+        environ, _ = environment(False, env_file, env)
+        plan_request = pool.request(environ) if config is None else _config_request(config, environ, pool, output)
+        from mmpool_cli.probe.runner import ProbeRequest, run_probe
+
+        request = ProbeRequest(
+            plan=plan_request,
+            cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
+            alloc_conf=environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+            mem_fraction_static=_fraction(mem_fraction_static),
+            ipc=ipc,
+            allocate_anyway=allocate_anyway,
+            timeout=timeout,
+        )
+        report = _with_progress(lambda note: run_probe(request, note), show=output is OutputFormat.human)
+    emit(render("probe", output.value, report))
+    raise typer.Exit(EXIT_FINDINGS if report.status == "fail" else EXIT_OK)
+
+
+def _config_request(path: str, environ: Mapping[str, str], pool: PoolOptions, output: OutputFormat) -> PlanRequest:
+    """The plan request of an mmpool config file; its findings end the run (exit 1) when it has errors."""
+    given = sorted(pool.given())
+    if given:
+        raise MmpoolError(f"--config takes the pool from the file; drop {', '.join(given)} or drop --config")
+    from mmpool_cli.core.models import Report
+    from mmpool_cli.inputs.validate import mmpool_config
+
+    result, request = mmpool_config(path, environ)
+    if request is None and result.fails(strict=False):
+        emit(render("report", output.value, Report(command="validate", results=[result])))
+        raise typer.Exit(EXIT_FINDINGS)
+    if request is None:
+        raise MmpoolError(f"{path}: pool.transport is cpu, so there is no pool to probe")
+    return request
+
+
+def _fraction(text: str | None) -> Fraction | None:
+    if text is None:
+        return None
+    try:
+        value = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise MmpoolError(f"--mem-fraction-static: {text!r} is not a number; use e.g. 0.85") from None
+    if not 0 < value < 1:
+        raise MmpoolError(f"--mem-fraction-static: {text} is not between 0 and 1; use e.g. 0.85")
+    return value
+
+
+def _with_progress(work, show: bool):
+    """Run ``work(note)`` with a spinner on stderr naming the current step (humans only)."""
+    if not show or not sys.stderr.isatty():
+        return work(lambda _message: None)
+    from rich.console import Console
+
+    with Console(stderr=True).status("probing") as status:
+        return work(lambda message: status.update(message))

@@ -1,0 +1,16 @@
+"""``mmpool schema``: the JSON Schema of mmpool's config file."""
+
+from __future__ import annotations
+
+import typer
+
+from mmpool_cli.cli.app import app
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of mmpool's config file."""
+    from mmpool_cli.inputs.config import json_schema
+    from mmpool_cli.render.text import to_json
+
+    typer.echo(to_json(json_schema()))

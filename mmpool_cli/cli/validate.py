@@ -1,0 +1,46 @@
+"""``mmpool validate``: mmpool configs, SGLang ``--config`` files and the environment."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from mmpool_cli.cli.app import app, emit, reported
+from mmpool_cli.cli.options import (
+    EnvFileOpt,
+    EnvOpt,
+    KindChoice,
+    NoProcessEnvOpt,
+    ReportFormat,
+    ReportFormatOpt,
+    StrictOpt,
+    environment,
+)
+from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK
+from mmpool_cli.render import render
+
+
+@app.command()
+def validate(
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Files to validate; - reads stdin.")],
+    kind: Annotated[
+        KindChoice, typer.Option("--kind", help="Read every file as this kind (auto: by its top-level keys).")
+    ] = KindChoice.auto,
+    env: EnvOpt = None,
+    env_file: EnvFileOpt = None,
+    no_process_env: NoProcessEnvOpt = False,
+    output: ReportFormatOpt = ReportFormat.human,
+    strict: StrictOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show info findings too.")] = False,
+) -> None:
+    """Validate mmpool configs, SGLang --config files and the environment; report every finding."""
+    from mmpool_cli.inputs.validate import validate as run_validate
+
+    with reported():
+        environ, env_findings = environment(no_process_env, env_file, env)
+    stdin = sys.stdin.buffer.read() if "-" in files else None
+    report = run_validate(files, environ, kind=kind.value, stdin=stdin, env_file_findings=env_findings, strict=strict)
+    emit(render("report", output.value, report, verbose=verbose))
+    raise typer.Exit(EXIT_OK if report.ok else EXIT_FINDINGS)

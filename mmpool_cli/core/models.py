@@ -1,0 +1,196 @@
+"""Result and request models of the core: frozen dataclasses, cheap to import.
+
+Pure core: no typer, rich or torch, and no pydantic either, so ``mmpool plan`` starts fast;
+pydantic validates config files (``mmpool_cli.inputs.config``). Sizes are integers of bytes
+everywhere; a number that cannot be computed is None (``null`` in JSON), never a made-up 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+from mmpool_cli.sglang.rules import DEFAULT_VMM_GRANULARITY, SGLANG_VERSION
+
+PLAN_SCHEMA_VERSION = 1
+
+Transport = Literal["cuda_ipc", "cuda_vmm"]
+
+
+def to_data(obj: Any) -> Any:
+    """A dataclass result as plain JSON-ready data (dicts, lists, str, int, bool, None)."""
+    return dataclasses.asdict(obj)
+
+
+class Severity(StrEnum):
+    """How much a finding matters: errors fail a run, warnings only under ``--strict``."""
+
+    error = "error"
+    warning = "warning"
+    info = "info"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing mmpool found, with a stable ``code`` scripts can match on."""
+
+    severity: Severity
+    code: str
+    message: str
+    location: str | None = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The pool budget and where it came from (a flag, a config file, the environment or SGLang's default)."""
+
+    bytes: int
+    source: Literal["flag", "config", "env", "default"]
+    variable: str | None = None
+    raw: str | None = None
+    invalid: bool = False
+    shadowed: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Everything ``make_plan`` needs; the CLI and config files build one of these."""
+
+    budget: Budget
+    workers: int = 1
+    tp_size: int = 1
+    dp_size: int = 1
+    attn_dp_size: int = 1
+    enable_dp_attention: bool = False
+    transport: Transport = "cuda_ipc"
+    vmm_granularity: int = DEFAULT_VMM_GRANULARITY
+    feature_sizes: tuple[int, ...] = ()
+    base_gpu_id: int = 0
+    expandable_segments: bool = False
+    context_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class FeatureFit:
+    """How one feature size sits in one fresh worker pool."""
+
+    bytes: int
+    slice_bytes: int
+    fit_per_worker: int | None
+    fit_per_node: int | None
+    limited_by: Literal["bytes", "slots"] | None
+
+
+@dataclass(frozen=True)
+class HbmEstimate:
+    """What the pools are predicted to take from the base GPU, beyond the budget's arithmetic."""
+
+    base_gpu_id: int
+    allocator: Literal["caching", "caching-expandable", "vmm"]
+    pool_reserved_bytes_per_worker: int
+    pool_reserved_bytes: int
+    allocator_overhead_bytes: int
+    processes: int
+    context_bytes_per_process: int
+    context_bytes: int
+    total_bytes: int
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What to copy into the launch: environment variables and SGLang flags."""
+
+    env: dict[str, str]
+    args: list[str]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What SGLang will do with a pool configuration, byte for byte. Field order is the JSON order."""
+
+    status: Literal["ok", "fail"]
+    budget_bytes: int
+    budget_source: str
+    budget_env_variable: str | None
+    budget_env_value: str | None
+    sglang_mm_feature_cache_mb: int
+    effective_budget_bytes: int
+    floor_loss_bytes: int
+    workers: int
+    tp_size: int
+    dp_size: int
+    attn_dp_size: int
+    enable_dp_attention: bool
+    transport: Transport
+    per_worker_bytes: int | None
+    unused_bytes: int | None
+    consumers: int | None
+    header_bytes: int | None
+    lease_control_bytes: int | None
+    vmm_granularity_bytes: int | None
+    allocation_bytes_per_worker: int | None
+    usable_bytes_per_worker: int | None
+    max_inflight_slices: int | None
+    features: list[FeatureFit]
+    hbm: HbmEstimate | None
+    settings: Settings | None
+    findings: list[Finding]
+    schema_version: int = field(default=PLAN_SCHEMA_VERSION)
+    sglang_version: str = field(default=SGLANG_VERSION)
+
+    @property
+    def errors(self) -> list[Finding]:
+        """The error-level findings."""
+        return [f for f in self.findings if f.severity is Severity.error]
+
+    def to_data(self) -> dict[str, Any]:
+        """The JSON payload: ``schema_version`` and ``status`` first, then every field."""
+        data = to_data(self)
+        head = {"schema_version": data.pop("schema_version"), "status": data.pop("status")}
+        head["sglang_version"] = data.pop("sglang_version")
+        return head | data
+
+
+ResultKind = Literal["mmpool", "sglang", "environment", "launch", "unknown"]
+REPORT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """One checked input (a file, the environment, a launch command): its findings and plan."""
+
+    path: str
+    kind: ResultKind
+    findings: list[Finding]
+    plan: Plan | None = None
+    transport: str | None = None
+
+    def fails(self, strict: bool = False) -> bool:
+        """Whether this input fails: an error, or a warning under ``--strict``."""
+        failing = (Severity.error, Severity.warning) if strict else (Severity.error,)
+        return any(f.severity in failing for f in self.findings)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``mmpool validate`` or ``mmpool check`` found, for every input, in input order."""
+
+    command: Literal["validate", "check"]
+    results: list[FileResult]
+    strict: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Whether every input passes (exit code 0)."""
+        return not any(r.fails(self.strict) for r in self.results)
+
+    def counts(self) -> dict[str, int]:
+        """Inputs, valid and invalid inputs, and findings by severity."""
+        findings = [f for r in self.results for f in r.findings]
+        invalid = sum(r.fails(self.strict) for r in self.results)
+        counts = {"inputs": len(self.results), "valid": len(self.results) - invalid, "invalid": invalid}
+        for severity in Severity:
+            counts[f"{severity.value}s"] = sum(f.severity is severity for f in findings)
+        return counts

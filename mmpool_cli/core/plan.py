@@ -1,0 +1,358 @@
+"""The plan: what SGLang 0.5.23 will do with a pool configuration, as integer arithmetic.
+
+Pure core: no I/O, no typer, rich or torch. ``make_plan`` never raises for a bad
+configuration: every problem SGLang would hit becomes an error finding in the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mmpool_cli.core.models import Budget, FeatureFit, Finding, HbmEstimate, Plan, PlanRequest, Settings, Severity
+from mmpool_cli.core.units import SizeError, format_exact, format_size, parse_size
+from mmpool_cli.sglang import rules as sg
+
+# CUDA context plus PyTorch runtime that one tokenizer process adds on the base GPU
+# (``import torch`` + first allocation), measured by ``mmpool probe`` on an H200 with
+# torch 2.11 and driver 580; other drivers and builds differ, so it is an estimate.
+DEFAULT_CONTEXT_BYTES = 552_402_944
+
+
+def budget_from_env(environ: Mapping[str, str]) -> Budget:
+    """The budget SGLang will read from ``environ``, exactly as SGLang reads it.
+
+    ``SGL_MM_FEATURE_CACHE_MB`` overrides ``SGLANG_MM_FEATURE_CACHE_MB``; a value that Python's
+    ``int()`` rejects falls back to the 1024 MiB default (``invalid`` is then True).
+    """
+    found = sg.env_name(sg.ENV_BUDGET, environ)
+    if found is None:
+        return Budget(bytes=sg.DEFAULT_BUDGET_MB * sg.MiB, source="default")
+    variable, raw = found
+    shadowed = None
+    if variable != sg.ENV_BUDGET and sg.ENV_BUDGET in environ:
+        shadowed = (sg.ENV_BUDGET, environ[sg.ENV_BUDGET])
+    mb = sg.parse_env_int(raw)
+    return Budget(
+        bytes=(sg.DEFAULT_BUDGET_MB if mb is None else mb) * sg.MiB,
+        source="env",
+        variable=variable,
+        raw=raw,
+        invalid=mb is None,
+        shadowed=shadowed,
+    )
+
+
+def budget_findings(budget: Budget) -> list[Finding]:
+    """The findings about where the budget comes from and whether SGLang accepts it, without a plan.
+
+    For a launch that creates no pool, where ``make_plan`` is not called.
+    """
+    findings: list[Finding] = []
+
+    def add(severity: Severity, code: str, message: str) -> None:
+        findings.append(Finding(severity=severity, code=code, message=message))
+
+    mb = sg.budget_mb(budget.bytes)
+    smallest = sg.smallest_valid_budget_mb(1, "cuda_ipc", 1, sg.DEFAULT_VMM_GRANULARITY)
+    _budget_findings(budget, mb, budget.bytes - mb * sg.MiB, smallest, add)
+    return findings
+
+
+def make_plan(request: PlanRequest) -> Plan:
+    """Plan SGLang's pools for ``request``: split, header, usable bytes, capacity and HBM.
+
+    Sizes are exact integers; the budget is floored to whole MiB as SGLang takes it, and
+    each worker gets ``effective // workers`` bytes with the remainder unused.
+    """
+    findings: list[Finding] = []
+
+    def add(severity: Severity, code: str, message: str) -> None:
+        findings.append(Finding(severity=severity, code=code, message=message))
+
+    budget = request.budget
+    mb = sg.budget_mb(budget.bytes)
+    effective = mb * sg.MiB
+    floor_loss = budget.bytes - effective
+    workers, transport = request.workers, request.transport
+
+    if workers <= 0:
+        add(
+            Severity.error,
+            "workers-not-positive",
+            f"--tokenizer-worker-num {workers}: SGLang fails at start-up with "
+            f"'{sg.MSG_WORKERS_NOT_POSITIVE}'; use 1 or more",
+        )
+    dp_size, attn_dp_size = sg.resolve_attention_dp(request.dp_size, request.attn_dp_size, request.enable_dp_attention)
+    consumers = _consumers(request.tp_size, dp_size, attn_dp_size, add)
+    smallest = sg.smallest_valid_budget_mb(max(workers, 1), transport, consumers or 1, request.vmm_granularity)
+    _budget_findings(budget, mb, floor_loss, smallest, add)
+
+    per_worker = unused = header = lease_control = allocation = usable = None
+    if mb > 0 and workers > 0:
+        per_worker = effective // workers
+        unused = effective - per_worker * workers
+        if unused:
+            add(
+                Severity.info,
+                "split-remainder",
+                f"{effective:,} bytes do not split evenly across {workers} workers: {unused} byte(s) stay unused",
+            )
+    if per_worker is not None and consumers is not None:
+        if transport == "cuda_ipc":
+            header, lease_control = sg.ipc_header_bytes(consumers), 0
+            if per_worker <= header:
+                need = sg.smallest_valid_budget_mb(workers, transport, consumers, 0)
+                add(
+                    Severity.error,
+                    "pool-too-small",
+                    f"each worker's {per_worker:,} bytes do not exceed the {header:,}-byte control "
+                    f"header: SGLang fails with '{sg.msg_too_small(per_worker, header)}'; "
+                    f"set {sg.ENV_BUDGET} to at least {need}",
+                )
+            else:
+                allocation, usable = per_worker, per_worker - header
+        else:
+            header, lease_control = 0, sg.vmm_lease_control_bytes(consumers)
+            allocation = sg.vmm_allocation_bytes(per_worker, request.vmm_granularity)
+            if allocation == 0:
+                need = sg.smallest_valid_budget_mb(workers, transport, consumers, request.vmm_granularity)
+                add(
+                    Severity.error,
+                    "vmm-below-granularity",
+                    f"each worker's {per_worker:,} bytes are less than the CUDA VMM granularity "
+                    f"({format_size(request.vmm_granularity)}): SGLang fails with "
+                    f"'{sg.msg_below_granularity(per_worker, request.vmm_granularity)}'; "
+                    f"set {sg.ENV_BUDGET} to at least {need}",
+                )
+            else:
+                usable = allocation
+
+    features = [_feature_fit(request, nbytes, usable, consumers, add) for nbytes in request.feature_sizes]
+    hbm = _hbm(request, per_worker, allocation, add) if allocation else None
+    if hbm is not None:
+        add(
+            Severity.info,
+            "kv-reservation",
+            f"for a multimodal model SGLang {sg.SGLANG_VERSION} takes {sg.ENV_BUDGET} ({mb} MiB) plus "
+            f"{sg.ENV_VLM_CACHE} ({sg.DEFAULT_VLM_CACHE_MB} MiB unless set) out of the KV-cache budget "
+            f"on every rank; the tokenizer processes' CUDA contexts and allocator rounding on GPU "
+            f"{request.base_gpu_id} are not in that reservation",
+        )
+
+    errors = any(f.severity is Severity.error for f in findings)
+    return Plan(
+        status="fail" if errors else "ok",
+        budget_bytes=budget.bytes,
+        budget_source=budget.source,
+        budget_env_variable=budget.variable,
+        budget_env_value=budget.raw,
+        sglang_mm_feature_cache_mb=mb,
+        effective_budget_bytes=effective,
+        floor_loss_bytes=floor_loss,
+        workers=workers,
+        tp_size=request.tp_size,
+        dp_size=request.dp_size,
+        attn_dp_size=request.attn_dp_size,
+        enable_dp_attention=request.enable_dp_attention,
+        transport=transport,
+        per_worker_bytes=per_worker,
+        unused_bytes=unused,
+        consumers=consumers,
+        header_bytes=header,
+        lease_control_bytes=lease_control,
+        vmm_granularity_bytes=request.vmm_granularity if transport == "cuda_vmm" else None,
+        allocation_bytes_per_worker=allocation,
+        usable_bytes_per_worker=usable,
+        max_inflight_slices=sg.MAX_INFLIGHT_SLICES if transport == "cuda_ipc" else None,
+        features=features,
+        hbm=hbm,
+        settings=None if errors else _settings(request, mb),
+        findings=findings,
+    )
+
+
+def _consumers(tp_size: int, dp_size: int, attn_dp_size: int, add) -> int | None:
+    bad = [
+        (flag, v)
+        for flag, v in (("--tp-size", tp_size), ("--dp-size", dp_size), ("--attn-dp-size", attn_dp_size))
+        if v <= 0
+    ]
+    for flag, value in bad:
+        add(Severity.error, "parallel-not-positive", f"{flag} {value}: use 1 or more")
+    if bad:
+        return None
+    if dp_size > 1 and attn_dp_size > 1:
+        add(
+            Severity.error,
+            "dp-replicas-with-attention-dp",
+            f"SGLang refuses this layout: '{sg.msg_replicas_with_attention_dp(dp_size, attn_dp_size)}'; "
+            "use either --dp-size (replicas) or --attn-dp-size (attention DP)",
+        )
+        return None
+    if attn_dp_size > 1 and tp_size % attn_dp_size:
+        add(
+            Severity.error,
+            "attention-dp-not-divisor",
+            f"--tp-size {tp_size} is not a multiple of the attention-DP size {attn_dp_size}: "
+            "SGLang needs tp_size == attn_tp_size * attn_dp_size; pick sizes that divide",
+        )
+        return None
+    consumers = sg.consumer_count(tp_size, dp_size, attn_dp_size)
+    if consumers <= 0:
+        add(
+            Severity.error,
+            "consumers-not-positive",
+            f"--tp-size {tp_size} with attention-DP size {attn_dp_size} gives {consumers} consumers "
+            f"per feature: SGLang fails with '{sg.MSG_CONSUMERS_NOT_POSITIVE}'",
+        )
+        return None
+    return consumers
+
+
+def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, add) -> None:
+    if budget.source == "default":
+        add(Severity.info, "budget-default", f"{sg.ENV_BUDGET} is not set: SGLang uses its default {mb} MiB")
+    elif budget.source == "env":
+        if budget.invalid:
+            add(Severity.error, "env-budget-invalid", _invalid_env_message(budget))
+        else:
+            add(Severity.info, "budget-from-env", f"budget read from {budget.variable}={budget.raw}")
+        if budget.shadowed is not None and budget.shadowed[1] != budget.raw:
+            name, raw = budget.shadowed
+            add(
+                Severity.warning,
+                "env-legacy-overrides",
+                f"{budget.variable}={budget.raw} overrides {name}={raw} (SGLang copies SGL_ "
+                f"variables over SGLANG_ ones); unset {budget.variable}",
+            )
+    if mb <= 0:
+        if budget.bytes > 0:
+            add(
+                Severity.error,
+                "budget-floors-to-zero",
+                f"a budget of {format_size(budget.bytes)} is less than 1 MiB, and SGLang takes it "
+                f"in whole MiB: 0 fails with '{sg.MSG_TOTAL_NOT_POSITIVE}'; the smallest valid "
+                f"budget here is {smallest}MiB ({sg.ENV_BUDGET}={smallest})",
+            )
+        else:
+            add(
+                Severity.error,
+                "budget-not-positive",
+                f"{sg.ENV_BUDGET}={mb}: SGLang fails at start-up with "
+                f"'{sg.MSG_TOTAL_NOT_POSITIVE}'; use {smallest} or more",
+            )
+    elif floor_loss:
+        add(
+            Severity.warning,
+            "budget-not-whole-mib",
+            f"{format_size(budget.bytes)} is not a whole number of MiB: SGLang takes "
+            f"{sg.ENV_BUDGET}={mb} and reserves {format_size(mb * sg.MiB)}, "
+            f"{floor_loss:,} bytes less",
+        )
+
+
+def _invalid_env_message(budget: Budget) -> str:
+    fix = "a whole number of MiB, e.g. 1024"
+    try:
+        meant = parse_size(budget.raw or "")
+    except SizeError:
+        pass
+    else:
+        if meant >= sg.MiB:
+            fix = f"{meant // sg.MiB} ({format_exact(meant)} in whole MiB)"
+    return (
+        f"{budget.variable}={budget.raw!r} is not an integer: SGLang only warns and uses its "
+        f"default {sg.DEFAULT_BUDGET_MB} MiB; set it to {fix}"
+    )
+
+
+def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumers: int | None, add) -> FeatureFit:
+    if request.transport == "cuda_ipc" or consumers is None:
+        slice_bytes = sg.ipc_slice_bytes(nbytes)
+    else:
+        slice_bytes = sg.vmm_slice_bytes(nbytes, consumers)
+    if nbytes <= 0:
+        add(Severity.error, "feature-empty", "a feature size of 0 bytes: SGLang cannot pool an empty tensor")
+        return FeatureFit(
+            bytes=nbytes, slice_bytes=slice_bytes, fit_per_worker=None, fit_per_node=None, limited_by=None
+        )
+    if usable is None or consumers is None:
+        return FeatureFit(
+            bytes=nbytes, slice_bytes=slice_bytes, fit_per_worker=None, fit_per_node=None, limited_by=None
+        )
+    if request.transport == "cuda_ipc":
+        by_bytes = usable // slice_bytes
+        fit = sg.ipc_fit(usable, nbytes)
+        per_worker_needed = sg.ipc_header_bytes(consumers) + slice_bytes
+    else:
+        by_bytes = fit = sg.vmm_fit(usable, nbytes, consumers)
+        per_worker_needed = sg.align_up(slice_bytes, request.vmm_granularity)
+    limited_by = "slots" if by_bytes > fit else "bytes"
+    if fit == 0:
+        need = sg.smallest_budget_mb(request.workers, per_worker_needed)
+        add(
+            Severity.warning,
+            "feature-never-fits",
+            f"a {format_size(nbytes)} feature never fits in a worker's {format_size(usable)} of "
+            f"usable pool: SGLang sends every such feature over the slow CPU path; "
+            f"{sg.ENV_BUDGET}={need} fits one",
+        )
+    elif limited_by == "slots":
+        add(
+            Severity.info,
+            "feature-slot-cap",
+            f"{format_size(nbytes)} features: {by_bytes:,} would fit by bytes, but a pool holds "
+            f"at most {sg.MAX_INFLIGHT_SLICES} in flight",
+        )
+    return FeatureFit(
+        bytes=nbytes,
+        slice_bytes=slice_bytes,
+        fit_per_worker=fit,
+        fit_per_node=fit * request.workers,
+        limited_by=limited_by,
+    )
+
+
+def _hbm(request: PlanRequest, per_worker: int | None, allocation: int, add) -> HbmEstimate:
+    if request.transport == "cuda_vmm":
+        allocator, reserved = "vmm", allocation
+    else:
+        allocator = "caching-expandable" if request.expandable_segments else "caching"
+        reserved = sg.caching_allocator_reserved(allocation, request.expandable_segments)
+    workers = request.workers
+    context = DEFAULT_CONTEXT_BYTES if request.context_bytes is None else request.context_bytes
+    overhead = reserved - (per_worker or 0)
+    if request.transport == "cuda_ipc" and overhead > 0:
+        add(
+            Severity.warning,
+            "allocator-rounding",
+            f"PyTorch's caching allocator reserves {format_size(reserved)} for each "
+            f"{format_size(allocation)} pool: the pools take {format_size(reserved * workers)} "
+            f"on GPU {request.base_gpu_id}, {format_size(overhead * workers)} more than the budget",
+        )
+    return HbmEstimate(
+        base_gpu_id=request.base_gpu_id,
+        allocator=allocator,
+        pool_reserved_bytes_per_worker=reserved,
+        pool_reserved_bytes=reserved * workers,
+        allocator_overhead_bytes=overhead * workers,
+        processes=workers,
+        context_bytes_per_process=context,
+        context_bytes=context * workers,
+        total_bytes=(reserved + context) * workers,
+    )
+
+
+def _settings(request: PlanRequest, mb: int) -> Settings:
+    args = ["--tokenizer-worker-num", str(request.workers), "--mm-feature-transport", request.transport]
+    if request.tp_size != 1:
+        args += ["--tp-size", str(request.tp_size)]
+    dp_size, attn_dp_size = sg.resolve_attention_dp(request.dp_size, request.attn_dp_size, request.enable_dp_attention)
+    if dp_size != 1:
+        args += ["--dp-size", str(dp_size)]
+    if attn_dp_size != 1:
+        # --enable-dp-attention is deprecated in SGLang 0.5.23: give its replacement
+        args += ["--attn-dp-size", str(attn_dp_size)]
+    if request.base_gpu_id:
+        args += ["--base-gpu-id", str(request.base_gpu_id)]
+    return Settings(env={sg.ENV_BUDGET: str(mb)}, args=args)

@@ -1,0 +1,1 @@
+"""What users give mmpool: located YAML, mmpool configs, SGLang --config files, launch commands."""

@@ -1,0 +1,287 @@
+"""mmpool's own config file: pydantic models, their JSON Schema, and the plan request they make.
+
+A config has up to four sections, ``pool``, ``parallel``, ``gpu`` and ``workload``; unknown keys
+are refused, sizes are size strings or integers of bytes. pydantic is imported only inside these
+functions, so commands that never read a config do not pay for it. Errors come back located at the
+offending key or value. No typer, rich or torch.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+from mmpool_cli.core.models import Budget, Finding, Plan, PlanRequest, Severity
+from mmpool_cli.core.plan import budget_from_env
+from mmpool_cli.core.units import SizeError, format_size, parse_size
+from mmpool_cli.inputs.yamlsrc import Source
+from mmpool_cli.sglang import rules as sg
+
+SECTIONS = ("pool", "parallel", "gpu", "workload")
+CONFIG_SCHEMA_VERSION = 1
+
+# Where the plan's findings point in a config file.
+PLAN_CODE_PATHS: dict[str, tuple[str, ...]] = {
+    "budget-floors-to-zero": ("pool", "size"),
+    "budget-not-positive": ("pool", "size"),
+    "budget-not-whole-mib": ("pool", "size"),
+    "pool-too-small": ("pool", "size"),
+    "vmm-below-granularity": ("pool", "size"),
+    "split-remainder": ("pool", "size"),
+    "allocator-rounding": ("pool", "size"),
+    "workers-not-positive": ("pool", "tokenizer_workers"),
+    "parallel-not-positive": ("parallel",),
+    "dp-replicas-with-attention-dp": ("parallel",),
+    "attention-dp-not-divisor": ("parallel", "tp"),
+    "consumers-not-positive": ("parallel", "tp"),
+    "feature-empty": ("workload", "feature_sizes"),
+    "feature-never-fits": ("workload", "feature_sizes"),
+    "feature-slot-cap": ("workload", "feature_sizes"),
+}
+
+
+def _byte_count(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as 1GiB or a whole number of bytes, not true/false")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"a size cannot be negative ({value})")
+        return value
+    if isinstance(value, str):
+        try:
+            return parse_size(value)
+        except SizeError as e:
+            raise ValueError(str(e)) from None
+    raise ValueError("expected a size such as 1GiB or a whole number of bytes")
+
+
+@cache
+def models() -> Any:
+    """The pydantic models, built on first use (``models().Config`` is the root)."""
+    from typing import Annotated, Literal
+
+    from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+    size_schema = {
+        "anyOf": [
+            {"type": "integer", "minimum": 0},
+            {"type": "string", "examples": ["1GiB", "512MiB", "4.35MB"]},
+        ],
+        "description": "bytes: an integer, or a size string (kB/MB/GB = 1000^n, KiB/MiB/GiB = 1024^n)",
+    }
+    ByteCount = Annotated[int, BeforeValidator(_byte_count), WithJsonSchema(size_schema)]
+    strict = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    class Pool(BaseModel):
+        """The node's pool budget and how it is split."""
+
+        model_config = strict
+        size: ByteCount | None = Field(None, description="pool budget; unset: SGLANG_MM_FEATURE_CACHE_MB")
+        tokenizer_workers: int = Field(1, description="--tokenizer-worker-num: one pool per worker")
+        transport: Literal["cuda_ipc", "cuda_vmm", "cpu"] = Field("cuda_ipc", description="--mm-feature-transport")
+        vmm_granularity: ByteCount = Field(sg.DEFAULT_VMM_GRANULARITY, description="CUDA VMM granularity")
+
+    class Parallel(BaseModel):
+        """The parallel layout: it sets the consumers per feature and the transport's limits."""
+
+        model_config = strict
+        tp: int = Field(1, description="--tp-size")
+        dp: int = Field(1, description="--dp-size")
+        attn_dp: int = Field(1, description="--attn-dp-size")
+        enable_dp_attention: bool = Field(False, description="deprecated --enable-dp-attention")
+        pp: int = Field(1, description="--pp-size")
+        nnodes: int = Field(1, description="--nnodes")
+        base_gpu_id: int = Field(0, ge=0, description="--base-gpu-id: the GPU that holds the pools")
+
+    class Gpu(BaseModel):
+        """The base GPU, for offline planning."""
+
+        model_config = strict
+        total_hbm: ByteCount | None = Field(None, description="total memory of the base GPU")
+        free_hbm: ByteCount | None = Field(None, description="memory free on the base GPU before the launch")
+        context_size: ByteCount | None = Field(None, description="CUDA context per tokenizer process")
+
+    class Workload(BaseModel):
+        """The features the pools must hold."""
+
+        model_config = strict
+        feature_sizes: list[ByteCount] = Field(default_factory=list, description="bytes of one feature tensor each")
+
+    class Config(BaseModel):
+        """An mmpool config file."""
+
+        model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="mmpool config")
+        pool: Pool = Field(default_factory=Pool)
+        parallel: Parallel = Field(default_factory=Parallel)
+        gpu: Gpu = Field(default_factory=Gpu)
+        workload: Workload = Field(default_factory=Workload)
+
+    return Config
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of an mmpool config file."""
+    schema = models().model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def is_mmpool_config(data: Mapping[Any, Any]) -> bool:
+    """The recognition rule: a mapping with at least one of ``pool``, ``parallel``, ``gpu``, ``workload``."""
+    return any(section in data for section in SECTIONS)
+
+
+def parse(src: Source) -> tuple[Any | None, list[Finding]]:
+    """Validate a located mapping as an mmpool config: the model, or located findings.
+
+    With errors, the transport's layout rules are still checked on the keys that are valid, so
+    one run reports a typo and a layout SGLang refuses together.
+    """
+    from pydantic import ValidationError
+
+    try:
+        return models().model_validate(src.data), []
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+    findings = [_finding(src, err) for err in errors]
+    return None, findings + _layout_despite(src, [tuple(err.get("loc", ())) for err in errors])
+
+
+_LAYOUT_KEYS = (("pool", "transport"), ("parallel", "nnodes"), ("parallel", "pp"))
+
+
+def _layout_despite(src: Source, bad: list[tuple[Any, ...]]) -> list[Finding]:
+    from pydantic import ValidationError
+
+    if any(loc[: len(key)] == key or key[: len(loc)] == loc for loc in bad for key in _LAYOUT_KEYS):
+        return []  # a layout key itself is wrong: its own finding says so
+    data = copy.deepcopy(src.data)
+    for loc in bad:
+        parent = data
+        for part in loc[:-1]:
+            parent = parent.get(part) if isinstance(parent, dict) else None
+        if isinstance(parent, dict):
+            parent.pop(loc[-1], None)
+    try:
+        cfg = models().model_validate(data)
+    except ValidationError:
+        return []
+    where = src.where(("pool", "transport"))
+    return [
+        Finding(Severity.error, "transport-layout", f"SGLang refuses this layout: '{message}'", where)
+        for message in sg.transport_errors(cfg.pool.transport, cfg.parallel.nnodes, cfg.parallel.pp)
+    ]
+
+
+def _finding(src: Source, err: Mapping[str, Any]) -> Finding:
+    loc = tuple(err.get("loc", ()))
+    dotted = ".".join(str(part) for part in loc) or "(top level)"
+    if err.get("type") == "extra_forbidden":
+        known = _known_keys(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        fix = f"did you mean {close[0]!r}?" if close else f"known keys here: {', '.join(known)}"
+        return Finding(Severity.error, "config-unknown-key", f"unknown key {dotted!r}: {fix}", src.where(loc, key=True))
+    message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    return Finding(Severity.error, "config-invalid-value", f"{dotted}: {message}", src.where(loc))
+
+
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    model = models()
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        if field is None or not hasattr(field.annotation, "model_fields"):
+            return list(SECTIONS)
+        model = field.annotation
+    return list(model.model_fields)
+
+
+def request(cfg: Any, environ: Mapping[str, str]) -> PlanRequest:
+    """The plan request a config makes; an unset size is read from ``environ`` as SGLang reads it."""
+    if cfg.pool.size is not None:
+        budget = Budget(bytes=cfg.pool.size, source="config")
+    else:
+        budget = budget_from_env(environ)
+    return PlanRequest(
+        budget=budget,
+        workers=cfg.pool.tokenizer_workers,
+        tp_size=cfg.parallel.tp,
+        dp_size=cfg.parallel.dp,
+        attn_dp_size=cfg.parallel.attn_dp,
+        enable_dp_attention=cfg.parallel.enable_dp_attention,
+        transport="cuda_vmm" if cfg.pool.transport == "cuda_vmm" else "cuda_ipc",
+        vmm_granularity=cfg.pool.vmm_granularity,
+        feature_sizes=tuple(cfg.workload.feature_sizes),
+        base_gpu_id=cfg.parallel.base_gpu_id,
+        expandable_segments=sg.expandable_segments_enabled(environ.get(sg.ENV_ALLOC_CONF)),
+        context_bytes=cfg.gpu.context_size,
+    )
+
+
+def extra_findings(src: Source, cfg: Any, plan: Plan | None, environ: Mapping[str, str]) -> list[Finding]:
+    """What the plan alone does not say: transport limits, the GPU's room, the environment's budget."""
+    findings: list[Finding] = []
+    where_transport = src.where(("pool", "transport"))
+    for message in sg.transport_errors(cfg.pool.transport, cfg.parallel.nnodes, cfg.parallel.pp):
+        findings.append(
+            Finding(Severity.error, "transport-layout", f"SGLang refuses this layout: '{message}'", where_transport)
+        )
+    if cfg.pool.size is not None:
+        found = sg.env_name(sg.ENV_BUDGET, environ)
+        mb = sg.parse_env_int(found[1]) if found else None
+        if found is not None and mb != sg.budget_mb(cfg.pool.size):
+            findings.append(
+                Finding(
+                    Severity.warning,
+                    "config-size-env-differs",
+                    f"the environment sets {found[0]}={found[1]}, and SGLang reads that, not pool.size "
+                    f"({sg.budget_mb(cfg.pool.size)} MiB); export {sg.ENV_BUDGET}={sg.budget_mb(cfg.pool.size)}",
+                    src.where(("pool", "size")),
+                )
+            )
+    if plan is None or plan.hbm is None:
+        return findings
+    if plan.transport == "cuda_ipc" and sg.expandable_segments_enabled(environ.get(sg.ENV_ALLOC_CONF)):
+        findings.append(
+            Finding(
+                Severity.warning,
+                "pidfd-getfd-needed",
+                "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, cuda_ipc moves memory between processes "
+                "with pidfd_getfd, which needs ptrace rights; 'mmpool check' on the launch machine tests it",
+                where_transport,
+            )
+        )
+    total, free = cfg.gpu.total_hbm, cfg.gpu.free_hbm
+    if total is not None and free is not None and free > total:
+        findings.append(
+            Finding(
+                Severity.error,
+                "gpu-free-exceeds-total",
+                f"gpu.free_hbm {format_size(free)} is more than gpu.total_hbm {format_size(total)}",
+                src.where(("gpu", "free_hbm")),
+            )
+        )
+    elif free is not None and plan.hbm.total_bytes > free:
+        findings.append(
+            Finding(
+                Severity.error,
+                "hbm-exceeds-free",
+                f"the pools and tokenizer contexts take {format_size(plan.hbm.total_bytes)} on GPU "
+                f"{plan.hbm.base_gpu_id}, more than its {format_size(free)} free; lower pool.size or "
+                "pool.tokenizer_workers",
+                src.where(("gpu", "free_hbm")),
+            )
+        )
+    elif total:
+        share = plan.hbm.total_bytes * 1000 // total
+        findings.append(
+            Finding(
+                Severity.info,
+                "hbm-share",
+                f"the pools and tokenizer contexts take {format_size(plan.hbm.total_bytes)}, "
+                f"{share // 10}.{share % 10}% of GPU {plan.hbm.base_gpu_id}'s {format_size(total)}",
+                src.where(("gpu", "total_hbm")),
+            )
+        )
+    return findings

@@ -1,0 +1,355 @@
+"""The pre-launch check: a real SGLang launch command, resolved and planned as SGLang 0.5.23 would.
+
+The command's pool flags (after the ``--config`` merge) and the environment go through SGLang's
+transport resolution where it can be known offline; what depends on the model or the machine is
+said as an assumption, or taken from ``Assumptions``. The same resolution serves ``mmpool
+validate`` for an SGLang ``--config`` file. Pure core: no typer, rich or torch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mmpool_cli.core.models import Budget, FileResult, Finding, Plan, PlanRequest, Severity
+from mmpool_cli.core.plan import budget_findings, budget_from_env, make_plan
+from mmpool_cli.core.units import format_size
+from mmpool_cli.errors import MmpoolError
+from mmpool_cli.sglang import environment as envmod
+from mmpool_cli.sglang import rules as sg
+from mmpool_cli.sglang.args import Reading, Token, cli_tokens, merge_config, read
+
+LAUNCHERS = "'python -m sglang.launch_server …', 'python3 -m sglang.launch_server …' or 'sglang serve …'"
+ENV = envmod.ENV_LOCATION
+# Where the plan's findings point in a launch: the flag that sets the number, or the environment.
+_PLAN_CODE_FLAGS = {
+    "workers-not-positive": "tokenizer_worker_num",
+    "parallel-not-positive": "tp_size",
+    "dp-replicas-with-attention-dp": "dp_size",
+    "attention-dp-not-divisor": "tp_size",
+    "consumers-not-positive": "tp_size",
+}
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """What the launch command cannot say: the model family, the GPU, the features to plan for."""
+
+    hf_model_type: str | None = None
+    sm90: bool | None = None
+    gpu_memory: int | None = None
+    feature_sizes: tuple[int, ...] = ()
+    context_bytes: int | None = None
+    vmm_granularity: int = sg.DEFAULT_VMM_GRANULARITY
+    probe_pidfd: bool = False
+
+
+@dataclass
+class Resolution:
+    """The transport SGLang would pick, the budget it would read, the plan, and the findings."""
+
+    transport: str
+    findings: list[Finding]
+    plan: Plan | None
+
+
+def split_launcher(argv: list[str]) -> tuple[str, int]:
+    """Which SGLang launcher ``argv`` runs and where its server arguments start.
+
+    Raises:
+        MmpoolError: not an SGLang launch command (a usage error, exit 2).
+    """
+    if not argv:
+        raise MmpoolError(f"give the launch command after '--', e.g. {LAUNCHERS}")
+    program = os.path.basename(argv[0])
+    if program.startswith("python"):
+        for n in range(1, len(argv) - 1):
+            if argv[n] == "-m":
+                if argv[n + 1] == "sglang.launch_server":
+                    return "launch_server", n + 2
+                break
+            if not argv[n].startswith("-"):
+                break
+    if program == "sglang" and len(argv) > 1 and argv[1] == "serve":
+        return "serve", 2
+    raise MmpoolError(f"{' '.join(argv[:3])!r} is not an SGLang launch: mmpool check accepts {LAUNCHERS}")
+
+
+def _serve_tokens(tokens: list[Token]) -> tuple[list[Token], bool]:
+    """``sglang serve``'s own handling: drop ``--model-type X``, a first positional is the model path."""
+    kept: list[Token] = []
+    n = 0
+    while n < len(tokens):
+        tok = tokens[n]
+        if tok.text == "--model-type":
+            n += 2
+            continue
+        if not tok.text.startswith("--model-type="):
+            kept.append(tok)
+        n += 1
+    if kept and not kept[0].text.startswith("-"):
+        kept = [Token("--model-path", kept[0].origin), *kept]
+    has_model = any(
+        (t.text in ("--model-path", "--model") and i + 1 < len(kept))
+        or t.text.startswith(("--model-path=", "--model="))
+        for i, t in enumerate(kept)
+    )
+    return kept, has_model
+
+
+def check_launch(
+    argv: list[str], environ: Mapping[str, str], assume: Assumptions, cwd: str | None = None
+) -> FileResult:
+    """Check one launch command against SGLang 0.5.23's rules and plan its pools."""
+    launcher, start = split_launcher(argv)
+    tokens = cli_tokens(argv[start:], start)
+    findings: list[Finding] = []
+    serve_model = True
+    if launcher == "serve":
+        tokens, serve_model = _serve_tokens(tokens)
+    launch = merge_config(tokens, cwd)
+    findings += launch.findings
+    reading = read(launch.tokens)
+    findings += reading.findings
+    if launcher == "serve" and not serve_model:
+        findings.append(
+            Finding(
+                Severity.error,
+                "model-path-missing",
+                "'sglang serve' needs the model on its command line, even with --config: it fails with "
+                "'Error: --model-path is required. Please provide the path to the model.'; add --model-path MODEL",
+                "argv[1]",
+            )
+        )
+    elif not reading.given("model_path"):
+        findings.append(
+            Finding(
+                Severity.error,
+                "model-path-missing",
+                "SGLang fails with 'the following arguments are required: --model-path/--model'; "
+                "add --model-path MODEL",
+                "argv[0]",
+            )
+        )
+    resolution = resolve(reading, environ, assume)
+    findings += resolution.findings
+    return FileResult(
+        path="launch command",
+        kind="launch",
+        findings=_dedupe(findings),
+        plan=resolution.plan,
+        transport=resolution.transport,
+    )
+
+
+def resolve(reading: Reading, environ: Mapping[str, str], assume: Assumptions) -> Resolution:
+    """SGLang's transport resolution and the pool plan for parsed flags and an environment."""
+    findings: list[Finding] = []
+
+    def add(severity: Severity, code: str, message: str, location: str | None) -> None:
+        findings.append(Finding(severity, code, message, location))
+
+    def origin(dest: str) -> str | None:
+        setting = reading.settings.get(dest)
+        return setting.origin if setting else None
+
+    findings += envmod.env_findings(environ)
+    requested: str | None = reading.get("mm_feature_transport")
+    nnodes, pp_size = reading.get("nnodes"), reading.get("pp_size")
+    multimodal = not reading.get("language_model_only")
+    budget = budget_from_env(environ)
+
+    qwen3 = assume.hf_model_type in sg.QWEN3_VL_MODEL_TYPES
+    large_hopper = bool(assume.sm90) and (assume.gpu_memory or 0) >= sg.QWEN3_VL_MIN_GPU_BYTES
+    override = qwen3 and large_hopper and multimodal
+    preprocess = reading.get("mm_preprocess_cache_size_mb") or 0
+    retention = preprocess > 0 or (envmod.vlm_cache_retention(environ) if override else False)
+    source = "--mm-feature-transport" if requested else None
+    if override and requested is None and nnodes == 1 and not retention:
+        requested, source = "cuda_ipc", "the Qwen3-VL override"
+        add(
+            Severity.info,
+            "qwen3-vl-override",
+            "Qwen3-VL on a Hopper GPU with at least 60 GiB: SGLang sets --mm-feature-transport cuda_ipc itself",
+            None,
+        )
+    if (
+        override
+        and requested == "cuda_ipc"
+        and not envmod.budget_is_set(environ)
+        and (reading.get("max_running_requests") or 0) >= sg.QWEN3_VL_MIN_RUNNING_REQUESTS
+        and not retention
+    ):
+        budget = envmod.budget_override()
+        add(
+            Severity.info,
+            "qwen3-vl-budget",
+            f"Qwen3-VL with --max-running-requests >= {sg.QWEN3_VL_MIN_RUNNING_REQUESTS} and "
+            f"{sg.ENV_BUDGET} unset: SGLang sets {sg.ENV_BUDGET}={sg.QWEN3_VL_BUDGET_MB}",
+            origin("max_running_requests"),
+        )
+    if qwen3 and not large_hopper and (assume.sm90 is None or assume.gpu_memory is None):
+        add(
+            Severity.warning,
+            "assumption-gpu",
+            "for Qwen3-VL SGLang picks cuda_ipc (and may raise the budget to 3072 MiB) on Hopper GPUs (CUDA >= "
+            "12.3) with at least 60 GiB; assumed not such a GPU: pass --sm90 and --gpu-memory to decide",
+            None,
+        )
+
+    legacy_set, legacy_on = envmod.legacy_transport(environ)
+    transport = requested
+    if transport is None:
+        if legacy_set:
+            transport, source = ("cuda_ipc" if legacy_on else "cpu"), f"{sg.ENV_LEGACY_TRANSPORT}"
+        elif reading.get("encoder_only"):
+            transport, source = "cpu", "--encoder-only"
+        elif not multimodal or reading.get("disaggregation_mode") != "null":
+            transport, source = "cpu", "SGLang's default for this launch"
+        elif nnodes == 1:
+            transport, source = "cpu", "SGLang's default on one node"
+            if assume.hf_model_type is None:
+                add(
+                    Severity.info,
+                    "assumption-model",
+                    "--mm-feature-transport is not set: assumed a multimodal model that SGLang does not "
+                    "switch to cuda_ipc itself (Qwen3-VL on a large Hopper GPU would be; pass "
+                    "--hf-model-type); a text-only model never creates a pool",
+                    None,
+                )
+        else:
+            transport, source = "cpu", "SGLang's default on several nodes"
+            add(
+                Severity.info,
+                "assumption-multinode",
+                f"--nnodes {nnodes}: SGLang picks cuda_vmm only on an MNNVL fabric with an IMEX channel "
+                "(/dev/nvidia-caps-imex-channels/channel0) and a model that supports it, which cannot be "
+                "known before launch; assumed cpu. Set --mm-feature-transport to be sure",
+                origin("nnodes"),
+            )
+    elif legacy_set and legacy_on != (transport == "cuda_ipc") and source == "--mm-feature-transport":
+        add(
+            Severity.warning,
+            "env-legacy-transport-conflict",
+            f"SGLang warns '--mm-feature-transport={transport} overrides the conflicting legacy "
+            f"{sg.ENV_LEGACY_TRANSPORT}={int(legacy_on)} setting.'; unset {sg.ENV_LEGACY_TRANSPORT}",
+            ENV,
+        )
+    if reading.get("encoder_only") and transport in sg.POOL_TRANSPORTS:
+        add(
+            Severity.warning,
+            "encoder-only-cpu",
+            f"--encoder-only: SGLang replaces --mm-feature-transport {transport} with cpu",
+            origin("encoder_only"),
+        )
+        transport, source = "cpu", "--encoder-only"
+    for message in sg.transport_errors(transport, nnodes, pp_size):
+        add(
+            Severity.error,
+            "transport-layout",
+            f"SGLang fails with '{message}'; "
+            + ("use --mm-feature-transport cpu on several nodes" if "node" in message else "use cuda_ipc or cpu"),
+            origin("mm_feature_transport") or origin("nnodes") or origin("pp_size"),
+        )
+
+    if transport not in sg.POOL_TRANSPORTS or not multimodal:
+        why = "a text-only launch (--language-model-only)" if not multimodal else f"cpu ({source})"
+        add(
+            Severity.info,
+            "no-pool",
+            f"the transport resolves to {why}: no feature pool exists and nothing is reserved for one on GPU "
+            f"{reading.get('base_gpu_id')}",
+            origin("mm_feature_transport"),
+        )
+        if budget.source == "env":
+            findings += [_located(f, ENV) for f in budget_findings(budget) if f.severity is not Severity.info]
+        return Resolution("cpu" if multimodal else str(transport), findings, None)
+
+    plan = make_plan(_request(reading, environ, budget, transport, assume))
+    for f in plan.findings:
+        location = origin(_PLAN_CODE_FLAGS.get(f.code, "")) or (ENV if f.code.startswith(("budget", "env")) else None)
+        findings.append(_located(f, location))
+    if plan.hbm is not None:
+        h = plan.hbm
+        share = ""
+        if assume.gpu_memory:
+            permille = h.total_bytes * 1000 // assume.gpu_memory
+            share = f", {permille // 10}.{permille % 10}% of its {format_size(assume.gpu_memory)}"
+        add(
+            Severity.info,
+            "hbm-base-gpu",
+            f"{transport} reserves {format_size(h.pool_reserved_bytes)} for {h.processes} pool(s) on GPU "
+            f"{h.base_gpu_id}, plus about {format_size(h.context_bytes)} of tokenizer CUDA contexts: "
+            f"{format_size(h.total_bytes)}{share}",
+            origin("base_gpu_id"),
+        )
+    if transport == "cuda_ipc" and envmod.expandable_segments(environ):
+        findings += _pidfd_findings(assume.probe_pidfd)
+    return Resolution(transport, findings, plan)
+
+
+def _request(reading: Reading, environ: Mapping[str, str], budget: Budget, transport: str, assume: Assumptions):
+    dp_size, attn_dp_size = reading.get("dp_size"), reading.get("attn_dp_size")
+    dwdp = reading.get("dwdp_size")
+    if dwdp > 1:  # --dwdp-size declares attention DP of that size (parallel_hook)
+        dp_size, attn_dp_size = 1, dwdp
+    return PlanRequest(
+        budget=budget,
+        workers=reading.get("tokenizer_worker_num"),
+        tp_size=reading.get("tp_size"),
+        dp_size=dp_size,
+        attn_dp_size=attn_dp_size,
+        enable_dp_attention=reading.get("enable_dp_attention"),
+        transport="cuda_vmm" if transport == "cuda_vmm" else "cuda_ipc",
+        vmm_granularity=assume.vmm_granularity,
+        feature_sizes=assume.feature_sizes,
+        base_gpu_id=reading.get("base_gpu_id"),
+        expandable_segments=envmod.expandable_segments(environ),
+        context_bytes=assume.context_bytes,
+    )
+
+
+def _pidfd_findings(probe: bool) -> list[Finding]:
+    from mmpool_cli.sglang.pidfd import FIXES, check_pidfd_getfd
+
+    intro = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True with cuda_ipc moves memory with pidfd_getfd"
+    if not probe:
+        return [
+            Finding(
+                Severity.warning,
+                "pidfd-getfd-needed",
+                f"{intro}, which needs ptrace rights between SGLang's processes; "
+                f"'mmpool check --probe-pidfd' tests this machine; if refused: {FIXES}",
+                ENV,
+            )
+        ]
+    result = check_pidfd_getfd()
+    if result.allowed:
+        return [Finding(Severity.info, "pidfd-getfd-allowed", f"{intro}: {result.detail}", ENV)]
+    if result.allowed is None:
+        return [Finding(Severity.warning, "pidfd-getfd-unknown", f"{intro}: {result.detail}; {FIXES}", ENV)]
+    return [
+        Finding(
+            Severity.error,
+            "pidfd-getfd-refused",
+            f"{intro}: {result.detail}; SGLang's scheduler would fail with 'pidfd_getfd: Operation not "
+            f"permitted'; {FIXES}",
+            ENV,
+        )
+    ]
+
+
+def _located(f: Finding, location: str | None) -> Finding:
+    return f if f.location or location is None else Finding(f.severity, f.code, f.message, location)
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[str, str, str | None]] = set()
+    unique = []
+    for f in findings:
+        key = (f.code, f.message, f.location)
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique

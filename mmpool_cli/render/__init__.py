@@ -1,0 +1,75 @@
+"""Renderers: results to text (JSON, GitHub annotations) or rich renderables; they never print.
+
+One registry maps each result kind and format to its renderer. Each renderer imports its module
+on call, so ``--format json`` and ``--format github`` never load rich.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Rich:
+    """A rich renderable for a terminal; ``soft_wrap`` lets long lines run on (one finding per line)."""
+
+    renderable: Any
+    soft_wrap: bool = False
+
+
+Rendered = str | Rich
+Renderer = Callable[..., Rendered]
+
+
+def _plan_json(plan: Any) -> str:
+    from mmpool_cli.render.text import to_json
+
+    return to_json(plan)
+
+
+def _plan_human(plan: Any) -> Rich:
+    from mmpool_cli.render.human import plan_human
+
+    return Rich(plan_human(plan))
+
+
+def _probe_human(report: Any) -> Rich:
+    from mmpool_cli.render.human import probe_human
+
+    return Rich(probe_human(report))
+
+
+def _report_json(report: Any, *, verbose: bool = False, launch: list[str] | None = None) -> str:
+    import json
+
+    from mmpool_cli.render.text import report_data
+
+    # one line: the C encoder is 5x faster than indented output on 1,000-file reports
+    return json.dumps(report_data(report, launch), ensure_ascii=False)
+
+
+def _report_github(report: Any, *, verbose: bool = False, launch: list[str] | None = None) -> str:
+    from mmpool_cli.render.text import report_github
+
+    return report_github(report)
+
+
+def _report_human(report: Any, *, verbose: bool = False, launch: list[str] | None = None) -> Rich:
+    from mmpool_cli.render.human import report_human
+
+    # soft wrap: one finding per line, as a compiler prints them, wrapped by the terminal
+    return Rich(report_human(report, verbose), soft_wrap=True)
+
+
+RENDERERS: dict[str, dict[str, Renderer]] = {
+    "plan": {"human": _plan_human, "json": _plan_json},
+    "probe": {"human": _probe_human, "json": _plan_json},
+    "report": {"human": _report_human, "json": _report_json, "github": _report_github},
+}
+
+
+def render(kind: str, fmt: str, result: Any, **options: Any) -> Rendered:
+    """``result`` (a plan, a probe report or a validate/check report) in format ``fmt``."""
+    return RENDERERS[kind][fmt](result, **options)

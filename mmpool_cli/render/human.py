@@ -1,0 +1,232 @@
+"""Renderers: turn result models into rich renderables or JSON text. They never print or exit."""
+
+from __future__ import annotations
+
+import shlex
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from mmpool_cli.core.models import FileResult, Finding, Plan, Report, Severity
+from mmpool_cli.core.units import format_binary, format_size, is_whole_binary
+from mmpool_cli.probe.report import ProbeReport
+from mmpool_cli.render.text import summary_line
+from mmpool_cli.sglang.rules import ENV_BUDGET
+
+SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
+SEVERITY_MARK = {Severity.error: "error", Severity.warning: "warning", Severity.info: "info"}
+
+
+def _size(n: int | None) -> str:
+    return "n/a" if n is None else format_size(n)
+
+
+def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(
+        title=title or None, title_justify="left", title_style="bold", box=None, show_header=False, pad_edge=False
+    )
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column()
+    for key, value in rows:
+        table.add_row(Text(key), Text(value))
+    return table
+
+
+def findings_table(findings: list[Finding]) -> Table:
+    """Findings as a table: severity, code, location (when any) and message."""
+    located = any(f.location for f in findings)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("severity", no_wrap=True)
+    table.add_column("code", no_wrap=True)
+    if located:
+        table.add_column("where", no_wrap=True)
+    table.add_column("message")
+    for f in findings:
+        row = [Text(SEVERITY_MARK[f.severity], style=SEVERITY_STYLE[f.severity]), Text(f.code)]
+        if located:
+            row.append(Text(f.location or ""))
+        table.add_row(*row, Text(f.message))
+    return table
+
+
+def plan_human(plan: Plan) -> RenderableType:
+    """The plan for people: budget, split, capacity, HBM, findings and the settings to copy."""
+    parts: list[RenderableType] = []
+    verdict = Text("OK", style="bold green") if plan.status == "ok" else Text("FAIL", style="bold red")
+    parts.append(Text.assemble("mmpool plan: ", verdict, f"  (SGLang {plan.sglang_version}, {plan.transport})"))
+
+    source = {
+        "flag": "from --size",
+        "config": "from the config file",
+        "env": f"from {plan.budget_env_variable}={plan.budget_env_value}",
+        "default": "SGLang's default",
+    }[plan.budget_source]
+    parts.append(
+        _kv_table(
+            "Budget",
+            [
+                ("requested", f"{_size(plan.budget_bytes)}  [{source}]"),
+                (ENV_BUDGET, str(plan.sglang_mm_feature_cache_mb)),
+                ("SGLang reserves", _size(plan.effective_budget_bytes)),
+                ("lost to whole MiB", _size(plan.floor_loss_bytes)),
+            ],
+        )
+    )
+    layout = f"TP {plan.tp_size}, DP {plan.dp_size}"
+    if plan.attn_dp_size != 1 or plan.enable_dp_attention:
+        layout += f", attention DP {plan.attn_dp_size if plan.attn_dp_size != 1 else plan.dp_size}"
+    rows = [
+        ("tokenizer workers", str(plan.workers)),
+        ("consumers per feature", f"{plan.consumers if plan.consumers is not None else 'n/a'}  [{layout}]"),
+        ("share", _size(plan.per_worker_bytes)),
+        ("unused remainder", _size(plan.unused_bytes) + " (whole split)"),
+    ]
+    if plan.transport == "cuda_ipc":
+        rows.append(("control header", _size(plan.header_bytes)))
+    else:
+        rows.append(("VMM granularity", _size(plan.vmm_granularity_bytes)))
+        rows.append(("allocation", _size(plan.allocation_bytes_per_worker)))
+        rows.append(("control per lease", _size(plan.lease_control_bytes)))
+    rows.append(("usable", _size(plan.usable_bytes_per_worker)))
+    if plan.max_inflight_slices:
+        rows.append(("in-flight slots", str(plan.max_inflight_slices)))
+    parts.append(_kv_table("Per worker pool", rows))
+
+    if plan.features:
+        table = Table(
+            title="Features in one fresh worker pool",
+            title_justify="left",
+            title_style="bold",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            show_edge=False,
+        )
+        for name in ("feature", "slice", "fit per worker", "fit per node"):
+            table.add_column(name, justify="right" if name.startswith("fit") else "left")
+        for f in plan.features:
+            fit = "n/a" if f.fit_per_worker is None else f"{f.fit_per_worker:,}"
+            if f.limited_by == "slots":
+                fit += " (slot cap)"
+            node = "n/a" if f.fit_per_node is None else f"{f.fit_per_node:,}"
+            table.add_row(*(Text(v) for v in (_size(f.bytes), _size(f.slice_bytes), fit, node)))
+        parts.append(table)
+
+    if plan.hbm is not None:
+        h = plan.hbm
+        parts.append(
+            _kv_table(
+                f"Predicted HBM on GPU {h.base_gpu_id}",
+                [
+                    (
+                        "pools",
+                        f"{h.processes} × {_size(h.pool_reserved_bytes_per_worker)} = "
+                        f"{_size(h.pool_reserved_bytes)}  [{h.allocator} allocator]",
+                    ),
+                    (
+                        "CUDA contexts",
+                        f"{h.processes} × {_size(h.context_bytes_per_process)} = {_size(h.context_bytes)}  [estimate]",
+                    ),
+                    ("total", _size(h.total_bytes)),
+                ],
+            )
+        )
+
+    if plan.findings:
+        parts.append(Text("Findings", style="bold"))
+        parts.append(findings_table(plan.findings))
+
+    if plan.settings is not None:
+        parts.append(Text("Settings to copy", style="bold"))
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in plan.settings.env.items()]
+        lines.append("sglang serve --model-path MODEL " + " ".join(shlex.quote(a) for a in plan.settings.args))
+        parts.append(Text("\n".join(lines)))
+    return Group(*parts)
+
+
+STAGE_STYLE = {"pass": "bold green", "fail": "bold red", "skip": "dim"}
+
+
+def _figure(key: str, value: object) -> str:
+    if "_bytes" in key and isinstance(value, int) and not isinstance(value, bool):
+        return format_size(value)
+    if "_bytes" in key and isinstance(value, list):
+        return ", ".join(format_size(v) for v in value)
+    if key.endswith("_seconds") and isinstance(value, float):
+        return f"{value * 1e6:.0f} µs" if value < 0.001 else f"{value:.3f} s"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}={_figure(k, v)}" for k, v in value.items())
+    return str(value)
+
+
+def probe_human(report: ProbeReport) -> RenderableType:
+    """The probe for people: the GPUs, then each stage with its figures and findings."""
+    verdict = Text("OK", style="bold green") if report.status == "ok" else Text("FAIL", style="bold red")
+    parts: list[RenderableType] = [
+        Text.assemble("mmpool probe: ", verdict, f"  ({report.seconds:.1f} s, SGLang {report.plan.sglang_version})")
+    ]
+    gpus = Table(title="GPUs (NVML)", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
+    for name in ("cuda", "nvml", "name", "free", "total"):
+        gpus.add_column(name, no_wrap=True)
+    for g in report.gpus:
+        cuda = "-" if g.cuda_index is None else str(g.cuda_index)
+        base = " (base)" if report.base_gpu is not None and g.nvml_index == report.base_gpu.nvml_index else ""
+        free, total = (("" if is_whole_binary(n) else "≈") + format_binary(n) for n in (g.free_bytes, g.total_bytes))
+        gpus.add_row(*(Text(v) for v in (cuda + base, str(g.nvml_index), g.name, free, total)))
+    parts.append(gpus)
+    for stage in report.stages:
+        seconds = "" if stage.seconds is None else f"  {stage.seconds:.2f} s"
+        parts.append(
+            Text.assemble((f"{stage.title}: ", "bold"), (stage.status.upper(), STAGE_STYLE[stage.status]), seconds)
+        )
+        rows = [(k, _figure(k, v)) for k, v in stage.figures.items() if v is not None]
+        if rows:
+            parts.append(_kv_table("", rows))
+        if stage.findings:
+            parts.append(findings_table(stage.findings))
+    return Group(*parts)
+
+
+def _plan_line(plan: Plan) -> str:
+    usable = _size(plan.usable_bytes_per_worker)
+    line = (
+        f"plan: {plan.transport}, {plan.sglang_mm_feature_cache_mb} MiB over {plan.workers} worker(s), "
+        f"{_size(plan.per_worker_bytes)} each, {usable} usable"
+    )
+    if plan.hbm is not None:
+        line += f"; about {_size(plan.hbm.total_bytes)} on GPU {plan.hbm.base_gpu_id} with contexts"
+    return line
+
+
+def result_human(result: FileResult, strict: bool, verbose: bool) -> RenderableType:
+    """One input: its verdict, one line per finding (infos only when ``verbose``), a one-line plan.
+
+    Findings read like a compiler's: ``file:line:col: error [code] message``.
+    """
+    fails = result.fails(strict)
+    verdict = Text("INVALID", style="bold red") if fails else Text("valid", style="green")
+    parts: list[RenderableType] = [Text.assemble(Text(result.path, style="bold"), f"  [{result.kind}]  ", verdict)]
+    for f in result.findings:
+        if verbose or f.severity is not Severity.info:
+            where = f"{f.location}: " if f.location else ""
+            parts.append(
+                Text.assemble(
+                    f"  {where}",
+                    Text(SEVERITY_MARK[f.severity], style=SEVERITY_STYLE[f.severity]),
+                    f" [{f.code}] {f.message}",
+                )
+            )
+    if result.plan is not None and result.plan.status == "ok":
+        parts.append(Text("  " + _plan_line(result.plan), style="dim"))
+    return Group(*parts)
+
+
+def report_human(report: Report, verbose: bool = False) -> RenderableType:
+    """Every input, then the summary line; valid inputs without findings take one line each."""
+    parts: list[RenderableType] = []
+    for result in report.results:
+        parts.append(result_human(result, report.strict, verbose or report.command == "check"))
+    verdict = Text("OK", style="bold green") if report.ok else Text("FAIL", style="bold red")
+    parts.append(Text.assemble(f"mmpool {report.command}: ", verdict, f"  {summary_line(report)}"))
+    return Group(*parts)

@@ -1,0 +1,107 @@
+"""Text output shared by every command, without rich: JSON, and GitHub workflow annotations.
+
+Kept apart from the rich renderers so that ``--format json`` and ``--format github`` never load rich.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mmpool_cli.core.models import REPORT_SCHEMA_VERSION, FileResult, Finding, Report, Severity, to_data
+from mmpool_cli.sglang.rules import SGLANG_VERSION
+
+
+def to_json(data: Any) -> str:
+    """JSON text for a payload (a result's ``to_data()`` or plain data), integers kept exact."""
+    if hasattr(data, "to_data"):
+        data = data.to_data()
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def report_data(report: Report, launch: list[str] | None = None) -> dict[str, Any]:
+    """The versioned JSON payload of ``validate``/``check``: every input with its findings and plan."""
+    data: dict[str, Any] = {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "command": report.command,
+        "status": "ok" if report.ok else "fail",
+        "strict": report.strict,
+        "sglang_version": SGLANG_VERSION,
+    }
+    if launch is not None:
+        data["launch"] = launch
+    data["files"] = [_result_data(r, report.strict) for r in report.results]
+    data["summary"] = report.counts()
+    return data
+
+
+def _result_data(result: FileResult, strict: bool) -> dict[str, Any]:
+    return {
+        "path": result.path,
+        "kind": result.kind,
+        "status": "invalid" if result.fails(strict) else "valid",
+        "transport": result.transport,
+        "findings": [to_data(f) for f in result.findings],
+        "plan": None if result.plan is None else result.plan.to_data(),
+    }
+
+
+def summary_line(report: Report) -> str:
+    """``2 files: 1 valid, 1 invalid (3 errors, 1 warning)``."""
+    c = report.counts()
+    noun = "input" if report.command == "check" else "file"
+    files = sum(r.kind != "environment" for r in report.results)  # the environment is not a file
+    invalid_files = sum(r.fails(report.strict) for r in report.results if r.kind != "environment")
+    parts = [f"{files} {noun}{'' if files == 1 else 's'}: {files - invalid_files} valid, {invalid_files} invalid"]
+    counted = [
+        f"{c[key]} {name}{'' if c[key] == 1 else 's'}"
+        for key, name in (("errors", "error"), ("warnings", "warning"))
+        if c[key]
+    ]
+    env = next((r for r in report.results if r.kind == "environment"), None)
+    if env is not None and env.fails(report.strict):
+        counted.append("the environment has problems")
+    text = parts[0] + (f" ({', '.join(counted)})" if counted else "")
+    return text + (" [--strict: warnings fail]" if report.strict and c["warnings"] else "")
+
+
+_LEVEL = {Severity.error: "error", Severity.warning: "warning", Severity.info: "notice"}
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def split_location(location: str | None) -> tuple[str | None, int | None, int | None]:
+    """``file:line:col`` → its parts; a location that is not in a file gives ``(None, None, None)``."""
+    if not location:
+        return None, None, None
+    head, _, col = location.rpartition(":")
+    path, _, line = head.rpartition(":")
+    if path and line.isdigit() and col.isdigit():
+        return path, int(line), int(col)
+    return None, None, None
+
+
+def github_annotation(result: FileResult, f: Finding) -> str:
+    """One finding as a GitHub workflow command: ``::error file=F,line=L,col=C,title=CODE::message``."""
+    path, line, col = split_location(f.location)
+    props = []
+    if path is not None:
+        props += [f"file={_escape_property(path)}", f"line={line}", f"col={col}"]
+    elif result.kind in ("mmpool", "sglang", "unknown"):
+        props.append(f"file={_escape_property(result.path)}")
+    props.append(f"title={_escape_property(f'mmpool {f.code}')}")
+    where = f"{f.location}: " if path is None and f.location and f.location != result.path else ""
+    return f"::{_LEVEL[f.severity]} {','.join(props)}::{_escape_data(where + f.message)}"
+
+
+def report_github(report: Report) -> str:
+    """Every finding as a GitHub annotation, then the summary line."""
+    lines = [github_annotation(r, f) for r in report.results for f in r.findings]
+    lines.append(("mmpool: OK: " if report.ok else "mmpool: FAIL: ") + summary_line(report))
+    return "\n".join(lines)

@@ -1,0 +1,441 @@
+"""SGLang 0.5.23's command line and ``--config`` file, read the way SGLang reads them, with locations.
+
+Only the flags that shape the feature pools are interpreted (``POOL_FLAGS``); every other option is
+known by name (``sglang_flags``) so that abbreviations resolve and typos are caught as argparse
+would, and its values are left alone. A config file becomes flag tokens exactly as SGLang's merger
+builds them (``--key value``, YAML ``null`` → ``"None"``, lists expanded, store-true only switched
+on) and is merged as ``config + before + after``, so the command line wins. Every token keeps where
+it came from (``argv[3]`` or ``file:line:col``). Pure core: no typer, rich or torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from mmpool_cli.core.models import Finding, Severity
+from mmpool_cli.inputs.yamlsrc import Source, load
+from mmpool_cli.sglang.flags import CONFIG_UNSUPPORTED, LONG_OPTIONS
+
+Kind = Literal["int", "float", "str", "store_true", "deprecated_store_true"]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One pool-relevant SGLang flag: its names (the first is the main one), type and default."""
+
+    dest: str
+    names: tuple[str, ...]
+    kind: Kind
+    default: Any = None
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def label(self) -> str:
+        """How argparse names the flag in its errors: ``--tp-size/--tensor-parallel-size``."""
+        return "/".join(self.names)
+
+
+POOL_FLAGS = (
+    Flag("mm_feature_transport", ("--mm-feature-transport",), "str", None, ("cpu", "cuda_ipc", "cuda_vmm")),
+    Flag("tokenizer_worker_num", ("--tokenizer-worker-num",), "int", 1),
+    Flag("tp_size", ("--tp-size", "--tensor-parallel-size"), "int", 1),
+    Flag("dp_size", ("--dp-size", "--data-parallel-size"), "int", 1),
+    Flag("attn_dp_size", ("--attn-dp-size", "--attention-data-parallel-size"), "int", 1),
+    Flag("enable_dp_attention", ("--enable-dp-attention",), "deprecated_store_true", False),
+    Flag("dwdp_size", ("--dwdp-size",), "int", 1),
+    Flag("pp_size", ("--pp-size", "--pipeline-parallel-size"), "int", 1),
+    Flag("nnodes", ("--nnodes",), "int", 1),
+    Flag("base_gpu_id", ("--base-gpu-id",), "int", 0),
+    Flag("gpu_id_step", ("--gpu-id-step",), "int", 1),
+    Flag("mem_fraction_static", ("--mem-fraction-static",), "float", None),
+    Flag("max_running_requests", ("--max-running-requests",), "int", None),
+    Flag("mm_preprocess_cache_size_mb", ("--mm-preprocess-cache-size-mb",), "int", None),
+    Flag("encoder_only", ("--encoder-only",), "store_true", False),
+    Flag("language_only", ("--language-only",), "store_true", False),
+    Flag("language_model_only", ("--language-model-only",), "store_true", False),
+    Flag("disaggregation_mode", ("--disaggregation-mode",), "str", "null", ("null", "prefill", "decode")),
+    Flag("model_path", ("--model-path", "--model"), "str", None),
+)
+BY_NAME = {name: flag for flag in POOL_FLAGS for name in flag.names}
+BY_DEST = {flag.dest: flag for flag in POOL_FLAGS}
+REMOVED = {
+    "--keep-mm-feature-on-device": (
+        "SGLang 0.5.23 has no --keep-mm-feature-on-device (argparse: 'unrecognized arguments'); "
+        "write --mm-feature-transport cuda_ipc instead"
+    )
+}
+ENV_ONLY_PREFIXES = ("SGLANG_", "SGL_")
+ENV_ONLY_NAMES = ("PYTORCH_CUDA_ALLOC_CONF", "CUDA_VISIBLE_DEVICES")
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+@dataclass(frozen=True)
+class Token:
+    """One argv word and where it came from."""
+
+    text: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A pool flag's value after parsing, and where the winning occurrence was written."""
+
+    value: Any
+    origin: str
+    spelled: str
+
+
+@dataclass
+class Reading:
+    """What SGLang's parser would make of the pool flags, plus every problem it or mmpool sees."""
+
+    settings: dict[str, Setting] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    def get(self, dest: str) -> Any:
+        """The flag's value, or SGLang's default when it was not given."""
+        setting = self.settings.get(dest)
+        return BY_DEST[dest].default if setting is None else setting.value
+
+    def given(self, dest: str) -> bool:
+        """Whether the flag was given at all."""
+        return dest in self.settings
+
+    def add(self, severity: Severity, code: str, message: str, location: str | None) -> None:
+        self.findings.append(Finding(severity, code, message, location))
+
+
+def cli_tokens(argv: list[str], start: int = 0) -> list[Token]:
+    """Command-line words located as ``argv[i]`` (``i`` counts from the launch command's first word)."""
+    return [Token(text, f"argv[{start + i}]") for i, text in enumerate(argv)]
+
+
+def _looks_like_option(text: str) -> bool:
+    return text.startswith("-") and text != "-" and not _NEGATIVE_NUMBER.match(text)
+
+
+def resolve_option(text: str) -> tuple[str | None, str | None, list[str]]:
+    """argparse's lookup of an option word: ``(option, explicit value, ambiguous matches)``.
+
+    Exact names win; otherwise a unique prefix is accepted (``allow_abbrev=True``), the text after
+    ``=`` being the value. Python 3.11's argparse calls a prefix of two names ambiguous even when
+    both belong to one flag.
+    """
+    if text in LONG_OPTIONS:
+        return text, None, []
+    name, eq, value = text.partition("=")
+    explicit = value if eq else None
+    if name in LONG_OPTIONS:
+        return name, explicit, []
+    if not text.startswith("--"):
+        return None, None, []
+    matches = sorted(o for o in LONG_OPTIONS if o.startswith(name))
+    if len(matches) == 1:
+        return matches[0], explicit, []
+    return None, None, matches
+
+
+def read(tokens: list[Token], reading: Reading | None = None) -> Reading:
+    """Parse words as SGLang 0.5.23's argparse parser would, for the pool flags; every problem is a finding."""
+    reading = reading or Reading()
+    i, loose = 0, True  # loose: positional words may belong to a non-pool option before them
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
+        if tok.text == "--":
+            break
+        if not _looks_like_option(tok.text):
+            if not loose:
+                reading.add(
+                    Severity.error,
+                    "unrecognized-argument",
+                    f"SGLang refuses this: 'unrecognized arguments: {tok.text}'; a pool flag takes exactly one value",
+                    tok.origin,
+                )
+            continue
+        option, explicit, ambiguous = resolve_option(tok.text)
+        if option is None:
+            loose = True
+            _unknown(reading, tok, ambiguous)
+            continue
+        flag = BY_NAME.get(option)
+        if option == "--config":
+            reading.add(
+                Severity.error,
+                "config-not-merged",
+                f"SGLang 0.5.23 merges a config file only after the exact word --config: {tok.text!r} "
+                "is accepted by argparse and the file is silently ignored; write '--config FILE' as two words",
+                tok.origin,
+            )
+        if flag is None:
+            loose = True
+            continue
+        loose = False
+        if option != tok.text.partition("=")[0]:
+            reading.add(
+                Severity.info,
+                "abbreviated-option",
+                f"{tok.text.partition('=')[0]} is read as {option} (argparse accepts unique prefixes); "
+                "spell it out, a future SGLang flag could make it ambiguous",
+                tok.origin,
+            )
+        if flag.kind in ("store_true", "deprecated_store_true"):
+            if explicit is not None:
+                reading.add(
+                    Severity.error,
+                    "flag-bad-value",
+                    f"SGLang refuses this: 'argument {flag.label}: ignored explicit argument {explicit!r}'; "
+                    f"write {flag.names[0]} alone",
+                    tok.origin,
+                )
+                continue
+            reading.settings[flag.dest] = Setting(True, tok.origin, tok.text)
+            continue
+        if explicit is None:
+            if i >= len(tokens) or _looks_like_option(tokens[i].text):
+                reading.add(
+                    Severity.error,
+                    "flag-bad-value",
+                    f"SGLang refuses this: 'argument {flag.label}: expected one argument'",
+                    tok.origin,
+                )
+                continue
+            value_tok = tokens[i]
+            i += 1
+        else:
+            value_tok = Token(explicit, tok.origin)
+        _store(reading, flag, tok, value_tok)
+    return reading
+
+
+def _unknown(reading: Reading, tok: Token, ambiguous: list[str]) -> None:
+    name = tok.text.partition("=")[0]
+    if ambiguous:
+        reading.add(
+            Severity.error,
+            "ambiguous-option",
+            f"SGLang refuses this: 'ambiguous option: {tok.text} could match {_some(ambiguous)}'; "
+            "write the full flag name",
+            tok.origin,
+        )
+    elif name in REMOVED:
+        reading.add(Severity.error, "flag-removed", REMOVED[name], tok.origin)
+    elif " " not in tok.text:
+        reading.add(
+            Severity.error,
+            "unrecognized-argument",
+            f"SGLang 0.5.23 has no option {name}: it fails with 'unrecognized arguments: {tok.text}'",
+            tok.origin,
+        )
+
+
+def _some(names: list[str], shown: int = 6) -> str:
+    more = f", … ({len(names) - shown} more)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def _store(reading: Reading, flag: Flag, tok: Token, value_tok: Token) -> None:
+    text = value_tok.text
+    hint = ""
+    if text == "None" and ":" in value_tok.origin:
+        hint = " (a YAML null becomes the text 'None' in SGLang's config merge; remove the key instead)"
+    try:
+        if flag.kind == "int":
+            value: Any = int(text)
+        elif flag.kind == "float":
+            value = float(text)
+        else:
+            value = text
+    except ValueError:
+        reading.add(
+            Severity.error,
+            "flag-bad-value",
+            f"SGLang refuses this: 'argument {flag.label}: invalid {flag.kind} value: {text!r}'{hint}",
+            value_tok.origin,
+        )
+        return
+    if flag.choices is not None and value not in flag.choices:
+        allowed = ", ".join(repr(c) for c in flag.choices)
+        reading.add(
+            Severity.error,
+            "flag-bad-value",
+            f"SGLang refuses this: 'argument {flag.label}: invalid choice: {text!r} (choose from {allowed})'{hint}",
+            value_tok.origin,
+        )
+        return
+    reading.settings[flag.dest] = Setting(value, value_tok.origin, tok.text)
+
+
+def config_tokens(src: Source) -> tuple[list[Token], list[Finding]]:
+    """An SGLang ``--config`` mapping as the flag words SGLang's merger makes of it, with findings.
+
+    Mirrors ``ConfigArgumentMerger._convert_config_to_args``: keys become ``--{key}`` literally, in
+    file order; a refused key (an unsupported action, an environment variable, an underscore
+    spelling) produces a finding and no words.
+    """
+    tokens: list[Token] = []
+    findings: list[Finding] = []
+
+    def add(severity: Severity, code: str, message: str, location: str) -> None:
+        findings.append(Finding(severity, code, message, location))
+
+    for key, value in (src.data or {}).items():
+        where_key = src.where((key,), key=True)
+        where_value = src.where((key,))
+        if not isinstance(key, str):
+            add(
+                Severity.error,
+                "sglang-config-key-not-string",
+                f"the key {key!r} is not text: SGLang's merger fails on it "
+                f"('{type(key).__name__}' object has no attribute 'replace'); quote it or remove it",
+                where_key,
+            )
+            continue
+        key_norm = key.replace("-", "_")
+        if key_norm.upper().startswith(ENV_ONLY_PREFIXES) or key_norm.upper() in ENV_ONLY_NAMES:
+            env = key_norm.upper()
+            add(
+                Severity.error,
+                "sglang-config-env-var",
+                f"{key!r} is an environment variable: a --config file only sets command-line flags "
+                f"(SGLang makes it '--{key}', which it refuses); export {env}=... before the launch instead",
+                where_key,
+            )
+            continue
+        if key_norm in CONFIG_UNSUPPORTED:
+            fix = (
+                "write 'attn-dp-size: <dp-size>' (and no dp-size) instead"
+                if key_norm == "enable_dp_attention"
+                else "pass it on the command line instead"
+            )
+            add(
+                Severity.error,
+                "sglang-config-unsupported",
+                f"SGLang fails with \"Unsupported config option '{key_norm}' with action "
+                f"'{CONFIG_UNSUPPORTED[key_norm]}'\"; {fix}",
+                where_key,
+            )
+            continue
+        dashed = "--" + key.replace("_", "-")
+        if "_" in key and f"--{key}" not in LONG_OPTIONS and resolve_option(dashed)[0] is not None:
+            add(
+                Severity.error,
+                "sglang-config-underscore-key",
+                f"SGLang turns the key into '--{key}', which argparse refuses ('unrecognized arguments'); "
+                f"write {key.replace('_', '-')!r}",
+                where_key,
+            )
+            continue
+        option = resolve_option(f"--{key}")[0]
+        flag = BY_NAME.get(option or "")
+        if isinstance(value, bool) and flag is not None and flag.kind == "store_true":
+            if value:
+                tokens.append(Token(f"--{key}", where_key))
+                add(
+                    Severity.info,
+                    "sglang-config-store-true",
+                    f"{key}: true switches {flag.names[0]} on, and no command-line flag can switch it off again",
+                    where_value,
+                )
+            else:
+                add(
+                    Severity.warning,
+                    "sglang-config-false-ignored",
+                    f"{key}: false does nothing (SGLang emits no flag for it), so it cannot undo a "
+                    f"{flag.names[0]} given elsewhere; remove the key",
+                    where_value,
+                )
+            continue
+        if isinstance(value, bool):
+            tokens += [Token(f"--{key}", where_key), Token(str(value).lower(), where_value)]
+        elif isinstance(value, list):
+            if not value:
+                if flag is not None:
+                    add(
+                        Severity.warning,
+                        "sglang-config-empty-list",
+                        f"{key}: [] is skipped by SGLang's merge: the flag keeps its default; remove the key",
+                        where_value,
+                    )
+                continue
+            tokens.append(Token(f"--{key}", where_key))
+            tokens += [Token(str(item), src.where((key, n))) for n, item in enumerate(value)]
+        elif isinstance(value, dict):
+            tokens += [Token(f"--{key}", where_key), Token(json.dumps(value), where_value)]
+        else:
+            tokens += [Token(f"--{key}", where_key), Token(str(value), where_value)]
+    return tokens, findings
+
+
+@dataclass
+class Launch:
+    """A launch command after the ``--config`` merge: the words SGLang parses, and the findings so far."""
+
+    tokens: list[Token]
+    findings: list[Finding]
+    config: str | None = None
+    config_src: Source | None = None
+
+
+def merge_config(tokens: list[Token], cwd: str | None = None) -> Launch:
+    """SGLang's ``--config`` merge: ``config words + words before + words after``.
+
+    Only the exact word ``--config`` triggers it; one file at most, ending ``.yaml``/``.yml``.
+    """
+    findings: list[Finding] = []
+    places = [n for n, tok in enumerate(tokens) if tok.text == "--config"]
+    if not places:
+        return Launch(tokens, findings)
+    if len(places) > 1:
+        for n in places[1:]:
+            findings.append(
+                Finding(
+                    Severity.error,
+                    "config-multiple",
+                    "SGLang fails with 'Multiple config files specified! Only one allowed.'; merge them into one",
+                    tokens[n].origin,
+                )
+            )
+        return Launch(tokens, findings)
+    n = places[0]
+    if n == len(tokens) - 1:
+        findings.append(
+            Finding(
+                Severity.error,
+                "config-missing-path",
+                "SGLang fails with 'No config file specified after --config flag!'; add the file",
+                tokens[n].origin,
+            )
+        )
+        return Launch(tokens[:n], findings)
+    path = tokens[n + 1].text
+    rest = tokens[:n] + tokens[n + 2 :]
+    suffix = os.path.splitext(path)[1]
+    if suffix.lower() not in (".yaml", ".yml"):
+        findings.append(
+            Finding(
+                Severity.error,
+                "config-not-yaml",
+                f"SGLang fails with 'Config file must be YAML format, got: {suffix}'; name it .yaml or .yml",
+                tokens[n + 1].origin,
+            )
+        )
+        return Launch(rest, findings, path)
+    full = path if cwd is None or os.path.isabs(path) else os.path.join(cwd, path)
+    src = load(full)
+    src.name = path
+    src.findings = [
+        Finding(f.severity, f.code, f.message, path + f.location[len(full) :] if f.location else path)
+        for f in src.findings
+    ]
+    findings += src.findings
+    if not isinstance(src.data, dict):
+        return Launch(rest, findings, path, src)
+    words, found = config_tokens(src)
+    findings += found
+    return Launch(words + rest, findings, path, src)
