@@ -14,10 +14,10 @@ from typing import Annotated, Any
 import typer
 
 from mmpool_cli.core.models import Budget, PlanRequest
-from mmpool_cli.core.plan import budget_from_env
 from mmpool_cli.core.units import parse_size
 from mmpool_cli.errors import MmpoolError, SizeError
-from mmpool_cli.sglang.rules import DEFAULT_VMM_GRANULARITY, expandable_segments_enabled
+from mmpool_cli.sglang import environment as envmod
+from mmpool_cli.sglang.rules import DEFAULT_VMM_GRANULARITY
 
 
 class OutputFormat(StrEnum):
@@ -100,15 +100,13 @@ class PoolOptions:
 
     def request(self, environ: Mapping[str, str]) -> PlanRequest:
         """The plan request these flags make; an unset ``--size`` is read from ``environ`` as SGLang reads it."""
-        if self.size is not None:
-            budget = Budget(bytes=size_arg("--size", self.size), source="flag")
-        else:
-            budget = budget_from_env(environ)
+        launch = envmod.read_launch_env(environ)
+        flag = None if self.size is None else Budget(bytes=size_arg("--size", self.size), source="flag")
         granularity = size_arg("--vmm-granularity", self.vmm_granularity)
         if granularity <= 0:
             raise MmpoolError(f"--vmm-granularity: must be positive (default {DEFAULT_VMM_GRANULARITY} bytes)")
         return PlanRequest(
-            budget=budget,
+            budget=envmod.resolve_budget(launch, flag=flag),
             workers=self.workers,
             tp_size=self.tp,
             dp_size=self.dp,
@@ -118,7 +116,7 @@ class PoolOptions:
             vmm_granularity=granularity,
             feature_sizes=tuple(size_arg("--feature-size", s) for s in self.feature_size or ()),
             base_gpu_id=self.base_gpu_id,
-            expandable_segments=expandable_segments_enabled(environ.get("PYTORCH_CUDA_ALLOC_CONF")),
+            expandable_segments=launch.expandable_segments,
             context_bytes=None if self.context_size is None else size_arg("--context-size", self.context_size),
         )
 
@@ -180,6 +178,6 @@ def with_pool_options(command: Callable[..., None]) -> Callable[..., None]:
 
 def environment(no_process_env: bool, env_file: list[str] | None, env: list[str] | None):
     """The environment a command checks: the process's (unless refused), then files, then ``--env``."""
-    from mmpool_cli.sglang.environment import assemble
+    from mmpool_cli.inputs.envfile import assemble
 
     return assemble(None if no_process_env else os.environ, env_file or [], env or [])

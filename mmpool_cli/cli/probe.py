@@ -22,6 +22,7 @@ from mmpool_cli.cli.options import (
 from mmpool_cli.core.models import PlanRequest
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
+from mmpool_cli.sglang.environment import read_launch_env
 
 
 @app.command()
@@ -52,13 +53,14 @@ def probe(
     """Measure the pools on the real GPU: allocate, verify, share through CUDA IPC, release."""
     with reported():
         environ, _ = environment(False, env_file, env)
+        launch = read_launch_env(environ)
         plan_request = pool.request(environ) if config is None else _config_request(config, environ, pool, output)
         from mmpool_cli.probe.runner import ProbeRequest, run_probe
 
         request = ProbeRequest(
             plan=plan_request,
-            cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
-            alloc_conf=environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+            cuda_visible_devices=launch.cuda_visible_devices,
+            alloc_conf=launch.alloc_conf,
             mem_fraction_static=_fraction(mem_fraction_static),
             ipc=ipc,
             allocate_anyway=allocate_anyway,

@@ -20,8 +20,17 @@ Transport = Literal["cuda_ipc", "cuda_vmm"]
 
 
 def to_data(obj: Any) -> Any:
-    """A dataclass result as plain JSON-ready data (dicts, lists, str, int, bool, None)."""
-    return dataclasses.asdict(obj)
+    """A dataclass result as plain JSON-ready data (dicts, lists, str, int, bool, None).
+
+    Fields whose metadata says ``json: False`` stay out of the payload.
+    """
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.metadata.get("json", True)}
+    if isinstance(obj, list | tuple):
+        return [to_data(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_data(v) for k, v in obj.items()}
+    return obj
 
 
 class Severity(StrEnum):
@@ -34,12 +43,24 @@ class Severity(StrEnum):
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing mmpool found, with a stable ``code`` scripts can match on."""
+    """One thing mmpool found, with a stable ``code`` scripts can match on.
+
+    ``subject`` names the input the finding is about (a ``PlanRequest`` field such as ``workers``,
+    or ``env`` for an environment variable), so that each front end can point at the flag, key or
+    variable that sets it; it is not part of the JSON payload, ``location`` is.
+    """
 
     severity: Severity
     code: str
     message: str
     location: str | None = None
+    subject: str | None = field(default=None, compare=False, metadata={"json": False})
+
+    def at(self, location: str | None) -> Finding:
+        """This finding located at ``location``, unless it is located already or there is none."""
+        if self.location or location is None:
+            return self
+        return Finding(self.severity, self.code, self.message, location, self.subject)
 
 
 @dataclass(frozen=True)

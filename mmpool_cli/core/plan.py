@@ -6,8 +6,6 @@ configuration: every problem SGLang would hit becomes an error finding in the pl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from mmpool_cli.core.models import Budget, FeatureFit, Finding, HbmEstimate, Plan, PlanRequest, Settings, Severity
 from mmpool_cli.core.units import SizeError, format_exact, format_size, parse_size
 from mmpool_cli.sglang import rules as sg
@@ -18,30 +16,6 @@ from mmpool_cli.sglang import rules as sg
 DEFAULT_CONTEXT_BYTES = 552_402_944
 
 
-def budget_from_env(environ: Mapping[str, str]) -> Budget:
-    """The budget SGLang will read from ``environ``, exactly as SGLang reads it.
-
-    ``SGL_MM_FEATURE_CACHE_MB`` overrides ``SGLANG_MM_FEATURE_CACHE_MB``; a value that Python's
-    ``int()`` rejects falls back to the 1024 MiB default (``invalid`` is then True).
-    """
-    found = sg.env_name(sg.ENV_BUDGET, environ)
-    if found is None:
-        return Budget(bytes=sg.DEFAULT_BUDGET_MB * sg.MiB, source="default")
-    variable, raw = found
-    shadowed = None
-    if variable != sg.ENV_BUDGET and sg.ENV_BUDGET in environ:
-        shadowed = (sg.ENV_BUDGET, environ[sg.ENV_BUDGET])
-    mb = sg.parse_env_int(raw)
-    return Budget(
-        bytes=(sg.DEFAULT_BUDGET_MB if mb is None else mb) * sg.MiB,
-        source="env",
-        variable=variable,
-        raw=raw,
-        invalid=mb is None,
-        shadowed=shadowed,
-    )
-
-
 def budget_findings(budget: Budget) -> list[Finding]:
     """The findings about where the budget comes from and whether SGLang accepts it, without a plan.
 
@@ -49,8 +23,8 @@ def budget_findings(budget: Budget) -> list[Finding]:
     """
     findings: list[Finding] = []
 
-    def add(severity: Severity, code: str, message: str) -> None:
-        findings.append(Finding(severity=severity, code=code, message=message))
+    def add(severity: Severity, code: str, message: str, subject: str | None) -> None:
+        findings.append(Finding(severity, code, message, subject=subject))
 
     mb = sg.budget_mb(budget.bytes)
     smallest = sg.smallest_valid_budget_mb(1, "cuda_ipc", 1, sg.DEFAULT_VMM_GRANULARITY)
@@ -66,8 +40,8 @@ def make_plan(request: PlanRequest) -> Plan:
     """
     findings: list[Finding] = []
 
-    def add(severity: Severity, code: str, message: str) -> None:
-        findings.append(Finding(severity=severity, code=code, message=message))
+    def add(severity: Severity, code: str, message: str, subject: str | None) -> None:
+        findings.append(Finding(severity, code, message, subject=subject))
 
     budget = request.budget
     mb = sg.budget_mb(budget.bytes)
@@ -81,6 +55,7 @@ def make_plan(request: PlanRequest) -> Plan:
             "workers-not-positive",
             f"--tokenizer-worker-num {workers}: SGLang fails at start-up with "
             f"'{sg.MSG_WORKERS_NOT_POSITIVE}'; use 1 or more",
+            "workers",
         )
     dp_size, attn_dp_size = sg.resolve_attention_dp(request.dp_size, request.attn_dp_size, request.enable_dp_attention)
     consumers = _consumers(request.tp_size, dp_size, attn_dp_size, add)
@@ -96,6 +71,7 @@ def make_plan(request: PlanRequest) -> Plan:
                 Severity.info,
                 "split-remainder",
                 f"{effective:,} bytes do not split evenly across {workers} workers: {unused} byte(s) stay unused",
+                "budget",
             )
     if per_worker is not None and consumers is not None:
         if transport == "cuda_ipc":
@@ -108,6 +84,7 @@ def make_plan(request: PlanRequest) -> Plan:
                     f"each worker's {per_worker:,} bytes do not exceed the {header:,}-byte control "
                     f"header: SGLang fails with '{sg.msg_too_small(per_worker, header)}'; "
                     f"set {sg.ENV_BUDGET} to at least {need}",
+                    "budget",
                 )
             else:
                 allocation, usable = per_worker, per_worker - header
@@ -123,6 +100,7 @@ def make_plan(request: PlanRequest) -> Plan:
                     f"({format_size(request.vmm_granularity)}): SGLang fails with "
                     f"'{sg.msg_below_granularity(per_worker, request.vmm_granularity)}'; "
                     f"set {sg.ENV_BUDGET} to at least {need}",
+                    "budget",
                 )
             else:
                 usable = allocation
@@ -137,6 +115,7 @@ def make_plan(request: PlanRequest) -> Plan:
             f"{sg.ENV_VLM_CACHE} ({sg.DEFAULT_VLM_CACHE_MB} MiB unless set) out of the KV-cache budget "
             f"on every rank; the tokenizer processes' CUDA contexts and allocator rounding on GPU "
             f"{request.base_gpu_id} are not in that reservation",
+            None,  # about the model's KV cache, not one setting
         )
 
     errors = any(f.severity is Severity.error for f in findings)
@@ -172,13 +151,11 @@ def make_plan(request: PlanRequest) -> Plan:
 
 
 def _consumers(tp_size: int, dp_size: int, attn_dp_size: int, add) -> int | None:
-    bad = [
-        (flag, v)
-        for flag, v in (("--tp-size", tp_size), ("--dp-size", dp_size), ("--attn-dp-size", attn_dp_size))
-        if v <= 0
-    ]
-    for flag, value in bad:
-        add(Severity.error, "parallel-not-positive", f"{flag} {value}: use 1 or more")
+    sizes = (("tp_size", tp_size), ("dp_size", dp_size), ("attn_dp_size", attn_dp_size))
+    bad = [(subject, v) for subject, v in sizes if v <= 0]
+    for subject, value in bad:
+        flag = "--" + subject.replace("_", "-")
+        add(Severity.error, "parallel-not-positive", f"{flag} {value}: use 1 or more", subject)
     if bad:
         return None
     if dp_size > 1 and attn_dp_size > 1:
@@ -187,6 +164,7 @@ def _consumers(tp_size: int, dp_size: int, attn_dp_size: int, add) -> int | None
             "dp-replicas-with-attention-dp",
             f"SGLang refuses this layout: '{sg.msg_replicas_with_attention_dp(dp_size, attn_dp_size)}'; "
             "use either --dp-size (replicas) or --attn-dp-size (attention DP)",
+            "dp_size",
         )
         return None
     if attn_dp_size > 1 and tp_size % attn_dp_size:
@@ -195,28 +173,23 @@ def _consumers(tp_size: int, dp_size: int, attn_dp_size: int, add) -> int | None
             "attention-dp-not-divisor",
             f"--tp-size {tp_size} is not a multiple of the attention-DP size {attn_dp_size}: "
             "SGLang needs tp_size == attn_tp_size * attn_dp_size; pick sizes that divide",
+            "tp_size",
         )
         return None
-    consumers = sg.consumer_count(tp_size, dp_size, attn_dp_size)
-    if consumers <= 0:
-        add(
-            Severity.error,
-            "consumers-not-positive",
-            f"--tp-size {tp_size} with attention-DP size {attn_dp_size} gives {consumers} consumers "
-            f"per feature: SGLang fails with '{sg.MSG_CONSUMERS_NOT_POSITIVE}'",
-        )
-        return None
-    return consumers
+    # positive sizes that divide leave at least one consumer, so SGLang's own check cannot fire
+    return sg.consumer_count(tp_size, dp_size, attn_dp_size)
 
 
 def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, add) -> None:
+    # A budget SGLang reads from the environment (or defaults) is the environment's finding.
+    subject = "env" if budget.source in ("env", "default") else "budget"
     if budget.source == "default":
-        add(Severity.info, "budget-default", f"{sg.ENV_BUDGET} is not set: SGLang uses its default {mb} MiB")
+        add(Severity.info, "budget-default", f"{sg.ENV_BUDGET} is not set: SGLang uses its default {mb} MiB", "env")
     elif budget.source == "env":
         if budget.invalid:
-            add(Severity.error, "env-budget-invalid", _invalid_env_message(budget))
+            add(Severity.error, "env-budget-invalid", _invalid_env_message(budget), "env")
         else:
-            add(Severity.info, "budget-from-env", f"budget read from {budget.variable}={budget.raw}")
+            add(Severity.info, "budget-from-env", f"budget read from {budget.variable}={budget.raw}", "env")
         if budget.shadowed is not None and budget.shadowed[1] != budget.raw:
             name, raw = budget.shadowed
             add(
@@ -224,6 +197,7 @@ def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, ad
                 "env-legacy-overrides",
                 f"{budget.variable}={budget.raw} overrides {name}={raw} (SGLang copies SGL_ "
                 f"variables over SGLANG_ ones); unset {budget.variable}",
+                "env",
             )
     if mb <= 0:
         if budget.bytes > 0:
@@ -233,6 +207,7 @@ def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, ad
                 f"a budget of {format_size(budget.bytes)} is less than 1 MiB, and SGLang takes it "
                 f"in whole MiB: 0 fails with '{sg.MSG_TOTAL_NOT_POSITIVE}'; the smallest valid "
                 f"budget here is {smallest}MiB ({sg.ENV_BUDGET}={smallest})",
+                subject,
             )
         else:
             add(
@@ -240,6 +215,7 @@ def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, ad
                 "budget-not-positive",
                 f"{sg.ENV_BUDGET}={mb}: SGLang fails at start-up with "
                 f"'{sg.MSG_TOTAL_NOT_POSITIVE}'; use {smallest} or more",
+                subject,
             )
     elif floor_loss:
         add(
@@ -248,6 +224,7 @@ def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, ad
             f"{format_size(budget.bytes)} is not a whole number of MiB: SGLang takes "
             f"{sg.ENV_BUDGET}={mb} and reserves {format_size(mb * sg.MiB)}, "
             f"{floor_loss:,} bytes less",
+            subject,
         )
 
 
@@ -272,7 +249,12 @@ def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumer
     else:
         slice_bytes = sg.vmm_slice_bytes(nbytes, consumers)
     if nbytes <= 0:
-        add(Severity.error, "feature-empty", "a feature size of 0 bytes: SGLang cannot pool an empty tensor")
+        add(
+            Severity.error,
+            "feature-empty",
+            "a feature size of 0 bytes: SGLang cannot pool an empty tensor",
+            "feature_sizes",
+        )
         return FeatureFit(
             bytes=nbytes, slice_bytes=slice_bytes, fit_per_worker=None, fit_per_node=None, limited_by=None
         )
@@ -296,6 +278,7 @@ def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumer
             f"a {format_size(nbytes)} feature never fits in a worker's {format_size(usable)} of "
             f"usable pool: SGLang sends every such feature over the slow CPU path; "
             f"{sg.ENV_BUDGET}={need} fits one",
+            "feature_sizes",
         )
     elif limited_by == "slots":
         add(
@@ -303,6 +286,7 @@ def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumer
             "feature-slot-cap",
             f"{format_size(nbytes)} features: {by_bytes:,} would fit by bytes, but a pool holds "
             f"at most {sg.MAX_INFLIGHT_SLICES} in flight",
+            "feature_sizes",
         )
     return FeatureFit(
         bytes=nbytes,
@@ -329,6 +313,7 @@ def _hbm(request: PlanRequest, per_worker: int | None, allocation: int, add) -> 
             f"PyTorch's caching allocator reserves {format_size(reserved)} for each "
             f"{format_size(allocation)} pool: the pools take {format_size(reserved * workers)} "
             f"on GPU {request.base_gpu_id}, {format_size(overhead * workers)} more than the budget",
+            "budget",
         )
     return HbmEstimate(
         base_gpu_id=request.base_gpu_id,

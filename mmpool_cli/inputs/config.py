@@ -15,31 +15,22 @@ from functools import cache
 from typing import Any
 
 from mmpool_cli.core.models import Budget, Finding, Plan, PlanRequest, Severity
-from mmpool_cli.core.plan import budget_from_env
 from mmpool_cli.core.units import SizeError, format_size, parse_size
 from mmpool_cli.inputs.yamlsrc import Source
 from mmpool_cli.sglang import rules as sg
+from mmpool_cli.sglang.environment import LaunchEnv, resolve_budget
 
 SECTIONS = ("pool", "parallel", "gpu", "workload")
 CONFIG_SCHEMA_VERSION = 1
 
-# Where the plan's findings point in a config file.
-PLAN_CODE_PATHS: dict[str, tuple[str, ...]] = {
-    "budget-floors-to-zero": ("pool", "size"),
-    "budget-not-positive": ("pool", "size"),
-    "budget-not-whole-mib": ("pool", "size"),
-    "pool-too-small": ("pool", "size"),
-    "vmm-below-granularity": ("pool", "size"),
-    "split-remainder": ("pool", "size"),
-    "allocator-rounding": ("pool", "size"),
-    "workers-not-positive": ("pool", "tokenizer_workers"),
-    "parallel-not-positive": ("parallel",),
-    "dp-replicas-with-attention-dp": ("parallel",),
-    "attention-dp-not-divisor": ("parallel", "tp"),
-    "consumers-not-positive": ("parallel", "tp"),
-    "feature-empty": ("workload", "feature_sizes"),
-    "feature-never-fits": ("workload", "feature_sizes"),
-    "feature-slot-cap": ("workload", "feature_sizes"),
+# The key that sets each plan subject in a config file.
+SUBJECT_PATHS: dict[str, tuple[str, ...]] = {
+    "budget": ("pool", "size"),
+    "workers": ("pool", "tokenizer_workers"),
+    "tp_size": ("parallel", "tp"),
+    "dp_size": ("parallel", "dp"),
+    "attn_dp_size": ("parallel", "attn_dp"),
+    "feature_sizes": ("workload", "feature_sizes"),
 }
 
 
@@ -197,14 +188,11 @@ def _known_keys(loc: tuple[Any, ...]) -> list[str]:
     return list(model.model_fields)
 
 
-def request(cfg: Any, environ: Mapping[str, str]) -> PlanRequest:
-    """The plan request a config makes; an unset size is read from ``environ`` as SGLang reads it."""
-    if cfg.pool.size is not None:
-        budget = Budget(bytes=cfg.pool.size, source="config")
-    else:
-        budget = budget_from_env(environ)
+def request(cfg: Any, launch: LaunchEnv) -> PlanRequest:
+    """The plan request a config makes; an unset size is the environment's, as SGLang reads it."""
+    config = None if cfg.pool.size is None else Budget(bytes=cfg.pool.size, source="config")
     return PlanRequest(
-        budget=budget,
+        budget=resolve_budget(launch, config=config),
         workers=cfg.pool.tokenizer_workers,
         tp_size=cfg.parallel.tp,
         dp_size=cfg.parallel.dp,
@@ -214,12 +202,12 @@ def request(cfg: Any, environ: Mapping[str, str]) -> PlanRequest:
         vmm_granularity=cfg.pool.vmm_granularity,
         feature_sizes=tuple(cfg.workload.feature_sizes),
         base_gpu_id=cfg.parallel.base_gpu_id,
-        expandable_segments=sg.expandable_segments_enabled(environ.get(sg.ENV_ALLOC_CONF)),
+        expandable_segments=launch.expandable_segments,
         context_bytes=cfg.gpu.context_size,
     )
 
 
-def extra_findings(src: Source, cfg: Any, plan: Plan | None, environ: Mapping[str, str]) -> list[Finding]:
+def extra_findings(src: Source, cfg: Any, plan: Plan | None, launch: LaunchEnv) -> list[Finding]:
     """What the plan alone does not say: transport limits, the GPU's room, the environment's budget."""
     findings: list[Finding] = []
     where_transport = src.where(("pool", "transport"))
@@ -227,22 +215,23 @@ def extra_findings(src: Source, cfg: Any, plan: Plan | None, environ: Mapping[st
         findings.append(
             Finding(Severity.error, "transport-layout", f"SGLang refuses this layout: '{message}'", where_transport)
         )
-    if cfg.pool.size is not None:
-        found = sg.env_name(sg.ENV_BUDGET, environ)
-        mb = sg.parse_env_int(found[1]) if found else None
-        if found is not None and mb != sg.budget_mb(cfg.pool.size):
+    env_budget = launch.budget
+    if cfg.pool.size is not None and env_budget.source == "env":
+        mb = None if env_budget.invalid else sg.budget_mb(env_budget.bytes)
+        if mb != sg.budget_mb(cfg.pool.size):
             findings.append(
                 Finding(
                     Severity.warning,
                     "config-size-env-differs",
-                    f"the environment sets {found[0]}={found[1]}, and SGLang reads that, not pool.size "
+                    f"the environment sets {env_budget.variable}={env_budget.raw}, and SGLang reads that, "
+                    "not pool.size "
                     f"({sg.budget_mb(cfg.pool.size)} MiB); export {sg.ENV_BUDGET}={sg.budget_mb(cfg.pool.size)}",
                     src.where(("pool", "size")),
                 )
             )
     if plan is None or plan.hbm is None:
         return findings
-    if plan.transport == "cuda_ipc" and sg.expandable_segments_enabled(environ.get(sg.ENV_ALLOC_CONF)):
+    if plan.transport == "cuda_ipc" and launch.expandable_segments:
         findings.append(
             Finding(
                 Severity.warning,

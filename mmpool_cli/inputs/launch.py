@@ -13,22 +13,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mmpool_cli.core.models import Budget, FileResult, Finding, Plan, PlanRequest, Severity
-from mmpool_cli.core.plan import budget_findings, budget_from_env, make_plan
+from mmpool_cli.core.plan import budget_findings, make_plan
 from mmpool_cli.core.units import format_size
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.sglang import environment as envmod
 from mmpool_cli.sglang import rules as sg
 from mmpool_cli.sglang.args import Reading, Token, cli_tokens, merge_config, read
+from mmpool_cli.sglang.environment import LaunchEnv
 
 LAUNCHERS = "'python -m sglang.launch_server …', 'python3 -m sglang.launch_server …' or 'sglang serve …'"
 ENV = envmod.ENV_LOCATION
-# Where the plan's findings point in a launch: the flag that sets the number, or the environment.
-_PLAN_CODE_FLAGS = {
-    "workers-not-positive": "tokenizer_worker_num",
-    "parallel-not-positive": "tp_size",
-    "dp-replicas-with-attention-dp": "dp_size",
-    "attention-dp-not-divisor": "tp_size",
-    "consumers-not-positive": "tp_size",
+# The option that sets each plan subject in a launch (the budget's findings stay with the input:
+# the launch command, or the SGLang config file that validate reads).
+SUBJECT_DESTS = {
+    "workers": "tokenizer_worker_num",
+    "tp_size": "tp_size",
+    "dp_size": "dp_size",
+    "attn_dp_size": "attn_dp_size",
 }
 
 
@@ -132,7 +133,8 @@ def check_launch(
                 "argv[0]",
             )
         )
-    resolution = resolve(reading, environ, assume)
+    resolution = resolve(reading, envmod.read_launch_env(environ), assume)
+    findings += envmod.env_findings(environ)
     findings += resolution.findings
     return FileResult(
         path="launch command",
@@ -143,8 +145,11 @@ def check_launch(
     )
 
 
-def resolve(reading: Reading, environ: Mapping[str, str], assume: Assumptions) -> Resolution:
-    """SGLang's transport resolution and the pool plan for parsed flags and an environment."""
+def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolution:
+    """SGLang's transport resolution and the pool plan for parsed flags and an environment.
+
+    What is wrong with the environment itself is ``env_findings``'s to say, not this.
+    """
     findings: list[Finding] = []
 
     def add(severity: Severity, code: str, message: str, location: str | None) -> None:
@@ -154,17 +159,16 @@ def resolve(reading: Reading, environ: Mapping[str, str], assume: Assumptions) -
         setting = reading.settings.get(dest)
         return setting.origin if setting else None
 
-    findings += envmod.env_findings(environ)
     requested: str | None = reading.get("mm_feature_transport")
     nnodes, pp_size = reading.get("nnodes"), reading.get("pp_size")
     multimodal = not reading.get("language_model_only")
-    budget = budget_from_env(environ)
+    budget = launch.budget
 
     qwen3 = assume.hf_model_type in sg.QWEN3_VL_MODEL_TYPES
     large_hopper = bool(assume.sm90) and (assume.gpu_memory or 0) >= sg.QWEN3_VL_MIN_GPU_BYTES
     override = qwen3 and large_hopper and multimodal
     preprocess = reading.get("mm_preprocess_cache_size_mb") or 0
-    retention = preprocess > 0 or (envmod.vlm_cache_retention(environ) if override else False)
+    retention = preprocess > 0 or (launch.vlm_cache_retention if override else False)
     source = "--mm-feature-transport" if requested else None
     if override and requested is None and nnodes == 1 and not retention:
         requested, source = "cuda_ipc", "the Qwen3-VL override"
@@ -177,7 +181,7 @@ def resolve(reading: Reading, environ: Mapping[str, str], assume: Assumptions) -
     if (
         override
         and requested == "cuda_ipc"
-        and not envmod.budget_is_set(environ)
+        and not launch.budget_is_set
         and (reading.get("max_running_requests") or 0) >= sg.QWEN3_VL_MIN_RUNNING_REQUESTS
         and not retention
     ):
@@ -198,7 +202,7 @@ def resolve(reading: Reading, environ: Mapping[str, str], assume: Assumptions) -
             None,
         )
 
-    legacy_set, legacy_on = envmod.legacy_transport(environ)
+    legacy_set, legacy_on = launch.legacy_transport_set, launch.legacy_transport_on
     transport = requested
     if transport is None:
         if legacy_set:
@@ -263,13 +267,12 @@ def resolve(reading: Reading, environ: Mapping[str, str], assume: Assumptions) -
             origin("mm_feature_transport"),
         )
         if budget.source == "env":
-            findings += [_located(f, ENV) for f in budget_findings(budget) if f.severity is not Severity.info]
+            findings += [f.at(ENV) for f in budget_findings(budget) if f.severity is not Severity.info]
         return Resolution("cpu" if multimodal else str(transport), findings, None)
 
-    plan = make_plan(_request(reading, environ, budget, transport, assume))
+    plan = make_plan(_request(reading, launch, budget, transport, assume))
     for f in plan.findings:
-        location = origin(_PLAN_CODE_FLAGS.get(f.code, "")) or (ENV if f.code.startswith(("budget", "env")) else None)
-        findings.append(_located(f, location))
+        findings.append(f.at(ENV if f.subject == "env" else origin(SUBJECT_DESTS.get(f.subject or "", ""))))
     if plan.hbm is not None:
         h = plan.hbm
         share = ""
@@ -284,12 +287,12 @@ def resolve(reading: Reading, environ: Mapping[str, str], assume: Assumptions) -
             f"{format_size(h.total_bytes)}{share}",
             origin("base_gpu_id"),
         )
-    if transport == "cuda_ipc" and envmod.expandable_segments(environ):
+    if transport == "cuda_ipc" and launch.expandable_segments:
         findings += _pidfd_findings(assume.probe_pidfd)
     return Resolution(transport, findings, plan)
 
 
-def _request(reading: Reading, environ: Mapping[str, str], budget: Budget, transport: str, assume: Assumptions):
+def _request(reading: Reading, launch: LaunchEnv, budget: Budget, transport: str, assume: Assumptions):
     dp_size, attn_dp_size = reading.get("dp_size"), reading.get("attn_dp_size")
     dwdp = reading.get("dwdp_size")
     if dwdp > 1:  # --dwdp-size declares attention DP of that size (parallel_hook)
@@ -305,7 +308,7 @@ def _request(reading: Reading, environ: Mapping[str, str], budget: Budget, trans
         vmm_granularity=assume.vmm_granularity,
         feature_sizes=assume.feature_sizes,
         base_gpu_id=reading.get("base_gpu_id"),
-        expandable_segments=envmod.expandable_segments(environ),
+        expandable_segments=launch.expandable_segments,
         context_bytes=assume.context_bytes,
     )
 
@@ -338,10 +341,6 @@ def _pidfd_findings(probe: bool) -> list[Finding]:
             ENV,
         )
     ]
-
-
-def _located(f: Finding, location: str | None) -> Finding:
-    return f if f.location or location is None else Finding(f.severity, f.code, f.message, location)
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

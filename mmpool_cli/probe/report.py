@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mmpool_cli.core.models import Finding, Plan, Severity
+from mmpool_cli.core.models import Finding, Plan, Severity, to_data
 
 PROBE_SCHEMA_VERSION = 1
 
@@ -74,6 +74,6 @@ class ProbeReport:
             "seconds": round(self.seconds, 3),
             "base_gpu": None if self.base_gpu is None else dataclasses.asdict(self.base_gpu),
             "gpus": [dataclasses.asdict(g) for g in self.gpus],
-            "stages": [dataclasses.asdict(s) for s in self.stages],
+            "stages": [to_data(s) for s in self.stages],
             "plan": self.plan.to_data(),
         }

@@ -2,100 +2,85 @@
 
 SGLang copies every ``SGL_X`` over ``SGLANG_X`` at import, parses integers with Python's ``int()``,
 floats with ``float()`` and booleans case-insensitively without stripping, and on a parse error only
-warns and uses the default. mmpool reports each of those silent outcomes. ``--env-file`` files are
-dotenv-style. Pure core: standard library only.
+warns and uses the default. ``read_launch_env`` reads every pool variable once; ``env_findings``
+reports each of SGLang's silent outcomes. Pure core: standard library only.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from mmpool_cli.core.models import Budget, Finding, Severity
-from mmpool_cli.errors import MmpoolError
-from mmpool_cli.inputs.yamlsrc import decode, read_bytes
 from mmpool_cli.sglang import rules as sg
 
 ENV_LOCATION = "environment"
-_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The variables whose SGL_ twin matters for the pools (the budget's own twin is reported by the plan).
 _TWINNED = (sg.ENV_RECYCLE, sg.ENV_LEGACY_TRANSPORT, sg.ENV_VLM_CACHE)
 
 
-class EnvArgError(MmpoolError):
-    """An ``--env`` argument that is not ``KEY=VALUE`` (a usage error)."""
+@dataclass(frozen=True)
+class LaunchEnv:
+    """Every pool setting SGLang takes from the environment, read once."""
+
+    budget: Budget
+    budget_is_set: bool
+    expandable_segments: bool
+    legacy_transport_set: bool
+    legacy_transport_on: bool
+    vlm_cache_retention: bool
+    cuda_visible_devices: str | None
+    alloc_conf: str | None
 
 
-def parse_env_arg(text: str) -> tuple[str, str]:
-    """``KEY=VALUE`` from an ``--env`` argument.
+def budget_from_env(environ: Mapping[str, str]) -> Budget:
+    """The budget SGLang will read from ``environ``, exactly as SGLang reads it.
 
-    Raises:
-        EnvArgError: there is no ``=`` or the key is not a variable name.
+    ``SGL_MM_FEATURE_CACHE_MB`` overrides ``SGLANG_MM_FEATURE_CACHE_MB``; a value that Python's
+    ``int()`` rejects falls back to the 1024 MiB default (``invalid`` is then True).
     """
-    key, eq, value = text.partition("=")
-    if not eq or not _KEY.fullmatch(key):
-        raise EnvArgError(f"--env {text!r}: write KEY=VALUE, e.g. --env SGLANG_MM_FEATURE_CACHE_MB=2048")
-    return key, value
+    found = sg.env_name(sg.ENV_BUDGET, environ)
+    if found is None:
+        return Budget(bytes=sg.DEFAULT_BUDGET_MB * sg.MiB, source="default")
+    variable, raw = found
+    shadowed = None
+    if variable != sg.ENV_BUDGET and sg.ENV_BUDGET in environ:
+        shadowed = (sg.ENV_BUDGET, environ[sg.ENV_BUDGET])
+    mb = sg.parse_env_int(raw)
+    return Budget(
+        bytes=(sg.DEFAULT_BUDGET_MB if mb is None else mb) * sg.MiB,
+        source="env",
+        variable=variable,
+        raw=raw,
+        invalid=mb is None,
+        shadowed=shadowed,
+    )
 
 
-def read_env_file(path: str) -> tuple[dict[str, str], list[Finding]]:
-    """A dotenv-style file: ``KEY=VALUE`` lines, optional ``export``, ``#`` comments, quoted values.
-
-    A line that is none of these is a finding located at it; the file's other lines still count.
-    """
-    raw, problem = read_bytes(path)
-    text = None
-    if problem is None and raw is not None:
-        text, problem = decode(path, raw)
-    if problem is not None or text is None:
-        return {}, [problem] if problem else []
-    values: dict[str, str] = {}
-    findings: list[Finding] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        body = stripped.removeprefix("export ").lstrip()
-        key, eq, value = body.partition("=")
-        key = key.strip()
-        if not eq or not _KEY.fullmatch(key):
-            findings.append(
-                Finding(
-                    Severity.error,
-                    "env-file-syntax",
-                    f"not a KEY=VALUE line: {stripped[:60]!r}; write e.g. SGLANG_MM_FEATURE_CACHE_MB=2048",
-                    f"{path}:{number}:{len(line) - len(line.lstrip()) + 1}",
-                )
-            )
-            continue
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        elif " #" in value:
-            value = value.split(" #", 1)[0].rstrip()
-        values[key] = value
-    return values, findings
+def read_launch_env(environ: Mapping[str, str]) -> LaunchEnv:
+    """The pool settings of ``environ`` as SGLang's processes will read them."""
+    legacy = sg.env_name(sg.ENV_LEGACY_TRANSPORT, environ)
+    vlm = sg.env_name(sg.ENV_VLM_CACHE, environ)
+    vlm_mb = None if vlm is None else sg.parse_env_int(vlm[1])
+    alloc_conf = environ.get(sg.ENV_ALLOC_CONF)
+    return LaunchEnv(
+        budget=budget_from_env(environ),
+        # SGLang's ``is_set()``: the name is present, whatever its value
+        budget_is_set=sg.env_name(sg.ENV_BUDGET, environ) is not None,
+        expandable_segments=sg.expandable_segments_enabled(alloc_conf),
+        legacy_transport_set=legacy is not None,
+        legacy_transport_on=legacy is not None and bool(sg.parse_env_bool(legacy[1])),
+        # an unparsable value means the default 100 MiB, which keeps a cache
+        vlm_cache_retention=vlm is not None and (sg.DEFAULT_VLM_CACHE_MB if vlm_mb is None else vlm_mb) > 0,
+        cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
+        alloc_conf=alloc_conf,
+    )
 
 
-def assemble(
-    process: Mapping[str, str] | None, env_files: list[str], env_args: list[str]
-) -> tuple[dict[str, str], list[Finding]]:
-    """The environment to check: the process's (unless None), then ``--env-file`` files, then ``--env``.
-
-    Raises:
-        EnvArgError: an ``--env`` argument is not ``KEY=VALUE``.
-    """
-    environ = dict(process or {})
-    findings: list[Finding] = []
-    for path in env_files:
-        values, found = read_env_file(path)
-        environ.update(values)
-        findings += found
-    for text in env_args:
-        key, value = parse_env_arg(text)
-        environ[key] = value
-    return environ, findings
+def resolve_budget(launch: LaunchEnv, flag: Budget | None = None, config: Budget | None = None) -> Budget:
+    """The budget that counts: a flag, else a config file, else the environment, else SGLang's default."""
+    return flag or config or launch.budget
 
 
 def env_findings(environ: Mapping[str, str]) -> list[Finding]:
@@ -166,33 +151,6 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 f"use --mm-feature-transport={'cuda_ipc' if on else 'cpu'} instead.'",
             )
     return findings
-
-
-def legacy_transport(environ: Mapping[str, str]) -> tuple[bool, bool]:
-    """``(is_set, value)`` of ``SGLANG_USE_CUDA_IPC_TRANSPORT`` as SGLang's resolution reads it."""
-    found = sg.env_name(sg.ENV_LEGACY_TRANSPORT, environ)
-    if found is None:
-        return False, False
-    return True, bool(sg.parse_env_bool(found[1]))
-
-
-def budget_is_set(environ: Mapping[str, str]) -> bool:
-    """SGLang's ``SGLANG_MM_FEATURE_CACHE_MB.is_set()``: the name is present, whatever its value."""
-    return sg.env_name(sg.ENV_BUDGET, environ) is not None
-
-
-def vlm_cache_retention(environ: Mapping[str, str]) -> bool:
-    """Whether ``SGLANG_VLM_CACHE_SIZE_MB`` keeps a cache (an unparsable value means the default 100)."""
-    found = sg.env_name(sg.ENV_VLM_CACHE, environ)
-    if found is None:
-        return False
-    value = sg.parse_env_int(found[1])
-    return (sg.DEFAULT_VLM_CACHE_MB if value is None else value) > 0
-
-
-def expandable_segments(environ: Mapping[str, str]) -> bool:
-    """Whether PyTorch's allocator uses expandable segments (then IPC needs ``pidfd_getfd``)."""
-    return sg.expandable_segments_enabled(environ.get(sg.ENV_ALLOC_CONF))
 
 
 def budget_override() -> Budget:

@@ -188,7 +188,6 @@ def expandable_segments_enabled(alloc_conf: str | None) -> bool:
 # The exact text SGLang raises or logs, for messages that quote it.
 MSG_TOTAL_NOT_POSITIVE = "total_pool_size must be positive"
 MSG_WORKERS_NOT_POSITIVE = "Tokenizer worker num must >= 1"
-MSG_CONSUMERS_NOT_POSITIVE = "consumer_count must be positive"
 MSG_RECYCLE_NOT_POSITIVE = "recycle_interval must be positive"
 
 

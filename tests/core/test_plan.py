@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mmpool_cli.core.models import Budget, PlanRequest
-from mmpool_cli.core.plan import budget_from_env, make_plan
+from mmpool_cli.core.plan import make_plan
+from mmpool_cli.sglang.environment import budget_from_env
 from mmpool_cli.sglang.rules import MiB
 
 SIX_MIB = 6 * MiB

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from mmpool_cli.core.models import Severity
 from mmpool_cli.inputs.validate import validate, validate_file
+from mmpool_cli.sglang.environment import read_launch_env
 
+NO_ENV = read_launch_env({})
 DATA = Path(__file__).parents[1] / "data" / "configs"
 VALID = sorted(p for p in (DATA / "valid").iterdir())
 INVALID = yaml.safe_load((DATA / "invalid" / "expected.yaml").read_text())
@@ -25,13 +27,13 @@ def _line(location: str | None) -> int:
 
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
 def test_valid_files_have_no_errors_or_warnings(path: Path) -> None:
-    result = validate_file(str(path), {})
+    result = validate_file(str(path), NO_ENV)
     assert [f for f in result.findings if f.severity is not Severity.info] == []
 
 
 @pytest.mark.parametrize(("name", "expected"), sorted(INVALID.items()))
 def test_invalid_files_give_exactly_their_findings(name: str, expected: list[str]) -> None:
-    result = validate_file(str(DATA / "invalid" / name), {})
+    result = validate_file(str(DATA / "invalid" / name), NO_ENV)
     found = sorted(f"{f.code}:{_line(f.location)}" for f in result.findings if f.severity is not Severity.info)
     assert found == sorted(expected)
     for f in result.findings:
@@ -86,26 +88,26 @@ def test_mmpool_config_gives_the_same_plan_as_mmpool_plan(run_line, tmp_path: Pa
 def test_bad_files_are_findings(tmp_path: Path, content: bytes, code: str) -> None:
     path = tmp_path / "f.yaml"
     path.write_bytes(content)
-    result = validate_file(str(path), {})
+    result = validate_file(str(path), NO_ENV)
     assert [f.code for f in result.findings] == [code]
     assert result.fails()
 
 
 def test_missing_and_directory(tmp_path: Path) -> None:
-    assert validate_file(str(tmp_path / "nope.yaml"), {}).findings[0].code == "file-missing"
-    assert validate_file(str(tmp_path), {}).findings[0].code == "file-unreadable"
+    assert validate_file(str(tmp_path / "nope.yaml"), NO_ENV).findings[0].code == "file-missing"
+    assert validate_file(str(tmp_path), NO_ENV).findings[0].code == "file-unreadable"
 
 
 def test_huge_file_is_refused_unread(tmp_path: Path) -> None:
     path = tmp_path / "big.yaml"
     path.write_bytes(b"#" * (5 * 2**20))
-    assert validate_file(str(path), {}).findings[0].code == "file-too-large"
+    assert validate_file(str(path), NO_ENV).findings[0].code == "file-too-large"
 
 
 def test_kind_can_be_forced(tmp_path: Path) -> None:
     path = tmp_path / "f.yaml"
     path.write_text("tp-size: 8\n")
-    assert validate_file(str(path), {}).kind == "sglang"
+    assert validate_file(str(path), NO_ENV).kind == "sglang"
     forced = validate_file(str(path), {}, kind="mmpool")
     assert forced.kind == "mmpool"
     assert [f.code for f in forced.findings] == ["config-unknown-key"]
@@ -222,7 +224,7 @@ keys = st.sampled_from(
 def test_random_yaml_never_raises(tmp_path: Path, data: dict, kind: str) -> None:
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(data))
-    result = validate_file(str(path), {}, kind=kind)  # type: ignore[arg-type]
+    result = validate_file(str(path), NO_ENV, kind=kind)  # type: ignore[arg-type]
     assert all(f.severity in Severity for f in result.findings)
 
 
@@ -231,4 +233,4 @@ def test_random_yaml_never_raises(tmp_path: Path, data: dict, kind: str) -> None
 def test_random_bytes_never_raise(tmp_path: Path, raw: bytes) -> None:
     path = tmp_path / "r.yaml"
     path.write_bytes(raw)
-    validate_file(str(path), {})
+    validate_file(str(path), NO_ENV)

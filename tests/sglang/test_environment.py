@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from mmpool_cli.core.plan import budget_from_env
-from mmpool_cli.sglang.environment import (
-    EnvArgError,
-    assemble,
-    env_findings,
-    legacy_transport,
-    parse_env_arg,
-    read_env_file,
-)
+from mmpool_cli.sglang.environment import budget_from_env, env_findings, read_launch_env, resolve_budget
 from mmpool_cli.sglang.rules import parse_env_bool
 
 
@@ -66,25 +56,45 @@ def test_env_bool(raw: str, value: bool | None) -> None:
 
 
 def test_legacy_transport_set_but_invalid_is_false() -> None:
-    assert legacy_transport({"SGLANG_USE_CUDA_IPC_TRANSPORT": ""}) == (True, False)
+    launch = read_launch_env({"SGLANG_USE_CUDA_IPC_TRANSPORT": ""})
+    assert (launch.legacy_transport_set, launch.legacy_transport_on) == (True, False)
     assert [f.code for f in env_findings({"SGLANG_USE_CUDA_IPC_TRANSPORT": "maybe"})] == [
         "env-legacy-transport-invalid"
     ]
 
 
-def test_env_file(tmp_path: Path) -> None:
-    path = tmp_path / "e.env"
-    path.write_text("A=1\nexport B='two words'\n# c\n\nC=\"x\" \nD=3 # note\nbad line\n")
-    values, findings = read_env_file(str(path))
-    assert values == {"A": "1", "B": "two words", "C": "x", "D": "3"}
-    assert [(f.code, f.location) for f in findings] == [("env-file-syntax", f"{path}:7:1")]
-    assert read_env_file(str(tmp_path / "none.env"))[1][0].code == "file-missing"
+@pytest.mark.parametrize(
+    ("environ", "retention"),
+    [({}, False), ({"SGLANG_VLM_CACHE_SIZE_MB": "0"}, False), ({"SGLANG_VLM_CACHE_SIZE_MB": "x"}, True)],
+)
+def test_vlm_cache_retention(environ: dict[str, str], retention: bool) -> None:
+    assert read_launch_env(environ).vlm_cache_retention is retention
 
 
-def test_assemble_order(tmp_path: Path) -> None:
-    path = tmp_path / "e.env"
-    path.write_text("A=file\nB=file\n")
-    environ, _ = assemble({"A": "process", "C": "process"}, [str(path)], ["B=flag"])
-    assert environ == {"A": "file", "B": "flag", "C": "process"}
-    with pytest.raises(EnvArgError):
-        parse_env_arg("=x")
+def test_launch_env_reads_every_pool_setting_once() -> None:
+    launch = read_launch_env(
+        {
+            "SGL_MM_FEATURE_CACHE_MB": "2048",
+            "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+            "CUDA_VISIBLE_DEVICES": "1,0",
+        }
+    )
+    assert (launch.budget.bytes, launch.budget.variable, launch.budget_is_set) == (
+        2048 * 2**20,
+        "SGL_MM_FEATURE_CACHE_MB",
+        True,
+    )
+    assert launch.expandable_segments
+    assert launch.cuda_visible_devices == "1,0"
+    assert read_launch_env({"SGLANG_MM_FEATURE_CACHE_MB": "x"}).budget.invalid
+
+
+def test_resolve_budget_flag_over_config_over_env() -> None:
+    from mmpool_cli.core.models import Budget
+
+    launch = read_launch_env({"SGLANG_MM_FEATURE_CACHE_MB": "7"})
+    flag, config = Budget(bytes=1, source="flag"), Budget(bytes=2, source="config")
+    assert resolve_budget(launch, flag, config) is flag
+    assert resolve_budget(launch, None, config) is config
+    assert resolve_budget(launch).source == "env"
+    assert resolve_budget(read_launch_env({})).source == "default"
