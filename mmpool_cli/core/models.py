@@ -168,7 +168,7 @@ class Plan:
 
     def to_data(self) -> dict[str, Any]:
         """The JSON payload: ``schema_version`` and ``status`` first, then every field."""
-        data = to_data(self)
+        data: dict[str, Any] = to_data(self)
         head = {"schema_version": data.pop("schema_version"), "status": data.pop("status")}
         head["sglang_version"] = data.pop("sglang_version")
         return head | data

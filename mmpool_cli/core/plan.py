@@ -6,9 +6,16 @@ configuration: every problem SGLang would hit becomes an error finding in the pl
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Literal
+
 from mmpool_cli.core.models import Budget, FeatureFit, Finding, HbmEstimate, Plan, PlanRequest, Settings, Severity
-from mmpool_cli.core.units import SizeError, format_exact, format_size, parse_size
+from mmpool_cli.core.units import format_exact, format_size, parse_size
+from mmpool_cli.errors import SizeError
 from mmpool_cli.sglang import rules as sg
+
+# How a helper of make_plan reports: severity, code, message, subject.
+Add = Callable[[Severity, str, str, str | None], None]
 
 # CUDA context plus PyTorch runtime that one tokenizer process adds on the base GPU
 # (``import torch`` + first allocation), measured by ``mmpool probe`` on an H200 with
@@ -150,7 +157,7 @@ def make_plan(request: PlanRequest) -> Plan:
     )
 
 
-def _consumers(tp_size: int, dp_size: int, attn_dp_size: int, add) -> int | None:
+def _consumers(tp_size: int, dp_size: int, attn_dp_size: int, add: Add) -> int | None:
     sizes = (("tp_size", tp_size), ("dp_size", dp_size), ("attn_dp_size", attn_dp_size))
     bad = [(subject, v) for subject, v in sizes if v <= 0]
     for subject, value in bad:
@@ -180,7 +187,7 @@ def _consumers(tp_size: int, dp_size: int, attn_dp_size: int, add) -> int | None
     return sg.consumer_count(tp_size, dp_size, attn_dp_size)
 
 
-def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, add) -> None:
+def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, add: Add) -> None:
     # A budget SGLang reads from the environment (or defaults) is the environment's finding.
     subject = "env" if budget.source in ("env", "default") else "budget"
     if budget.source == "default":
@@ -243,7 +250,7 @@ def _invalid_env_message(budget: Budget) -> str:
     )
 
 
-def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumers: int | None, add) -> FeatureFit:
+def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumers: int | None, add: Add) -> FeatureFit:
     if request.transport == "cuda_ipc" or consumers is None:
         slice_bytes = sg.ipc_slice_bytes(nbytes)
     else:
@@ -269,7 +276,7 @@ def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumer
     else:
         by_bytes = fit = sg.vmm_fit(usable, nbytes, consumers)
         per_worker_needed = sg.align_up(slice_bytes, request.vmm_granularity)
-    limited_by = "slots" if by_bytes > fit else "bytes"
+    limited_by: Literal["bytes", "slots"] = "slots" if by_bytes > fit else "bytes"
     if fit == 0:
         need = sg.smallest_budget_mb(request.workers, per_worker_needed)
         add(
@@ -297,7 +304,8 @@ def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumer
     )
 
 
-def _hbm(request: PlanRequest, per_worker: int | None, allocation: int, add) -> HbmEstimate:
+def _hbm(request: PlanRequest, per_worker: int | None, allocation: int, add: Add) -> HbmEstimate:
+    allocator: Literal["caching", "caching-expandable", "vmm"]
     if request.transport == "cuda_vmm":
         allocator, reserved = "vmm", allocation
     else:

@@ -27,7 +27,7 @@ _PREFIXES = "kmgtp"
 DECIMAL_UNITS = {"kB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4, "PB": 1000**5}
 BINARY_UNITS = {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4, "PiB": 1024**5}
 
-KiB, MiB, GiB, TiB, PiB = (1024**i for i in range(1, 6))
+KiB = BINARY_UNITS["KiB"]
 
 MAX_SIZE_TEXT = 64
 ACCEPTED_FORMS = (
@@ -71,6 +71,8 @@ def parse_size(text: str) -> int:
     int_part, frac = match["int"], match["frac"] or ""
     scaled = int(int_part + frac) * multiplier
     denominator = 10 ** len(frac)
+    whole: int
+    rest: int
     whole, rest = divmod(scaled, denominator)
     if rest:
         exact = f"{whole}.{rest:0{len(frac)}d}".rstrip("0")
@@ -138,7 +140,11 @@ def format_bytes(n: int) -> str:
 
 
 def format_exact(n: int) -> str:
-    """The shortest exact spelling ``parse_size`` reads back to ``n``: ``256MiB``, ``1GB``, ``1000001B``."""
+    """The shortest exact spelling ``parse_size`` reads back to ``n``.
+
+    >>> format_exact(268435456), format_exact(10**9), format_exact(1000001)
+    ('256MiB', '1GB', '1000001B')
+    """
     if n:
         for units in (BINARY_UNITS, DECIMAL_UNITS):
             for name, size in reversed(units.items()):
@@ -179,7 +185,13 @@ def _binary_reading(n: int, decimals: int) -> tuple[str, bool]:
 
 
 def format_size(n: int) -> str:
-    """Exact bytes plus the binary reading, marked ``≈`` when rounded: ``268,288,000 B (≈255.86 MiB)``."""
+    """Exact bytes plus the binary reading, marked ``≈`` when rounded.
+
+    >>> format_size(268288000)
+    '268,288,000 B (≈255.86 MiB)'
+    >>> format_size(2**30)
+    '1,073,741,824 B (1 GiB)'
+    """
     if abs(n) < KiB:
         return format_bytes(n)
     mark = "" if is_whole_binary(n) else "≈"

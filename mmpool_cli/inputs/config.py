@@ -15,13 +15,13 @@ from functools import cache
 from typing import Any
 
 from mmpool_cli.core.models import Budget, Finding, Plan, PlanRequest, Severity
-from mmpool_cli.core.units import SizeError, format_size, parse_size
+from mmpool_cli.core.units import format_size, parse_size
+from mmpool_cli.errors import SizeError
 from mmpool_cli.inputs.yamlsrc import Source
 from mmpool_cli.sglang import rules as sg
 from mmpool_cli.sglang.environment import LaunchEnv, resolve_budget
 
 SECTIONS = ("pool", "parallel", "gpu", "workload")
-CONFIG_SCHEMA_VERSION = 1
 
 # The key that sets each plan subject in a config file.
 SUBJECT_PATHS: dict[str, tuple[str, ...]] = {

@@ -292,7 +292,7 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
     return Resolution(transport, findings, plan)
 
 
-def _request(reading: Reading, launch: LaunchEnv, budget: Budget, transport: str, assume: Assumptions):
+def _request(reading: Reading, launch: LaunchEnv, budget: Budget, transport: str, assume: Assumptions) -> PlanRequest:
     dp_size, attn_dp_size = reading.get("dp_size"), reading.get("attn_dp_size")
     dwdp = reading.get("dwdp_size")
     if dwdp > 1:  # --dwdp-size declares attention DP of that size (parallel_hook)

@@ -36,11 +36,6 @@ class Source:
     root: Node | None = None
     findings: list[Finding] = field(default_factory=list)
 
-    @property
-    def ok(self) -> bool:
-        """Whether a mapping was read without an error finding."""
-        return isinstance(self.data, dict) and not any(f.severity is Severity.error for f in self.findings)
-
     def where(self, path: Path = (), *, key: bool = False) -> str:
         """``file:line:col`` of the value at ``path`` (or of its key), or the nearest enclosing node."""
         node = target = self.root

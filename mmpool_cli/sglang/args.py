@@ -87,7 +87,6 @@ class Setting:
 
     value: Any
     origin: str
-    spelled: str
 
 
 @dataclass
@@ -194,7 +193,7 @@ def read(tokens: list[Token], reading: Reading | None = None) -> Reading:
                     tok.origin,
                 )
                 continue
-            reading.settings[flag.dest] = Setting(True, tok.origin, tok.text)
+            reading.settings[flag.dest] = Setting(True, tok.origin)
             continue
         if explicit is None:
             if i >= len(tokens) or _looks_like_option(tokens[i].text):
@@ -268,7 +267,7 @@ def _store(reading: Reading, flag: Flag, tok: Token, value_tok: Token) -> None:
             value_tok.origin,
         )
         return
-    reading.settings[flag.dest] = Setting(value, value_tok.origin, tok.text)
+    reading.settings[flag.dest] = Setting(value, value_tok.origin)
 
 
 def config_tokens(src: Source) -> tuple[list[Token], list[Finding]]:
@@ -379,7 +378,6 @@ class Launch:
     tokens: list[Token]
     findings: list[Finding]
     config: str | None = None
-    config_src: Source | None = None
 
 
 def merge_config(tokens: list[Token], cwd: str | None = None) -> Launch:
@@ -435,7 +433,7 @@ def merge_config(tokens: list[Token], cwd: str | None = None) -> Launch:
     ]
     findings += src.findings
     if not isinstance(src.data, dict):
-        return Launch(rest, findings, path, src)
+        return Launch(rest, findings, path)
     words, found = config_tokens(src)
     findings += found
-    return Launch(words + rest, findings, path, src)
+    return Launch(words + rest, findings, path)

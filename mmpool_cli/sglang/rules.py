@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mmpool_cli.core.units import BINARY_UNITS
+
 SGLANG_VERSION = "0.5.23"
 
-MiB = 1024 * 1024
+MiB = BINARY_UNITS["MiB"]
 ENV_BUDGET = "SGLANG_MM_FEATURE_CACHE_MB"
 ENV_RECYCLE = "SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC"
 DEFAULT_BUDGET_MB = 1024
@@ -22,7 +24,6 @@ MAX_INFLIGHT_SLICES = 4096
 VMM_CONTROL_ALIGNMENT = 256
 DEFAULT_VMM_GRANULARITY = 2 * MiB
 
-TRANSPORTS = ("cpu", "cuda_ipc", "cuda_vmm")
 POOL_TRANSPORTS = ("cuda_ipc", "cuda_vmm")
 
 # PyTorch's caching allocator (the cuda_ipc pool is one torch.empty): requests are rounded up
@@ -37,7 +38,11 @@ _LARGE_ROUND = 2 * MiB
 
 
 def align_up(value: int, alignment: int) -> int:
-    """``value`` rounded up to a multiple of ``alignment`` (both non-negative integers)."""
+    """``value`` rounded up to a multiple of ``alignment`` (both non-negative integers).
+
+    >>> align_up(50633856, 256), align_up(0, 256)
+    (50633984, 0)
+    """
     return -(-value // alignment) * alignment
 
 
@@ -75,7 +80,11 @@ def parse_env_float(raw: str) -> float | None:
 
 
 def budget_mb(budget_bytes: int) -> int:
-    """The integer MiB SGLang can be given for a budget: the floor of ``budget_bytes / 2**20``."""
+    """The integer MiB SGLang can be given for a budget: the floor of ``budget_bytes / 2**20``.
+
+    >>> budget_mb(10**9)  # 1GB is 953.67 MiB
+    953
+    """
     return budget_bytes // MiB
 
 
@@ -119,7 +128,11 @@ def consumer_count(tp_size: int, dp_size: int, attn_dp_size: int) -> int:
 
 
 def ipc_header_bytes(consumers: int) -> int:
-    """The cuda_ipc control header: one ready word and one ack word per consumer for each slot."""
+    """The cuda_ipc control header: one ready word and one ack word per consumer for each slot.
+
+    >>> ipc_header_bytes(8)  # TP 8: 4096 slots x 9 words x 4 bytes
+    147456
+    """
     return align_up(MAX_INFLIGHT_SLICES * (1 + consumers) * CONTROL_WORD_BYTES, DATA_ALIGNMENT)
 
 

@@ -23,17 +23,17 @@ def run(extra: list[str], environ: dict[str, str] | None = None, assume: Assumpt
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "expected"),
     [
-        ["python", "-m", "sglang.launch_server"],
-        ["python3", "-m", "sglang.launch_server"],
-        ["/usr/bin/python3.11", "-u", "-m", "sglang.launch_server"],
-        ["sglang", "serve"],
-        ["/opt/venv/bin/sglang", "serve"],
+        (["python", "-m", "sglang.launch_server"], ("launch_server", 3)),
+        (["python3", "-m", "sglang.launch_server"], ("launch_server", 3)),
+        (["/usr/bin/python3.11", "-u", "-m", "sglang.launch_server"], ("launch_server", 4)),
+        (["sglang", "serve"], ("serve", 2)),
+        (["/opt/venv/bin/sglang", "serve"], ("serve", 2)),
     ],
 )
-def test_launchers(argv: list[str]) -> None:
-    split_launcher(argv)
+def test_launchers(argv: list[str], expected: tuple[str, int]) -> None:
+    assert split_launcher(argv) == expected
 
 
 @pytest.mark.parametrize("argv", [[], ["bash", "-c", "x"], ["python", "-m", "vllm"], ["sglang", "bench"]])
