@@ -15,7 +15,8 @@ from mmpool_cli.render import Rendered, Rich
 app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Plan and check SGLang's multimodal feature-transport pools before launch.",
 )
@@ -34,6 +35,12 @@ def _root(
     ] = False,
 ) -> None:
     """Plan and check SGLang's multimodal feature-transport pools before launch."""
+
+
+def epilog(examples: list[str], exits: str) -> str:
+    """A command's help epilog: examples kept as written (click's \\b), then its exit codes."""
+    lines = "\n".join(f"  $ {e}" for e in examples)
+    return f"\b\nExamples:\n{lines}\n\nExit codes: {exits}"
 
 
 @contextmanager

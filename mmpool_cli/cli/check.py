@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from mmpool_cli.cli.app import app, emit, reported
+from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
     ContextOpt,
     EnvFileOpt,
@@ -26,7 +26,18 @@ from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, MmpoolError
 from mmpool_cli.render import render
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
+@app.command(
+    context_settings={"allow_interspersed_args": False},
+    short_help="Check an SGLang launch command before launch.",
+    epilog=epilog(
+        [
+            "mmpool check -- python -m sglang.launch_server --model-path MODEL --tp 8",
+            "mmpool check --exec --strict -- sglang serve MODEL --config sglang.yaml",
+        ],
+        "0 the launch is valid (with --exec: the launch command's own status); 1 an error finding (or a "
+        "warning with --strict); 2 usage error, or not an SGLang launch; 70 internal error.",
+    ),
+)
 def check(
     command: Annotated[
         list[str], typer.Argument(metavar="-- LAUNCH COMMAND...", help="The SGLang launch command, after --.")

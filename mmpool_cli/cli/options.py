@@ -133,12 +133,16 @@ _POOL_DECLARATIONS: dict[str, Any] = {
         ),
     ],
     "workers": Annotated[
-        int, typer.Option("--workers", "--tokenizer-worker-num", help="Tokenizer workers (--tokenizer-worker-num).")
+        int,
+        typer.Option(
+            "--workers", "--tokenizer-worker-num", metavar="N", help="Tokenizer workers (--tokenizer-worker-num)."
+        ),
     ],
-    "tp": Annotated[int, typer.Option("--tp", "--tp-size", help="Tensor-parallel size.")],
-    "dp": Annotated[int, typer.Option("--dp", "--dp-size", help="Data-parallel size.")],
+    "tp": Annotated[int, typer.Option("--tp", "--tp-size", metavar="N", help="Tensor-parallel size.")],
+    "dp": Annotated[int, typer.Option("--dp", "--dp-size", metavar="N", help="Data-parallel size.")],
     "attn_dp_size": Annotated[
-        int, typer.Option("--attn-dp-size", help="Attention data-parallel size (fewer consumers per feature).")
+        int,
+        typer.Option("--attn-dp-size", metavar="N", help="Attention data-parallel size (fewer consumers per feature)."),
     ],
     "enable_dp_attention": Annotated[
         bool, typer.Option("--enable-dp-attention", help="SGLang's deprecated alias for --attn-dp-size <dp-size>.")
@@ -148,7 +152,9 @@ _POOL_DECLARATIONS: dict[str, Any] = {
     ],
     "vmm_granularity": GranularityOpt,
     "feature_size": FeatureOpt,
-    "base_gpu_id": Annotated[int, typer.Option("--base-gpu-id", help="GPU that holds the pools (--base-gpu-id).")],
+    "base_gpu_id": Annotated[
+        int, typer.Option("--base-gpu-id", metavar="N", help="GPU that holds the pools (--base-gpu-id).")
+    ],
     "context_size": ContextOpt,
 }
 

@@ -6,14 +6,21 @@ import os
 
 import typer
 
-from mmpool_cli.cli.app import app, emit, reported
+from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import FormatOpt, OutputFormat, PoolOptions, with_pool_options
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK
 from mmpool_cli.render import render
 
 
-@app.command()
+@app.command(
+    short_help="What SGLang will do with a pool budget.",
+    epilog=epilog(
+        ["mmpool plan", "mmpool plan --size 1GiB --workers 4 --tp 8 --feature-size 48MiB"],
+        "0 the plan is valid; 1 SGLang would fail with it (the plan is still printed); 2 usage error; "
+        "70 internal error.",
+    ),
+)
 @with_pool_options
 def plan(pool: PoolOptions, output: FormatOpt = OutputFormat.human) -> None:
     """Show exactly what SGLang will do with a pool budget: split, header, capacity, HBM."""

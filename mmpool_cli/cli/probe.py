@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from mmpool_cli.cli.app import app, emit, reported
+from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
     EnvFileOpt,
     EnvOpt,
@@ -25,7 +25,14 @@ from mmpool_cli.render import render
 from mmpool_cli.sglang.environment import read_launch_env
 
 
-@app.command()
+@app.command(
+    short_help="Measure the pools on the real GPU.",
+    epilog=epilog(
+        ["mmpool probe", "mmpool probe --size 1GiB --workers 4 --tp 8 --mem-fraction-static 0.85"],
+        "0 every stage passed; 1 a stage failed (the report is still printed); 2 usage error; "
+        "3 the probe cannot run here (no torch, nvidia-ml-py, driver or GPU); 70 internal error.",
+    ),
+)
 @with_pool_options
 def probe(
     pool: PoolOptions,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from mmpool_cli.cli.app import app
+from mmpool_cli.cli.app import app, epilog
 
 
-@app.command()
+@app.command(epilog=epilog(["mmpool schema > mmpool.schema.json"], "0 printed; 70 internal error."))
 def schema() -> None:
     """Print the JSON Schema of mmpool's config file."""
     from mmpool_cli.inputs.config import json_schema

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mmpool_cli.cli.app import app, emit, reported
+from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
     EnvFileOpt,
     EnvOpt,
@@ -22,7 +22,14 @@ from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK
 from mmpool_cli.render import render
 
 
-@app.command()
+@app.command(
+    short_help="Validate config files and the environment.",
+    epilog=epilog(
+        ["mmpool validate mmpool.yaml sglang-config.yaml", "mmpool validate --format github --strict configs/*.yaml"],
+        "0 every input is valid (warnings allowed unless --strict); 1 an error finding (or a warning with "
+        "--strict); 2 usage error; 70 internal error.",
+    ),
+)
 def validate(
     files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Files to validate; - reads stdin.")],
     kind: Annotated[
