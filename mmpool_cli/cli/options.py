@@ -29,6 +29,7 @@ class ReportFormat(StrEnum):
     human = "human"
     json = "json"
     github = "github"
+    sarif = "sarif"
 
 
 class KindChoice(StrEnum):
@@ -63,7 +64,8 @@ GranularityOpt = Annotated[
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", help="Output format.")]
 ReportFormatOpt = Annotated[
-    ReportFormat, typer.Option("--format", help="human, json (versioned) or github (workflow annotations).")
+    ReportFormat,
+    typer.Option("--format", help="human, json (versioned), github (workflow annotations) or sarif (SARIF 2.1.0)."),
 ]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")]
 EnvOpt = Annotated[

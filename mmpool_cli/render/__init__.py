@@ -56,6 +56,12 @@ def _report_github(report: Any, *, verbose: bool = False, launch: list[str] | No
     return report_github(report)
 
 
+def _report_sarif(report: Any, *, verbose: bool = False, launch: list[str] | None = None) -> str:
+    from mmpool_cli.render.sarif import report_sarif
+
+    return report_sarif(report)
+
+
 def _report_human(report: Any, *, verbose: bool = False, launch: list[str] | None = None) -> Rich:
     from mmpool_cli.render.human import report_human
 
@@ -66,7 +72,7 @@ def _report_human(report: Any, *, verbose: bool = False, launch: list[str] | Non
 RENDERERS: dict[str, dict[str, Renderer]] = {
     "plan": {"human": _plan_human, "json": _plan_json},
     "probe": {"human": _probe_human, "json": _plan_json},
-    "report": {"human": _report_human, "json": _report_json, "github": _report_github},
+    "report": {"human": _report_human, "json": _report_json, "github": _report_github, "sarif": _report_sarif},
 }
 
 
