@@ -59,5 +59,5 @@ def emit(output: Rendered, *, err: bool = False) -> None:
         from rich.console import Console
 
         Console(highlight=False, soft_wrap=output.soft_wrap, stderr=err).print(output.renderable)
-    else:
+    elif output:  # --quiet with nothing to say prints nothing
         typer.echo(output, err=err)

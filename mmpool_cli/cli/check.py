@@ -13,9 +13,11 @@ from mmpool_cli.cli.options import (
     ContextOpt,
     EnvFileOpt,
     EnvOpt,
+    ExitZeroOpt,
     FeatureOpt,
     GranularityOpt,
     NoProcessEnvOpt,
+    QuietOpt,
     ReportFormat,
     ReportFormatOpt,
     StrictOpt,
@@ -67,6 +69,8 @@ def check(
     no_process_env: NoProcessEnvOpt = False,
     output: ReportFormatOpt = ReportFormat.human,
     strict: StrictOpt = False,
+    quiet: QuietOpt = False,
+    exit_zero: ExitZeroOpt = False,
 ) -> None:
     """Check an SGLang launch command and its environment before launch; --exec then runs it."""
     from dataclasses import replace
@@ -75,6 +79,8 @@ def check(
     from mmpool_cli.inputs.launch import Assumptions, check_launch
 
     with reported():
+        if exec_ and exit_zero:
+            raise MmpoolError("--exec runs the launch only when the check passes; drop --exit-zero")
         if exec_ and (env or env_file or no_process_env):
             raise MmpoolError(
                 "--exec runs the launch with mmpool's own environment, so --env, --env-file and "
@@ -95,9 +101,9 @@ def check(
         result = replace(result, findings=env_findings + result.findings)
     report = Report(command="check", results=[result], strict=strict)
     # With --exec the server owns stdout: the report goes to stderr.
-    emit(render("report", output.value, report, launch=command), err=exec_)
+    emit(render("report", output.value, report, launch=command, quiet=quiet), err=exec_)
     if not report.ok:
-        raise typer.Exit(EXIT_FINDINGS)
+        raise typer.Exit(EXIT_OK if exit_zero else EXIT_FINDINGS)
     if exec_:
         sys.stdout.flush()
         sys.stderr.flush()

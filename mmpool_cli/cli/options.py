@@ -62,12 +62,23 @@ ContextOpt = Annotated[
 GranularityOpt = Annotated[
     str, typer.Option("--vmm-granularity", metavar="SIZE", help="CUDA VMM allocation granularity (cuda_vmm only).")
 ]
-FormatOpt = Annotated[OutputFormat, typer.Option("--format", help="Output format.")]
+FormatOpt = Annotated[OutputFormat, typer.Option("--format", envvar="MMPOOL_FORMAT", help="Output format.")]
 ReportFormatOpt = Annotated[
     ReportFormat,
-    typer.Option("--format", help="human, json (versioned), github (workflow annotations) or sarif (SARIF 2.1.0)."),
+    typer.Option(
+        "--format",
+        envvar="MMPOOL_FORMAT",
+        help="human, json (versioned), github (workflow annotations) or sarif (SARIF 2.1.0).",
+    ),
 ]
-StrictOpt = Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")]
+StrictOpt = Annotated[bool, typer.Option("--strict", envvar="MMPOOL_STRICT", help="Warnings fail too (exit 1).")]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", envvar="MMPOOL_QUIET", help="Human output: only warning and error lines.")
+]
+ExitZeroOpt = Annotated[
+    bool,
+    typer.Option("--exit-zero", envvar="MMPOOL_EXIT_ZERO", help="Exit 0 even with findings (usage errors stay 2)."),
+]
 EnvOpt = Annotated[
     list[str] | None,
     typer.Option("--env", metavar="KEY=VALUE", help="Set a variable for the check (over the process and files)."),

@@ -11,8 +11,10 @@ from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
     EnvFileOpt,
     EnvOpt,
+    ExitZeroOpt,
     KindChoice,
     NoProcessEnvOpt,
+    QuietOpt,
     ReportFormat,
     ReportFormatOpt,
     StrictOpt,
@@ -31,7 +33,13 @@ from mmpool_cli.render import render
     ),
 )
 def validate(
-    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Files to validate; - reads stdin.")],
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="FILE...",
+            help="Files to validate; - reads stdin; a directory: its mmpool*/sglang* .yaml, .yml, .json files.",
+        ),
+    ],
     kind: Annotated[
         KindChoice, typer.Option("--kind", help="Read every file as this kind (auto: by its top-level keys).")
     ] = KindChoice.auto,
@@ -41,6 +49,8 @@ def validate(
     output: ReportFormatOpt = ReportFormat.human,
     strict: StrictOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show info findings too.")] = False,
+    quiet: QuietOpt = False,
+    exit_zero: ExitZeroOpt = False,
 ) -> None:
     """Validate mmpool configs, SGLang --config files and the environment; report every finding."""
     from mmpool_cli.inputs.validate import validate as run_validate
@@ -49,5 +59,5 @@ def validate(
         environ, env_findings = environment(no_process_env, env_file, env)
     stdin = sys.stdin.buffer.read() if "-" in files else None
     report = run_validate(files, environ, kind=kind.value, stdin=stdin, env_file_findings=env_findings, strict=strict)
-    emit(render("report", output.value, report, verbose=verbose))
-    raise typer.Exit(EXIT_OK if report.ok else EXIT_FINDINGS)
+    emit(render("report", output.value, report, verbose=verbose, quiet=quiet))
+    raise typer.Exit(EXIT_OK if report.ok or exit_zero else EXIT_FINDINGS)

@@ -9,6 +9,7 @@ no typer, rich or torch.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Literal
 
@@ -22,6 +23,10 @@ from mmpool_cli.sglang.args import config_tokens, read
 from mmpool_cli.sglang.environment import LaunchEnv
 
 Kind = Literal["auto", "mmpool", "sglang"]
+# The files a directory argument (and the pre-commit hook) checks: names that start with mmpool or
+# sglang and end in .yaml, .yml or .json, so that other YAML in a repository is left alone.
+CONFIG_NAME = re.compile(r"(mmpool|sglang)[^/]*\.(ya?ml|json)")
+MAX_DIRECTORY_FILES = 10_000
 
 
 def environment_result(environ: Mapping[str, str], launch: LaunchEnv, file_findings: list[Finding]) -> FileResult:
@@ -100,6 +105,39 @@ def _sglang(src: Source, launch: LaunchEnv) -> FileResult:
     )
 
 
+def expand(paths: list[str]) -> tuple[list[str], list[FileResult]]:
+    """Files to validate: each path as given, each directory walked for ``CONFIG_NAME`` files.
+
+    Hidden directories are skipped; a directory with no config files, or with more than
+    ``MAX_DIRECTORY_FILES`` of them, is a finding rather than a silent pass or an endless walk.
+    """
+    files: list[str] = []
+    problems: list[FileResult] = []
+    for path in paths:
+        if path == STDIN or not os.path.isdir(path):
+            files.append(path)
+            continue
+        found: list[str] = []
+        for top, dirs, names in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            found += [os.path.join(top, n) for n in sorted(names) if CONFIG_NAME.fullmatch(n)]
+            if len(found) > MAX_DIRECTORY_FILES:
+                break
+        if not found or len(found) > MAX_DIRECTORY_FILES:
+            why = "no" if not found else f"more than {MAX_DIRECTORY_FILES:,}"
+            finding = Finding(
+                Severity.error,
+                "directory-no-configs" if not found else "directory-too-many",
+                f"{why} files named mmpool*.yaml/.yml/.json or sglang*.yaml/.yml/.json under {path}; "
+                "name the files to check",
+                path,
+            )
+            problems.append(FileResult(path=path, kind="unknown", findings=[finding]))
+        else:
+            files += found
+    return files, problems
+
+
 def validate(
     paths: list[str],
     environ: Mapping[str, str],
@@ -109,8 +147,12 @@ def validate(
     env_file_findings: list[Finding] | None = None,
     strict: bool = False,
 ) -> Report:
-    """Validate every path (``-`` is ``stdin``) and the environment; never raises for bad input."""
+    """Validate every path (``-`` is ``stdin``, a directory its config files) and the environment.
+
+    Never raises for bad input.
+    """
     launch = envmod.read_launch_env(environ)
-    results = [environment_result(environ, launch, env_file_findings or [])]
-    results += [validate_file(p, launch, kind, stdin) for p in paths]
+    files, problems = expand(paths)
+    results = [environment_result(environ, launch, env_file_findings or []), *problems]
+    results += [validate_file(p, launch, kind, stdin) for p in files]
     return Report(command="validate", results=results, strict=strict)

@@ -41,7 +41,7 @@ def _probe_human(report: Any) -> Rich:
     return Rich(probe_human(report))
 
 
-def _report_json(report: Any, *, verbose: bool = False, launch: list[str] | None = None) -> str:
+def _report_json(report: Any, *, verbose: bool = False, launch: list[str] | None = None, quiet: bool = False) -> str:
     import json
 
     from mmpool_cli.render.text import report_data
@@ -50,19 +50,25 @@ def _report_json(report: Any, *, verbose: bool = False, launch: list[str] | None
     return json.dumps(report_data(report, launch), ensure_ascii=False)
 
 
-def _report_github(report: Any, *, verbose: bool = False, launch: list[str] | None = None) -> str:
+def _report_github(report: Any, *, verbose: bool = False, launch: list[str] | None = None, quiet: bool = False) -> str:
     from mmpool_cli.render.text import report_github
 
     return report_github(report)
 
 
-def _report_sarif(report: Any, *, verbose: bool = False, launch: list[str] | None = None) -> str:
+def _report_sarif(report: Any, *, verbose: bool = False, launch: list[str] | None = None, quiet: bool = False) -> str:
     from mmpool_cli.render.sarif import report_sarif
 
     return report_sarif(report)
 
 
-def _report_human(report: Any, *, verbose: bool = False, launch: list[str] | None = None) -> Rich:
+def _report_human(
+    report: Any, *, verbose: bool = False, launch: list[str] | None = None, quiet: bool = False
+) -> Rendered:
+    if quiet:
+        from mmpool_cli.render.text import report_quiet
+
+        return report_quiet(report)
     from mmpool_cli.render.human import report_human
 
     # soft wrap: one finding per line, as a compiler prints them, wrapped by the terminal

@@ -65,6 +65,17 @@ def summary_line(report: Report) -> str:
     return text + (" [--strict: warnings fail]" if report.strict and c["warnings"] else "")
 
 
+def report_quiet(report: Report) -> str:
+    """Only the warning and error lines, ``where: severity [code] message``, as ``--quiet`` prints them."""
+    lines = []
+    for result in report.results:
+        for f in result.findings:
+            if f.severity is not Severity.info:
+                where = f"{f.location}: " if f.location else f"{result.path}: "
+                lines.append(f"{where}{f.severity.value} [{f.code}] {f.message}")
+    return "\n".join(lines)
+
+
 _LEVEL = {Severity.error: "error", Severity.warning: "warning", Severity.info: "notice"}
 
 
