@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -37,24 +38,81 @@ def test_invalid_examples_fail_with_locations() -> None:
     assert "invalid-sglang-config.yaml:6:1: error [sglang-config-unsupported]" in result.stdout
 
 
-def test_deploy_script_uses_check_exec() -> None:
-    text = (EXAMPLES / "deploy.sh").read_text()
-    assert "exec mmpool check --exec --strict -- \\" in text
-    assert subprocess.run(["bash", "-n", str(EXAMPLES / "deploy.sh")], check=False).returncode == 0
-    # its launch command passes the check
-    lines = text.split("exec mmpool check --exec --strict -- \\\n", 1)[1]
-    argv = [w for w in lines.replace("\\\n", " ").split() if w]
-    argv = [w.replace('"$MODEL"', "Qwen/Qwen2.5-VL-7B-Instruct") for w in argv]
-    assert _mmpool("check", "--no-probe-pidfd", "--", *argv).returncode == 0
+def _shell_env(tmp_path: Path) -> dict[str, str]:
+    """PATH with this environment's mmpool first, and a stand-in ``sglang`` package and command."""
+    import os
+    import shutil
+
+    stand_in = tmp_path / "stand-in"
+    (stand_in / "sglang").mkdir(parents=True)
+    (stand_in / "sglang" / "__init__.py").write_text("")
+    launch = "import sys\nprint('sglang stand-in:', ' '.join(sys.argv[1:]))\n"
+    (stand_in / "sglang" / "launch_server.py").write_text(launch)
+    script = stand_in / "bin" / "sglang"
+    script.parent.mkdir()
+    script.write_text(f"#!{sys.executable}\nimport sys\nprint('sglang stand-in:', ' '.join(sys.argv[1:]))\n")
+    script.chmod(0o755)
+    mmpool = shutil.which("mmpool") or str(Path(sys.executable).parent / "mmpool")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SGL_", "PYTORCH_", "MMPOOL_"))}
+    bins = [str(script.parent), str(Path(mmpool).parent), str(Path(sys.executable).parent)]
+    env["PATH"] = os.pathsep.join([*bins, env.get("PATH", "")])
+    env["PYTHONPATH"] = str(stand_in)
+    return env
 
 
-def test_ci_snippets_are_yaml_that_call_mmpool() -> None:
+def test_deploy_script_checks_then_execs_the_launch(tmp_path: Path) -> None:
+    result = subprocess.run(
+        ["bash", str(EXAMPLES / "deploy.sh")], capture_output=True, text=True, env=_shell_env(tmp_path), check=False
+    )
+    assert result.returncode == 0, result.stderr
+    # the check's report went to stderr; stdout belongs to the launched server
+    assert "mmpool check: OK" in result.stderr
+    assert result.stdout.startswith("sglang stand-in: --model-path Qwen/Qwen2.5-VL-7B-Instruct --tp-size 8")
+
+
+def _deploy_dir(tmp_path: Path) -> Path:
+    deploy = tmp_path / "repo" / "deploy"
+    deploy.mkdir(parents=True)
+    (deploy / "pool.env").write_text("SGLANG_MM_FEATURE_CACHE_MB=1024\n")
+    (deploy / "sglang.yaml").write_text((EXAMPLES / "sglang-config.yaml").read_text())
+    (deploy / "mmpool.yaml").write_text((EXAMPLES / "mmpool.yaml").read_text())
+    return deploy.parent
+
+
+def test_github_actions_steps_run(tmp_path: Path) -> None:
+    import yaml
+
+    workflow = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text())
+    steps = [s["run"] for s in workflow["jobs"]["validate"]["steps"] if "run" in s and "pip install" not in s["run"]]
+    assert len(steps) == 3
+    repo, env = _deploy_dir(tmp_path), _shell_env(tmp_path)
+    for step in steps:
+        result = subprocess.run(["bash", "-c", step], cwd=repo, capture_output=True, text=True, env=env, check=False)
+        assert result.returncode == 0, (step, result.stdout, result.stderr)
+    sarif = json.loads((repo / "mmpool.sarif").read_text())
+    assert sarif["version"] == "2.1.0"
+
+
+def test_k8s_init_container_checks_what_the_main_container_runs(tmp_path: Path) -> None:
     import yaml
 
     pod = yaml.safe_load((EXAMPLES / "k8s-init-container.yaml").read_text())
-    assert "mmpool validate" in pod["spec"]["initContainers"][0]["args"][0]
-    assert pod["spec"]["containers"][0]["command"][:4] == ["mmpool", "check", "--exec", "--"]
-    workflow = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text())
-    steps = " ".join(step.get("run", "") for step in workflow["jobs"]["validate"]["steps"])
-    assert "mmpool validate --format github" in steps
-    assert "mmpool check --format github" in steps
+    init, main = pod["spec"]["initContainers"][0], pod["spec"]["containers"][0]
+    script = init["args"][0]
+    install, _, check = script.partition("&&")
+    assert install.strip() == 'pip install --quiet "$MMPOOL_SPEC"'
+    # the main container needs no mmpool, and runs exactly the launch the init container checked
+    assert "mmpool" not in " ".join(main["command"])
+    assert check.split(" -- ", 1)[1].split() == main["command"]
+    config = tmp_path / "config.yaml"
+    config.write_text((EXAMPLES / "sglang-config.yaml").read_text())
+    env = _shell_env(tmp_path) | {e["name"]: e["value"] for e in init["env"]}
+    result = subprocess.run(
+        ["sh", "-c", check.replace("/etc/sglang/config.yaml", str(config))],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert main["env"] == [e for e in init["env"] if e["name"] == "SGLANG_MM_FEATURE_CACHE_MB"]
