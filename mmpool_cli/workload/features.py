@@ -1,0 +1,124 @@
+"""A request's items -> the tensors that enter SGLang 0.5.23's feature pool, with their exact bytes.
+
+One pooled tensor per image and per video (SGLang splits a request's features into one slice
+each). Pure core: standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mmpool_cli.workload import qwen, tiles
+from mmpool_cli.workload.families import Family, FamilyError
+from mmpool_cli.workload.items import Audio, Image, Item, Video
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
+
+
+@dataclass(frozen=True)
+class PooledTensor:
+    """One tensor that SGLang copies into the pool: the item it comes from, its shape and bytes."""
+
+    item: str
+    tensor: str
+    shape: list[int]
+    dtype: Literal["float32", "bfloat16"]
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a request of the given items puts in the pool, for one model."""
+
+    model: str
+    family: str
+    pooled: bool
+    items: list[str]
+    tensors: list[PooledTensor]
+    request_bytes: int
+
+
+def _tensor(item: Item, name: str, shape: tuple[int, ...], dtype: Literal["float32", "bfloat16"]) -> PooledTensor:
+    numel = 1
+    for n in shape:
+        numel *= n
+    return PooledTensor(item=item.label, tensor=name, shape=list(shape), dtype=dtype, bytes=numel * DTYPE_BYTES[dtype])
+
+
+def _qwen_params(s: dict[str, Any], fam: Family) -> qwen.QwenParams:
+    return qwen.QwenParams(
+        patch_size=s["patch_size"],
+        merge_size=s["merge_size"],
+        temporal_patch_size=s["temporal_patch_size"],
+        min_pixels=s["min_pixels"],
+        max_pixels=s["max_pixels"],
+        video_min_pixels=s["video_min_pixels"],
+        video_max_pixels=s["video_max_pixels"],
+        volume_video_resize=fam.name == "qwen3-vl",
+        max_frames=s.get("max_frames"),
+        video_total_pixels=s.get("video_total_pixels", qwen.SGLANG_VIDEO_TOTAL_PIXELS),
+    )
+
+
+def pooled_tensor(fam: Family, settings: dict[str, Any], item: Item) -> PooledTensor:
+    """The tensor one item puts in the pool, for a pooled family with its ``settings``.
+
+    Raises:
+        FamilyError: the family takes no such item.
+        ResizeError: the processor refuses the item (e.g. an aspect ratio above 200).
+    """
+    s = settings
+    if fam.name.startswith("qwen"):
+        p = _qwen_params(s, fam)
+        if isinstance(item, Image):
+            return _tensor(item, "pixel_values", qwen.image_shape(item.height, item.width, p), "float32")
+        if isinstance(item, Video):
+            shape = qwen.video_shape(item.height, item.width, item.frames, item.fps, p)
+            return _tensor(item, "pixel_values_videos", shape, "float32")
+    elif isinstance(item, Image) and fam.name == "gemma3":
+        crops = 0
+        if s["pan_and_scan"]:
+            crops = tiles.gemma3_crops(
+                item.width,
+                item.height,
+                s["pan_and_scan_min_crop_size"],
+                s["pan_and_scan_max_num_crops"],
+                s["pan_and_scan_min_ratio_to_activate"],
+            )
+        size = s["image_size"]
+        return _tensor(item, "pixel_values", (1 + crops, 3, size, size), "float32")
+    elif isinstance(item, Image) and fam.name == "llama4":
+        tile = s["tile_size"]
+        n = tiles.llama4_tiles(item.width, item.height, s["max_patches"], tile)
+        return _tensor(item, "pixel_values", (n, 3, tile, tile), "bfloat16")
+    elif isinstance(item, Image) and fam.name == "kimi-k2.5":
+        patch = s["patch_size"]
+        n = tiles.kimi_k25_patches(
+            item.width, item.height, patch, s["merge_size"], s["in_patch_limit"], s["patch_limit_on_one_side"]
+        )
+        return _tensor(item, "pixel_values", (n, 3, patch, patch), "float32")
+    kind = "audio" if isinstance(item, Audio) else type(item).__name__.lower()
+    raise FamilyError(f"{fam.name} takes no {kind} in SGLang 0.5.23 ({item.label}); it takes {', '.join(fam.modalities)}")
+
+
+def workload(model: str, fam: Family, settings: dict[str, Any], items: list[Item]) -> Workload:
+    """The pooled tensors of one request of ``items`` (none for a family that is never pooled).
+
+    Raises:
+        FamilyError: an item the family does not take.
+        ResizeError: an item the processor refuses.
+    """
+    for item in items:
+        kind = "audio" if isinstance(item, Audio) else type(item).__name__.lower()
+        if kind not in fam.modalities:
+            raise FamilyError(f"{fam.name} takes no {kind} ({item.label}); it takes {', '.join(fam.modalities)}")
+    tensors = [pooled_tensor(fam, settings, item) for item in items] if fam.pooled else []
+    return Workload(
+        model=model,
+        family=fam.name,
+        pooled=fam.pooled,
+        items=[item.label for item in items],
+        tensors=tensors,
+        request_bytes=sum(t.bytes for t in tensors),
+    )
