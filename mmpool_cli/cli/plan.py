@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import typer
 
 from mmpool_cli.cli.app import app, emit, epilog, reported
-from mmpool_cli.cli.options import FormatOpt, OutputFormat, PoolOptions, with_pool_options
+from mmpool_cli.cli.options import (
+    FormatOpt,
+    OutputFormat,
+    PoolOptions,
+    WorkloadOptions,
+    with_pool_options,
+    with_workload_options,
+)
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK
 from mmpool_cli.render import render
@@ -16,16 +24,27 @@ from mmpool_cli.render import render
 @app.command(
     short_help="What SGLang will do with a pool budget.",
     epilog=epilog(
-        ["mmpool plan", "mmpool plan --size 1GiB --workers 4 --tp 8 --feature-size 48MiB"],
+        [
+            "mmpool plan",
+            "mmpool plan --size 1GiB --workers 4 --tp 8 --feature-size 48MiB",
+            "mmpool plan --model qwen2.5-vl --image 1920x1080 --image 1920x1080 --workers 4 --tp 8",
+        ],
         "0 the plan is valid; 1 SGLang would fail with it (the plan is still printed); 2 usage error; "
         "70 internal error.",
     ),
 )
 @with_pool_options
-def plan(pool: PoolOptions, output: FormatOpt = OutputFormat.human) -> None:
-    """Show exactly what SGLang will do with a pool budget: split, header, capacity, HBM."""
+@with_workload_options
+def plan(pool: PoolOptions, workload: WorkloadOptions, output: FormatOpt = OutputFormat.human) -> None:
+    """Show exactly what SGLang will do with a pool budget: split, header, capacity, HBM.
+
+    With --model and the items of one request (--image, --video, --audio), the tensors they put
+    in the pool join the capacity table; with a model directory, the KV-cache cost too.
+    """
     with reported():
         request = pool.request(os.environ)
+        load, kv = workload.resolve(os.environ)
+        request = dataclasses.replace(request, workload=load, kv=kv)
     result = make_plan(request)
     emit(render("plan", output.value, result))
     raise typer.Exit(EXIT_FINDINGS if result.status == "fail" else EXIT_OK)

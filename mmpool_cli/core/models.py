@@ -10,9 +10,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mmpool_cli.sglang.rules import DEFAULT_VMM_GRANULARITY, SGLANG_VERSION
+
+if TYPE_CHECKING:
+    from mmpool_cli.workload.features import Workload
+    from mmpool_cli.workload.kv import KvCost, KvRequest
 
 PLAN_SCHEMA_VERSION = 1
 
@@ -91,6 +95,8 @@ class PlanRequest:
     base_gpu_id: int = 0
     expandable_segments: bool = False
     context_bytes: int | None = None
+    workload: Workload | None = None
+    kv: KvRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ class FeatureFit:
     fit_per_worker: int | None
     fit_per_node: int | None
     limited_by: Literal["bytes", "slots"] | None
+    item: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,8 @@ class Plan:
     findings: list[Finding]
     schema_version: int = field(default=PLAN_SCHEMA_VERSION)
     sglang_version: str = field(default=SGLANG_VERSION)
+    workload: Workload | None = None
+    kv_cost: KvCost | None = None
 
     @property
     def errors(self) -> list[Finding]:

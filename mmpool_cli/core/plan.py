@@ -13,6 +13,7 @@ from mmpool_cli.core.models import Budget, FeatureFit, Finding, HbmEstimate, Pla
 from mmpool_cli.core.units import format_exact, format_size, parse_size
 from mmpool_cli.errors import SizeError
 from mmpool_cli.sglang import rules as sg
+from mmpool_cli.workload.report import plan_kv_cost, workload_findings
 
 # How a helper of make_plan reports: severity, code, message, subject.
 Add = Callable[[Severity, str, str, str | None], None]
@@ -112,7 +113,11 @@ def make_plan(request: PlanRequest) -> Plan:
             else:
                 usable = allocation
 
-    features = [_feature_fit(request, nbytes, usable, consumers, add) for nbytes in request.feature_sizes]
+    sizes: list[tuple[int, str | None]] = [(nbytes, None) for nbytes in request.feature_sizes]
+    if request.workload is not None:
+        sizes += [(t.bytes, t.item) for t in request.workload.tensors]
+        findings += workload_findings(request.workload, mb, request.base_gpu_id)
+    features = [_feature_fit(request, nbytes, usable, consumers, add, item) for nbytes, item in sizes]
     hbm = _hbm(request, per_worker, allocation, add) if allocation else None
     if hbm is not None:
         add(
@@ -123,6 +128,21 @@ def make_plan(request: PlanRequest) -> Plan:
             f"on every rank; the tokenizer processes' CUDA contexts and allocator rounding on GPU "
             f"{request.base_gpu_id} are not in that reservation",
             None,  # about the model's KV cache, not one setting
+        )
+
+    kv = None
+    if request.kv is not None and consumers is not None:
+        landing = hbm.pool_reserved_bytes + hbm.context_bytes if hbm is not None and workers == 1 else None
+        kv, kv_notes = plan_kv_cost(request.kv, request.tp_size // attn_dp_size, mb, landing)
+        findings += kv_notes
+    if transport == "cuda_vmm":
+        add(
+            Severity.info,
+            "positional-embeds-pool",
+            f"under cuda_vmm SGLang {sg.SGLANG_VERSION} creates a second {sg.ENV_BUDGET} / workers pool per worker "
+            f"on GPU {request.base_gpu_id} (cuda_ipc) the first time a request carries CUDA positional-embedding "
+            "overrides (only in-process Engine callers can); it is not in the KV-cache reservation",
+            "transport",
         )
 
     errors = any(f.severity is Severity.error for f in findings)
@@ -154,6 +174,8 @@ def make_plan(request: PlanRequest) -> Plan:
         hbm=hbm,
         settings=None if errors else _settings(request, mb),
         findings=findings,
+        workload=request.workload,
+        kv_cost=kv,
     )
 
 
@@ -250,7 +272,10 @@ def _invalid_env_message(budget: Budget) -> str:
     )
 
 
-def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumers: int | None, add: Add) -> FeatureFit:
+def _feature_fit(
+    request: PlanRequest, nbytes: int, usable: int | None, consumers: int | None, add: Add, item: str | None = None
+) -> FeatureFit:
+    subject = "feature_sizes" if item is None else "workload"
     if request.transport == "cuda_ipc" or consumers is None:
         slice_bytes = sg.ipc_slice_bytes(nbytes)
     else:
@@ -260,14 +285,14 @@ def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumer
             Severity.error,
             "feature-empty",
             "a feature size of 0 bytes: SGLang cannot pool an empty tensor",
-            "feature_sizes",
+            subject,
         )
         return FeatureFit(
-            bytes=nbytes, slice_bytes=slice_bytes, fit_per_worker=None, fit_per_node=None, limited_by=None
+            bytes=nbytes, slice_bytes=slice_bytes, fit_per_worker=None, fit_per_node=None, limited_by=None, item=item
         )
     if usable is None or consumers is None:
         return FeatureFit(
-            bytes=nbytes, slice_bytes=slice_bytes, fit_per_worker=None, fit_per_node=None, limited_by=None
+            bytes=nbytes, slice_bytes=slice_bytes, fit_per_worker=None, fit_per_node=None, limited_by=None, item=item
         )
     if request.transport == "cuda_ipc":
         by_bytes = usable // slice_bytes
@@ -282,10 +307,11 @@ def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumer
         add(
             Severity.warning,
             "feature-never-fits",
-            f"a {format_size(nbytes)} feature never fits in a worker's {format_size(usable)} of "
+            f"a {format_size(nbytes)} feature{f' ({item})' if item else ''} never fits in a worker's "
+            f"{format_size(usable)} of "
             f"usable pool: SGLang sends every such feature over the slow CPU path; "
             f"{sg.ENV_BUDGET}={need} fits one",
-            "feature_sizes",
+            subject,
         )
     elif limited_by == "slots":
         add(
@@ -293,7 +319,7 @@ def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumer
             "feature-slot-cap",
             f"{format_size(nbytes)} features: {by_bytes:,} would fit by bytes, but a pool holds "
             f"at most {sg.MAX_INFLIGHT_SLICES} in flight",
-            "feature_sizes",
+            subject,
         )
     return FeatureFit(
         bytes=nbytes,
@@ -301,6 +327,7 @@ def _feature_fit(request: PlanRequest, nbytes: int, usable: int | None, consumer
         fit_per_worker=fit,
         fit_per_node=fit * request.workers,
         limited_by=limited_by,
+        item=item,
     )
 
 

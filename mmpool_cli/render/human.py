@@ -14,6 +14,7 @@ from mmpool_cli.core.units import format_binary, format_size, is_whole_binary
 from mmpool_cli.probe.report import ProbeReport
 from mmpool_cli.render.text import summary_line
 from mmpool_cli.sglang.rules import ENV_BUDGET
+from mmpool_cli.workload.kv import KvCost
 
 SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
 SEVERITY_MARK = {Severity.error: "error", Severity.warning: "warning", Severity.info: "info"}
@@ -103,14 +104,17 @@ def plan_human(plan: Plan) -> RenderableType:
             pad_edge=False,
             show_edge=False,
         )
-        for name in ("feature", "slice", "fit per worker", "fit per node"):
+        named = any(f.item for f in plan.features)
+        columns = (("item",) if named else ()) + ("feature", "slice", "fit per worker", "fit per node")
+        for name in columns:
             table.add_column(name, justify="right" if name.startswith("fit") else "left")
         for f in plan.features:
             fit = "n/a" if f.fit_per_worker is None else f"{f.fit_per_worker:,}"
             if f.limited_by == "slots":
                 fit += " (slot cap)"
             node = "n/a" if f.fit_per_node is None else f"{f.fit_per_node:,}"
-            table.add_row(*(Text(v) for v in (_size(f.bytes), _size(f.slice_bytes), fit, node)))
+            cells = ((f.item or "--feature-size",) if named else ()) + (_size(f.bytes), _size(f.slice_bytes), fit, node)
+            table.add_row(*(Text(v) for v in cells))
         parts.append(table)
 
     if plan.hbm is not None:
@@ -132,6 +136,9 @@ def plan_human(plan: Plan) -> RenderableType:
                 ],
             )
         )
+
+    if plan.kv_cost is not None:
+        parts.append(_kv_cost_table(plan.kv_cost))
 
     if plan.findings:
         parts.append(Text("Findings", style="bold"))
@@ -230,3 +237,25 @@ def report_human(report: Report, verbose: bool = False) -> RenderableType:
     verdict = Text("OK", style="bold green") if report.ok else Text("FAIL", style="bold red")
     parts.append(Text.assemble(f"mmpool {report.command}: ", verdict, f"  {summary_line(report)}"))
     return Group(*parts)
+
+
+def _kv_cost_table(kv: KvCost) -> Table:
+    if kv.attention == "mla":
+        shape = f"MLA, {kv.layers} layers, kv_lora_rank {kv.kv_lora_rank} + rope {kv.qk_rope_head_dim}"
+    else:
+        shape = (
+            f"{kv.layers} layers, {kv.kv_heads_per_rank} of {kv.kv_heads} KV heads per rank, "
+            f"head dim {kv.head_dim} + {kv.v_head_dim}"
+        )
+    tokens = f"{kv.tokens_min:,}" if kv.tokens_min == kv.tokens_max else f"{kv.tokens_min:,} to {kv.tokens_max:,}"
+    rows = [
+        ("per token per rank", f"{kv.cell_bytes:,} B  [{shape}, {kv.kv_cache_dtype} = {kv.dtype_bytes} B]"),
+        (
+            "reservation",
+            f"{_size(kv.reserved_bytes)}  [{kv.feature_budget_mb} + {kv.vlm_cache_mb} MiB on every rank]",
+        ),
+        ("KV tokens given up", tokens + ("  (approximate)" if kv.approximate else "")),
+    ]
+    if kv.landing_tokens_max is not None:
+        rows.append(("if the pool lands in sizing", f"up to {kv.landing_tokens_max:,} tokens"))
+    return _kv_table("KV-cache cost (max_total_num_tokens)", rows)

@@ -194,7 +194,9 @@ def family_of_model_type(model_type: str, where: str) -> Family:
     raise FamilyError(f"{where}: model_type {model_type!r} is not one mmpool knows the processor of; known: {types}")
 
 
-def with_overrides(fam: Family, settings: dict[str, Any], overrides: dict[str, Any], flags: dict[str, str]) -> dict[str, Any]:
+def with_overrides(
+    fam: Family, settings: dict[str, Any], overrides: dict[str, Any], flags: dict[str, str]
+) -> dict[str, Any]:
     """``settings`` with the command line's processor ``overrides`` applied.
 
     Raises:

@@ -98,8 +98,11 @@ def pooled_tensor(fam: Family, settings: dict[str, Any], item: Item) -> PooledTe
             item.width, item.height, patch, s["merge_size"], s["in_patch_limit"], s["patch_limit_on_one_side"]
         )
         return _tensor(item, "pixel_values", (n, 3, patch, patch), "float32")
-    kind = "audio" if isinstance(item, Audio) else type(item).__name__.lower()
-    raise FamilyError(f"{fam.name} takes no {kind} in SGLang 0.5.23 ({item.label}); it takes {', '.join(fam.modalities)}")
+    raise FamilyError(f"{fam.name} takes no {_kind(item)} ({item.label}); it takes {', '.join(fam.modalities)}")
+
+
+def _kind(item: Item) -> str:
+    return "audio" if isinstance(item, Audio) else type(item).__name__.lower()
 
 
 def workload(model: str, fam: Family, settings: dict[str, Any], items: list[Item]) -> Workload:
@@ -110,9 +113,8 @@ def workload(model: str, fam: Family, settings: dict[str, Any], items: list[Item
         ResizeError: an item the processor refuses.
     """
     for item in items:
-        kind = "audio" if isinstance(item, Audio) else type(item).__name__.lower()
-        if kind not in fam.modalities:
-            raise FamilyError(f"{fam.name} takes no {kind} ({item.label}); it takes {', '.join(fam.modalities)}")
+        if _kind(item) not in fam.modalities:
+            raise FamilyError(f"{fam.name} takes no {_kind(item)} ({item.label}); it takes {', '.join(fam.modalities)}")
     tensors = [pooled_tensor(fam, settings, item) for item in items] if fam.pooled else []
     return Workload(
         model=model,

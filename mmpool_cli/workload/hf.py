@@ -100,9 +100,8 @@ def load(path: Path) -> Model:
     video_file = config_path.parent / VIDEO_PREPROCESSOR
     video_cfg = _read_json(video_file) if video_file.is_file() else image_cfg
     _apply_processor(fam, settings, image_cfg, video_cfg, image_file)
-    return Model(
-        name=str(path), family=fam, settings=settings, kv=kv_model(config, str(config_path)), config_path=str(config_path)
-    )
+    kv = kv_model(config, str(config_path))
+    return Model(name=str(path), family=fam, settings=settings, kv=kv, config_path=str(config_path))
 
 
 def _positive(value: Any, where: str) -> int:

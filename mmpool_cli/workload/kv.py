@@ -12,19 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-MiB = 1024 * 1024
+from mmpool_cli.sglang.rules import DEFAULT_VLM_CACHE_MB, MiB
 
-# --kv-cache-dtype values and their bytes per element; "auto" follows the model's dtype, and
-# SGLang serves a float32 checkpoint in 16 bits.
-KV_DTYPE_BYTES = {
-    "auto": 2,
-    "bfloat16": 2,
-    "bf16": 2,
-    "float16": 2,
-    "fp16": 2,
-    "fp8_e4m3": 1,
-    "fp8_e5m2": 1,
-}
+# SGLang's --kv-cache-dtype choices with a plain element size (mxfp8 and the FP4 recipes add
+# scale buffers mmpool does not model); "auto" follows the model's dtype, and SGLang serves
+# float32 checkpoints in 16 bits.
+KV_DTYPE_BYTES = {"auto": 2, "bf16": 2, "bfloat16": 2, "fp8_e5m2": 1, "fp8_e4m3": 1}
 
 
 @dataclass(frozen=True)
@@ -40,6 +33,20 @@ class KvModel:
     qk_rope_head_dim: int | None = None
     multimodal: bool = True
     approximate: str | None = None  # why the figure is approximate (hybrid SWA, Mamba, ...)
+
+
+@dataclass(frozen=True)
+class KvRequest:
+    """What the KV cost needs beyond the pool layout: the model, the KV flags and the VLM cache."""
+
+    model: KvModel
+    kv_cache_dtype: str = "auto"
+    page_size: int = 1
+    vlm_cache_mb: int = DEFAULT_VLM_CACHE_MB
+    vlm_cache_variable: str | None = None  # the variable it was read from; None for SGLang's default
+    vlm_cache_raw: str | None = None
+    vlm_cache_invalid: bool = False
+    qwen3_vl: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,11 +84,9 @@ def cell_bytes(model: KvModel, attn_tp: int, dtype_bytes: int) -> tuple[int, int
     MLA: ``(kv_lora_rank + qk_rope_head_dim) × layers × dtype``, the same on every rank.
     """
     if model.attention == "mla":
-        assert model.kv_lora_rank is not None and model.qk_rope_head_dim is not None
-        return (model.kv_lora_rank + model.qk_rope_head_dim) * model.layers * dtype_bytes, None
-    assert model.kv_heads is not None and model.head_dim is not None and model.v_head_dim is not None
-    per_rank = max(1, model.kv_heads // attn_tp)
-    return per_rank * (model.head_dim + model.v_head_dim) * model.layers * dtype_bytes, per_rank
+        return ((model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0)) * model.layers * dtype_bytes, None
+    per_rank = max(1, (model.kv_heads or 0) // attn_tp)
+    return per_rank * ((model.head_dim or 0) + (model.v_head_dim or 0)) * model.layers * dtype_bytes, per_rank
 
 
 def tokens_range(nbytes: int, cell: int, page: int) -> tuple[int, int]:

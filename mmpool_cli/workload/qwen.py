@@ -140,7 +140,9 @@ def sglang_video_resize(height: int, width: int, frames: int, p: QwenParams) -> 
     return h_bar, w_bar
 
 
-def volume_resize(frames: int, height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+def volume_resize(
+    frames: int, height: int, width: int, factor: int, min_pixels: int, max_pixels: int
+) -> tuple[int, int]:
     """HF ``smart_resize`` of the Qwen3-VL video processor: the T·H·W volume within the bounds."""
     if height < factor or width < factor:
         scale = max(fp.div(factor, height), fp.div(factor, width))

@@ -44,7 +44,14 @@ def test_plan_json_payload(run_line) -> None:
     assert data["header_bytes"] == 147_456
     assert data["usable_bytes_per_worker"] == 268_288_000
     assert data["features"] == [
-        {"bytes": 6_291_456, "slice_bytes": 6_291_456, "fit_per_worker": 42, "fit_per_node": 168, "limited_by": "bytes"}
+        {
+            "bytes": 6_291_456,
+            "slice_bytes": 6_291_456,
+            "fit_per_worker": 42,
+            "fit_per_node": 168,
+            "limited_by": "bytes",
+            "item": None,
+        }
     ]
     assert {f["severity"] for f in data["findings"]} <= {"error", "warning", "info"}
     assert result.stderr == ""

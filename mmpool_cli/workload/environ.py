@@ -1,0 +1,50 @@
+"""The environment variables that change a workload's figures, read as SGLang 0.5.23 reads them.
+
+Pure core: standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+
+from mmpool_cli.errors import MmpoolError
+from mmpool_cli.sglang import rules as sg
+from mmpool_cli.workload import exact as fp
+from mmpool_cli.workload.qwen import ENV_VIDEO_TOTAL_PIXELS, SGLANG_VIDEO_TOTAL_PIXELS
+
+
+def vlm_cache_mb(environ: Mapping[str, str]) -> tuple[int, str | None, str | None, bool]:
+    """``SGLANG_VLM_CACHE_SIZE_MB`` as SGLang reads it: ``(mb, variable, raw, invalid)``.
+
+    Unset gives the 100 MiB default with no variable; a value ``int()`` rejects gives the
+    default too, with ``invalid`` True (SGLang only warns).
+    """
+    found = sg.env_name(sg.ENV_VLM_CACHE, environ)
+    if found is None:
+        return sg.DEFAULT_VLM_CACHE_MB, None, None, False
+    variable, raw = found
+    mb = sg.parse_env_int(raw)
+    return (sg.DEFAULT_VLM_CACHE_MB if mb is None else mb), variable, raw, mb is None
+
+
+def video_total_pixels(environ: Mapping[str, str]) -> int:
+    """Qwen's video pixel budget: ``int(float(os.environ.get("VIDEO_MAX_PIXELS", ...)))``.
+
+    Raises:
+        MmpoolError: a value ``float()`` rejects (SGLang then fails when it imports the processor).
+    """
+    raw = environ.get(ENV_VIDEO_TOTAL_PIXELS)
+    if raw is None:
+        return SGLANG_VIDEO_TOTAL_PIXELS
+    try:
+        value = Decimal(raw.strip())
+    except InvalidOperation:
+        value = None
+    if value is None or not value.is_finite() or value <= 0 or value > 10**15:
+        raise MmpoolError(
+            f"{ENV_VIDEO_TOTAL_PIXELS}={raw!r}: not a positive number of pixels that SGLang can read; "
+            f"unset it or use e.g. {SGLANG_VIDEO_TOTAL_PIXELS}"
+        )
+    return fp.floor(fp.f64(Fraction(value)))
