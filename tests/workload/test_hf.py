@@ -1,0 +1,137 @@
+"""Reading a local model directory: family, processor settings, attention shape, and bad inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mmpool_cli.errors import EXIT_USAGE, MmpoolError
+from mmpool_cli.workload.hf import resolve
+from mmpool_cli.workload.kv import kv_cost
+
+QWEN25_72B = {
+    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+    "model_type": "qwen2_5_vl",
+    "hidden_size": 8192,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 80,
+    "torch_dtype": "bfloat16",
+    "sliding_window": 32768,
+    "use_sliding_window": False,
+}
+KIMI_K25 = {
+    "model_type": "kimi_k25",
+    "text_config": {"num_hidden_layers": 61, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_attention_heads": 64},
+}
+
+
+def model_dir(tmp_path: Path, config: dict, preprocessor: dict | None = None) -> Path:
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    if preprocessor is not None:
+        (tmp_path / "preprocessor_config.json").write_text(json.dumps(preprocessor))
+    return tmp_path
+
+
+def cost(model, tp: int, budget_mb: int = 1024, vlm_mb: int = 0, page: int = 1):
+    return kv_cost(
+        model.kv,
+        attn_tp=tp,
+        kv_cache_dtype="auto",
+        page_size=page,
+        budget_mb=budget_mb,
+        vlm_cache_mb=vlm_mb,
+        landing_extra_bytes=None,
+    )
+
+
+def test_qwen25_72b_kv_cost_matches_the_worked_example(tmp_path: Path) -> None:
+    # sglang-next.md §2: c = 40 960 at TP 8 (1 GiB costs 26 214 tokens), 81 920 at TP 4 (13 107)
+    model = resolve(str(model_dir(tmp_path, QWEN25_72B)))
+    assert model.family.name == "qwen2.5-vl"
+    assert (cost(model, 8).cell_bytes, cost(model, 8).tokens_min) == (40_960, 26_214)
+    assert (cost(model, 4).cell_bytes, cost(model, 4).tokens_min) == (81_920, 13_107)
+    assert cost(model, 8).approximate is False
+
+
+def test_qwen25_7b_vlm_cache_cost(tmp_path: Path) -> None:
+    config = QWEN25_72B | {
+        "hidden_size": 3584,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "num_hidden_layers": 28,
+    }
+    model = resolve(str(model_dir(tmp_path, config)))
+    assert cost(model, 1).cell_bytes == 57_344
+    assert cost(model, 1).tokens_min == 18_724
+    assert cost(model, 1, budget_mb=0, vlm_mb=100).tokens_min == 1_828
+
+
+def test_page_size_rounds_to_whole_pages(tmp_path: Path) -> None:
+    c = cost(resolve(str(model_dir(tmp_path, QWEN25_72B))), 8, page=64)
+    assert (c.tokens_min, c.tokens_max) == (26_176, 26_240)
+
+
+def test_mla_is_not_divided_by_tp(tmp_path: Path) -> None:
+    model = resolve(str(model_dir(tmp_path, KIMI_K25)))
+    assert model.kv.attention == "mla"
+    assert cost(model, 8).cell_bytes == cost(model, 1).cell_bytes == (512 + 64) * 61 * 2
+
+
+def test_hybrid_layers_are_approximate(tmp_path: Path) -> None:
+    config = {
+        "model_type": "gemma3",
+        "text_config": {
+            "num_hidden_layers": 4,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 4,
+            "head_dim": 256,
+            "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+        },
+    }
+    assert cost(resolve(str(model_dir(tmp_path, config))), 1).approximate
+
+
+def test_preprocessor_settings_are_read(tmp_path: Path) -> None:
+    model = resolve(str(model_dir(tmp_path, QWEN25_72B, {"min_pixels": 3136, "max_pixels": 1_003_520})))
+    assert model.settings["max_pixels"] == 1_003_520
+    # video_preprocessor_config.json is absent, so transformers falls back to preprocessor_config.json
+    assert model.settings["video_max_pixels"] == 1_003_520
+
+
+def test_size_keys_and_their_overrides(tmp_path: Path) -> None:
+    pre = {"size": {"shortest_edge": 65_536, "longest_edge": 16_777_216}, "patch_size": 16}
+    model = resolve(str(model_dir(tmp_path, {"model_type": "qwen3_vl"}, pre)))
+    assert (model.settings["min_pixels"], model.settings["max_pixels"], model.settings["patch_size"]) == (
+        65_536,
+        16_777_216,
+        16,
+    )
+    assert model.kv is None
+
+
+@pytest.mark.parametrize(
+    ("setup", "says"),
+    [
+        (lambda d: d, "has no config.json"),
+        (lambda d: (d / "config.json").write_text("{nope") and d, "not valid JSON"),
+        (lambda d: (d / "config.json").write_text("[]") and d, "JSON object"),
+        (lambda d: (d / "config.json").write_text('{"model_type": "bert"}') and d, "model_type 'bert'"),
+        (lambda d: (d / "config.json").write_text('{"a": 1}') and d, "no 'model_type'"),
+        (
+            lambda d: (d / "config.json").write_text('{"model_type": "qwen2_vl", "num_hidden_layers": -1}') and d,
+            "positive integer",
+        ),
+    ],
+)
+def test_bad_model_dirs_are_usage_errors(tmp_path: Path, setup, says: str) -> None:
+    with pytest.raises(MmpoolError, match=says) as e:
+        resolve(str(setup(tmp_path)))
+    assert e.value.exit_code == EXIT_USAGE
+
+
+def test_unknown_family_lists_the_known_ones() -> None:
+    with pytest.raises(MmpoolError, match="known families: qwen2-vl, qwen2.5-vl"):
+        resolve("qwen9-vl")

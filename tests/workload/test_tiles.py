@@ -1,0 +1,70 @@
+"""Gemma 3, Llama 4 and Kimi-K2.5: worked examples, and Gemma 3 against the real processor."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mmpool_cli.workload import tiles
+from mmpool_cli.workload.families import FAMILIES
+from mmpool_cli.workload.features import pooled_tensor
+from mmpool_cli.workload.items import Image
+
+
+def pooled_bytes(name: str, width: int, height: int, **override) -> int:
+    fam = FAMILIES[name]
+    return pooled_tensor(fam, dict(fam.settings) | override, Image(width, height)).bytes
+
+
+# feature-sizes.md §3 (W×H)
+@pytest.mark.parametrize(
+    ("name", "width", "height", "expected"),
+    [
+        ("gemma3", 1024, 1024, 9_633_792),
+        ("gemma3", 1920, 1080, 9_633_792),
+        ("llama4", 1024, 1024, 11_515_392),
+        ("llama4", 1920, 1080, 10_838_016),
+        ("kimi-k2.5", 1024, 1024, 12_879_552),
+        ("kimi-k2.5", 1920, 1080, 25_316_928),
+    ],
+)
+def test_worked_examples(name: str, width: int, height: int, expected: int) -> None:
+    assert pooled_bytes(name, width, height) == expected
+
+
+def test_gemma3_pan_and_scan_worked_example() -> None:
+    assert pooled_bytes("gemma3", 1920, 1080, pan_and_scan=True) == 28_901_376
+    assert pooled_bytes("gemma3", 1024, 1024, pan_and_scan=True) == 9_633_792
+
+
+def test_llama4_canvases_are_transformers_order() -> None:
+    # transformers' docstring example: max_num_chunks=4, patch 224 (ratios grouped by first appearance)
+    assert tiles.llama4_resolutions(4, 224)[:4] == [(224, 896), (448, 448), (224, 224), (896, 224)]
+
+
+def test_llama4_small_image_is_one_tile() -> None:
+    assert tiles.llama4_tiles(300, 200) == 1
+
+
+@pytest.fixture(scope="module")
+def gemma3_processor():
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    return Gemma3ImageProcessorPil(
+        size={"height": 896, "width": 896},
+        do_pan_and_scan=True,
+        pan_and_scan_min_crop_size=256,
+        pan_and_scan_max_num_crops=4,
+        pan_and_scan_min_ratio_to_activate=1.2,
+    )
+
+
+GEMMA_GRID = [(1920, 1080), (1080, 1920), (1024, 1024), (600, 500), (601, 500), (2000, 300), (300, 1300), (5000, 1000)]
+
+
+@pytest.mark.parametrize(("width", "height"), GEMMA_GRID)
+def test_gemma3_bytes_equal_the_real_processor(gemma3_processor, width: int, height: int) -> None:
+    image = np.zeros((height, width, 3), dtype=np.uint8)
+    out = gemma3_processor(images=[image], return_tensors="np")["pixel_values"]
+    assert out.dtype == np.float32
+    assert pooled_bytes("gemma3", width, height, pan_and_scan=True) == out.nbytes
