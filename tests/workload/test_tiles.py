@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mmpool_cli.workload import tiles
 from mmpool_cli.workload.families import FAMILIES
@@ -68,3 +70,38 @@ def test_gemma3_bytes_equal_the_real_processor(gemma3_processor, width: int, hei
     out = gemma3_processor(images=[image], return_tensors="np")["pixel_values"]
     assert out.dtype == np.float32
     assert pooled_bytes("gemma3", width, height, pan_and_scan=True) == out.nbytes
+
+
+@pytest.fixture(scope="module")
+def llama4_rules(hf_functions):
+    return hf_functions(
+        "transformers.models.llama4.image_processing_llama4",
+        ["get_factors", "find_supported_resolutions", "get_best_fit"],
+    )
+
+
+@pytest.fixture(scope="module")
+def kimi_rules(hf_functions):
+    return hf_functions("transformers.models.kimi_k25.image_processing_kimi_k25", ["navit_resize"])
+
+
+sides = st.integers(min_value=1, max_value=12_000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sides, sides, st.sampled_from([4, 9, 16]))
+def test_llama4_canvas_equals_transformers(llama4_rules, width: int, height: int, max_patches: int) -> None:
+    import torch
+    from transformers.image_utils import SizeDict
+
+    resolutions = llama4_rules["find_supported_resolutions"](max_patches, SizeDict(height=336, width=336))
+    assert [tuple(r) for r in resolutions] == tiles.llama4_resolutions(max_patches, 336)
+    canvas = llama4_rules["get_best_fit"]((height, width), torch.tensor(resolutions))
+    assert tuple(int(v) for v in canvas) == tiles.llama4_canvas(width, height, max_patches, 336)
+
+
+@settings(max_examples=500, deadline=None)
+@given(sides, sides)
+def test_kimi_k25_patches_equal_transformers(kimi_rules, width: int, height: int) -> None:
+    _, (padded_h, padded_w) = kimi_rules["navit_resize"](height, width, 14, 2, 16384, 512)
+    assert tiles.kimi_k25_patches(width, height) == (padded_h // 14) * (padded_w // 14)
