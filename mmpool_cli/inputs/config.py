@@ -31,6 +31,7 @@ SUBJECT_PATHS: dict[str, tuple[str, ...]] = {
     "dp_size": ("parallel", "dp"),
     "attn_dp_size": ("parallel", "attn_dp"),
     "feature_sizes": ("workload", "feature_sizes"),
+    "transport": ("pool", "transport"),
 }
 
 

@@ -30,6 +30,7 @@ SUBJECT_DESTS = {
     "tp_size": "tp_size",
     "dp_size": "dp_size",
     "attn_dp_size": "attn_dp_size",
+    "transport": "mm_feature_transport",
 }
 
 

@@ -29,10 +29,10 @@ class Family:
     model_types: tuple[str, ...]
     # Why the features skip the pool (not pooled), or the tensor and dtype that enter it (pooled).
     note: str
-    settings: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    settings: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
-def _settings(**values: Any) -> MappingProxyType:
+def _settings(**values: Any) -> MappingProxyType[str, Any]:
     return MappingProxyType(values)
 
 

@@ -165,9 +165,8 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
     for key in _TEXT_CONFIG_KEYS:
         sub = config.get(key)
         if isinstance(sub, dict):
-            if key == "thinker_config" and isinstance(sub.get("text_config"), dict):
-                return sub["text_config"]
-            return sub
+            inner = sub.get("text_config") if key == "thinker_config" else None
+            return inner if isinstance(inner, dict) else sub
     return config
 
 

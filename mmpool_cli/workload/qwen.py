@@ -105,7 +105,7 @@ def video_frames(total_frames: int, video_fps: Fraction, p: QwenParams) -> int:
     max_default = min(SGLANG_MAX_FRAMES, total_frames) if p.max_frames is None else p.max_frames
     max_frames = fp.floor(fp.div(max_default, FRAME_FACTOR)) * FRAME_FACTOR
     n = fp.mul(fp.div(total_frames, video_fps), SGLANG_FPS)
-    n = min(min(max(n, min_frames), max_frames), total_frames)
+    n = min(min(max(n, Fraction(min_frames)), Fraction(max_frames)), Fraction(total_frames))
     frames = fp.floor(fp.div(n, FRAME_FACTOR)) * FRAME_FACTOR
     if not FRAME_FACTOR <= frames <= total_frames:
         raise ResizeError(
@@ -120,8 +120,8 @@ def sglang_video_resize(height: int, width: int, frames: int, p: QwenParams) -> 
     _check_ratio(height, width)
     min_pixels = SGLANG_VIDEO_MIN_PIXELS
     max_pixels = max(
-        min(SGLANG_VIDEO_MAX_PIXELS, fp.mul(fp.div(p.video_total_pixels, frames), FRAME_FACTOR)),
-        fp.floor(fp.mul(min_pixels, fp.f64(Fraction("1.05")))),
+        min(Fraction(SGLANG_VIDEO_MAX_PIXELS), fp.mul(fp.div(p.video_total_pixels, frames), FRAME_FACTOR)),
+        Fraction(fp.floor(fp.mul(min_pixels, fp.f64(Fraction("1.05"))))),
     )
     f = SGLANG_VIDEO_FACTOR
     # SGLang's own copy of smart_resize guards the rounding step, not the floor step

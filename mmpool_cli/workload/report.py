@@ -24,6 +24,7 @@ def workload_findings(workload: Workload, budget_mb: int, base_gpu_id: int) -> l
                 f"{fam.title} ({workload.model}): SGLang {sg.SGLANG_VERSION} never puts its features in the pool "
                 f"({fam.note}), so the {budget_mb} MiB pool on GPU {base_gpu_id} is pure cost: launch with "
                 "--mm-feature-transport cpu",
+                subject="workload",
             )
         ]
     if not workload.tensors:
@@ -36,6 +37,7 @@ def workload_findings(workload: Workload, budget_mb: int, base_gpu_id: int) -> l
             f"one request ({', '.join(workload.items)}) puts {len(workload.tensors)} tensor(s) of "
             f"{format_size(workload.request_bytes)} in the pool, {slices:,} bytes in 256-byte slices "
             f"({fam.title}: {fam.note})",
+            subject="workload",
         )
     ]
 
@@ -52,6 +54,7 @@ def plan_kv_cost(
                 "env-vlm-cache-invalid",
                 f"{request.vlm_cache_variable}={request.vlm_cache_raw!r} is not an integer: SGLang only warns and "
                 f"uses its default {sg.DEFAULT_VLM_CACHE_MB} MiB; set it to a whole number of MiB",
+                subject="env",
             )
         )
     cost = kv_cost(
@@ -77,7 +80,7 @@ def plan_kv_cost(
         )
     if cost.approximate:
         message += f" (approximate: {cost.approximate_reason})"
-    findings.append(Finding(Severity.info, "kv-cost", message))
+    findings.append(Finding(Severity.info, "kv-cost", message, subject="kv"))
     if request.qwen3_vl and request.vlm_cache_variable is None:
         findings.append(
             Finding(
@@ -85,6 +88,7 @@ def plan_kv_cost(
                 "qwen3-vl-vlm-cache",
                 f"on SM 9.0 GPUs with 60 GiB or more SGLang sets {sg.ENV_VLM_CACHE}=0 for Qwen3-VL when it is "
                 f"unset, which lowers the KV cost by {sg.DEFAULT_VLM_CACHE_MB} MiB per rank",
+                subject="env",
             )
         )
     return cost, findings
