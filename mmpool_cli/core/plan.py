@@ -116,8 +116,10 @@ def make_plan(request: PlanRequest) -> Plan:
     sizes: list[tuple[int, str | None]] = [(nbytes, None) for nbytes in request.feature_sizes]
     if request.workload is not None:
         sizes += [(t.bytes, t.item) for t in request.workload.tensors]
-        findings += workload_findings(request.workload, mb, request.base_gpu_id)
     features = [_feature_fit(request, nbytes, usable, consumers, add, item) for nbytes, item in sizes]
+    if request.workload is not None:
+        slices = sum(f.slice_bytes for f in features if f.item is not None)
+        findings += workload_findings(request.workload, mb, request.base_gpu_id, slices)
     hbm = _hbm(request, per_worker, allocation, add) if allocation else None
     if hbm is not None:
         add(

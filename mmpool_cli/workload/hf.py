@@ -53,8 +53,13 @@ def resolve(text: str) -> Model:
     path = Path(text).expanduser()
     if path.exists():
         return load(path)
-    if "/" in text or text.endswith(".json"):
+    if text.endswith(".json") or text.startswith((".", "/", "~")):
         raise ModelConfigError(f"--model {text!r}: no such file or directory")
+    if "/" in text:
+        raise ModelConfigError(
+            f"--model {text!r}: no such local directory; mmpool reads no model hub: download the model's "
+            "config.json and preprocessor_config.json and give their directory, or give a family name"
+        )
     fam = family(text)
     return Model(name=fam.name, family=fam, settings=dict(fam.settings), kv=None, config_path=None)
 

@@ -13,8 +13,11 @@ from mmpool_cli.workload.features import Workload
 from mmpool_cli.workload.kv import KvCost, KvRequest, kv_cost
 
 
-def workload_findings(workload: Workload, budget_mb: int, base_gpu_id: int) -> list[Finding]:
-    """What one request of the workload does to the pool, or why the pool is pure cost for this model."""
+def workload_findings(workload: Workload, budget_mb: int, base_gpu_id: int, slice_bytes: int) -> list[Finding]:
+    """What one request of the workload does to the pool, or why the pool is pure cost for this model.
+
+    ``slice_bytes`` is what the request's tensors take in the pool at the plan's transport.
+    """
     fam = FAMILIES[workload.family]
     if not fam.pooled:
         return [
@@ -29,13 +32,12 @@ def workload_findings(workload: Workload, budget_mb: int, base_gpu_id: int) -> l
         ]
     if not workload.tensors:
         return []
-    slices = sum(sg.ipc_slice_bytes(t.bytes) for t in workload.tensors)
     return [
         Finding(
             Severity.info,
             "workload-request",
             f"one request ({', '.join(workload.items)}) puts {len(workload.tensors)} tensor(s) of "
-            f"{format_size(workload.request_bytes)} in the pool, {slices:,} bytes in 256-byte slices "
+            f"{format_size(workload.request_bytes)} in the pool, {slice_bytes:,} bytes in its slices "
             f"({fam.title}: {fam.note})",
             subject="workload",
         )

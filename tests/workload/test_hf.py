@@ -135,3 +135,13 @@ def test_bad_model_dirs_are_usage_errors(tmp_path: Path, setup, says: str) -> No
 def test_unknown_family_lists_the_known_ones() -> None:
     with pytest.raises(MmpoolError, match="known families: qwen2-vl, qwen2.5-vl"):
         resolve("qwen9-vl")
+
+
+def test_a_hub_id_is_not_looked_up() -> None:
+    with pytest.raises(MmpoolError, match="reads no model hub"):
+        resolve("Qwen/Qwen2.5-VL-7B-Instruct")
+
+
+def test_config_json_path_itself(tmp_path: Path) -> None:
+    model = resolve(str(model_dir(tmp_path, QWEN25_72B, {"max_pixels": 1_003_520}) / "config.json"))
+    assert model.settings["max_pixels"] == 1_003_520
