@@ -301,8 +301,8 @@ _WORKLOAD_DECLARATIONS: dict[str, Any] = {
         typer.Option(
             "--model",
             metavar="NAME|PATH",
-            help="Model family (qwen2-vl, qwen2.5-vl, qwen3-vl, gemma3, llama4, kimi-k2.5, internvl, "
-            "llava-onevision, minicpm-v, kimi-vl, whisper) or a local model directory / its config.json.",
+            help="A model family (qwen2-vl, qwen2.5-vl, qwen3-vl, gemma3, llama4, kimi-k2.5, internvl, "
+            "llava-onevision, minicpm-v, kimi-vl, whisper), or a local model directory or its config.json.",
         ),
     ],
     "image": Annotated[
@@ -320,22 +320,31 @@ _WORKLOAD_DECLARATIONS: dict[str, Any] = {
         list[str] | None, typer.Option("--audio", metavar="SECONDS", help="One audio clip of a request.")
     ],
     "min_pixels": Annotated[
-        int | None, typer.Option("--min-pixels", min=1, help="Qwen image processor min_pixels (overrides the model's).")
+        int | None,
+        typer.Option(
+            "--min-pixels", metavar="PIXELS", min=1, help="Qwen image processor min_pixels (overrides the model's)."
+        ),
     ],
     "max_pixels": Annotated[
-        int | None, typer.Option("--max-pixels", min=1, help="Qwen image processor max_pixels (overrides the model's).")
+        int | None,
+        typer.Option(
+            "--max-pixels", metavar="PIXELS", min=1, help="Qwen image processor max_pixels (overrides the model's)."
+        ),
     ],
     "patch_size": Annotated[
-        int | None, typer.Option("--patch-size", min=1, help="Vision patch size (Qwen, Kimi-K2.5).")
+        int | None, typer.Option("--patch-size", metavar="PX", min=1, help="Vision patch size (Qwen, Kimi-K2.5).")
     ],
     "max_frames": Annotated[
-        int | None, typer.Option("--max-frames", min=2, help="Most video frames SGLang samples (Qwen; default 768).")
+        int | None,
+        typer.Option("--max-frames", metavar="N", min=2, help="Most video frames SGLang samples (Qwen; default 768)."),
     ],
     "pan_and_scan": Annotated[bool, typer.Option("--pan-and-scan", help="Gemma 3: turn pan-and-scan crops on.")],
     "kv_cache_dtype": Annotated[
         KvDtypeChoice, typer.Option("--kv-cache-dtype", help="SGLang's --kv-cache-dtype, for the KV cost.")
     ],
-    "page_size": Annotated[int, typer.Option("--page-size", min=1, help="SGLang's --page-size, for the KV cost.")],
+    "page_size": Annotated[
+        int, typer.Option("--page-size", metavar="TOKENS", min=1, help="SGLang's --page-size, for the KV cost.")
+    ],
 }
 
 

@@ -27,7 +27,7 @@ from mmpool_cli.render import render
         [
             "mmpool plan",
             "mmpool plan --size 1GiB --workers 4 --tp 8 --feature-size 48MiB",
-            "mmpool plan --model qwen2.5-vl --image 1920x1080 --image 1920x1080 --workers 4 --tp 8",
+            "mmpool plan --model qwen2.5-vl --image 1920x1080 --workers 4 --tp 8",
         ],
         "0 the plan is valid; 1 SGLang would fail with it (the plan is still printed); 2 usage error; "
         "70 internal error.",
