@@ -9,21 +9,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mmpool_cli.workload import qwen, tiles
+from mmpool_cli.workload import qwen, tiles, unpooled
 from mmpool_cli.workload.families import Family, FamilyError
 from mmpool_cli.workload.items import Audio, Image, Item, Video
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+Dtype = Literal["float32", "bfloat16", "float16"]
 
 
 @dataclass(frozen=True)
-class PooledTensor:
-    """One tensor that SGLang copies into the pool: the item it comes from, its shape and bytes."""
+class FeatureTensor:
+    """One feature tensor of an item: its name, shape, dtype and bytes."""
 
     item: str
     tensor: str
     shape: list[int]
-    dtype: Literal["float32", "bfloat16"]
+    dtype: Dtype
     bytes: int
 
 
@@ -35,15 +36,16 @@ class Workload:
     family: str
     pooled: bool
     items: list[str]
-    tensors: list[PooledTensor]
+    tensors: list[FeatureTensor]  # what enters the pool
     request_bytes: int
+    unpooled: list[FeatureTensor]  # what a family that is never pooled moves outside the pool
 
 
-def _tensor(item: Item, name: str, shape: tuple[int, ...], dtype: Literal["float32", "bfloat16"]) -> PooledTensor:
+def _tensor(item: Item, name: str, shape: tuple[int, ...], dtype: Dtype) -> FeatureTensor:
     numel = 1
     for n in shape:
         numel *= n
-    return PooledTensor(item=item.label, tensor=name, shape=list(shape), dtype=dtype, bytes=numel * DTYPE_BYTES[dtype])
+    return FeatureTensor(item=item.label, tensor=name, shape=list(shape), dtype=dtype, bytes=numel * DTYPE_BYTES[dtype])
 
 
 def _qwen_params(s: dict[str, Any], fam: Family) -> qwen.QwenParams:
@@ -61,7 +63,7 @@ def _qwen_params(s: dict[str, Any], fam: Family) -> qwen.QwenParams:
     )
 
 
-def pooled_tensor(fam: Family, settings: dict[str, Any], item: Item) -> PooledTensor:
+def pooled_tensor(fam: Family, settings: dict[str, Any], item: Item) -> FeatureTensor:
     """The tensor one item puts in the pool, for a pooled family with its ``settings``.
 
     Raises:
@@ -116,6 +118,7 @@ def workload(model: str, fam: Family, settings: dict[str, Any], items: list[Item
         if _kind(item) not in fam.modalities:
             raise FamilyError(f"{fam.name} takes no {_kind(item)} ({item.label}); it takes {', '.join(fam.modalities)}")
     tensors = [pooled_tensor(fam, settings, item) for item in items] if fam.pooled else []
+    unpooled = [] if fam.pooled else [t for t in (unpooled_tensor(fam, item, items) for item in items) if t]
     return Workload(
         model=model,
         family=fam.name,
@@ -123,4 +126,28 @@ def workload(model: str, fam: Family, settings: dict[str, Any], items: list[Item
         items=[item.label for item in items],
         tensors=tensors,
         request_bytes=sum(t.bytes for t in tensors),
+        unpooled=unpooled,
     )
+
+
+def unpooled_tensor(fam: Family, item: Item, request: list[Item]) -> FeatureTensor | None:
+    """The feature of one item of a family that is never pooled; None where mmpool has no exact rule."""
+    if fam.name == "internvl":
+        if isinstance(item, Image):
+            n = unpooled.internvl_tiles(item.width, item.height)
+        else:
+            n = unpooled.INTERNVL_VIDEO_FRAMES
+        size = unpooled.INTERNVL_TILE
+        return _tensor(item, "pixel_values", (n, 3, size, size), "bfloat16")
+    if fam.name == "llava-onevision" and isinstance(item, Image):
+        # anyres for a lone image; a request with several images or a video pads each to one patch
+        alone = len(request) == 1
+        n = unpooled.llava_anyres_patches(item.width, item.height) if alone else 1
+        size = unpooled.LLAVA_PATCH
+        return _tensor(item, "pixel_values", (n, 3, size, size), "float16")
+    if fam.name == "kimi-vl" and isinstance(item, Image):
+        n = unpooled.kimi_vl_patches(item.width, item.height)
+        return _tensor(item, "pixel_values", (n, 3, unpooled.KIMI_VL_PATCH, unpooled.KIMI_VL_PATCH), "float32")
+    if fam.name == "whisper" and isinstance(item, Audio):
+        return _tensor(item, "input_features", unpooled.whisper_shape(item.seconds), "float32")
+    return None

@@ -20,13 +20,15 @@ def workload_findings(workload: Workload, budget_mb: int, base_gpu_id: int, slic
     """
     fam = FAMILIES[workload.family]
     if not fam.pooled:
+        moved = sum(t.bytes for t in workload.unpooled)
+        outside = f"; one request moves {format_size(moved)} of features outside it" if moved else ""
         return [
             Finding(
                 Severity.warning,
                 "model-not-pooled",
                 f"{fam.title} ({workload.model}): SGLang {sg.SGLANG_VERSION} never puts its features in the pool "
-                f"({fam.note}), so the {budget_mb} MiB pool on GPU {base_gpu_id} is pure cost: launch with "
-                "--mm-feature-transport cpu",
+                f"({fam.note}), so the {budget_mb} MiB pool on GPU {base_gpu_id} is pure cost{outside}: launch "
+                "with --mm-feature-transport cpu",
                 subject="workload",
             )
         ]
