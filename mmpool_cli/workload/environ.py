@@ -12,6 +12,7 @@ from fractions import Fraction
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.sglang import rules as sg
 from mmpool_cli.workload import exact as fp
+from mmpool_cli.workload.items import shorten
 from mmpool_cli.workload.qwen import ENV_VIDEO_TOTAL_PIXELS, SGLANG_VIDEO_TOTAL_PIXELS
 
 
@@ -39,12 +40,13 @@ def video_total_pixels(environ: Mapping[str, str]) -> int:
     if raw is None:
         return SGLANG_VIDEO_TOTAL_PIXELS
     try:
-        value = Decimal(raw.strip())
+        # float() accepts exponents; bound the text so the exact value stays small
+        value = Decimal(raw.strip()) if len(raw.strip()) <= 32 else None
     except InvalidOperation:
         value = None
     if value is None or not value.is_finite() or value <= 0 or value > 10**15:
         raise MmpoolError(
-            f"{ENV_VIDEO_TOTAL_PIXELS}={raw!r}: not a positive number of pixels that SGLang can read; "
+            f"{ENV_VIDEO_TOTAL_PIXELS}={shorten(raw)}: not a positive number of pixels that SGLang can read; "
             f"unset it or use e.g. {SGLANG_VIDEO_TOTAL_PIXELS}"
         )
     return fp.floor(fp.f64(Fraction(value)))

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from mmpool_cli.errors import MmpoolError
+from mmpool_cli.workload.items import shorten
 
 
 class FamilyError(MmpoolError):
@@ -175,7 +176,7 @@ def family(name: str) -> Family:
     found = FAMILIES.get(name.strip().lower())
     if found is None:
         raise FamilyError(
-            f"--model {name!r}: not a known model family or an existing path; known families: {KNOWN} "
+            f"--model {shorten(name)}: not a known model family or an existing path; known families: {KNOWN} "
             "(or give a Hugging Face model directory or its config.json)"
         )
     return found
@@ -191,7 +192,9 @@ def family_of_model_type(model_type: str, where: str) -> Family:
         if model_type in f.model_types:
             return f
     types = ", ".join(t for f in FAMILIES.values() for t in f.model_types)
-    raise FamilyError(f"{where}: model_type {model_type!r} is not one mmpool knows the processor of; known: {types}")
+    raise FamilyError(
+        f"{where}: model_type {shorten(model_type)} is not one mmpool knows the processor of; known: {types}"
+    )
 
 
 def with_overrides(

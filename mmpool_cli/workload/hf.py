@@ -16,6 +16,7 @@ from typing import Any
 
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.workload.families import Family, family, family_of_model_type
+from mmpool_cli.workload.items import shorten
 from mmpool_cli.workload.kv import KvModel
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
@@ -50,14 +51,19 @@ def resolve(text: str) -> Model:
         FamilyError: neither a known family nor an existing path.
         ModelConfigError: a path whose config is missing or unreadable.
     """
+    shown = shorten(text)
     path = Path(text).expanduser()
-    if path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError) as e:
+        raise ModelConfigError(f"--model {shown}: not a usable path ({getattr(e, 'strerror', None) or e})") from None
+    if exists:
         return load(path)
     if text.endswith(".json") or text.startswith((".", "/", "~")):
-        raise ModelConfigError(f"--model {text!r}: no such file or directory")
+        raise ModelConfigError(f"--model {shown}: no such file or directory")
     if "/" in text:
         raise ModelConfigError(
-            f"--model {text!r}: no such local directory; mmpool reads no model hub: download the model's "
+            f"--model {shown}: no such local directory; mmpool reads no model hub: download the model's "
             "config.json and preprocessor_config.json and give their directory, or give a family name"
         )
     fam = family(text)
@@ -91,7 +97,7 @@ def load(path: Path) -> Model:
     config_path = path / CONFIG if path.is_dir() else path
     if not config_path.is_file():
         raise ModelConfigError(
-            f"--model {str(path)!r}: the directory has no {CONFIG}; give a Hugging Face model directory, "
+            f"--model {shorten(str(path))}: the directory has no {CONFIG}; give a Hugging Face model directory, "
             f"its {CONFIG}, or a family name"
         )
     config = _read_json(config_path)
@@ -111,7 +117,7 @@ def load(path: Path) -> Model:
 
 def _positive(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ModelConfigError(f"{where}: expected a positive integer, got {value!r}")
+        raise ModelConfigError(f"{where}: expected a positive integer, got {shorten(repr(value))}")
     return value
 
 

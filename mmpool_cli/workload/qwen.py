@@ -109,8 +109,8 @@ def video_frames(total_frames: int, video_fps: Fraction, p: QwenParams) -> int:
     frames = fp.floor(fp.div(n, FRAME_FACTOR)) * FRAME_FACTOR
     if not FRAME_FACTOR <= frames <= total_frames:
         raise ResizeError(
-            f"SGLang samples {frames} frame(s) from a video of {total_frames}: it needs between "
-            f"{FRAME_FACTOR} and {total_frames} (nframes should in interval)"
+            f"SGLang samples {frames} frame(s) from a video of {total_frames}, outside "
+            f"[{FRAME_FACTOR}, {total_frames}], and fails ('nframes should in interval'); the video needs more frames"
         )
     return frames
 

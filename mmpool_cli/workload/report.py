@@ -10,6 +10,7 @@ from mmpool_cli.core.units import format_size
 from mmpool_cli.sglang import rules as sg
 from mmpool_cli.workload.families import FAMILIES
 from mmpool_cli.workload.features import Workload
+from mmpool_cli.workload.items import shorten
 from mmpool_cli.workload.kv import KvCost, KvRequest, kv_cost
 
 
@@ -52,11 +53,12 @@ def plan_kv_cost(
     """The KV cost at the plan's layout and budget, with the findings that explain it."""
     findings: list[Finding] = []
     if request.vlm_cache_invalid:
+        raw = shorten(request.vlm_cache_raw or "")
         findings.append(
             Finding(
                 Severity.warning,
                 "env-vlm-cache-invalid",
-                f"{request.vlm_cache_variable}={request.vlm_cache_raw!r} is not an integer: SGLang only warns and "
+                f"{request.vlm_cache_variable}={raw} is not an integer: SGLang only warns and "
                 f"uses its default {sg.DEFAULT_VLM_CACHE_MB} MiB; set it to a whole number of MiB",
                 subject="env",
             )

@@ -39,7 +39,9 @@ def test_audio() -> None:
         (parse_video, "1920x1080:30:nan", "positive"),
         (parse_video, "1920x1080:0.01:30", "less than one frame"),
         (parse_audio, "-1", "positive"),
-        (parse_audio, "1e400", "out of range"),
+        (parse_audio, "1e400", "must be a number"),
+        (parse_video, "10x10:1e-99999:30", "must be a number"),
+        (parse_image, "9" * 5000 + "x10", "expected WIDTHxHEIGHT"),
     ],
 )
 def test_bad_items_are_usage_errors(parse, text: str, says: str) -> None:
@@ -47,3 +49,9 @@ def test_bad_items_are_usage_errors(parse, text: str, says: str) -> None:
         parse(text)
     assert e.value.exit_code == EXIT_USAGE
     assert "\n" not in str(e.value)
+
+
+def test_long_input_is_cut_in_the_message() -> None:
+    with pytest.raises(ItemError) as e:
+        parse_image("x" * 10_000)
+    assert len(str(e.value)) < 200
