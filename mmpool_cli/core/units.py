@@ -12,7 +12,9 @@ Unit policy (also in the README):
   upper-case ``B``: a lower-case ``b`` means bits (``1Gb``) and is refused;
 * the bare letters ``K``, ``M``, ``G``, ``T``, ``P`` are refused as ambiguous (they mean 1000^n
   to Kubernetes and SGLang but 1024^n to Docker, systemd and vLLM); the error shows both readings;
-* one or more spaces may stand between the number and the unit;
+* one or more spaces may stand between the number and the unit, and ASCII spaces and tabs may
+  surround the size; no other whitespace or control character is accepted;
+* a size is at most 2^63 - 1 bytes (8 EiB less one byte: torch's and CUDA's 64-bit limit);
 * a fraction is allowed when the result is a whole number of bytes (``1.5KiB`` = 1 536).
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from mmpool_cli.core.excerpt import excerpt
 from mmpool_cli.errors import SizeError
 
 _PREFIXES = "kmgtp"
@@ -30,6 +33,8 @@ BINARY_UNITS = {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4, "Pi
 KiB = BINARY_UNITS["KiB"]
 
 MAX_SIZE_TEXT = 64
+MAX_BYTES = 2**63 - 1
+_BLANKS = " \t"
 ACCEPTED_FORMS = (
     "write a whole number of bytes or a number with a unit, e.g. 512MiB, 1GiB, 1.5GB "
     "(kB/MB/GB/TB/PB = powers of 1000; KiB/MiB/GiB/TiB/PiB or Ki/Mi/Gi/Ti/Pi = powers of 1024)"
@@ -59,11 +64,14 @@ def parse_size(text: str) -> int:
     """
     if not isinstance(text, str):
         raise SizeError(f"invalid size {text!r}: expected text; {ACCEPTED_FORMS}")
-    stripped = text.strip()
+    stripped = text.strip(_BLANKS)
     if not stripped:
         raise _error(text, "the size is empty")
     if len(stripped) > MAX_SIZE_TEXT:
         raise _error(text, f"the text is longer than {MAX_SIZE_TEXT} characters")
+    # str.strip() would also drop Unicode and control whitespace; those are refused, named.
+    if odd := next((ch for ch in stripped if ch.isspace() and ch != " " or not ch.isprintable()), None):
+        raise _error(text, f"the character U+{ord(odd):04X} ({_char_name(odd)}) is not accepted in a size")
     match = _SIZE_RE.fullmatch(stripped)
     if match is None:
         raise _diagnose(text, stripped)
@@ -77,7 +85,13 @@ def parse_size(text: str) -> int:
     if rest:
         exact = f"{whole}.{rest:0{len(frac)}d}".rstrip("0")
         raise _error(text, f"that is {exact} bytes, not a whole number of bytes")
+    if whole > MAX_BYTES:
+        raise _error(text, "that is larger than 2^63 - 1 bytes (8 EiB), the most torch and CUDA can address")
     return whole
+
+
+def _char_name(ch: str) -> str:
+    return unicodedata.name(ch, "a control character")
 
 
 def _unit_multiplier(text: str, match: re.Match[str]) -> int:
@@ -131,7 +145,7 @@ def _diagnose(text: str, stripped: str) -> SizeError:
 
 def _error(text: str, reason: str, suggestion: str | None = None) -> SizeError:
     hint = f"; did you mean {suggestion}?" if suggestion else f"; {ACCEPTED_FORMS}"
-    return SizeError(f"invalid size {text!r}: {reason}{hint}")
+    return SizeError(f"invalid size {excerpt(text)}: {reason}{hint}")
 
 
 def format_bytes(n: int) -> str:

@@ -1,0 +1,22 @@
+"""Quoting user input in messages: a short prefix of anything long, so that no input makes a long line.
+
+Pure core: standard library only.
+"""
+
+from __future__ import annotations
+
+SHOWN = 32
+
+
+def excerpt(text: str, shown: int = SHOWN) -> str:
+    """``repr(text)``, or the ``repr`` of its first ``shown`` characters and its length when longer.
+
+    >>> excerpt("1GiB")
+    "'1GiB'"
+    >>> excerpt("9" * 5000, 4)
+    "'9999…' (5,000 characters)"
+    """
+    if len(text) <= shown:
+        return repr(text)
+    quoted = repr(text[:shown])
+    return f"{quoted[:-1]}…{quoted[-1]} ({len(text):,} characters)"
