@@ -21,6 +21,7 @@ from mmpool_cli.cli.options import (
     environment,
 )
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK
+from mmpool_cli.inputs.yamlsrc import read_stdin
 from mmpool_cli.render import render
 
 
@@ -57,7 +58,7 @@ def validate(
 
     with reported():
         environ, env_findings = environment(no_process_env, env_file, env)
-    stdin = sys.stdin.buffer.read() if "-" in files else None
+    stdin = read_stdin(sys.stdin.buffer) if "-" in files else None
     report = run_validate(files, environ, kind=kind.value, stdin=stdin, env_file_findings=env_findings, strict=strict)
     emit(render("report", output.value, report, verbose=verbose, quiet=quiet))
     raise typer.Exit(EXIT_OK if report.ok or exit_zero else EXIT_FINDINGS)

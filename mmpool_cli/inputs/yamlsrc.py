@@ -1,15 +1,20 @@
 """Located YAML: read a file as SGLang or mmpool would, keeping where every key and value sits.
 
-Reading never raises: a missing, unreadable, binary, non-UTF-8, oversized or empty file, a YAML
-syntax error, a duplicate key and a root that is not a mapping all become findings with a
-``file:line:column`` location (1-based). JSON files take the same path (PyYAML reads JSON's
-syntax), so their locations come out the same way. Pure core: PyYAML and the standard library.
+Reading never raises and never blocks: a missing, unreadable, non-regular (FIFO, device), binary,
+non-UTF-8, oversized or empty file, a YAML syntax error, a duplicate key, aliases that expand without
+bound or contain themselves, an integer Python cannot read and a root that is not a mapping all
+become findings with a ``file:line:column`` location (1-based). Time is linear in the file's size.
+JSON files take the same path (PyYAML reads JSON's syntax), so their locations come out the same way.
+Pure core: PyYAML and the standard library.
 """
 
 from __future__ import annotations
 
 import codecs
-from collections.abc import Hashable
+import os
+import stat
+import sys
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,12 +22,16 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from mmpool_cli.core.excerpt import excerpt
 from mmpool_cli.core.models import Finding, Severity
 
 # NOTE: the C loader is 5-10x faster; its marks carry the same line and column.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_FILE_BYTES = 4 * 1024 * 1024
+# What aliases may add to a file: far above any real configuration, far below what hurts to expand.
+MAX_ALIAS_NODES = 100_000
 STDIN = "-"
+_INT_TAG = "tag:yaml.org,2002:int"
 
 Path = tuple[Any, ...]
 
@@ -35,6 +44,7 @@ class Source:
     data: Any = None
     root: Node | None = None
     findings: list[Finding] = field(default_factory=list)
+    _keys: dict[int, dict[Any, tuple[Node, Node]]] = field(default_factory=dict, repr=False)
 
     def where(self, path: Path = (), *, key: bool = False) -> str:
         """``file:line:col`` of the value at ``path`` (or of its key), or the nearest enclosing node."""
@@ -42,8 +52,10 @@ class Source:
         for i, part in enumerate(path):
             last = i == len(path) - 1
             if isinstance(node, MappingNode):
-                # the last occurrence of a duplicated key is the one that counts
-                match = next(((k, v) for k, v in reversed(node.value) if _key_value(k) == part), None)
+                try:
+                    match = self._index(node).get(part)
+                except TypeError:  # an unhashable part names no key
+                    match = None
                 if match is None:
                     break
                 target, node = (match[0] if key and last else match[1]), match[1]
@@ -52,6 +64,18 @@ class Source:
             else:
                 break
         return self.at(target)
+
+    def _index(self, node: MappingNode) -> dict[Any, tuple[Node, Node]]:
+        # Built once per mapping, so locating every key of a file is linear, not quadratic.
+        index = self._keys.get(id(node))
+        if index is None:
+            index = {}
+            for k, v in node.value:  # the last occurrence of a duplicated key is the one that counts
+                key = _key_value(k)
+                if key is not _UNHASHABLE:
+                    index[key] = (k, v)
+            self._keys[id(node)] = index
+        return index
 
     def at(self, node: Node | None) -> str:
         """``file:line:col`` of a node (the file alone when there is none)."""
@@ -65,27 +89,71 @@ class Source:
 
 
 def read_bytes(name: str, stdin: bytes | None = None) -> tuple[bytes | None, Finding | None]:
-    """A file's bytes (``-`` is ``stdin``), or the finding that says why they cannot be read."""
+    """A file's bytes (``-`` is ``stdin``), or the finding that says why they cannot be read.
+
+    Only regular files are read, and never more than ``MAX_FILE_BYTES + 1`` bytes of them.
+    """
     if name == STDIN:
-        return (stdin or b""), None
-    try:
-        with open(name, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        return None, Finding(Severity.error, "file-missing", "no such file: check the path", name)
-    except IsADirectoryError:
-        return None, Finding(Severity.error, "file-unreadable", "this is a directory, not a file", name)
-    except OSError as e:
-        why = e.strerror or type(e).__name__
-        return None, Finding(Severity.error, "file-unreadable", f"cannot read the file: {why}", name)
-    if len(raw) > MAX_FILE_BYTES:
+        raw, problem = stdin or b"", None
+    else:
+        raw, problem = _read_regular(name)
+    if raw is not None and len(raw) > MAX_FILE_BYTES:
         return None, Finding(
             Severity.error,
             "file-too-large",
-            f"the file is larger than {MAX_FILE_BYTES // 2**20} MiB: not a configuration file",
+            f"the {'input' if name == STDIN else 'file'} is larger than {MAX_FILE_BYTES // 2**20} MiB: "
+            "not a configuration file",
             name,
         )
-    return raw, None
+    return raw, problem
+
+
+def read_stdin(stream: Any) -> bytes:
+    """Standard input's bytes, at most one more than ``MAX_FILE_BYTES`` (enough to tell it is too large)."""
+    return stream.read(MAX_FILE_BYTES + 1)
+
+
+def _read_regular(name: str) -> tuple[bytes | None, Finding | None]:
+    def unreadable(why: str, code: str = "file-unreadable") -> tuple[None, Finding]:
+        return None, Finding(Severity.error, code, why, name)
+
+    try:
+        # stat first, so that a device is never even opened; fstat after, for a path swapped meanwhile.
+        problem = _not_regular(os.stat(name).st_mode)
+        if problem:
+            return unreadable(*problem)
+        # O_NONBLOCK: opening a FIFO does not wait for a writer (it is then refused by fstat).
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return unreadable("no such file: check the path", "file-missing")
+    except OSError as e:
+        return unreadable(f"cannot read the file: {e.strerror or type(e).__name__}")
+    try:
+        problem = _not_regular(os.fstat(fd).st_mode)
+        if problem:
+            return unreadable(*problem)
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return f.read(MAX_FILE_BYTES + 1), None
+    except OSError as e:
+        return unreadable(f"cannot read the file: {e.strerror or type(e).__name__}")
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _not_regular(mode: int) -> tuple[str, str] | None:
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "this is a directory, not a file", "file-unreadable"
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"), (stat.S_ISSOCK, "a socket"))
+    kind = next((name for test, name in kinds if test(mode)), "a block device" if stat.S_ISBLK(mode) else "special")
+    return (
+        f"this is {kind}, not a regular file: mmpool reads only regular files, which cannot block or "
+        "never end; save the configuration to a file (or pass - and pipe it to standard input)",
+        "file-not-regular",
+    )
 
 
 def decode(name: str, raw: bytes) -> tuple[str | None, Finding | None]:
@@ -132,6 +200,9 @@ def parse_text(name: str, text: str) -> Source:
             src.add(Severity.error, "file-empty", "the file is empty: write the configuration as a YAML mapping")
             return src
         src.root = root
+        # Aliases and huge integers are checked on the node tree, before anything is built from it.
+        if _aliases(src, root) or _long_integers(src, root):
+            return src
         _duplicates(src, root)
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as e:
@@ -141,7 +212,7 @@ def parse_text(name: str, text: str) -> Source:
         src.add(Severity.error, "yaml-syntax", f"YAML syntax error: {problem}", where)
         return src
     except (yaml.YAMLError, RecursionError, ValueError, TypeError, OverflowError) as e:
-        src.add(Severity.error, "yaml-syntax", f"YAML cannot be read: {type(e).__name__}: {e}")
+        src.add(Severity.error, "yaml-syntax", f"YAML cannot be read: {type(e).__name__}: {excerpt(str(e), 200)}")
         return src
     finally:
         loader.dispose()
@@ -178,7 +249,8 @@ def _duplicates(src: Source, root: Node) -> None:
                         src.add(
                             Severity.error,
                             "yaml-duplicate-key",
-                            f"key {key!r} appears again (first on line {prev}); only the last one counts: keep one",
+                            f"key {excerpt(str(key))} appears again (first on line {prev}); "
+                            "only the last one counts: keep one",
                             src.at(k),
                         )
                     else:
@@ -186,6 +258,94 @@ def _duplicates(src: Source, root: Node) -> None:
                 stack.append(v)
         elif isinstance(node, SequenceNode):
             stack.extend(node.value)
+
+
+def _children(node: Node) -> Iterator[Node]:
+    if isinstance(node, MappingNode):
+        for k, v in node.value:
+            yield k
+            yield v
+    elif isinstance(node, SequenceNode):
+        yield from node.value
+
+
+def _aliases(src: Source, root: Node) -> bool:
+    """Refuse a value that contains itself, or aliases that add more than ``MAX_ALIAS_NODES`` values.
+
+    PyYAML builds an alias as one shared object, but SGLang's config merge writes every copy out
+    (``str()``, ``json.dumps()``), so a few hundred bytes of nested aliases cost minutes and gigabytes.
+    The expanded size is counted once per node, iteratively: linear in the file, whatever the nesting.
+    """
+    cap = MAX_ALIAS_NODES * 1000  # counts stay small integers whatever the expansion
+    size: dict[int, int] = {}
+    open_nodes: set[int] = set()  # the nodes on the path from the root to the current one
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        if finished:
+            open_nodes.discard(id(node))
+            size[id(node)] = min(cap, 1 + sum(size[id(child)] for child in _children(node)))
+            continue
+        if id(node) in size:
+            continue
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in open_nodes:
+                src.add(
+                    Severity.error,
+                    "yaml-recursive-alias",
+                    "this value contains itself through an alias: SGLang's config merge cannot write it "
+                    "as a flag value ('Circular reference detected'); remove the alias",
+                    src.at(child),
+                )
+                return True
+            if id(child) not in size:
+                stack.append((child, False))
+    if size[id(root)] - len(size) <= MAX_ALIAS_NODES:
+        return False
+    node = root
+    while True:  # the smallest value that is too large alone: there the aliases are written
+        biggest = max(_children(node), key=lambda child: size[id(child)], default=None)
+        if biggest is None or size[id(biggest)] <= MAX_ALIAS_NODES:
+            break
+        node = biggest
+    src.add(
+        Severity.error,
+        "yaml-alias-expansion",
+        f"the aliases here expand to more than {MAX_ALIAS_NODES:,} values: SGLang's config merge writes "
+        "out every copy (str(), json.dumps()), taking time and memory without bound; write the values "
+        "out or use fewer aliases",
+        src.at(node),
+    )
+    return True
+
+
+def _long_integers(src: Source, root: Node) -> bool:
+    """Refuse integers with more digits than Python's ``int()`` reads (4 300 unless configured)."""
+    limit = sys.get_int_max_str_digits() or None
+    found = False
+    seen: set[int] = set()
+    stack = [root]
+    while stack and limit:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, ScalarNode):
+            count = sum(ch.isdigit() for ch in node.value) if node.tag == _INT_TAG else 0
+            if count > limit and not node.value.lstrip("+-").startswith(("0x", "0o", "0b")):
+                src.add(
+                    Severity.error,
+                    "yaml-int-too-long",
+                    f"this integer has {count:,} digits: SGLang's YAML loader fails on it (Python's int() "
+                    f"reads at most {limit:,}), and no setting needs such a number; write a realistic value",
+                    src.at(node),
+                )
+                found = True
+        else:
+            stack.extend(_children(node))
+    return found
 
 
 _UNHASHABLE = object()

@@ -1,0 +1,153 @@
+"""Located YAML under hostile input: linear locating, bounded aliases, huge integers, non-regular files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from mmpool_cli.inputs.validate import validate_file
+from mmpool_cli.inputs.yamlsrc import MAX_ALIAS_NODES, MAX_FILE_BYTES, load, parse_text, read_stdin
+
+
+def _bomb(levels: int, fanout: int = 9) -> str:
+    lines = ["a0: &a0 [" + ", ".join(["x"] * fanout) + "]"]
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * fanout) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_locating_is_linear_in_the_number_of_keys(tmp_path: Path) -> None:
+    # 100 000 keys: quadratic locating (every key scanning every node) takes hours; linear takes seconds.
+    path = tmp_path / "many.yaml"
+    path.write_text("".join(f"unknown-key-{i}: {i}\n" for i in range(100_000)))
+    code = (
+        "import sys; from mmpool_cli.inputs.validate import validate_file; "
+        "r = validate_file(sys.argv[1], {}); print(len(r.findings), *(f.location for f in r.findings))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120, check=True
+    )
+    count, *locations = done.stdout.split()
+    assert int(count) >= 100_000
+    assert f"{path}:100000:1" in locations
+
+
+def test_a_located_key_is_its_last_occurrence() -> None:
+    src = parse_text("f.yaml", "a: 1\nb:\n  c: [x, y]\n")
+    assert src.where(("b", "c", 1)) == "f.yaml:3:10"
+    assert src.where(("b",), key=True) == "f.yaml:2:1"
+    assert src.where(("nope", "deeper")) == "f.yaml:1:1"
+
+
+@pytest.mark.parametrize("kind", ["sglang", "mmpool"])
+def test_an_alias_bomb_is_a_located_finding(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "bomb.yaml"
+    text = _bomb(6)  # 9^7 = 4.8 million values once the aliases are expanded
+    path.write_text(("pool: {size: 1GiB}\n" if kind == "mmpool" else "") + text)
+    result = validate_file(str(path), {})
+    found = [f for f in result.findings if f.code == "yaml-alias-expansion"]
+    assert len(found) == 1, result.findings
+    line = 6 if kind == "sglang" else 7  # the first value whose aliases expand past the bound
+    assert found[0].location == f"{path}:{line}:5"
+    assert f"{MAX_ALIAS_NODES:,}" in found[0].message
+
+
+def test_aliases_within_the_bound_are_read() -> None:
+    src = parse_text("f.yaml", "base: &b {tp-size: 2}\nother: *b\n" + _bomb(3))
+    assert src.ok, src.findings
+    assert src.data["other"] == {"tp-size": 2}
+
+
+@pytest.mark.parametrize("text", ["tp-size: &a {b: *a}\n", "a: &a [1, *a]\n", "pool: &p {size: 1GiB, x: *p}\n"])
+def test_a_value_that_contains_itself_is_a_finding(text: str) -> None:
+    src = parse_text("f.yaml", text)
+    assert [f.code for f in src.findings] == ["yaml-recursive-alias"]
+    assert src.findings[0].location == "f.yaml:1:" + str(text.index("&") + 1)
+
+
+def test_a_recursive_alias_in_an_sglang_config_is_no_internal_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("tp-size: &a {b: *a}\n")
+    assert [f.code for f in validate_file(str(path), {}).findings] == ["yaml-recursive-alias"]
+
+
+@pytest.mark.parametrize(("kind", "prefix"), [("sglang", "tp-size: "), ("mmpool", "pool:\n  tokenizer_workers: ")])
+def test_an_integer_beyond_pythons_digit_limit_is_a_located_finding(tmp_path: Path, kind: str, prefix: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(prefix + "9" * 4_400 + "\n")
+    result = validate_file(str(path), {})
+    assert [f.code for f in result.findings] == ["yaml-int-too-long"]
+    finding = result.findings[0]
+    assert finding.location == f"{path}:{prefix.count(chr(10)) + 1}:{len(prefix.split(chr(10))[-1]) + 1}"
+    assert "set_int_max_str_digits" not in finding.message
+    assert "4,400 digits" in finding.message
+    assert len(finding.message) < 400
+
+
+def test_stdin_is_read_up_to_the_limit_only() -> None:
+    class Endless:
+        served = 0
+
+        def read(self, n: int = -1) -> bytes:
+            assert n is not None and n >= 0, "stdin read without a bound"
+            self.served += n
+            return b"#" * n
+
+    stream = Endless()
+    raw = read_stdin(stream)
+    assert stream.served <= MAX_FILE_BYTES + 1
+    src = load("-", raw)
+    assert [f.code for f in src.findings] == ["file-too-large"]
+
+
+def test_validate_stdin_refuses_a_huge_input(run_line) -> None:
+    result = run_line(["mmpool", "validate", "-"], input=b"#" * (MAX_FILE_BYTES + 10))
+    assert result.exit_code == 1
+    assert "file-too-large" in result.stdout
+
+
+def _without_blocking(target, *args):
+    """Run ``target`` in a thread; fail (after unblocking it) if it is still waiting after 10 s."""
+    box: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: box.setdefault("value", target(*args)), daemon=True)
+    thread.start()
+    thread.join(10)
+    if thread.is_alive():
+        fd = os.open(args[0], os.O_WRONLY | os.O_NONBLOCK)  # a writer that leaves at once unblocks the reader
+        os.close(fd)
+        thread.join(10)
+        pytest.fail(f"{target.__name__}({args[0]}) blocked on a FIFO")
+    return box["value"]
+
+
+def test_a_fifo_as_a_config_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "c.yaml"
+    os.mkfifo(fifo)
+    result = _without_blocking(validate_file, str(fifo), {})
+    assert [f.code for f in result.findings] == ["file-not-regular"]
+    assert "FIFO" in result.findings[0].message
+
+
+def test_a_fifo_as_an_env_file_is_refused_without_blocking(tmp_path: Path) -> None:
+    from mmpool_cli.sglang.environment import read_env_file
+
+    fifo = tmp_path / "pool.env"
+    os.mkfifo(fifo)
+    values, findings = _without_blocking(read_env_file, str(fifo))
+    assert values == {}
+    assert [f.code for f in findings] == ["file-not-regular"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_a_device_is_refused_unread() -> None:
+    assert [f.code for f in load("/dev/zero").findings] == ["file-not-regular"]
+
+
+def test_a_directory_is_still_named(tmp_path: Path) -> None:
+    finding = load(str(tmp_path)).findings[0]
+    assert (finding.code, finding.message) == ("file-unreadable", "this is a directory, not a file")
