@@ -20,3 +20,12 @@ def excerpt(text: str, shown: int = SHOWN) -> str:
         return repr(text)
     quoted = repr(text[:shown])
     return f"{quoted[:-1]}…{quoted[-1]} ({len(text):,} characters)"
+
+
+def shorten(text: str, shown: int = SHOWN) -> str:
+    """``text`` itself, or its first ``shown`` characters and ``…`` when longer (for unquoted places).
+
+    >>> shorten("9" * 5000, 4)
+    '9999…'
+    """
+    return text if len(text) <= shown else text[:shown] + "…"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
+from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.models import Budget, FeatureFit, Finding, HbmEstimate, Plan, PlanRequest, Settings, Severity
 from mmpool_cli.core.units import format_exact, format_size, parse_size
 from mmpool_cli.errors import SizeError
@@ -153,7 +154,7 @@ def make_plan(request: PlanRequest) -> Plan:
         budget_bytes=budget.bytes,
         budget_source=budget.source,
         budget_env_variable=budget.variable,
-        budget_env_value=budget.raw,
+        budget_env_value=None if budget.raw is None else shorten(budget.raw, 64),
         sglang_mm_feature_cache_mb=mb,
         effective_budget_bytes=effective,
         floor_loss_bytes=floor_loss,
@@ -217,16 +218,26 @@ def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, ad
     if budget.source == "default":
         add(Severity.info, "budget-default", f"{sg.ENV_BUDGET} is not set: SGLang uses its default {mb} MiB", "env")
     elif budget.source == "env":
-        if budget.invalid:
+        if budget.invalid and sg.parse_env_int(budget.raw or "") is not None:
+            add(
+                Severity.error,
+                "env-budget-too-large",
+                f"{budget.variable}={excerpt(budget.raw or '')} is read by SGLang's int(), but that many MiB "
+                "are beyond the 64-bit sizes torch allocates: creating the pool fails at start-up; "
+                "set a whole number of MiB, e.g. 4096",
+                "env",
+            )
+        elif budget.invalid:
             add(Severity.error, "env-budget-invalid", _invalid_env_message(budget), "env")
         else:
-            add(Severity.info, "budget-from-env", f"budget read from {budget.variable}={budget.raw}", "env")
+            read = f"budget read from {budget.variable}={shorten(budget.raw or '')}"
+            add(Severity.info, "budget-from-env", read, "env")
         if budget.shadowed is not None and budget.shadowed[1] != budget.raw:
             name, raw = budget.shadowed
             add(
                 Severity.warning,
                 "env-legacy-overrides",
-                f"{budget.variable}={budget.raw} overrides {name}={raw} (SGLang copies SGL_ "
+                f"{budget.variable}={shorten(budget.raw or '')} overrides {name}={shorten(raw)} (SGLang copies SGL_ "
                 f"variables over SGLANG_ ones); unset {budget.variable}",
                 "env",
             )
@@ -269,7 +280,7 @@ def _invalid_env_message(budget: Budget) -> str:
         if meant >= sg.MiB:
             fix = f"{meant // sg.MiB} ({format_exact(meant)} in whole MiB)"
     return (
-        f"{budget.variable}={budget.raw!r} is not an integer: SGLang only warns and uses its "
+        f"{budget.variable}={excerpt(budget.raw or '')} is not an integer: SGLang only warns and uses its "
         f"default {sg.DEFAULT_BUDGET_MB} MiB; set it to {fix}"
     )
 

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.models import Finding, Severity
 from mmpool_cli.inputs.yamlsrc import Source, load
 from mmpool_cli.sglang.flags import CONFIG_UNSUPPORTED, LONG_OPTIONS
@@ -71,6 +72,7 @@ REMOVED = {
 }
 ENV_ONLY_PREFIXES = ("SGLANG_", "SGL_")
 ENV_ONLY_NAMES = ("PYTORCH_CUDA_ALLOC_CONF", "CUDA_VISIBLE_DEVICES")
+MAX_INT = 2**63 - 1
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 _SORTED_OPTIONS = tuple(sorted(LONG_OPTIONS))  # prefix look-ups by bisection: a config's keys cost log time each
 
@@ -158,7 +160,8 @@ def read(tokens: list[Token], reading: Reading | None = None) -> Reading:
                 reading.add(
                     Severity.error,
                     "unrecognized-argument",
-                    f"SGLang refuses this: 'unrecognized arguments: {tok.text}'; a pool flag takes exactly one value",
+                    f"SGLang refuses this: 'unrecognized arguments: {shorten(tok.text)}'; "
+                    "a pool flag takes exactly one value",
                     tok.origin,
                 )
             continue
@@ -172,7 +175,7 @@ def read(tokens: list[Token], reading: Reading | None = None) -> Reading:
             reading.add(
                 Severity.error,
                 "config-not-merged",
-                f"SGLang 0.5.23 merges a config file only after the exact word --config: {tok.text!r} "
+                f"SGLang 0.5.23 merges a config file only after the exact word --config: {excerpt(tok.text)} "
                 "is accepted by argparse and the file is silently ignored; write '--config FILE' as two words",
                 tok.origin,
             )
@@ -184,7 +187,7 @@ def read(tokens: list[Token], reading: Reading | None = None) -> Reading:
             reading.add(
                 Severity.info,
                 "abbreviated-option",
-                f"{tok.text.partition('=')[0]} is read as {option} (argparse accepts unique prefixes); "
+                f"{shorten(tok.text.partition('=')[0])} is read as {option} (argparse accepts unique prefixes); "
                 "spell it out, a future SGLang flag could make it ambiguous",
                 tok.origin,
             )
@@ -193,7 +196,7 @@ def read(tokens: list[Token], reading: Reading | None = None) -> Reading:
                 reading.add(
                     Severity.error,
                     "flag-bad-value",
-                    f"SGLang refuses this: 'argument {flag.label}: ignored explicit argument {explicit!r}'; "
+                    f"SGLang refuses this: 'argument {flag.label}: ignored explicit argument {excerpt(explicit)}'; "
                     f"write {flag.names[0]} alone",
                     tok.origin,
                 )
@@ -223,7 +226,7 @@ def _unknown(reading: Reading, tok: Token, ambiguous: list[str]) -> None:
         reading.add(
             Severity.error,
             "ambiguous-option",
-            f"SGLang refuses this: 'ambiguous option: {tok.text} could match {_some(ambiguous)}'; "
+            f"SGLang refuses this: 'ambiguous option: {shorten(tok.text)} could match {_some(ambiguous)}'; "
             "write the full flag name",
             tok.origin,
         )
@@ -233,7 +236,7 @@ def _unknown(reading: Reading, tok: Token, ambiguous: list[str]) -> None:
         reading.add(
             Severity.error,
             "unrecognized-argument",
-            f"SGLang 0.5.23 has no option {name}: it fails with 'unrecognized arguments: {tok.text}'",
+            f"SGLang 0.5.23 has no option {shorten(name)}: it fails with 'unrecognized arguments: {shorten(tok.text)}'",
             tok.origin,
         )
 
@@ -259,7 +262,16 @@ def _store(reading: Reading, flag: Flag, tok: Token, value_tok: Token) -> None:
         reading.add(
             Severity.error,
             "flag-bad-value",
-            f"SGLang refuses this: 'argument {flag.label}: invalid {flag.kind} value: {text!r}'{hint}",
+            f"SGLang refuses this: 'argument {flag.label}: invalid {flag.kind} value: {excerpt(text)}'{hint}",
+            value_tok.origin,
+        )
+        return
+    if isinstance(value, int) and abs(value) > MAX_INT:
+        reading.add(
+            Severity.error,
+            "flag-bad-value",
+            f"{flag.label} {shorten(text)} (a {len(text):,}-character number): argparse's int() reads it, but it "
+            "is beyond the 64-bit integers torch and CUDA use, and SGLang cannot run with it; use a realistic value",
             value_tok.origin,
         )
         return
@@ -268,7 +280,8 @@ def _store(reading: Reading, flag: Flag, tok: Token, value_tok: Token) -> None:
         reading.add(
             Severity.error,
             "flag-bad-value",
-            f"SGLang refuses this: 'argument {flag.label}: invalid choice: {text!r} (choose from {allowed})'{hint}",
+            f"SGLang refuses this: 'argument {flag.label}: invalid choice: {excerpt(text)} "
+            f"(choose from {allowed})'{hint}",
             value_tok.origin,
         )
         return
@@ -295,7 +308,7 @@ def config_tokens(src: Source) -> tuple[list[Token], list[Finding]]:
             add(
                 Severity.error,
                 "sglang-config-key-not-string",
-                f"the key {key!r} is not text: SGLang's merger fails on it "
+                f"the key {excerpt(repr(key))} is not text: SGLang's merger fails on it "
                 f"('{type(key).__name__}' object has no attribute 'replace'); quote it or remove it",
                 where_key,
             )
@@ -306,8 +319,9 @@ def config_tokens(src: Source) -> tuple[list[Token], list[Finding]]:
             add(
                 Severity.error,
                 "sglang-config-env-var",
-                f"{key!r} is an environment variable: a --config file only sets command-line flags "
-                f"(SGLang makes it '--{key}', which it refuses); export {env}=... before the launch instead",
+                f"{excerpt(key)} is an environment variable: a --config file only sets command-line flags "
+                f"(SGLang makes it '--{shorten(key)}', which it refuses); export {shorten(env)}=... before the launch "
+                "instead",
                 where_key,
             )
             continue
@@ -330,8 +344,8 @@ def config_tokens(src: Source) -> tuple[list[Token], list[Finding]]:
             add(
                 Severity.error,
                 "sglang-config-underscore-key",
-                f"SGLang turns the key into '--{key}', which argparse refuses ('unrecognized arguments'); "
-                f"write {key.replace('_', '-')!r}",
+                f"SGLang turns the key into '--{shorten(key)}', which argparse refuses ('unrecognized arguments'); "
+                f"write {excerpt(key.replace('_', '-'))}",
                 where_key,
             )
             continue
@@ -343,14 +357,15 @@ def config_tokens(src: Source) -> tuple[list[Token], list[Finding]]:
                 add(
                     Severity.info,
                     "sglang-config-store-true",
-                    f"{key}: true switches {flag.names[0]} on, and no command-line flag can switch it off again",
+                    f"{shorten(key)}: true switches {flag.names[0]} on, and no command-line flag can switch it "
+                    "off again",
                     where_value,
                 )
             else:
                 add(
                     Severity.warning,
                     "sglang-config-false-ignored",
-                    f"{key}: false does nothing (SGLang emits no flag for it), so it cannot undo a "
+                    f"{shorten(key)}: false does nothing (SGLang emits no flag for it), so it cannot undo a "
                     f"{flag.names[0]} given elsewhere; remove the key",
                     where_value,
                 )
@@ -363,7 +378,7 @@ def config_tokens(src: Source) -> tuple[list[Token], list[Finding]]:
                     add(
                         Severity.warning,
                         "sglang-config-empty-list",
-                        f"{key}: [] is skipped by SGLang's merge: the flag keeps its default; remove the key",
+                        f"{shorten(key)}: [] is skipped by SGLang's merge: the flag keeps its default; remove the key",
                         where_value,
                     )
                 continue

@@ -12,7 +12,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.models import Budget, Finding, Severity
+from mmpool_cli.core.units import MAX_BYTES
 from mmpool_cli.sglang import rules as sg
 
 ENV_LOCATION = "environment"
@@ -38,7 +40,9 @@ def budget_from_env(environ: Mapping[str, str]) -> Budget:
     """The budget SGLang will read from ``environ``, exactly as SGLang reads it.
 
     ``SGL_MM_FEATURE_CACHE_MB`` overrides ``SGLANG_MM_FEATURE_CACHE_MB``; a value that Python's
-    ``int()`` rejects falls back to the 1024 MiB default (``invalid`` is then True).
+    ``int()`` rejects falls back to the 1024 MiB default (``invalid`` is then True). So is one that
+    ``int()`` reads but whose bytes are beyond 64 bits, where SGLang fails instead: no plan is made
+    with it, and its finding says so.
     """
     found = sg.env_name(sg.ENV_BUDGET, environ)
     if found is None:
@@ -48,12 +52,13 @@ def budget_from_env(environ: Mapping[str, str]) -> Budget:
     if variable != sg.ENV_BUDGET and sg.ENV_BUDGET in environ:
         shadowed = (sg.ENV_BUDGET, environ[sg.ENV_BUDGET])
     mb = sg.parse_env_int(raw)
+    invalid = mb is None or abs(mb) * sg.MiB > MAX_BYTES
     return Budget(
-        bytes=(sg.DEFAULT_BUDGET_MB if mb is None else mb) * sg.MiB,
+        bytes=(sg.DEFAULT_BUDGET_MB if invalid or mb is None else mb) * sg.MiB,
         source="env",
         variable=variable,
         raw=raw,
-        invalid=mb is None,
+        invalid=invalid,
         shadowed=shadowed,
     )
 
@@ -96,7 +101,7 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
             add(
                 Severity.warning,
                 "env-legacy-overrides",
-                f"{legacy}={environ[legacy]} overrides {name}={environ[name]} (SGLang copies SGL_ "
+                f"{legacy}={shorten(environ[legacy])} overrides {name}={shorten(environ[name])} (SGLang copies SGL_ "
                 f"variables over SGLANG_ ones); unset {legacy}",
             )
     found = sg.env_name(sg.ENV_RECYCLE, environ)
@@ -107,28 +112,28 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
             add(
                 Severity.warning,
                 "env-recycle-invalid",
-                f"{variable}={raw!r} is not a number to Python's float(): SGLang only warns and uses "
+                f"{variable}={excerpt(raw)} is not a number to Python's float(): SGLang only warns and uses "
                 f"{sg.DEFAULT_RECYCLE_SEC} s; set a positive number of seconds, e.g. 0.05",
             )
         elif math.isnan(interval):
             add(
                 Severity.error,
                 "env-recycle-nan",
-                f"{variable}={raw}: NaN passes SGLang's check, and the pool recycler then spins without "
+                f"{variable}={shorten(raw)}: NaN passes SGLang's check, and the pool recycler then spins without "
                 "pausing, taking a CPU core; set a positive number of seconds, e.g. 0.05",
             )
         elif interval <= 0:
             add(
                 Severity.error,
                 "env-recycle-not-positive",
-                f"{variable}={raw}: every pool fails with '{sg.MSG_RECYCLE_NOT_POSITIVE}'; "
+                f"{variable}={shorten(raw)}: every pool fails with '{sg.MSG_RECYCLE_NOT_POSITIVE}'; "
                 "set a positive number of seconds, e.g. 0.05",
             )
         elif interval > sg.MAX_WAIT_SEC:
             add(
                 Severity.error,
                 "env-recycle-too-large",
-                f"{variable}={raw}: the recycler thread dies on its first wait (OverflowError), so pool "
+                f"{variable}={shorten(raw)}: the recycler thread dies on its first wait (OverflowError), so pool "
                 "space is never given back and every feature soon takes the CPU path; set e.g. 0.05",
             )
     found = sg.env_name(sg.ENV_LEGACY_TRANSPORT, environ)
@@ -139,15 +144,15 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
             add(
                 Severity.warning,
                 "env-legacy-transport-invalid",
-                f'{variable}={raw!r} is not a boolean to SGLang (\'"{raw.lower()}" is not a valid boolean '
-                "value'): it counts as set and false, so an unset --mm-feature-transport resolves to cpu; "
-                "unset it and use --mm-feature-transport",
+                f"{variable}={excerpt(raw)} is not a boolean to SGLang "
+                f"('\"{shorten(raw.lower())}\" is not a valid boolean value'): it counts as set and false, "
+                "so an unset --mm-feature-transport resolves to cpu; unset it and use --mm-feature-transport",
             )
         else:
             add(
                 Severity.warning,
                 "env-legacy-transport",
-                f"{variable}={raw} is deprecated: SGLang says 'SGLANG_USE_CUDA_IPC_TRANSPORT is deprecated; "
+                f"{variable}={shorten(raw)} is deprecated: SGLang says 'SGLANG_USE_CUDA_IPC_TRANSPORT is deprecated; "
                 f"use --mm-feature-transport={'cuda_ipc' if on else 'cpu'} instead.'",
             )
     return findings

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mmpool_cli.core.excerpt import SHOWN, excerpt
+from mmpool_cli.core.excerpt import SHOWN, excerpt, shorten
 
 
 def test_short_text_is_its_repr() -> None:
@@ -18,3 +18,8 @@ def test_long_text_is_a_prefix_and_a_length() -> None:
 
 def test_control_characters_stay_escaped() -> None:
     assert "\n" not in excerpt("a\nb" * 100)
+
+
+def test_shorten_keeps_short_text_and_cuts_long_text() -> None:
+    assert shorten("--tp-size") == "--tp-size"
+    assert shorten("k" * 100) == "k" * SHOWN + "…"
