@@ -40,6 +40,12 @@ ACCEPTED_FORMS = (
     "(kB/MB/GB/TB/PB = powers of 1000; KiB/MiB/GiB/TiB/PiB or Ki/Mi/Gi/Ti/Pi = powers of 1024)"
 )
 
+# The grammar as one regular expression, for the JSON Schema: sizes that parse_size reads, except
+# that it cannot say "a whole number of bytes" or "at most 2^63 - 1 bytes".
+SIZE_PATTERN = (
+    r"^(?!.*\n)[ \t]*(?=[0-9][^\n]{0,63}?[ \t]*$)"
+    r"[0-9]+(\.[0-9]+)? *([KkMmGgTtPp][iI]B?|[KkMmGgTtPp]B|B)?[ \t]*$"
+)
 _SIZE_RE = re.compile(r"(?P<int>[0-9]+)(?:\.(?P<frac>[0-9]+))?(?P<space> *)(?P<unit>[A-Za-z]*)")
 _BINARY_UNIT_RE = re.compile(r"([KkMmGgTtPp])[iI](B?)")
 _DECIMAL_UNIT_RE = re.compile(r"([KkMmGgTtPp])B")

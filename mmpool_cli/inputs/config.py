@@ -14,12 +14,14 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.models import Budget, Finding, Plan, PlanRequest, Severity
-from mmpool_cli.core.units import format_size, parse_size
+from mmpool_cli.core.plan import make_plan
+from mmpool_cli.core.units import MAX_BYTES, SIZE_PATTERN, format_size, parse_size
 from mmpool_cli.errors import SizeError
 from mmpool_cli.inputs.yamlsrc import Source
 from mmpool_cli.sglang import rules as sg
-from mmpool_cli.sglang.environment import LaunchEnv, resolve_budget
+from mmpool_cli.sglang.environment import LaunchEnv, read_launch_env, resolve_budget
 
 SECTIONS = ("pool", "parallel", "gpu", "workload")
 
@@ -40,7 +42,11 @@ def _byte_count(value: Any) -> int:
         raise ValueError("expected a size such as 1GiB or a whole number of bytes, not true/false")
     if isinstance(value, int):
         if value < 0:
-            raise ValueError(f"a size cannot be negative ({value})")
+            raise ValueError(f"a size cannot be negative ({shorten(str(value))})")
+        if value > MAX_BYTES:
+            raise ValueError(
+                f"{shorten(str(value))} bytes is larger than 2^63 - 1 (8 EiB), the most torch and CUDA can address"
+            )
         return value
     if isinstance(value, str):
         try:
@@ -57,14 +63,18 @@ def models() -> Any:
 
     from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
+    # The schema says what JSON Schema can of the validator: the size grammar, the integer ranges.
     size_schema = {
         "anyOf": [
-            {"type": "integer", "minimum": 0},
-            {"type": "string", "examples": ["1GiB", "512MiB", "4.35MB"]},
+            {"type": "integer", "minimum": 0, "maximum": MAX_BYTES},
+            {"type": "string", "pattern": SIZE_PATTERN, "examples": ["1GiB", "512MiB", "4.35MB"]},
         ],
         "description": "bytes: an integer, or a size string (kB/MB/GB = 1000^n, KiB/MiB/GiB = 1024^n)",
     }
     ByteCount = Annotated[int, BeforeValidator(_byte_count), WithJsonSchema(size_schema)]
+    # SGLang needs at least 1 of each; the plan says so with SGLang's own words, the schema with a minimum.
+    Count = Annotated[int, Field(le=MAX_BYTES, json_schema_extra={"minimum": 1})]
+    Integer = Annotated[int, Field(ge=-MAX_BYTES, le=MAX_BYTES)]
     strict = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     class Pool(BaseModel):
@@ -72,7 +82,7 @@ def models() -> Any:
 
         model_config = strict
         size: ByteCount | None = Field(None, description="pool budget; unset: SGLANG_MM_FEATURE_CACHE_MB")
-        tokenizer_workers: int = Field(1, description="--tokenizer-worker-num: one pool per worker")
+        tokenizer_workers: Count = Field(1, description="--tokenizer-worker-num: one pool per worker")
         transport: Literal["cuda_ipc", "cuda_vmm", "cpu"] = Field("cuda_ipc", description="--mm-feature-transport")
         vmm_granularity: ByteCount = Field(sg.DEFAULT_VMM_GRANULARITY, description="CUDA VMM granularity")
 
@@ -80,13 +90,13 @@ def models() -> Any:
         """The parallel layout: it sets the consumers per feature and the transport's limits."""
 
         model_config = strict
-        tp: int = Field(1, description="--tp-size")
-        dp: int = Field(1, description="--dp-size")
-        attn_dp: int = Field(1, description="--attn-dp-size")
+        tp: Count = Field(1, description="--tp-size")
+        dp: Count = Field(1, description="--dp-size")
+        attn_dp: Count = Field(1, description="--attn-dp-size")
         enable_dp_attention: bool = Field(False, description="deprecated --enable-dp-attention")
-        pp: int = Field(1, description="--pp-size")
-        nnodes: int = Field(1, description="--nnodes")
-        base_gpu_id: int = Field(0, ge=0, description="--base-gpu-id: the GPU that holds the pools")
+        pp: Integer = Field(1, description="--pp-size")
+        nnodes: Integer = Field(1, description="--nnodes")
+        base_gpu_id: int = Field(0, ge=0, le=MAX_BYTES, description="--base-gpu-id: the GPU that holds the pools")
 
     class Gpu(BaseModel):
         """The base GPU, for offline planning."""
@@ -128,8 +138,9 @@ def is_mmpool_config(data: Mapping[Any, Any]) -> bool:
 def parse(src: Source) -> tuple[Any | None, list[Finding]]:
     """Validate a located mapping as an mmpool config: the model, or located findings.
 
-    With errors, the transport's layout rules are still checked on the keys that are valid, so
-    one run reports a typo and a layout SGLang refuses together.
+    With errors, the layout rules (the transport's limits, the worker and parallel sizes) are still
+    checked on the keys that are valid, so one run reports a bad value and a layout SGLang refuses
+    together.
     """
     from pydantic import ValidationError
 
@@ -142,13 +153,41 @@ def parse(src: Source) -> tuple[Any | None, list[Finding]]:
 
 
 _LAYOUT_KEYS = (("pool", "transport"), ("parallel", "nnodes"), ("parallel", "pp"))
+# The plan's findings that depend on one key each, and those that combine the parallel keys.
+_SINGLE_KEY_CODES = ("workers-not-positive", "parallel-not-positive")
+_PARALLEL_CODES = ("dp-replicas-with-attention-dp", "attention-dp-not-divisor")
 
 
 def _layout_despite(src: Source, bad: list[tuple[Any, ...]]) -> list[Finding]:
+    cfg = _valid_part(src, bad)
+    if cfg is None:
+        return []
+    findings: list[Finding] = []
+    if not any(_overlaps(loc, key) for loc in bad for key in _LAYOUT_KEYS):  # else its own finding says so
+        where = src.where(("pool", "transport"))
+        findings += [
+            Finding(Severity.error, "transport-layout", f"SGLang refuses this layout: '{message}'", where)
+            for message in sg.transport_errors(cfg.pool.transport, cfg.parallel.nnodes, cfg.parallel.pp)
+        ]
+    if cfg.pool.transport == "cpu" or any(_overlaps(loc, ("pool", "transport")) for loc in bad):
+        return findings  # no pool, or none known: the plan's rules do not apply
+    codes = _SINGLE_KEY_CODES
+    if not any(_overlaps(loc, ("parallel",)) for loc in bad):
+        codes += _PARALLEL_CODES  # a bad parallel key leaves its default: a combination would be a guess
+    for f in make_plan(request(cfg, read_launch_env({}))).findings:
+        if f.code in codes:
+            findings.append(f.at(src.where(SUBJECT_PATHS.get(f.subject or "", ()))))
+    return findings
+
+
+def _overlaps(loc: tuple[Any, ...], key: tuple[str, ...]) -> bool:
+    return loc[: len(key)] == key or key[: len(loc)] == loc
+
+
+def _valid_part(src: Source, bad: list[tuple[Any, ...]]) -> Any | None:
+    """The config made of the valid keys alone (the bad ones left at their defaults), or None."""
     from pydantic import ValidationError
 
-    if any(loc[: len(key)] == key or key[: len(loc)] == loc for loc in bad for key in _LAYOUT_KEYS):
-        return []  # a layout key itself is wrong: its own finding says so
     data = copy.deepcopy(src.data)
     for loc in bad:
         parent = data
@@ -157,14 +196,9 @@ def _layout_despite(src: Source, bad: list[tuple[Any, ...]]) -> list[Finding]:
         if isinstance(parent, dict):
             parent.pop(loc[-1], None)
     try:
-        cfg = models().model_validate(data)
+        return models().model_validate(data)
     except ValidationError:
-        return []
-    where = src.where(("pool", "transport"))
-    return [
-        Finding(Severity.error, "transport-layout", f"SGLang refuses this layout: '{message}'", where)
-        for message in sg.transport_errors(cfg.pool.transport, cfg.parallel.nnodes, cfg.parallel.pp)
-    ]
+        return None
 
 
 def _finding(src: Source, err: Mapping[str, Any]) -> Finding:
@@ -174,7 +208,8 @@ def _finding(src: Source, err: Mapping[str, Any]) -> Finding:
         known = _known_keys(loc[:-1])
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         fix = f"did you mean {close[0]!r}?" if close else f"known keys here: {', '.join(known)}"
-        return Finding(Severity.error, "config-unknown-key", f"unknown key {dotted!r}: {fix}", src.where(loc, key=True))
+        where = src.where(loc, key=True)
+        return Finding(Severity.error, "config-unknown-key", f"unknown key {excerpt(dotted)}: {fix}", where)
     message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
     return Finding(Severity.error, "config-invalid-value", f"{dotted}: {message}", src.where(loc))
 
@@ -224,7 +259,8 @@ def extra_findings(src: Source, cfg: Any, plan: Plan | None, launch: LaunchEnv) 
                 Finding(
                     Severity.warning,
                     "config-size-env-differs",
-                    f"the environment sets {env_budget.variable}={env_budget.raw}, and SGLang reads that, "
+                    f"the environment sets {env_budget.variable}={shorten(env_budget.raw or '')}, and SGLang "
+                    "reads that, "
                     "not pool.size "
                     f"({sg.budget_mb(cfg.pool.size)} MiB); export {sg.ENV_BUDGET}={sg.budget_mb(cfg.pool.size)}",
                     src.where(("pool", "size")),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from mmpool_cli.core.excerpt import excerpt
 from mmpool_cli.core.models import Finding, Severity
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.yamlsrc import decode, read_bytes
@@ -27,7 +28,7 @@ def parse_env_arg(text: str) -> tuple[str, str]:
     """
     key, eq, value = text.partition("=")
     if not eq or not _KEY.fullmatch(key):
-        raise EnvArgError(f"--env {text!r}: write KEY=VALUE, e.g. --env SGLANG_MM_FEATURE_CACHE_MB=2048")
+        raise EnvArgError(f"--env {excerpt(text)}: write KEY=VALUE, e.g. --env SGLANG_MM_FEATURE_CACHE_MB=2048")
     return key, value
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,6 +11,7 @@ from hypothesis import strategies as st
 from mmpool_cli.core.units import (
     BINARY_UNITS,
     DECIMAL_UNITS,
+    SIZE_PATTERN,
     format_binary,
     format_bytes,
     format_exact,
@@ -275,3 +278,19 @@ def test_a_size_beyond_64_bits_is_refused() -> None:
     assert parse_size("8191PiB") == 8191 * 2**50  # 8192 PiB is 2^63
     with pytest.raises(SizeError, match="larger than"):
         parse_size("8192PiB")
+
+
+size_like = st.text(alphabet=" \t0123456789.kKmMgGtTpPiIBb\n\x1c\u3000-+", max_size=70) | st.from_regex(
+    r"[ \t]{0,2}[0-9]{1,70}(\.[0-9]{1,3})? ?(B|kB|MB|GiB|Mi|Gb|G)?[ \t]{0,2}", fullmatch=True
+)
+
+
+@given(size_like)
+def test_the_schema_pattern_accepts_what_parse_size_reads(text: str) -> None:
+    # What the pattern cannot say: a whole number of bytes, at most 2^63 - 1 of them.
+    try:
+        parse_size(text)
+        readable = True
+    except SizeError as e:
+        readable = "not a whole number" in str(e) or "larger than 2^63" in str(e)
+    assert bool(re.search(SIZE_PATTERN, text)) is readable

@@ -26,6 +26,7 @@ def _flag(n: int) -> Budget:
 REQUESTS = [
     PlanRequest(budget=budget_from_env({})),
     PlanRequest(budget=budget_from_env({"SGLANG_MM_FEATURE_CACHE_MB": "1GB"})),
+    PlanRequest(budget=budget_from_env({"SGLANG_MM_FEATURE_CACHE_MB": "9" * 4300})),
     PlanRequest(budget=budget_from_env({"SGL_MM_FEATURE_CACHE_MB": "2", "SGLANG_MM_FEATURE_CACHE_MB": "3"})),
     PlanRequest(budget=_flag(0)),
     PlanRequest(budget=_flag(1000)),

@@ -12,6 +12,9 @@ import pytest
 
 from mmpool_cli.inputs.validate import validate_file
 from mmpool_cli.inputs.yamlsrc import MAX_ALIAS_NODES, MAX_FILE_BYTES, load, parse_text, read_stdin
+from mmpool_cli.sglang.environment import read_launch_env
+
+NO_ENV = read_launch_env({})
 
 
 def _bomb(levels: int, fanout: int = 9) -> str:
@@ -27,7 +30,8 @@ def test_locating_is_linear_in_the_number_of_keys(tmp_path: Path) -> None:
     path.write_text("".join(f"unknown-key-{i}: {i}\n" for i in range(100_000)))
     code = (
         "import sys; from mmpool_cli.inputs.validate import validate_file; "
-        "r = validate_file(sys.argv[1], {}); print(len(r.findings), *(f.location for f in r.findings))"
+        "from mmpool_cli.sglang.environment import read_launch_env; "
+        "r = validate_file(sys.argv[1], read_launch_env({})); print(len(r.findings), *(f.location for f in r.findings))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120, check=True
@@ -49,7 +53,7 @@ def test_an_alias_bomb_is_a_located_finding(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "bomb.yaml"
     text = _bomb(6)  # 9^7 = 4.8 million values once the aliases are expanded
     path.write_text(("pool: {size: 1GiB}\n" if kind == "mmpool" else "") + text)
-    result = validate_file(str(path), {})
+    result = validate_file(str(path), NO_ENV)
     found = [f for f in result.findings if f.code == "yaml-alias-expansion"]
     assert len(found) == 1, result.findings
     line = 6 if kind == "sglang" else 7  # the first value whose aliases expand past the bound
@@ -73,14 +77,14 @@ def test_a_value_that_contains_itself_is_a_finding(text: str) -> None:
 def test_a_recursive_alias_in_an_sglang_config_is_no_internal_error(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("tp-size: &a {b: *a}\n")
-    assert [f.code for f in validate_file(str(path), {}).findings] == ["yaml-recursive-alias"]
+    assert [f.code for f in validate_file(str(path), NO_ENV).findings] == ["yaml-recursive-alias"]
 
 
 @pytest.mark.parametrize(("kind", "prefix"), [("sglang", "tp-size: "), ("mmpool", "pool:\n  tokenizer_workers: ")])
 def test_an_integer_beyond_pythons_digit_limit_is_a_located_finding(tmp_path: Path, kind: str, prefix: str) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(prefix + "9" * 4_400 + "\n")
-    result = validate_file(str(path), {})
+    result = validate_file(str(path), NO_ENV)
     assert [f.code for f in result.findings] == ["yaml-int-too-long"]
     finding = result.findings[0]
     assert finding.location == f"{path}:{prefix.count(chr(10)) + 1}:{len(prefix.split(chr(10))[-1]) + 1}"
@@ -128,13 +132,13 @@ def _without_blocking(target, *args):
 def test_a_fifo_as_a_config_is_refused_without_blocking(tmp_path: Path) -> None:
     fifo = tmp_path / "c.yaml"
     os.mkfifo(fifo)
-    result = _without_blocking(validate_file, str(fifo), {})
+    result = _without_blocking(validate_file, str(fifo), NO_ENV)
     assert [f.code for f in result.findings] == ["file-not-regular"]
     assert "FIFO" in result.findings[0].message
 
 
 def test_a_fifo_as_an_env_file_is_refused_without_blocking(tmp_path: Path) -> None:
-    from mmpool_cli.sglang.environment import read_env_file
+    from mmpool_cli.inputs.envfile import read_env_file
 
     fifo = tmp_path / "pool.env"
     os.mkfifo(fifo)
