@@ -171,7 +171,7 @@ def _layout_despite(src: Source, bad: list[tuple[Any, ...]]) -> list[Finding]:
         ]
     if cfg.pool.transport == "cpu" or any(_overlaps(loc, ("pool", "transport")) for loc in bad):
         return findings  # no pool, or none known: the plan's rules do not apply
-    codes = _SINGLE_KEY_CODES
+    codes: tuple[str, ...] = _SINGLE_KEY_CODES
     if not any(_overlaps(loc, ("parallel",)) for loc in bad):
         codes += _PARALLEL_CODES  # a bad parallel key leaves its default: a combination would be a guess
     for f in make_plan(request(cfg, read_launch_env({}))).findings:

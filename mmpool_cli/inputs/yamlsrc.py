@@ -16,7 +16,7 @@ import stat
 import sys
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -93,9 +93,9 @@ def read_bytes(name: str, stdin: bytes | None = None) -> tuple[bytes | None, Fin
 
     Only regular files are read, and never more than ``MAX_FILE_BYTES + 1`` bytes of them.
     """
-    if name == STDIN:
-        raw, problem = stdin or b"", None
-    else:
+    raw: bytes | None = stdin or b""
+    problem = None
+    if name != STDIN:
         raw, problem = _read_regular(name)
     if raw is not None and len(raw) > MAX_FILE_BYTES:
         return None, Finding(
@@ -108,7 +108,7 @@ def read_bytes(name: str, stdin: bytes | None = None) -> tuple[bytes | None, Fin
     return raw, problem
 
 
-def read_stdin(stream: Any) -> bytes:
+def read_stdin(stream: BinaryIO) -> bytes:
     """Standard input's bytes, at most one more than ``MAX_FILE_BYTES`` (enough to tell it is too large)."""
     return stream.read(MAX_FILE_BYTES + 1)
 
