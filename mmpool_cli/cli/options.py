@@ -13,8 +13,9 @@ from typing import Annotated, Any
 
 import typer
 
+from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.models import Budget, PlanRequest
-from mmpool_cli.core.units import parse_size
+from mmpool_cli.core.units import MAX_BYTES, parse_size
 from mmpool_cli.errors import MmpoolError, SizeError
 from mmpool_cli.sglang import environment as envmod
 from mmpool_cli.sglang.rules import DEFAULT_VMM_GRANULARITY
@@ -49,6 +50,17 @@ def size_arg(flag: str, text: str) -> int:
         return parse_size(text)
     except SizeError as e:
         raise MmpoolError(f"{flag}: {e}") from None
+
+
+def int_arg(text: str) -> int:
+    """An integer flag's text as click reads it, but a 64-bit bound and a short quote when it is huge."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise typer.BadParameter(f"{excerpt(text)} is not an integer") from None
+    if abs(value) > MAX_BYTES:
+        raise typer.BadParameter(f"{shorten(text)} is beyond the 64-bit integers SGLang, torch and CUDA use")
+    return value
 
 
 FeatureOpt = Annotated[
@@ -148,14 +160,23 @@ _POOL_DECLARATIONS: dict[str, Any] = {
     "workers": Annotated[
         int,
         typer.Option(
-            "--workers", "--tokenizer-worker-num", metavar="N", help="Tokenizer workers (--tokenizer-worker-num)."
+            "--workers",
+            "--tokenizer-worker-num",
+            parser=int_arg,
+            metavar="N",
+            help="Tokenizer workers (--tokenizer-worker-num).",
         ),
     ],
-    "tp": Annotated[int, typer.Option("--tp", "--tp-size", metavar="N", help="Tensor-parallel size.")],
-    "dp": Annotated[int, typer.Option("--dp", "--dp-size", metavar="N", help="Data-parallel size.")],
+    "tp": Annotated[int, typer.Option("--tp", "--tp-size", parser=int_arg, metavar="N", help="Tensor-parallel size.")],
+    "dp": Annotated[int, typer.Option("--dp", "--dp-size", parser=int_arg, metavar="N", help="Data-parallel size.")],
     "attn_dp_size": Annotated[
         int,
-        typer.Option("--attn-dp-size", metavar="N", help="Attention data-parallel size (fewer consumers per feature)."),
+        typer.Option(
+            "--attn-dp-size",
+            parser=int_arg,
+            metavar="N",
+            help="Attention data-parallel size (fewer consumers per feature).",
+        ),
     ],
     "enable_dp_attention": Annotated[
         bool, typer.Option("--enable-dp-attention", help="SGLang's deprecated alias for --attn-dp-size <dp-size>.")
@@ -166,7 +187,8 @@ _POOL_DECLARATIONS: dict[str, Any] = {
     "vmm_granularity": GranularityOpt,
     "feature_size": FeatureOpt,
     "base_gpu_id": Annotated[
-        int, typer.Option("--base-gpu-id", metavar="N", help="GPU that holds the pools (--base-gpu-id).")
+        int,
+        typer.Option("--base-gpu-id", parser=int_arg, metavar="N", help="GPU that holds the pools (--base-gpu-id)."),
     ],
     "context_size": ContextOpt,
 }

@@ -98,3 +98,12 @@ def test_a_huge_flag_on_the_launch_command(run_line) -> None:
     assert result.exit_code == 1, result.output[:2000]
     assert "flag-bad-value" in result.stdout
     _lines_are_short(result.stdout)
+
+
+@pytest.mark.parametrize("flag", ["--tp", "--workers", "--dp", "--attn-dp-size", "--base-gpu-id"])
+@pytest.mark.parametrize("value", ["9" * 4_300, "9" * 4_301, str(2**63)])
+def test_a_huge_integer_flag_is_a_short_usage_error(run_line, flag: str, value: str) -> None:
+    result = run_line(["mmpool", "plan", flag, value])
+    assert result.exit_code == 2, result.output[:2000]
+    assert result.stderr.startswith("mmpool: error: ") or "Invalid value" in result.output
+    _lines_are_short(result.output)
