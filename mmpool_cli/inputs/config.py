@@ -8,7 +8,6 @@ offending key or value. No typer, rich or torch.
 
 from __future__ import annotations
 
-import copy
 import difflib
 from collections.abc import Mapping
 from functools import cache
@@ -188,17 +187,27 @@ def _valid_part(src: Source, bad: list[tuple[Any, ...]]) -> Any | None:
     """The config made of the valid keys alone (the bad ones left at their defaults), or None."""
     from pydantic import ValidationError
 
-    data = copy.deepcopy(src.data)
-    for loc in bad:
-        parent = data
-        for part in loc[:-1]:
-            parent = parent.get(part) if isinstance(parent, dict) else None
-        if isinstance(parent, dict):
-            parent.pop(loc[-1], None)
     try:
-        return models().model_validate(data)
+        return models().model_validate(_without(src.data, bad))
     except ValidationError:
         return None
+
+
+def _without(data: dict[Any, Any], bad: list[tuple[Any, ...]]) -> dict[Any, Any]:
+    # One pass over the bad keys, copying only the mappings on their way (no deepcopy: a value may
+    # nest deep; no copy per key: a file may have thousands of unknown keys).
+    below: dict[Any, list[tuple[Any, ...]]] = {}
+    for loc in bad:
+        if loc and loc[0] in data:
+            below.setdefault(loc[0], []).append(loc[1:])
+    pruned = dict(data)
+    for head, rests in below.items():
+        child = data[head]
+        if isinstance(child, dict) and all(rests):
+            pruned[head] = _without(child, rests)
+        else:
+            del pruned[head]  # the bad key itself, or the list that holds a bad item
+    return pruned
 
 
 def _finding(src: Source, err: Mapping[str, Any]) -> Finding:

@@ -146,3 +146,15 @@ def test_the_schema_flags_exactly_what_mmpool_flags(tmp_path: Path, section: str
     result = validate_file(str(path), NO_ENV, kind="mmpool")
     flagged = any(f.severity is Severity.error for f in result.findings)
     assert _schema_ok(data) is not flagged, [f.message for f in result.findings]
+
+
+def test_a_deeply_nested_unknown_key_is_one_finding(tmp_path: Path) -> None:
+    assert _errors(tmp_path, "tp: " + "[" * 99 + "]" * 99 + "\nparallel:\n  tp: 0\n") == [
+        "config-unknown-key:1",
+        "parallel-not-positive:3",
+    ]
+
+
+def test_a_bad_list_item_hides_no_layout_finding(tmp_path: Path) -> None:
+    text = "workload:\n  feature_sizes: [1MiB, 1 potato]\npool:\n  tokenizer_workers: 0\n  size: 1GiB\n"
+    assert _errors(tmp_path, text) == ["config-invalid-value:2", "workers-not-positive:4"]
