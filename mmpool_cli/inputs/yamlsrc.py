@@ -2,8 +2,9 @@
 
 Reading never raises and never blocks: a missing, unreadable, non-regular (FIFO, device), binary,
 non-UTF-8, oversized or empty file, a YAML syntax error, a duplicate key, aliases that expand without
-bound or contain themselves, an integer Python cannot read and a root that is not a mapping all
-become findings with a ``file:line:column`` location (1-based). Time is linear in the file's size.
+bound or contain themselves, nesting too deep, an integer Python cannot read and a root that is not
+a mapping all become findings with a ``file:line:column`` location (1-based). Time is linear in the
+file's size.
 JSON files take the same path (PyYAML reads JSON's syntax), so their locations come out the same way.
 Pure core: PyYAML and the standard library.
 """
@@ -30,6 +31,8 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_FILE_BYTES = 4 * 1024 * 1024
 # What aliases may add to a file: far above any real configuration, far below what hurts to expand.
 MAX_ALIAS_NODES = 100_000
+# How deep values may nest (SGLang's pure-Python loader fails at about 490; a config needs a few).
+MAX_DEPTH = 100
 STDIN = "-"
 _INT_TAG = "tag:yaml.org,2002:int"
 
@@ -201,7 +204,7 @@ def parse_text(name: str, text: str) -> Source:
             return src
         src.root = root
         # Aliases and huge integers are checked on the node tree, before anything is built from it.
-        if _aliases(src, root) or _long_integers(src, root):
+        if _shape(src, root) or _long_integers(src, root):
             return src
         _duplicates(src, root)
         data = loader.construct_document(root)
@@ -269,22 +272,27 @@ def _children(node: Node) -> Iterator[Node]:
         yield from node.value
 
 
-def _aliases(src: Source, root: Node) -> bool:
-    """Refuse a value that contains itself, or aliases that add more than ``MAX_ALIAS_NODES`` values.
+def _shape(src: Source, root: Node) -> bool:
+    """Refuse a value that contains itself, nesting deeper than ``MAX_DEPTH``, or aliases that add
+    more than ``MAX_ALIAS_NODES`` values.
 
     PyYAML builds an alias as one shared object, but SGLang's config merge writes every copy out
-    (``str()``, ``json.dumps()``), so a few hundred bytes of nested aliases cost minutes and gigabytes.
-    The expanded size is counted once per node, iteratively: linear in the file, whatever the nesting.
+    (``str()``, ``json.dumps()``), so a few hundred bytes of nested aliases cost minutes and gigabytes;
+    both recurse, as SGLang's pure-Python loader does, so deep nesting ends in RecursionError. Sizes and
+    depths are counted once per node, iteratively: linear in the file, whatever the nesting.
     """
     cap = MAX_ALIAS_NODES * 1000  # counts stay small integers whatever the expansion
     size: dict[int, int] = {}
+    depth: dict[int, int] = {}
     open_nodes: set[int] = set()  # the nodes on the path from the root to the current one
     stack: list[tuple[Node, bool]] = [(root, False)]
     while stack:
         node, finished = stack.pop()
         if finished:
             open_nodes.discard(id(node))
-            size[id(node)] = min(cap, 1 + sum(size[id(child)] for child in _children(node)))
+            children = [id(child) for child in _children(node)]
+            size[id(node)] = min(cap, 1 + sum(size[c] for c in children))
+            depth[id(node)] = 1 + max((depth[c] for c in children), default=0)
             continue
         if id(node) in size:
             continue
@@ -302,6 +310,18 @@ def _aliases(src: Source, root: Node) -> bool:
                 return True
             if id(child) not in size:
                 stack.append((child, False))
+    if depth[id(root)] > MAX_DEPTH + 1:  # the root mapping is not a level of nesting
+        node = root
+        for _ in range(MAX_DEPTH + 1):  # follow the deepest branch to where it passes the bound
+            node = max(_children(node), key=lambda child: depth[id(child)])
+        src.add(
+            Severity.error,
+            "yaml-too-deep",
+            f"values nest more than {MAX_DEPTH} levels deep here: SGLang's YAML loader fails at about 490 "
+            "(RecursionError) and no configuration needs more than a few; flatten it",
+            src.at(node),
+        )
+        return True
     if size[id(root)] - len(size) <= MAX_ALIAS_NODES:
         return False
     node = root

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mmpool_cli.inputs.validate import validate_file
-from mmpool_cli.inputs.yamlsrc import MAX_ALIAS_NODES, MAX_FILE_BYTES, load, parse_text, read_stdin
+from mmpool_cli.inputs.yamlsrc import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES, load, parse_text, read_stdin
 from mmpool_cli.sglang.environment import read_launch_env
 
 NO_ENV = read_launch_env({})
@@ -155,3 +155,29 @@ def test_a_device_is_refused_unread() -> None:
 def test_a_directory_is_still_named(tmp_path: Path) -> None:
     finding = load(str(tmp_path)).findings[0]
     assert (finding.code, finding.message) == ("file-unreadable", "this is a directory, not a file")
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["[" * 150 + "]" * 150, "{a: " * 150 + "1" + "}" * 150, "[" * 999 + "]" * 999],
+    ids=["list", "map", "libyaml-limit"],
+)
+@pytest.mark.parametrize("kind", ["sglang", "mmpool"])
+def test_deep_nesting_is_a_located_finding(tmp_path: Path, value: str, kind: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(("pool: {size: 1GiB}\n" if kind == "mmpool" else "") + "tp-size: " + value + "\n")
+    result = validate_file(str(path), NO_ENV)  # an internal error (RecursionError) before
+    assert [f.code for f in result.findings] == ["yaml-too-deep"]
+    line = 2 if kind == "mmpool" else 1
+    assert result.findings[0].location.startswith(f"{path}:{line}:")
+    assert f"{MAX_DEPTH}" in result.findings[0].message
+
+
+def test_nesting_within_the_bound_is_read() -> None:
+    src = parse_text("f.yaml", "tp-size: " + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "\n")
+    assert src.findings == []
+
+
+def test_aliases_that_nest_deep_are_caught_too() -> None:
+    text = "a0: &a0 [1]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}]\n" for i in range(1, MAX_DEPTH + 5))
+    assert [f.code for f in parse_text("f.yaml", text).findings] == ["yaml-too-deep"]
