@@ -308,7 +308,9 @@ def _shape(src: Source, root: Node) -> bool:
                     src.at(child),
                 )
                 return True
-            if id(child) not in size:
+            if isinstance(child, ScalarNode):  # most nodes: sized here, without a second visit
+                size[id(child)] = depth[id(child)] = 1
+            elif id(child) not in size:
                 stack.append((child, False))
     if depth[id(root)] > MAX_DEPTH + 1:  # the root mapping is not a level of nesting
         node = root
@@ -353,7 +355,8 @@ def _long_integers(src: Source, root: Node) -> bool:
             continue
         seen.add(id(node))
         if isinstance(node, ScalarNode):
-            count = sum(ch.isdigit() for ch in node.value) if node.tag == _INT_TAG else 0
+            long_int = node.tag == _INT_TAG and len(node.value) > limit
+            count = sum(ch.isdigit() for ch in node.value) if long_int else 0
             if count > limit and not node.value.lstrip("+-").startswith(("0x", "0o", "0b")):
                 src.add(
                     Severity.error,
