@@ -153,8 +153,8 @@ def _not_regular(mode: int) -> tuple[str, str] | None:
     kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"), (stat.S_ISSOCK, "a socket"))
     kind = next((name for test, name in kinds if test(mode)), "a block device" if stat.S_ISBLK(mode) else "special")
     return (
-        f"this is {kind}, not a regular file: mmpool reads only regular files, which cannot block or "
-        "never end; save the configuration to a file (or pass - and pipe it to standard input)",
+        f"this is {kind}, not a regular file: mmpool reads only regular files (reading this could block "
+        "or never end); save the content to a file first",
         "file-not-regular",
     )
 
