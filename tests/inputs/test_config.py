@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
@@ -56,7 +57,6 @@ def test_an_integer_beyond_64_bits_is_a_bad_value(tmp_path: Path, name: str) -> 
 
 # --- the JSON Schema --------------------------------------------------------------------------
 
-jsonschema = pytest.importorskip("jsonschema")
 VALIDATOR = jsonschema.Draft202012Validator(json_schema())
 
 
