@@ -279,8 +279,14 @@ def _invalid_env_message(budget: Budget) -> str:
     else:
         if meant >= sg.MiB:
             fix = f"{meant // sg.MiB} ({format_exact(meant)} in whole MiB)"
+    raw = budget.raw or ""
+    digits = raw.strip()
+    digits = digits[1:] if digits[:1] in ("+", "-") else digits
+    what = "is not an integer"
+    if digits.isdigit() and digits.isascii():  # int() reads any length of digits but this one's
+        what = f"has {len(digits):,} digits, more than Python's int() reads"
     return (
-        f"{budget.variable}={excerpt(budget.raw or '')} is not an integer: SGLang only warns and uses its "
+        f"{budget.variable}={excerpt(raw)} {what}: SGLang only warns and uses its "
         f"default {sg.DEFAULT_BUDGET_MB} MiB; set it to {fix}"
     )
 

@@ -50,6 +50,8 @@ def test_a_huge_budget_in_the_environment(run_line, tmp_path: Path, value: str, 
     result = _validate(run_line, [str(ok)], [f"SGLANG_MM_FEATURE_CACHE_MB={value}"], fmt)
     assert result.exit_code == 1, result.output[:2000]
     assert code in result.stdout
+    if value == "9" * 4_301:
+        assert "has 4,301 digits, more than Python's int() reads" in result.stdout
     if fmt == "human":
         _lines_are_short(result.stdout)
     else:
