@@ -35,6 +35,7 @@ MAX_ALIAS_NODES = 100_000
 MAX_DEPTH = 100
 STDIN = "-"
 _INT_TAG = "tag:yaml.org,2002:int"
+_STR_TAG = "tag:yaml.org,2002:str"
 
 Path = tuple[Any, ...]
 
@@ -378,6 +379,8 @@ def _key_value(node: Node) -> Any:
     """A scalar key's value as the safe constructor gives it; other keys are opaque."""
     if not isinstance(node, ScalarNode):
         return _UNHASHABLE
+    if node.tag == _STR_TAG:  # most keys: the constructor would return the text itself
+        return node.value
     try:
         value = SafeConstructor().construct_object(node, deep=True)
     except (yaml.YAMLError, ValueError, TypeError, OverflowError):
