@@ -383,7 +383,10 @@ def _hbm(request: PlanRequest, per_worker: int | None, allocation: int, add: Add
 
 
 def _settings(request: PlanRequest, mb: int) -> Settings:
-    args = ["--tokenizer-worker-num", str(request.workers), "--mm-feature-transport", request.transport]
+    # a model whose features never enter the pool is better off with no pool at all
+    no_pool = request.workload is not None and not request.workload.pooled
+    transport = "cpu" if no_pool else request.transport
+    args = ["--tokenizer-worker-num", str(request.workers), "--mm-feature-transport", transport]
     if request.tp_size != 1:
         args += ["--tp-size", str(request.tp_size)]
     dp_size, attn_dp_size = sg.resolve_attention_dp(request.dp_size, request.attn_dp_size, request.enable_dp_attention)
@@ -394,4 +397,4 @@ def _settings(request: PlanRequest, mb: int) -> Settings:
         args += ["--attn-dp-size", str(attn_dp_size)]
     if request.base_gpu_id:
         args += ["--base-gpu-id", str(request.base_gpu_id)]
-    return Settings(env={sg.ENV_BUDGET: str(mb)}, args=args)
+    return Settings(env={} if no_pool else {sg.ENV_BUDGET: str(mb)}, args=args)

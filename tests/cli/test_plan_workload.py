@@ -43,6 +43,8 @@ def test_not_pooled_family_says_the_pool_is_pure_cost(run_line) -> None:
     assert data["features"] == []
     finding = next(f for f in data["findings"] if f["code"] == "model-not-pooled")
     assert "--mm-feature-transport cpu" in finding["message"]
+    # and the settings to copy say the same, with no budget to set
+    assert data["settings"] == {"env": {}, "args": ["--tokenizer-worker-num", "1", "--mm-feature-transport", "cpu"]}
 
 
 def test_kv_cost_from_a_model_directory(run_line, tmp_path: Path, monkeypatch) -> None:
