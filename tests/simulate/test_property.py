@@ -1,0 +1,57 @@
+"""The fast simulator against the straightforward reference, event by event, on random traces."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mmpool_cli.simulate.engine import ALLOC, FREE, PoolLayout, simulate
+
+from .reference import reference_offsets
+
+INTERVAL = 4
+
+
+@st.composite
+def traces(draw):
+    workers = draw(st.integers(1, 3))
+    data_start = draw(st.sampled_from([0, 256, 512]))
+    memory_size = data_start + 256 * draw(st.integers(1, 48))
+    max_slots = draw(st.integers(1, 12))
+    steps = draw(
+        st.lists(
+            st.tuples(
+                st.booleans(),  # alloc (or free, when something is live)
+                st.integers(0, 5),  # time step in quarter intervals: lands on ticks and between them
+                st.integers(1, 3000),  # bytes
+                st.integers(0, workers - 1),
+                st.integers(0, 10**6),  # which live id to free
+            ),
+            max_size=120,
+        )
+    )
+    events = []
+    live: list[int] = []
+    t = 0
+    next_id = 0
+    for is_alloc, dt, nbytes, worker, pick in steps:
+        t += dt
+        if is_alloc or not live:
+            events.append((t, ALLOC, next_id, nbytes, worker))
+            live.append(next_id)
+            next_id += 1
+        else:
+            events.append((t, FREE, live.pop(pick % len(live)), 0, 0))
+    return workers, memory_size, data_start, max_slots, events
+
+
+@settings(max_examples=400, deadline=None)
+@given(traces())
+def test_offsets_match_the_reference(trace) -> None:
+    workers, memory_size, data_start, max_slots, events = trace
+    layout = PoolLayout(workers, memory_size, data_start, INTERVAL, max_slots)
+    result = simulate(events, layout, record=True)
+    expected = reference_offsets(events, workers, memory_size, data_start, INTERVAL, max_slots)
+    assert result.offsets == expected
+    assert result.total("items") == len(expected)
+    assert result.total("fallback_items") == expected.count(None)
