@@ -43,8 +43,19 @@ class Pool:
     before the data region (``ipc_header_bytes``); both as SGLang computes them.
     """
 
-    __slots__ = ("data_start", "memory_size", "max_leases", "leases", "leased_bytes", "_keys", "_by_start",
-                 "_by_end", "_appended", "_counter", "_acked")
+    __slots__ = (
+        "data_start",
+        "memory_size",
+        "max_leases",
+        "leases",
+        "leased_bytes",
+        "_keys",
+        "_by_start",
+        "_by_end",
+        "_appended",
+        "_counter",
+        "_acked",
+    )
 
     def __init__(self, memory_size: int, data_start: int, max_leases: int = MAX_INFLIGHT_SLICES) -> None:
         if not 0 <= data_start < memory_size <= MAX_POOL_BYTES:

@@ -100,7 +100,7 @@ def _event(obj: object, where: str, workers: int) -> Event:
         raise TraceError(f"{where}: an event is a JSON object, not {type(obj).__name__}")
     op = obj.get("op")
     if op not in _KEYS:
-        raise TraceError(f"{where}: op must be \"alloc\" or \"free\", not {op!r}")
+        raise TraceError(f'{where}: op must be "alloc" or "free", not {op!r}')
     unknown = obj.keys() - _KEYS[op]
     if unknown:
         allowed = ", ".join(sorted(_KEYS[op]))
