@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
+from mmpool_cli.sglang.rules import MiB
 from mmpool_cli.simulate.engine import Event, PoolLayout, SimResult, simulate
 from mmpool_cli.simulate.pool import MAX_POOL_BYTES
-from mmpool_cli.sglang import MiB
 
 Basis = Literal["items", "bytes"]
 Method = Literal["bisect", "scan"]

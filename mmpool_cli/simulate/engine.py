@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from mmpool_cli.sglang import DATA_ALIGNMENT, MAX_INFLIGHT_SLICES, SGLANG_VERSION
+from mmpool_cli.sglang.rules import DATA_ALIGNMENT, MAX_INFLIGHT_SLICES, SGLANG_VERSION
 from mmpool_cli.simulate.pool import MISS_SLOTS, Pool
 
 SIM_SCHEMA_VERSION = 1

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-from mmpool_cli.sglang import DATA_ALIGNMENT, MAX_INFLIGHT_SLICES
+from mmpool_cli.sglang.rules import DATA_ALIGNMENT, MAX_INFLIGHT_SLICES
 
 # key = size << _SIZE_SHIFT | appended << _RANK_BITS | rank, where rank is the start of a range
 # present at the last merge, or the append counter of one appended since.

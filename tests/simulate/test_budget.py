@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from mmpool_cli.sglang.rules import MiB, ipc_header_bytes
 from mmpool_cli.simulate.budget import smallest_budget, trial
 from mmpool_cli.simulate.engine import ALLOC, FREE
 from mmpool_cli.simulate.workload import Workload, synthesize
-from mmpool_cli.sglang import MiB, ipc_header_bytes
 
 TICK = 50_000_000
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from mmpool_cli.sglang.rules import MiB
 from mmpool_cli.simulate.engine import ALLOC, FREE, PoolLayout, simulate
-from mmpool_cli.sglang import MiB
 
 TICK = 50_000_000  # 0.05 s in nanoseconds
 ONE = PoolLayout(workers=1, memory_size=MiB + 32_768, data_start=32_768, recycle_ns=TICK)  # room for one MiB

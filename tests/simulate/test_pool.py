@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from mmpool_cli.sglang.rules import MiB, ipc_header_bytes
 from mmpool_cli.simulate.pool import MISS_SLOTS, MISS_SPACE, Pool
-from mmpool_cli.sglang import MiB, ipc_header_bytes
 
 
 def _fragmented() -> tuple[Pool, dict[str, int]]:
