@@ -75,9 +75,25 @@ def _report_human(
     return Rich(report_human(report, verbose), soft_wrap=True)
 
 
+def _simulate_json(report: Any, *, events: bool = False) -> str:
+    import json
+
+    data = report.to_data(events=events)
+    # one line with --events: a million decisions indented would be most of the output
+    return json.dumps(data, ensure_ascii=False) if events else json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def _simulate_human(report: Any, *, events: bool = False) -> Rich:
+    from mmpool_cli.render.simulation import simulate_human
+
+    # soft wrap: the settings to copy must stay one line each
+    return Rich(simulate_human(report), soft_wrap=True)
+
+
 RENDERERS: dict[str, dict[str, Renderer]] = {
     "plan": {"human": _plan_human, "json": _plan_json},
     "probe": {"human": _probe_human, "json": _plan_json},
+    "simulate": {"human": _simulate_human, "json": _simulate_json},
     "report": {"human": _report_human, "json": _report_json, "github": _report_github, "sarif": _report_sarif},
 }
 

@@ -1,0 +1,223 @@
+"""``mmpool simulate``: replay a trace or a synthetic workload through SGLang's cuda_ipc pools."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from fractions import Fraction
+from typing import Annotated
+
+import typer
+
+from mmpool_cli.cli.app import app, emit, reported
+from mmpool_cli.cli.options import FormatOpt, OutputFormat, PoolOptions, TransportChoice, with_pool_options
+from mmpool_cli.core.models import Budget, PlanRequest, Severity
+from mmpool_cli.core.plan import make_plan
+from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
+from mmpool_cli.render import render
+from mmpool_cli.sglang.rules import MiB
+
+
+class ModeChoice(StrEnum):
+    eager = "eager"
+    deferred = "deferred"
+
+
+class ResidencyChoice(StrEnum):
+    fixed = "fixed"
+    exponential = "exponential"
+
+
+class SearchChoice(StrEnum):
+    bisect = "bisect"
+    scan = "scan"
+
+
+class BasisChoice(StrEnum):
+    items = "items"
+    bytes = "bytes"
+
+
+NS_PER_S = 10**9
+MAX_SECONDS = 10**6
+
+
+def seconds_arg(flag: str, text: str) -> int:
+    """A non-negative number of seconds as whole nanoseconds; anything finer or odd is a usage error."""
+    try:
+        value = Decimal(text.strip())
+        ns = value.scaleb(9) if value.is_finite() and 0 <= value <= MAX_SECONDS else None
+    except InvalidOperation:
+        ns = None
+    if ns is None:
+        raise MmpoolError(f"{flag}: expected seconds from 0 to {MAX_SECONDS}, e.g. 0.05, not {text!r}")
+    if ns != ns.to_integral_value():
+        raise MmpoolError(f"{flag}: {text} is finer than a nanosecond")
+    return int(ns)
+
+
+def rate_arg(flag: str, text: str) -> Fraction:
+    """A fallback rate from 0 to 1, exactly as written (``0.01`` or ``1/100``)."""
+    try:
+        rate = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        rate = None
+    if rate is None or not 0 <= rate <= 1:
+        raise MmpoolError(f"{flag}: expected a fraction from 0 to 1, e.g. 0.01, not {text!r}")
+    return rate
+
+
+Seconds = Annotated[str | None, typer.Option(metavar="SECONDS")]
+_SYNTHETIC_FLAGS = ("rate", "concurrency", "requests", "duration", "residency", "mode", "ack_delay", "hold", "seed")
+
+
+@app.command()
+@with_pool_options
+def simulate(
+    pool: PoolOptions,
+    trace: Annotated[
+        str | None, typer.Option("--trace", metavar="FILE", help="JSON-lines trace to replay; '-' reads stdin.")
+    ] = None,
+    rate: Annotated[float | None, typer.Option(help="Synthetic: requests per second (Poisson).")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Synthetic: clients, each waiting for its request.")] = None,
+    requests: Annotated[int, typer.Option(help="Synthetic: requests in all.")] = 1000,
+    duration: Annotated[str, typer.Option(metavar="SECONDS", help="Synthetic: mean request time.")] = "1",
+    residency: Annotated[ResidencyChoice, typer.Option(help="Synthetic: request times fixed or exponential.")] = (
+        ResidencyChoice.fixed
+    ),
+    mode: Annotated[
+        ModeChoice, typer.Option(help="Synthetic: ack on receipt (eager) or at prefill/request end (deferred).")
+    ] = ModeChoice.eager,
+    ack_delay: Annotated[str, typer.Option(metavar="SECONDS", help="Eager: arrival to acknowledgement.")] = "0",
+    hold: Annotated[
+        str | None, typer.Option(metavar="SECONDS", help="Deferred: arrival to acknowledgement (default: the end).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Synthetic: random seed.")] = 0,
+    smallest_budget: Annotated[
+        bool, typer.Option("--smallest-budget", help="Search for the smallest whole-MiB budget that meets the target.")
+    ] = False,
+    target_fallback: Annotated[
+        str, typer.Option(metavar="RATE", help="Fallback rate to meet, e.g. 0.01 or 1/100.")
+    ] = "0",
+    target_basis: Annotated[BasisChoice, typer.Option(help="Count fallback by items or by bytes.")] = (
+        BasisChoice.items
+    ),
+    search: Annotated[
+        SearchChoice, typer.Option(help="bisect (checks one MiB below) or scan (every budget below: exact).")
+    ] = SearchChoice.bisect,
+    events: Annotated[bool, typer.Option("--events", help="JSON: the decision for every alloc, in order.")] = False,
+    max_events: Annotated[int, typer.Option(help="Refuse traces with more events.")] = 10_000_000,
+    idle_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Give up on a silent pipe.")] = 30.0,
+    output: FormatOpt = OutputFormat.human,
+) -> None:
+    """Simulate SGLang 0.5.23's cuda_ipc pools under load: fallback, occupancy, the smallest budget."""
+    values = dict(locals())
+    given = {k for k in _SYNTHETIC_FLAGS if values[k] != _DEFAULTS[k]}
+    with reported():
+        report = _simulate(pool, given, values)
+    emit(render("simulate", output.value, report, events=events))
+    raise typer.Exit(EXIT_OK if report.meets_target else EXIT_FINDINGS)
+
+
+_DEFAULTS = {
+    "rate": None,
+    "concurrency": None,
+    "requests": 1000,
+    "duration": "1",
+    "residency": ResidencyChoice.fixed,
+    "mode": ModeChoice.eager,
+    "ack_delay": "0",
+    "hold": None,
+    "seed": 0,
+}
+
+
+def _simulate(pool: PoolOptions, given: set[str], o: dict):
+    from mmpool_cli.simulate.budget import smallest_budget
+    from mmpool_cli.simulate.engine import PoolLayout
+    from mmpool_cli.simulate.engine import simulate as run
+    from mmpool_cli.simulate.report import SimulationReport, recycle_interval_ns
+
+    if pool.transport is TransportChoice.cuda_vmm:
+        raise MmpoolError("simulate models cuda_ipc only: the cuda_vmm allocator (packed leases, no slot cap) is not")
+    ignored = {"--vmm-granularity", "--context-size"} & set(pool.given())
+    if ignored:
+        raise MmpoolError(f"{sorted(ignored)[0]} does not change the simulation; drop it")
+    if o["events"] and o["output"] is not OutputFormat.json:
+        raise MmpoolError("--events needs --format json")
+    target = rate_arg("--target-fallback", o["target_fallback"])
+    request = pool.request(os.environ)
+    plan = make_plan(request)
+    if plan.consumers is None or plan.header_bytes is None:
+        raise MmpoolError(_first_error(plan) or "the parallel layout has no consumers")
+    recycle_ns, recycle_source = recycle_interval_ns(os.environ)
+    workers = request.workers
+    if o["trace"] is not None:
+        if given or pool.feature_size:
+            flag = "--feature-size" if pool.feature_size else "--" + sorted(given)[0].replace("_", "-")
+            raise MmpoolError(f"{flag} describes a synthetic workload; a --trace carries its own events")
+        from mmpool_cli.simulate.trace import read_trace
+
+        source = {"trace": o["trace"]}
+        timeline = read_trace(o["trace"], workers, max_events=o["max_events"], idle_timeout=o["idle_timeout"])
+    else:
+        source, timeline = _synthetic(request, o)
+    refused = None
+    result = None
+    if plan.per_worker_bytes is None or plan.per_worker_bytes <= plan.header_bytes:
+        refused = _first_error(plan) or "SGLang refuses this budget"
+    else:
+        layout = PoolLayout(workers, plan.per_worker_bytes, plan.header_bytes, recycle_ns)
+        result = run(timeline, layout, record=o["events"])
+    report = SimulationReport(
+        source=source,
+        budget_bytes=plan.budget_bytes,
+        sglang_mm_feature_cache_mb=plan.sglang_mm_feature_cache_mb,
+        tp_size=request.tp_size,
+        consumers=plan.consumers,
+        recycle_source=recycle_source,
+        result=result,
+        refused=refused,
+        target=target,
+        basis=o["target_basis"].value,
+    )
+    if o["smallest_budget"]:
+        found = smallest_budget(
+            timeline,
+            workers=workers,
+            data_start=plan.header_bytes,
+            recycle_ns=recycle_ns,
+            target=target,
+            basis=o["target_basis"].value,
+            method=o["search"].value,
+        )
+        report.search = found
+        if found.smallest_mb is not None:
+            budget = Budget(bytes=found.smallest_mb * MiB, source="flag")
+            report.settings = make_plan(dataclasses.replace(request, budget=budget, feature_sizes=())).settings
+    return report
+
+
+def _synthetic(request: PlanRequest, o: dict):
+    from mmpool_cli.simulate.workload import Workload, synthesize
+
+    workload = Workload(
+        items=request.feature_sizes,
+        requests=o["requests"],
+        rate=o["rate"],
+        concurrency=o["concurrency"],
+        duration_ns=seconds_arg("--duration", o["duration"]),
+        residency=o["residency"].value,
+        mode=o["mode"].value,
+        ack_delay_ns=seconds_arg("--ack-delay", o["ack_delay"]),
+        hold_ns=None if o["hold"] is None else seconds_arg("--hold", o["hold"]),
+        seed=o["seed"],
+    )
+    timeline = synthesize(workload, request.workers)
+    return {"synthetic": dataclasses.asdict(workload) | {"items": list(workload.items)}}, timeline
+
+
+def _first_error(plan) -> str | None:
+    return next((f.message for f in plan.findings if f.severity is Severity.error), None)
