@@ -30,9 +30,12 @@ MODULE = "sglang/srt/multimodal/transport/memory_pool.py"
 CACHE = Path.home() / ".cache" / "mmpool-bench" / f"sglang-{SGLANG_VERSION}"
 
 
-def load_memory_pool():
-    """SGLang's ``memory_pool`` module, from the wheel, with stand-ins for torch and the runtime."""
-    source = CACHE / "memory_pool.py"
+def load_memory_pool(source: Path | None = None):
+    """SGLang's ``memory_pool`` module, from the wheel, with stand-ins for torch and the runtime.
+
+    ``source`` is an already extracted ``memory_pool.py`` (for a machine without network).
+    """
+    source = source or CACHE / "memory_pool.py"
     if not source.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         wheels = list(CACHE.glob("sglang-*.whl"))

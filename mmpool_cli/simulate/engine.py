@@ -81,14 +81,21 @@ class SimResult:
 def simulate(events: Iterable[Event], layout: PoolLayout, record: bool = False) -> SimResult:
     """Run ``events`` through ``layout.workers`` pools; ``record`` keeps every alloc's decision."""
     interval = layout.recycle_ns
-    pools = [Pool(layout.memory_size, layout.data_start, layout.max_leases) for _ in range(layout.workers)]
-    stats = [WorkerStats(w) for w in range(layout.workers)]
-    due = [-1] * layout.workers  # the time of the next tick that changes the pool, -1 if none would
-    last = [0] * layout.workers  # when occupancy_area was last brought up to date
-    live: dict[object, tuple[int, int, int] | None] = {}  # id -> (worker, offset, nbytes); None if missed
-    offsets: list[int | None] | None = [] if record else None
-    ids: list[object] | None = [] if record else None
-    workers_of: list[int] | None = [] if record else None
+    n = layout.workers
+    pools = [Pool(layout.memory_size, layout.data_start, layout.max_leases) for _ in range(n)]
+    allocs = [p.alloc for p in pools]
+    acks = [p.acked.append for p in pools]
+    # per-worker counters in plain lists: the loop below is the hot path of every simulation
+    items, nbytes_in, fb_items, fb_bytes, slot_misses = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
+    peak_bytes, peak_leases = [0] * n, [0] * n
+    miss_free, miss_largest, fragmented = [0] * n, [0] * n, [0] * n
+    due = [-1] * n  # the time of the next tick that changes the pool, -1 if none would
+    # id -> (worker, offset, nbytes, time leased); None if it missed
+    live: dict[object, tuple[int, int, int, int] | None] = {}
+    offsets: list[int | None] = []
+    ids: list[object] = []
+    workers_of: list[int] = []
+    usable = layout.usable_bytes
     count = 0
     t = 0
     for t, op, key, nbytes, w in events:
@@ -97,53 +104,81 @@ def simulate(events: Iterable[Event], layout: PoolLayout, record: bool = False) 
             lease = live.pop(key)
             if lease is None:
                 continue  # that feature went over the CPU path: nothing to give back
-            w, start, nbytes = lease
-        pool = pools[w]
+            w = lease[0]
         tick_at = due[w]
         if 0 <= tick_at < t:
-            _tick(pool, stats[w], last, w, tick_at)
+            _tick(pools[w], tick_at, peak_bytes, peak_leases, w)
             due[w] = tick_at = -1
         if op == FREE:
-            pool.ack(start, nbytes)
+            acks[w](lease)  # given back at the next tick
         else:
-            st = stats[w]
-            st.items += 1
-            st.bytes += nbytes
-            st.occupancy_area += pool.leased_bytes * (t - last[w])
-            last[w] = t
-            start = pool.alloc(nbytes)
+            items[w] += 1
+            nbytes_in[w] += nbytes
+            start = allocs[w](nbytes)
             if record:
                 offsets.append(start if start >= 0 else None)
                 ids.append(key)
                 workers_of.append(w)
             if start < 0:
                 live[key] = None
-                st.fallback_items += 1
-                st.fallback_bytes += nbytes
+                fb_items[w] += 1
+                fb_bytes[w] += nbytes
                 if start == MISS_SLOTS:
-                    st.slot_cap_misses += 1
+                    slot_misses[w] += 1
                 else:
-                    free = pool.free_bytes
-                    st.space_miss_free_bytes += free
-                    st.space_miss_largest_free += pool.largest_free
+                    pool = pools[w]
+                    free = usable - pool.leased_bytes
+                    miss_free[w] += free
+                    miss_largest[w] += pool.largest_free
                     if free >= -(-nbytes // DATA_ALIGNMENT) * DATA_ALIGNMENT:
-                        st.fragmented_misses += 1
+                        fragmented[w] += 1
                 continue
-            live[key] = (w, start, nbytes)
-            if pool.leased_bytes > st.peak_bytes:
-                st.peak_bytes = pool.leased_bytes
-            if pool.leases > st.peak_leases:
-                st.peak_leases = pool.leases
-        if tick_at < 0 and pool.dirty:
+            live[key] = (w, start, nbytes, t)
+        if tick_at < 0:  # something changed: the next tick has work (or finds none, harmlessly)
             due[w] = -(-t // interval) * interval
-    for w, st in enumerate(stats):
+    area = [0] * n
+    for w, pool in enumerate(pools):
         if 0 <= due[w] <= t:
-            _tick(pools[w], st, last, w, due[w])
-        st.occupancy_area += pools[w].leased_bytes * (t - last[w])
+            _tick(pool, due[w], peak_bytes, peak_leases, w)
+        _peak(pool, peak_bytes, peak_leases, w)
+        area[w] = pool.area + sum(_aligned(nb) * (t - at) for _, _, nb, at in pool.acked)
+    for lease in live.values():
+        if lease is not None:
+            area[lease[0]] += _aligned(lease[2]) * (t - lease[3])
+    stats = [
+        WorkerStats(
+            w,
+            items[w],
+            nbytes_in[w],
+            fb_items[w],
+            fb_bytes[w],
+            slot_misses[w],
+            peak_bytes[w],
+            peak_leases[w],
+            area[w],
+            miss_free[w],
+            miss_largest[w],
+            fragmented[w],
+        )
+        for w in range(n)
+    ]
+    if not record:
+        return SimResult(layout, count, t, stats)
     return SimResult(layout, count, t, stats, offsets, ids, workers_of)
 
 
-def _tick(pool: Pool, st: WorkerStats, last: list[int], w: int, at: int) -> None:
-    st.occupancy_area += pool.leased_bytes * (at - last[w])
-    last[w] = at
-    pool.tick()
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // DATA_ALIGNMENT) * DATA_ALIGNMENT
+
+
+def _peak(pool: Pool, peak_bytes: list[int], peak_leases: list[int], w: int) -> None:
+    # between ticks leases only arrive, so the pool is fullest just before a tick
+    if pool.leased_bytes > peak_bytes[w]:
+        peak_bytes[w] = pool.leased_bytes
+    if pool.leases > peak_leases[w]:
+        peak_leases[w] = pool.leases
+
+
+def _tick(pool: Pool, at: int, peak_bytes: list[int], peak_leases: list[int], w: int) -> None:
+    _peak(pool, peak_bytes, peak_leases, w)
+    pool.tick(at)

@@ -11,11 +11,11 @@ The rules (``StreamOrderedMmFeaturePool`` in ``multimodal/transport/memory_pool.
   A tick that finds at least one lease in flight gives back every acknowledged lease, then
   sorts the free list by start and joins touching ranges; a tick with none in flight does nothing.
 
-SGLang scans its whole list on each allocation. Here the free ranges live in a list sorted by
-``(size, position in SGLang's list)``, so best fit is one bisection. The position needs no
-renumbering: after a tick's merge SGLang's list is in start order, so a range present at the last
-merge ranks by its start, and one appended since ranks after all of those, in append order. Both
-are packed into one integer key so that comparisons stay cheap.
+SGLang scans its whole list on each allocation. Here the free ranges live in a list of integer
+keys ``size << 44 | start``, sorted, so best fit is one bisection. SGLang's list position only
+matters between ranges of equal size, and it needs no bookkeeping until then: after a tick's merge
+the list is in start order, so a range present at the last merge ranks by its start, and one
+appended since ranks after all of those, in append order (``_appended``).
 """
 
 from __future__ import annotations
@@ -24,13 +24,10 @@ from bisect import bisect_left, insort
 
 from mmpool_cli.sglang.rules import DATA_ALIGNMENT, MAX_INFLIGHT_SLICES
 
-# key = size << _SIZE_SHIFT | appended << _RANK_BITS | rank, where rank is the start of a range
-# present at the last merge, or the append counter of one appended since.
-_RANK_BITS = 44
-_APPENDED = 1 << _RANK_BITS
-_SIZE_SHIFT = _RANK_BITS + 1
-_RANK_MASK = _APPENDED - 1
-MAX_POOL_BYTES = _APPENDED  # starts must fit in the rank field: 16 TiB, far above any GPU
+_SHIFT = 44  # key = size << _SHIFT | start
+_START = (1 << _SHIFT) - 1
+MAX_POOL_BYTES = 1 << _SHIFT  # starts must fit below the size: 16 TiB, far above any GPU
+_ROUND = DATA_ALIGNMENT - 1
 
 MISS_SPACE = -1  # no free range holds the feature
 MISS_SLOTS = -2  # a range holds it, but all in-flight slots are taken
@@ -40,7 +37,8 @@ class Pool:
     """The free ranges, in-flight leases and acknowledgements of one worker's pool.
 
     ``memory_size`` is the worker's share of the budget and ``data_start`` the control header
-    before the data region (``ipc_header_bytes``); both as SGLang computes them.
+    before the data region (``ipc_header_bytes``); both as SGLang computes them. ``acked`` holds
+    the leases ``(anything, start, nbytes, time leased)`` acknowledged since the last tick.
     """
 
     __slots__ = (
@@ -49,12 +47,13 @@ class Pool:
         "max_leases",
         "leases",
         "leased_bytes",
+        "acked",
+        "area",
         "_keys",
         "_by_start",
         "_by_end",
         "_appended",
         "_counter",
-        "_acked",
     )
 
     def __init__(self, memory_size: int, data_start: int, max_leases: int = MAX_INFLIGHT_SLICES) -> None:
@@ -67,14 +66,14 @@ class Pool:
         self.max_leases = max_leases
         self.leases = 0  # in flight, acknowledged or not (SGLang's ``_occupied``)
         self.leased_bytes = 0
-        size = memory_size - data_start
-        key = size << _SIZE_SHIFT | data_start
-        self._keys = [key]  # free ranges, sorted: best fit is the first key >= size << _SIZE_SHIFT
+        self.acked: list[tuple[int, int, int, int]] = []
+        self.area = 0  # bytes x nanoseconds of the leases given back so far
+        key = (memory_size - data_start) << _SHIFT | data_start
+        self._keys = [key]  # free ranges, sorted: best fit is the first key >= size << _SHIFT
         self._by_start = {data_start: key}  # start -> key
         self._by_end = {memory_size: data_start}  # end -> start
-        self._appended: dict[int, int] = {}  # append counter -> start, for ranges appended since the merge
+        self._appended: dict[int, int] = {}  # start -> append counter, for ranges appended since the merge
         self._counter = 0
-        self._acked: list[tuple[int, int]] = []  # (start, bytes) waiting for the next tick
 
     @property
     def usable_bytes(self) -> int:
@@ -87,43 +86,47 @@ class Pool:
     @property
     def largest_free(self) -> int:
         """The largest free range (SGLang does not join ranges between ticks)."""
-        return self._keys[-1] >> _SIZE_SHIFT if self._keys else 0
+        return self._keys[-1] >> _SHIFT if self._keys else 0
 
     @property
     def dirty(self) -> bool:
         """Whether the next tick changes anything: acknowledged leases or an unsorted free list."""
-        return bool(self._acked or self._appended)
+        return bool(self.acked or self._appended)
 
     def free_ranges(self) -> list[tuple[int, int]]:
         """The free ranges ``(start, end)`` in SGLang's list order."""
-        ranked = sorted(self._keys, key=lambda k: k & (_APPENDED | _RANK_MASK))
-        return [(s, s + (k >> _SIZE_SHIFT)) for k in ranked for s in (self._start(k),)]
-
-    def _start(self, key: int) -> int:
-        rank = key & _RANK_MASK
-        return self._appended[rank] if key & _APPENDED else rank
+        appended = self._appended
+        starts = sorted((k & _START for k in self._keys), key=lambda s: (s in appended, appended.get(s, s)))
+        return [(s, s + (self._by_start[s] >> _SHIFT)) for s in starts]
 
     def alloc(self, nbytes: int) -> int:
         """Lease ``nbytes`` (> 0): the byte offset of the lease in the pool, or ``MISS_SPACE``/``MISS_SLOTS``."""
-        size = -(-nbytes // DATA_ALIGNMENT) * DATA_ALIGNMENT
+        size = (nbytes + _ROUND) // DATA_ALIGNMENT * DATA_ALIGNMENT
         keys = self._keys
-        i = bisect_left(keys, size << _SIZE_SHIFT)
-        if i == len(keys):
+        i = bisect_left(keys, size << _SHIFT)
+        n = len(keys)
+        if i == n:
             return MISS_SPACE
         if self.leases >= self.max_leases:
             return MISS_SLOTS
-        key = keys.pop(i)
-        rank = key & _RANK_MASK
-        start = self._appended.pop(rank) if key & _APPENDED else rank
+        key = keys[i]
+        found = key >> _SHIFT
+        appended = self._appended
+        if i + 1 < n and keys[i + 1] >> _SHIFT == found:
+            i = self._earliest(i, found)  # ranges of equal size: SGLang takes the earliest in its list
+            key = keys[i]
+        del keys[i]
+        start = key & _START
+        if appended:
+            appended.pop(start, None)
         del self._by_start[start]
-        end = start + (key >> _SIZE_SHIFT)
+        end = start + found
         rest = start + size
         if rest < end:
-            counter = self._counter
-            self._counter = counter + 1
-            rest_key = (end - rest) << _SIZE_SHIFT | _APPENDED | counter
+            rest_key = (end - rest) << _SHIFT | rest
             insort(keys, rest_key)
-            self._appended[counter] = rest
+            appended[rest] = self._counter
+            self._counter += 1
             self._by_start[rest] = rest_key
             self._by_end[end] = rest
         else:
@@ -132,28 +135,40 @@ class Pool:
         self.leased_bytes += size
         return start
 
-    def ack(self, start: int, nbytes: int) -> None:
-        """Record that every consumer acknowledged the lease at ``start`` (given back at the next tick)."""
-        self._acked.append((start, -(-nbytes // DATA_ALIGNMENT) * DATA_ALIGNMENT))
+    def _earliest(self, i: int, size: int) -> int:
+        """Among the equal-size keys from ``i``, the one earliest in SGLang's list."""
+        keys = self._keys
+        appended = self._appended
+        best = None
+        j = i
+        while j < len(keys) and keys[j] >> _SHIFT == size:
+            start = keys[j] & _START
+            if start not in appended:
+                return j  # present at the last merge, and keys are in start order: first in the list
+            if best is None or appended[start] < appended[keys[best] & _START]:
+                best = j
+            j += 1
+        return best
 
-    def tick(self) -> int:
-        """Run one recycler tick; returns the bytes given back."""
+    def ack(self, start: int, nbytes: int, leased_at: int = 0) -> None:
+        """Record that every consumer acknowledged the lease at ``start`` (given back at the next tick)."""
+        self.acked.append((0, start, nbytes, leased_at))
+
+    def tick(self, now: int = 0) -> int:
+        """Run one recycler tick at time ``now``; returns the bytes given back."""
         if not self.leases:
             return 0
+        # the merge's sort puts every range in start order: none ranks as appended any more
+        self._appended.clear()
         keys = self._keys
         by_start = self._by_start
         by_end = self._by_end
-        # the merge's sort puts appended ranges in start order like the others
-        for start in self._appended.values():
-            key = by_start[start]
-            del keys[bisect_left(keys, key)]
-            key = (key >> _SIZE_SHIFT) << _SIZE_SHIFT | start
-            insort(keys, key)
-            by_start[start] = key
-        self._appended.clear()
         released = 0
-        for start, size in self._acked:
+        area = 0
+        for _, start, nbytes, leased_at in self.acked:
+            size = (nbytes + _ROUND) // DATA_ALIGNMENT * DATA_ALIGNMENT
             released += size
+            area += size * (now - leased_at)
             end = start + size
             left = by_end.pop(start, None)
             if left is not None:
@@ -162,12 +177,13 @@ class Pool:
             right = by_start.pop(end, None)
             if right is not None:
                 del keys[bisect_left(keys, right)]
-                end += right >> _SIZE_SHIFT
-            key = (end - start) << _SIZE_SHIFT | start
+                end += right >> _SHIFT
+            key = (end - start) << _SHIFT | start
             insort(keys, key)
             by_start[start] = key
             by_end[end] = start
-        self.leases -= len(self._acked)
+        self.leases -= len(self.acked)
         self.leased_bytes -= released
-        self._acked.clear()
+        self.area += area
+        self.acked.clear()
         return released

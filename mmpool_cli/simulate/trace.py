@@ -44,7 +44,14 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+class _Float(str):
+    """A JSON number with a fraction or exponent, kept as its text so that no float rounds it."""
+
+
 _DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant)
+# the C scanner alone, without decode()'s whitespace regexes: the common line takes this path
+_SCAN = json.JSONDecoder(parse_float=_Float, parse_constant=_no_constant).scan_once
+_MAX_WHOLE_DIGITS = len(str(MAX_T_SECONDS))
 
 
 def read_trace(
@@ -62,17 +69,23 @@ def read_trace(
     seen: set[str] = set()
     previous = 0
     for lineno, raw in _lines(path, name, idle_timeout):
-        where = f"{name}:{lineno}"
-        if not raw.strip():
-            continue
         if len(events) >= max_events:
-            raise TraceError(f"{where}: more than {max_events} events; split the trace or raise --max-events")
-        try:
-            obj = _DECODER.decode(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise TraceError(f"{where}: not a JSON object ({_reason(e)})") from None
-        t, op, key, nbytes, worker = _event(obj, where, workers)
+            if not raw.strip():
+                continue
+            raise TraceError(f"{name}:{lineno}: more than {max_events} events; split the trace or raise --max-events")
+        event = _fast_event(raw, workers)
+        if event is None:  # anything unusual: the careful path, which explains what is wrong
+            where = f"{name}:{lineno}"
+            if not raw.strip():
+                continue
+            try:
+                obj = _DECODER.decode(raw.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError) as e:
+                raise TraceError(f"{where}: not a JSON object ({_reason(e)})") from None
+            event = _event(obj, where, workers)
+        t, op, key, nbytes, worker = event
         if t < previous:
+            where = f"{name}:{lineno}"
             raise TraceError(
                 f"{where}: t={_seconds(t)} s comes before the previous event's t={_seconds(previous)} s; "
                 "sort the trace by t"
@@ -80,19 +93,64 @@ def read_trace(
         previous = t
         if op == ALLOC:
             if key in live:
+                where = f"{name}:{lineno}"
                 raise TraceError(f"{where}: alloc of id {key!r}, which is still in flight (its free has not come)")
             live.add(key)
             seen.add(key)
         elif key in live:
             live.remove(key)
         elif key in seen:
-            raise TraceError(f"{where}: free of id {key!r}, which was already freed")
+            raise TraceError(f"{name}:{lineno}: free of id {key!r}, which was already freed")
         else:
-            raise TraceError(f"{where}: free of unknown id {key!r}: no alloc before it names it")
+            raise TraceError(f"{name}:{lineno}: free of unknown id {key!r}: no alloc before it names it")
         events.append((t, op, key, nbytes, worker))
     if not events:
         raise TraceError(f"{name}: no events; a trace holds one JSON object per line")
     return events
+
+
+def _fast_event(raw: bytes, workers: int) -> Event | None:
+    """The event on a plain, valid line, or None for the careful path to look at."""
+    try:
+        text = raw.decode("utf-8")
+        obj, end = _SCAN(text, 0)
+    except (ValueError, UnicodeDecodeError, StopIteration):
+        return None
+    if end != len(text) or type(obj) is not dict:
+        return None
+    key = obj.get("id")
+    if type(key) is not str or not 0 < len(key) <= MAX_ID_CHARS:
+        return None
+    t = obj.get("t")
+    if type(t) is int:
+        if not 0 <= t <= MAX_T_SECONDS:
+            return None
+        t *= NS_PER_S
+    elif type(t) is _Float:
+        whole, _, fraction = t.partition(".")
+        if not (fraction.isdigit() and len(fraction) <= 9 and whole.isdigit() and len(whole) <= _MAX_WHOLE_DIGITS):
+            return None  # an exponent, a sign, or digits beyond the nanosecond
+        t = int(whole) * NS_PER_S + int(fraction.ljust(9, "0"))
+        if t > MAX_T_SECONDS * NS_PER_S:
+            return None
+    else:
+        return None
+    op = obj.get("op")
+    if op == "free":
+        return (t, FREE, key, 0, 0) if len(obj) == 3 else None
+    if op != "alloc":
+        return None
+    nbytes = obj.get("bytes")
+    worker = obj.get("worker", 0)
+    if (
+        len(obj) != 4 + ("worker" in obj)
+        or type(nbytes) is not int
+        or not 0 < nbytes <= MAX_POOL_BYTES
+        or type(worker) is not int
+        or not 0 <= worker < workers
+    ):
+        return None
+    return t, ALLOC, key, nbytes, worker
 
 
 def _event(obj: object, where: str, workers: int) -> Event:

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mmpool_cli.simulate import trace as tr
 from mmpool_cli.simulate.engine import ALLOC, FREE
@@ -158,3 +160,33 @@ def test_stdin_is_read_when_the_path_is_a_dash(monkeypatch: pytest.MonkeyPatch) 
         assert read_trace("-", workers=1) == [(0, ALLOC, "a", 1, 0)]
     finally:
         os.close(read)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    t=st.one_of(
+        st.integers(-5, 2 * 10**9),
+        st.decimals(min_value=-1, max_value=10**9 + 1, places=12).map(str),
+        st.sampled_from(["1e3", "1.5E-3", "0.000000001", "1.0000000001", '"0.5"', "true", "null"]),
+    ),
+    op=st.sampled_from(["alloc", "free", "other"]),
+    nbytes=st.one_of(st.integers(-1, 2**45), st.sampled_from(["1.0", "true", '"8"'])),
+    worker=st.one_of(st.none(), st.integers(-1, 3), st.sampled_from(["true", "1.0"])),
+    extra=st.booleans(),
+)
+def test_the_fast_path_agrees_with_the_careful_one(t, op, nbytes, worker, extra) -> None:
+    fields = [f'"t": {t}', f'"op": "{op}"', '"id": "x"']
+    if op != "free":
+        fields.append(f'"bytes": {nbytes}')
+        if worker is not None:
+            fields.append(f'"worker": {worker}')
+    if extra:
+        fields.append('"x": 1')
+    line = "{" + ", ".join(fields) + "}"
+    fast = tr._fast_event(line.encode(), workers=2)
+    try:
+        careful = tr._event(tr._DECODER.decode(line), "f:1", workers=2)
+    except (TraceError, ValueError):
+        careful = None
+    if fast is not None:
+        assert fast == careful

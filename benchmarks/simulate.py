@@ -1,0 +1,120 @@
+"""Simulator speed: mmpool's replay against SGLang 0.5.23's own allocator methods, same events.
+
+Builds a seeded trace of about a million events (features of mixed image sizes, Poisson
+arrivals, deferred leases held for an exponential time, W tokenizer workers), then times:
+
+* mmpool's engine on the in-memory events (``simulate``), best of ``--runs``;
+* mmpool reading the same trace from a JSON-lines file (``read_trace``);
+* SGLang's ``_allocate_locked`` / ``_release_locked`` / ``_merge_ranges_locked`` replaying the
+  events with a tick every interval (``sglang_allocator.replay``; downloads the wheel once).
+
+It also checks that both give the same offset for every alloc. Usage::
+
+    python benchmarks/simulate.py [--events 1000000] [--runs 3] [--skip-sglang]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mmpool_cli.sglang.rules import MiB, ipc_header_bytes
+from mmpool_cli.simulate.engine import ALLOC, FREE, PoolLayout, simulate
+from mmpool_cli.simulate.trace import read_trace
+
+TICK = 50_000_000
+# float32 [patches, 1176] pixel_values of Qwen2.5-VL-like images: 256x256 up to about 1920x1080
+PATCHES = [324, 576, 1296, 2304, 3600, 5184, 8280]
+
+
+def make_events(n_events: int, workers: int, seed: int) -> list:
+    """About ``n_events`` events: each feature one alloc and one free, in time order."""
+    rng = random.Random(seed)
+    rate = 2000.0  # features per second over the node
+    mean_hold = 0.25  # seconds from lease to last acknowledgement
+    timed = []
+    t = 0
+    for i in range(n_events // 2):
+        t += round(rng.expovariate(rate) * 1e9)
+        nbytes = rng.choice(PATCHES) * 1176 * 4 + rng.randrange(0, 4) * 4704
+        ack = t + round(rng.expovariate(1 / mean_hold) * 1e9)
+        timed.append((t, 2 * i, (t, ALLOC, i, nbytes, (i // 3) % workers)))
+        timed.append((ack, 2 * i + 1, (ack, FREE, i, 0, 0)))
+    timed.sort()
+    return [e for _, _, e in timed]
+
+
+def write_jsonl(events: list, path: Path) -> None:
+    with path.open("w") as f:
+        for t, op, key, nbytes, worker in events:
+            ts = f"{t // 10**9}.{t % 10**9:09d}"
+            if op == ALLOC:
+                f.write(f'{{"t": {ts}, "op": "alloc", "id": "{key}", "bytes": {nbytes}, "worker": {worker}}}\n')
+            else:
+                f.write(f'{{"t": {ts}, "op": "free", "id": "{key}"}}\n')
+
+
+def best(runs: int, fn) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(runs):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--budget-mb", type=int, default=1024)
+    parser.add_argument("--tp", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--skip-sglang", action="store_true")
+    parser.add_argument("--sglang-source", type=Path, help="an extracted memory_pool.py of the 0.5.23 wheel")
+    args = parser.parse_args()
+
+    events = make_events(args.events, args.workers, args.seed)
+    header = ipc_header_bytes(args.tp)
+    layout = PoolLayout(args.workers, args.budget_mb * MiB // args.workers, header, TICK)
+    n = len(events)
+    print(
+        f"{n} events, {args.workers} workers x {layout.memory_size} B, TP {args.tp}, {n and events[-1][0] / 1e9:.0f} s"
+    )
+
+    seconds, result = best(args.runs, lambda: simulate(events, layout, record=True))
+    items, fallback = result.total("items"), result.total("fallback_items")
+    print(f"fallback {fallback} of {items} features ({100 * fallback / items:.1f}%)")
+    print(f"mmpool engine:      {seconds:7.3f} s  {n / seconds / 1e6:6.2f} M events/s")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.jsonl"
+        write_jsonl(events, path)
+        parse_s, parsed = best(1, lambda: read_trace(str(path), args.workers))
+        assert len(parsed) == n
+    print(f"mmpool read_trace:  {parse_s:7.3f} s  {n / parse_s / 1e6:6.2f} M events/s")
+    print(f"mmpool end to end:  {seconds + parse_s:7.3f} s  {n / (seconds + parse_s) / 1e6:6.2f} M events/s")
+
+    if args.skip_sglang:
+        return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from sglang_allocator import load_memory_pool, replay
+
+    module = load_memory_pool(args.sglang_source)
+    start = time.perf_counter()
+    offsets = replay(module, events, args.workers, layout.memory_size, header, TICK, args.tp)
+    sglang_s = time.perf_counter() - start
+    print(f"SGLang allocator:   {sglang_s:7.3f} s  {n / sglang_s / 1e6:6.2f} M events/s")
+    print(f"engine speed-up:    {sglang_s / seconds:7.1f}x")
+    same = offsets == result.offsets
+    print(f"offsets identical:  {same}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
