@@ -1,0 +1,198 @@
+"""`mmpool simulate` end to end: traces, synthetic workloads, the budget search, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mmpool_cli.cli import main
+
+TRACE = [
+    '{"t": 0, "op": "alloc", "id": "r1/0", "bytes": 6291456}',
+    '{"t": 0.01, "op": "alloc", "id": "r2/0", "bytes": 6291456, "worker": 1}',
+    '{"t": 0.02, "op": "free", "id": "r1/0"}',
+    '{"t": 0.05, "op": "alloc", "id": "r3/0", "bytes": 6291456}',
+    '{"t": 0.051, "op": "alloc", "id": "r4/0", "bytes": 1000}',
+    '{"t": 0.06, "op": "free", "id": "r3/0"}',
+]
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> str:
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(TRACE) + "\n")
+    return str(path)
+
+
+def test_trace_json_events_give_every_decision(run_line, trace: str) -> None:
+    # 14 MiB over 2 workers at TP 1: 7 MiB each, 32 KiB of header: one 6 MiB lease per worker at a time
+    result = run_line(
+        ["mmpool", "simulate", "--trace", trace, "--size", "14MiB", "--workers", "2", "--format", "json", "--events"]
+    )
+    assert result.exit_code == 1, result.output  # one fallback misses the default target of 0
+    data = json.loads(result.stdout)
+    assert data["schema_version"] == 1
+    assert data["status"] == "fail"
+    assert data["per_worker_bytes"] == 7 * 1024 * 1024
+    assert data["header_bytes"] == 32768
+    assert data["events"] == [
+        {"id": "r1/0", "worker": 0, "offset": 32768},
+        {"id": "r2/0", "worker": 1, "offset": 32768},
+        {"id": "r3/0", "worker": 0, "offset": None},  # r1 was acknowledged at 0.02 s; the tick at 0.05 s comes after
+        {"id": "r4/0", "worker": 0, "offset": 32768},  # the tick at 0.05 s gave r1 back
+    ]
+    assert data["items"] == {"total": 4, "fallback": 1, "fallback_rate": 0.25, "slot_cap_misses": 0, "space_misses": 1}
+    assert data["bytes"]["fallback"] == 6291456
+    assert data["occupancy"]["peak_bytes"] == 6291456
+
+
+def test_trace_meets_a_target_exit_0(run_line, trace: str) -> None:
+    result = run_line(
+        ["mmpool", "simulate", "--trace", trace, "--size", "14MiB", "--workers", "2", "--target-fallback", "1/4"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "1 of 4 (25.00%)" in result.stdout
+    assert "met" in result.stdout
+
+
+def test_smallest_budget_prints_settings_on_one_line(run_line, trace: str) -> None:
+    result = run_line(["mmpool", "simulate", "--trace", trace, "--workers", "2", "--tp", "2", "--smallest-budget"])
+    assert result.exit_code == 0, result.output
+    # two 6 MiB leases in flight on worker 0 (r1 not yet given back when r3 comes): 12 MiB + 48 KiB, twice
+    assert "SGLANG_MM_FEATURE_CACHE_MB=25 " in result.stdout
+    assert "export SGLANG_MM_FEATURE_CACHE_MB=25\n" in result.stdout
+    assert (
+        "sglang serve --model-path MODEL --tokenizer-worker-num 2 --mm-feature-transport cuda_ipc --tp-size 2\n"
+        in result.stdout
+    )
+
+
+def test_smallest_budget_json(run_line, trace: str) -> None:
+    result = run_line(
+        [
+            "mmpool",
+            "simulate",
+            "--trace",
+            trace,
+            "--workers",
+            "2",
+            "--smallest-budget",
+            "--search",
+            "scan",
+            "--format",
+            "json",
+        ]
+    )
+    data = json.loads(result.stdout)
+    search = data["smallest_budget"]
+    assert search["sglang_mm_feature_cache_mb"] == 25
+    assert search["method"] == "scan"
+    assert search["settings"]["env"] == {"SGLANG_MM_FEATURE_CACHE_MB": "25"}
+    assert [t["mb"] for t in search["trials"]] == sorted({t["mb"] for t in search["trials"]})
+    assert all(t["fallback"] > 0 for t in search["trials"] if t["mb"] < 25)
+
+
+def test_synthetic_workload_is_deterministic(run_line) -> None:
+    argv = [
+        "mmpool",
+        "simulate",
+        "--feature-size",
+        "6MiB",
+        "--feature-size",
+        "3MiB",
+        "--rate",
+        "20",
+        "--requests",
+        "300",
+        "--mode",
+        "deferred",
+        "--duration",
+        "1.5",
+        "--residency",
+        "exponential",
+        "--seed",
+        "4",
+        "--size",
+        "256MiB",
+        "--format",
+        "json",
+    ]
+    first = run_line(argv)
+    second = run_line(argv)
+    assert first.stdout == second.stdout
+    data = json.loads(first.stdout)
+    assert data["source"]["synthetic"]["items"] == [6291456, 3145728]
+    assert data["items"]["total"] == 600
+    assert 0 < data["items"]["fallback"] < 600
+
+
+def test_recycle_interval_is_read_like_sglang(run_line, trace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC", "0.01")
+    data = json.loads(
+        run_line(
+            ["mmpool", "simulate", "--trace", trace, "--size", "14MiB", "--workers", "2", "--format", "json"]
+        ).stdout
+    )
+    assert data["recycle_interval_ns"] == 10_000_000
+    assert data["items"]["fallback"] == 0  # r1 is given back at the tick at 0.02 s, before r3 comes
+    monkeypatch.setenv("SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC", "fast")
+    data = json.loads(run_line(["mmpool", "simulate", "--trace", trace, "--workers", "2", "--format", "json"]).stdout)
+    assert (data["recycle_interval_ns"], data["recycle_interval_source"]) == (50_000_000, "default")
+
+
+def test_a_budget_sglang_refuses_is_reported(run_line, trace: str) -> None:
+    result = run_line(["mmpool", "simulate", "--trace", trace, "--size", "1MiB", "--workers", "64", "--format", "json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert "too small" in data["refused"]
+    assert "items" not in data
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--trace", "TRACE", "--rate", "3"], "--rate describes a synthetic workload"),
+        (["--trace", "TRACE", "--feature-size", "1MiB"], "--feature-size describes a synthetic workload"),
+        (["--trace", "TRACE", "--events"], "--events needs --format json"),
+        (["--trace", "TRACE", "--transport", "cuda_vmm"], "cuda_ipc only"),
+        (["--trace", "TRACE", "--context-size", "1GiB"], "--context-size does not change"),
+        (["--trace", "TRACE", "--target-fallback", "2"], "--target-fallback: expected a fraction"),
+        (["--trace", "TRACE", "--workers", "1"], "worker must be a whole number from 0 to 0"),
+        (["--rate", "3"], "--feature-size at least once"),
+        (["--feature-size", "1MiB"], "exactly one of --rate"),
+        (
+            ["--feature-size", "1MiB", "--rate", "3", "--duration", "1e-12"],
+            "--duration: 1e-12 is finer than a nanosecond",
+        ),
+        (["--feature-size", "1MiB", "--rate", "3", "--hold", "-1"], "--hold: expected seconds"),
+        (["--trace", "/nonexistent/trace.jsonl"], "cannot open the trace"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    trace: str, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["simulate", *[trace if a == "TRACE" else a for a in args]])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_a_malformed_trace_line_is_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(TRACE[0] + "\n" + '{"t": 0.1, "op": "free", "id": "ghost"}\n')
+    assert main(["simulate", "--trace", str(path)]) == 2
+    assert f"mmpool: error: {path}:2: free of unknown id 'ghost'" in capsys.readouterr().err
+
+
+def test_human_output_for_a_refused_budget_and_an_unreachable_target(run_line, tmp_path: Path) -> None:
+    path = tmp_path / "slots.jsonl"
+    path.write_text("".join(f'{{"t": 0, "op": "alloc", "id": "{i}", "bytes": 256}}\n' for i in range(4097)))
+    result = run_line(
+        ["mmpool", "simulate", "--trace", str(path), "--size", "1MiB", "--workers", "64", "--smallest-budget"]
+    )
+    assert result.exit_code == 1
+    assert "refused" in result.stdout
+    assert "No budget up to 1048576 MiB meets the target" in result.stdout
