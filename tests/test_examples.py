@@ -116,3 +116,12 @@ def test_k8s_init_container_checks_what_the_main_container_runs(tmp_path: Path) 
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert main["env"] == [e for e in init["env"] if e["name"] == "SGLANG_MM_FEATURE_CACHE_MB"]
+
+
+def test_simulate_example_trace() -> None:
+    trace = str(EXAMPLES / "trace.jsonl")
+    result = _mmpool("simulate", "--trace", trace, "--size", "128MiB", "--workers", "2", "--tp", "2")
+    assert result.returncode == 1, result.stderr
+    assert "by items         1 of 3 (33.33%)" in result.stdout
+    result = _mmpool("simulate", "--trace", trace, "--workers", "2", "--tp", "2", "--smallest-budget")
+    assert "export SGLANG_MM_FEATURE_CACHE_MB=141\n" in result.stdout

@@ -84,7 +84,7 @@ def simulate_human(report: SimulationReport) -> RenderableType:
                     ),
                     (
                         "slot-cap misses",
-                        f"{items['slot_cap_misses']} (all {d['max_inflight_slices']} slots in flight)",
+                        f"{items['slot_cap_misses']} (misses with all {d['max_inflight_slices']} slots in flight)",
                     ),
                     (
                         "target",
@@ -108,7 +108,7 @@ def simulate_human(report: SimulationReport) -> RenderableType:
                         "n/a"
                         if occ["mean_bytes"] is None
                         else f"{_size(occ['mean_bytes'])} ({_pct(occ['mean_bytes'], usable)}) "
-                        f"over {d['duration_ns'] / 1e9:g} s",
+                        f"over {d['duration_ns'] / 1e9:.2f} s",
                     ),
                 ],
             )
