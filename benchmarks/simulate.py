@@ -31,16 +31,23 @@ TICK = 50_000_000
 PATCHES = [324, 576, 1296, 2304, 3600, 5184, 8280]
 
 
-def make_events(n_events: int, workers: int, seed: int) -> list:
-    """About ``n_events`` events: each feature one alloc and one free, in time order."""
+def make_events(n_events: int, workers: int, seed: int, features: str = "images") -> list:
+    """About ``n_events`` events: each feature one alloc and one free, in time order.
+
+    ``images``: a few large features in flight per pool, so SGLang's free list stays short.
+    ``small``: a thousand small features (audio clips, video frames) in flight per pool, so the
+    free list SGLang scans on every allocation grows long.
+    """
     rng = random.Random(seed)
-    rate = 2000.0  # features per second over the node
-    mean_hold = 0.25  # seconds from lease to last acknowledgement
+    rate, mean_hold = (2000.0, 0.25) if features == "images" else (16000.0, 0.25)  # features/s, seconds held
     timed = []
     t = 0
     for i in range(n_events // 2):
         t += round(rng.expovariate(rate) * 1e9)
-        nbytes = rng.choice(PATCHES) * 1176 * 4 + rng.randrange(0, 4) * 4704
+        if features == "images":
+            nbytes = rng.choice(PATCHES) * 1176 * 4 + rng.randrange(0, 4) * 4704
+        else:
+            nbytes = rng.randint(16, 300) * 1024 + rng.randrange(0, 1024)
         ack = t + round(rng.expovariate(1 / mean_hold) * 1e9)
         timed.append((t, 2 * i, (t, ALLOC, i, nbytes, (i // 3) % workers)))
         timed.append((ack, 2 * i + 1, (ack, FREE, i, 0, 0)))
@@ -75,11 +82,12 @@ def main() -> int:
     parser.add_argument("--budget-mb", type=int, default=1024)
     parser.add_argument("--tp", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--features", choices=["images", "small"], default="images")
     parser.add_argument("--skip-sglang", action="store_true")
     parser.add_argument("--sglang-source", type=Path, help="an extracted memory_pool.py of the 0.5.23 wheel")
     args = parser.parse_args()
 
-    events = make_events(args.events, args.workers, args.seed)
+    events = make_events(args.events, args.workers, args.seed, args.features)
     header = ipc_header_bytes(args.tp)
     layout = PoolLayout(args.workers, args.budget_mb * MiB // args.workers, header, TICK)
     n = len(events)
@@ -87,6 +95,16 @@ def main() -> int:
         f"{n} events, {args.workers} workers x {layout.memory_size} B, TP {args.tp}, {n and events[-1][0] / 1e9:.0f} s"
     )
 
+    def plain_loop() -> None:  # the least a Python replay can do per event: the machine's yardstick
+        live = {}
+        for t, op, key, nbytes, worker in events:
+            if op:
+                live.pop(key, None)
+            else:
+                live[key] = (worker, nbytes, t)
+
+    floor_s, _ = best(args.runs, plain_loop)
+    print(f"plain dict loop:    {floor_s:7.3f} s  {n / floor_s / 1e6:6.2f} M events/s  (this machine's yardstick)")
     seconds, result = best(args.runs, lambda: simulate(events, layout, record=True))
     items, fallback = result.total("items"), result.total("fallback_items")
     print(f"fallback {fallback} of {items} features ({100 * fallback / items:.1f}%)")

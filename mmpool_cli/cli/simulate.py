@@ -148,6 +148,10 @@ def _simulate(pool: PoolOptions, given: set[str], o: dict):
     if o["events"] and o["output"] is not OutputFormat.json:
         raise MmpoolError("--events needs --format json")
     target = rate_arg("--target-fallback", o["target_fallback"])
+    if not 0 < o["idle_timeout"] <= MAX_SECONDS:
+        raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_SECONDS}, not {o['idle_timeout']}")
+    if o["max_events"] < 1:
+        raise MmpoolError(f"--max-events: must be at least 1, not {o['max_events']}")
     request = pool.request(os.environ)
     plan = make_plan(request)
     if plan.consumers is None or plan.header_bytes is None:

@@ -26,6 +26,8 @@ from mmpool_cli.simulate.engine import ALLOC, FREE, Event
 Mode = Literal["eager", "deferred"]
 Residency = Literal["fixed", "exponential"]
 MAX_SYNTHETIC_EVENTS = 10_000_000
+MIN_RATE = 1e-6  # keeps arrival times within what a trace can hold (10**9 s)
+MAX_RATE = 1e9
 NS_PER_S = 10**9
 
 
@@ -53,8 +55,8 @@ def check_workload(w: Workload) -> None:
         raise MmpoolError("--feature-size: every feature must be at least 1 byte (SGLang cannot pool an empty tensor)")
     if (w.rate is None) == (w.concurrency is None):
         raise MmpoolError("give exactly one of --rate (requests per second) and --concurrency (clients)")
-    if w.rate is not None and not 0 < w.rate < float("inf"):
-        raise MmpoolError(f"--rate: must be a positive number of requests per second, not {w.rate}")
+    if w.rate is not None and not MIN_RATE <= w.rate <= MAX_RATE:
+        raise MmpoolError(f"--rate: must be from {MIN_RATE:g} to {MAX_RATE:g} requests per second, not {w.rate}")
     if w.concurrency is not None and w.concurrency <= 0:
         raise MmpoolError(f"--concurrency: must be at least 1, not {w.concurrency}")
     if w.requests <= 0:
@@ -86,7 +88,8 @@ def synthesize(w: Workload, workers: int) -> list[Event]:
             starts.append((t, duration()))
             t += round(rng.expovariate(w.rate) * NS_PER_S)
     else:
-        clients = [(0, c) for c in range(w.concurrency or 0)]
+        # clients beyond the number of requests would never send one
+        clients = [(0, c) for c in range(min(w.concurrency or 0, w.requests))]
         while len(starts) < w.requests:
             t, client = heapq.heappop(clients)
             d = duration()

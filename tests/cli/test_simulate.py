@@ -168,6 +168,10 @@ def test_a_budget_sglang_refuses_is_reported(run_line, trace: str) -> None:
         ),
         (["--feature-size", "1MiB", "--rate", "3", "--hold", "-1"], "--hold: expected seconds"),
         (["--trace", "/nonexistent/trace.jsonl"], "cannot open the trace"),
+        (["--trace", "TRACE", "--idle-timeout", "-1"], "--idle-timeout: expected seconds"),
+        (["--trace", "TRACE", "--idle-timeout", "nan"], "--idle-timeout: expected seconds"),
+        (["--trace", "TRACE", "--max-events", "0"], "--max-events: must be at least 1"),
+        (["--feature-size", "1MiB", "--rate", "1e-300"], "--rate: must be from"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

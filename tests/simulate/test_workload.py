@@ -64,3 +64,8 @@ def test_bad_workloads_are_usage_errors(change: dict, message: str) -> None:
     w = Workload(**{"items": (1,), "requests": 1, "rate": 1.0, **change})
     with pytest.raises(MmpoolError, match=message):
         synthesize(w, workers=1)
+
+
+def test_more_clients_than_requests_costs_nothing_extra() -> None:
+    w = Workload(items=(1,), requests=3, concurrency=10**9)
+    assert [e[0] for e in synthesize(w, workers=1) if e[1] == ALLOC] == [0, 0, 0]
