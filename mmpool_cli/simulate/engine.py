@@ -105,35 +105,40 @@ def simulate(events: Iterable[Event], layout: PoolLayout, record: bool = False) 
             if lease is None:
                 continue  # that feature went over the CPU path: nothing to give back
             w = lease[0]
+            tick_at = due[w]
+            if 0 <= tick_at < t:
+                _tick(pools[w], tick_at, peak_bytes, peak_leases, w)
+                tick_at = -1
+            acks[w](lease)  # given back at the next tick
+            if tick_at < 0:
+                due[w] = -(-t // interval) * interval
+            continue
         tick_at = due[w]
         if 0 <= tick_at < t:
             _tick(pools[w], tick_at, peak_bytes, peak_leases, w)
             due[w] = tick_at = -1
-        if op == FREE:
-            acks[w](lease)  # given back at the next tick
-        else:
-            items[w] += 1
-            nbytes_in[w] += nbytes
-            start = allocs[w](nbytes)
-            if record:
-                offsets.append(start if start >= 0 else None)
-                ids.append(key)
-                workers_of.append(w)
-            if start < 0:
-                live[key] = None
-                fb_items[w] += 1
-                fb_bytes[w] += nbytes
-                if start == MISS_SLOTS:
-                    slot_misses[w] += 1
-                else:
-                    pool = pools[w]
-                    free = usable - pool.leased_bytes
-                    miss_free[w] += free
-                    miss_largest[w] += pool.largest_free
-                    if free >= -(-nbytes // DATA_ALIGNMENT) * DATA_ALIGNMENT:
-                        fragmented[w] += 1
-                continue
-            live[key] = (w, start, nbytes, t)
+        items[w] += 1
+        nbytes_in[w] += nbytes
+        start = allocs[w](nbytes)
+        if record:
+            offsets.append(start if start >= 0 else None)
+            ids.append(key)
+            workers_of.append(w)
+        if start < 0:
+            live[key] = None
+            fb_items[w] += 1
+            fb_bytes[w] += nbytes
+            if start == MISS_SLOTS:
+                slot_misses[w] += 1
+            else:
+                pool = pools[w]
+                free = usable - pool.leased_bytes
+                miss_free[w] += free
+                miss_largest[w] += pool.largest_free
+                if free >= -(-nbytes // DATA_ALIGNMENT) * DATA_ALIGNMENT:
+                    fragmented[w] += 1
+            continue
+        live[key] = (w, start, nbytes, t)
         if tick_at < 0:  # something changed: the next tick has work (or finds none, harmlessly)
             due[w] = -(-t // interval) * interval
     area = [0] * n

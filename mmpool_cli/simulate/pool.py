@@ -139,13 +139,13 @@ class Pool:
         """Among the equal-size keys from ``i``, the one earliest in SGLang's list."""
         keys = self._keys
         appended = self._appended
-        best = None
+        best = i
         j = i
         while j < len(keys) and keys[j] >> _SHIFT == size:
             start = keys[j] & _START
             if start not in appended:
                 return j  # present at the last merge, and keys are in start order: first in the list
-            if best is None or appended[start] < appended[keys[best] & _START]:
+            if appended[start] < appended[keys[best] & _START]:
                 best = j
             j += 1
         return best

@@ -24,11 +24,11 @@ def recycle_interval_ns(environ: Mapping[str, str]) -> tuple[int, str]:
     SGLang refuses or cannot run with (not positive, NaN, too large to wait on) is a usage error.
     """
     found = sg.env_name(sg.ENV_RECYCLE, environ)
-    seconds = None if found is None else sg.parse_env_float(found[1])
-    if seconds is None:
+    parsed = None if found is None else sg.parse_env_float(found[1])
+    if found is None or parsed is None:
         seconds, source = sg.DEFAULT_RECYCLE_SEC, "default"
     else:
-        source = f"{found[0]}={found[1]}"
+        seconds, source = parsed, f"{found[0]}={found[1]}"
         if math.isnan(seconds) or not 0 < seconds <= sg.MAX_WAIT_SEC:
             raise MmpoolError(
                 f"{source}: SGLang's recycler cannot run with this interval (see 'mmpool check'); "
@@ -98,11 +98,12 @@ class SimulationReport:
             data |= result_data(self.result)
         if self.search is not None:
             data["smallest_budget"] = search_data(self.search, self.settings)
-        if events and self.result is not None and self.result.offsets is not None:
+        offsets = None if self.result is None else self.result.offsets
+        if events and self.result is not None and offsets is not None:
             r = self.result
             data["events"] = [
                 {"id": key, "worker": w, "offset": off}
-                for key, w, off in zip(r.alloc_ids or (), r.alloc_workers or (), r.offsets, strict=True)
+                for key, w, off in zip(r.alloc_ids or (), r.alloc_workers or (), offsets, strict=True)
             ]
         return data
 

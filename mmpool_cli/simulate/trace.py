@@ -19,8 +19,10 @@ import os
 import select
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal, InvalidOperation
+from json.scanner import make_scanner
+from typing import Any, cast
 
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.simulate.engine import ALLOC, FREE, Event
@@ -50,7 +52,10 @@ class _Float(str):
 
 _DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant)
 # the C scanner alone, without decode()'s whitespace regexes: the common line takes this path
-_SCAN = json.JSONDecoder(parse_float=_Float, parse_constant=_no_constant).scan_once
+# (typeshed types make_scanner's argument as itself; at run time it takes the decoder's settings)
+_SCAN: Callable[[str, int], tuple[object, int]] = make_scanner(
+    cast(Any, json.JSONDecoder(parse_float=_Float, parse_constant=_no_constant))
+)
 _MAX_WHOLE_DIGITS = len(str(MAX_T_SECONDS))
 
 
@@ -65,8 +70,8 @@ def read_trace(
     """
     name = "<stdin>" if path == "-" else path
     events: list[Event] = []
-    live: set[str] = set()
-    seen: set[str] = set()
+    live: set[object] = set()
+    seen: set[object] = set()
     previous = 0
     for lineno, raw in _lines(path, name, idle_timeout):
         if len(events) >= max_events:
