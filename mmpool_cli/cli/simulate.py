@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from mmpool_cli.cli.app import app, emit, reported
+from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import FormatOpt, OutputFormat, PoolOptions, TransportChoice, with_pool_options
 from mmpool_cli.core.models import Budget, PlanRequest, Severity
 from mmpool_cli.core.plan import make_plan
@@ -73,16 +73,28 @@ Seconds = Annotated[str | None, typer.Option(metavar="SECONDS")]
 _SYNTHETIC_FLAGS = ("rate", "concurrency", "requests", "duration", "residency", "mode", "ack_delay", "hold", "seed")
 
 
-@app.command()
+@app.command(
+    short_help="Replay traffic through SGLang's cuda_ipc pools: fallback, the smallest budget.",
+    epilog=epilog(
+        [
+            "mmpool simulate --trace prod.jsonl --workers 2 --tp 2",
+            "mmpool simulate --feature-size 48MiB --concurrency 32 --smallest-budget",
+        ],
+        "0 the fallback meets the target (default 0); 1 it does not, or SGLang refuses the budget "
+        "(the report is still printed); 2 usage error or a bad trace line; 70 internal error.",
+    ),
+)
 @with_pool_options
 def simulate(
     pool: PoolOptions,
     trace: Annotated[
         str | None, typer.Option("--trace", metavar="FILE", help="JSON-lines trace to replay; '-' reads stdin.")
     ] = None,
-    rate: Annotated[float | None, typer.Option(help="Synthetic: requests per second (Poisson).")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Synthetic: clients, each waiting for its request.")] = None,
-    requests: Annotated[int, typer.Option(help="Synthetic: requests in all.")] = 1000,
+    rate: Annotated[float | None, typer.Option(metavar="R", help="Synthetic: requests per second (Poisson).")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(metavar="N", help="Synthetic: clients, each waiting for its request.")
+    ] = None,
+    requests: Annotated[int, typer.Option(metavar="N", help="Synthetic: requests in all.")] = 1000,
     duration: Annotated[str, typer.Option(metavar="SECONDS", help="Synthetic: mean request time.")] = "1",
     residency: Annotated[ResidencyChoice, typer.Option(help="Synthetic: request times fixed or exponential.")] = (
         ResidencyChoice.fixed
@@ -94,7 +106,7 @@ def simulate(
     hold: Annotated[
         str | None, typer.Option(metavar="SECONDS", help="Deferred: arrival to acknowledgement (default: the end).")
     ] = None,
-    seed: Annotated[int, typer.Option(help="Synthetic: random seed.")] = 0,
+    seed: Annotated[int, typer.Option(metavar="N", help="Synthetic: random seed.")] = 0,
     smallest_budget: Annotated[
         bool, typer.Option("--smallest-budget", help="Search for the smallest whole-MiB budget that meets the target.")
     ] = False,
@@ -108,7 +120,7 @@ def simulate(
         SearchChoice, typer.Option(help="bisect (checks one MiB below) or scan (every budget below: exact).")
     ] = SearchChoice.bisect,
     events: Annotated[bool, typer.Option("--events", help="JSON: the decision for every alloc, in order.")] = False,
-    max_events: Annotated[int, typer.Option(help="Refuse traces with more events.")] = 10_000_000,
+    max_events: Annotated[int, typer.Option(metavar="N", help="Refuse traces with more events.")] = 10_000_000,
     idle_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Give up on a silent pipe.")] = 30.0,
     output: FormatOpt = OutputFormat.human,
 ) -> None:

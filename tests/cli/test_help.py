@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-COMMANDS = ["plan", "probe", "validate", "check", "schema"]
+COMMANDS = ["plan", "probe", "validate", "check", "schema", "simulate"]
 
 
 def _mmpool(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
