@@ -1,6 +1,7 @@
 """Record the offsets SGLang 0.5.23's own allocator gives on seeded traces, as a test fixture.
 
-A maintainer script, not run in CI (it downloads the SGLang wheel; see ``sglang_allocator``).
+A maintainer script, not run in CI (it downloads the SGLang wheel and needs torch, CPU is enough;
+see ``sglang_allocator``: SGLang's allocator and recycle methods run unmodified).
 It writes JSON-lines traces and the offsets SGLang's ``_allocate_locked`` returned for each
 alloc to ``tests/simulate/data/sglang-0.5.23/``; ``tests/simulate/test_sglang_fixture.py``
 replays the same traces through mmpool and compares, offline. Usage::
@@ -79,6 +80,7 @@ def main() -> None:
             header(case["consumers"]),
             TICK,
             case["consumers"],
+            real_recycle=True,
         )
         name = f"case-{n:02d}.jsonl"
         write_trace(OUT / name, case["trace"])

@@ -6,14 +6,18 @@ wheel with pip (once, into a cache directory), loads only
 and ``sglang.srt.runtime_context``), and drives the real ``_allocate_locked``,
 ``_release_locked`` and ``_merge_ranges_locked`` of ``StreamOrderedMmFeaturePool``.
 
-Two parts cannot run without a GPU and are reproduced here instead:
+``__init__`` allocates and zeroes CUDA control words, so ``SGLangPool`` sets the allocator
+fields it sets instead (``_available_ranges``, ``_available_slots``, ``_slot_generations``,
+``_occupied``, ``control_words_per_slot``, ``transport_name``). The recycler's tick,
+``_recycle_ready_leases_locked``, reads the ready and ack words on the GPU; two ways to run it:
 
-* ``__init__`` allocates and zeroes CUDA control words; ``make_pool`` sets the same allocator
-  fields it sets (``_available_ranges``, ``_available_slots``, ``_slot_generations``,
-  ``_occupied``, ``control_words_per_slot``, ``transport_name``);
-* ``_recycle_ready_leases_locked`` reads the consumers' ack words on the GPU; ``tick`` runs
-  the same steps (nothing leased: return; release every completed lease in ``_occupied``
-  order; merge) with the completed check done on a dict of acknowledged generations.
+* ``real_recycle=True`` (needs torch, CPU is enough): the control words are a CPU int32 tensor,
+  written as the producer and the consumers write them on the GPU (the ready word at the lease,
+  every ack word at the last acknowledgement), and the method itself runs unmodified, its
+  ``torch.tensor(..., device="cuda:N")`` calls placed on the CPU by the stand-in;
+* otherwise ``tick`` runs the same steps in Python (nothing leased: return; release every
+  completed lease in ``_occupied`` order; merge), comparing generations in a dict. The speed
+  benchmark uses this one, which costs SGLang less than its GPU read would.
 """
 
 from __future__ import annotations
@@ -70,7 +74,9 @@ def load_memory_pool(source: Path | None = None):
 class SGLangPool:
     """One worker's pool: SGLang's allocator fields set as ``__init__`` sets them."""
 
-    def __init__(self, module, memory_size: int, data_start: int, consumers: int = 1) -> None:
+    def __init__(
+        self, module, memory_size: int, data_start: int, consumers: int = 1, real_recycle: bool = False
+    ) -> None:
         cls = module.StreamOrderedMmFeaturePool
         pool = cls.__new__(cls)
         max_slices = module.DEFAULT_MAX_INFLIGHT_SLICES
@@ -87,9 +93,33 @@ class SGLangPool:
         pool._occupied = {}
         self.pool = pool
         self.acked: dict[int, int] = {}  # slot -> the generation its consumers acknowledged
+        self.real_recycle = real_recycle
+        if real_recycle:
+            import torch
+
+            stub = module.torch
+            stub.tensor = lambda data, dtype=None, device=None: torch.tensor(data, dtype=dtype)
+            stub.long, stub.int32 = torch.long, torch.int32
+            pool.device_id = 0
+            pool._control_words = torch.zeros((max_slices, 1 + consumers), dtype=torch.int32)
+
+    def alloc(self, nbytes: int):
+        lease = self.pool._allocate_locked(nbytes)
+        if lease is not None and self.real_recycle:
+            self.pool._control_words[lease.slot, 0] = lease.generation  # the producer's ready word
+        return lease
+
+    def ack(self, lease) -> None:
+        if self.real_recycle:
+            self.pool._control_words[lease.slot, 1:] = lease.generation  # every consumer's ack word
+        else:
+            self.acked[lease.slot] = lease.generation
 
     def tick(self) -> None:
         pool = self.pool
+        if self.real_recycle:
+            pool._recycle_ready_leases_locked()
+            return
         if not pool._occupied:
             return
         leases = list(pool._occupied.values())
@@ -100,9 +130,18 @@ class SGLangPool:
         pool._merge_ranges_locked()
 
 
-def replay(module, events, workers: int, memory_size: int, data_start: int, interval: int, consumers: int = 1):
+def replay(
+    module,
+    events,
+    workers: int,
+    memory_size: int,
+    data_start: int,
+    interval: int,
+    consumers: int = 1,
+    real_recycle: bool = False,
+):
     """The offset (None on a miss) of every alloc in ``events``, every pool ticking at 0, I, 2I, ..."""
-    pools = [SGLangPool(module, memory_size, data_start, consumers) for _ in range(workers)]
+    pools = [SGLangPool(module, memory_size, data_start, consumers, real_recycle) for _ in range(workers)]
     live = {}
     offsets = []
     next_tick = 0
@@ -112,11 +151,11 @@ def replay(module, events, workers: int, memory_size: int, data_start: int, inte
                 p.tick()
             next_tick += interval
         if op == 0:
-            lease = pools[worker].pool._allocate_locked(nbytes)
+            lease = pools[worker].alloc(nbytes)
             offsets.append(None if lease is None else lease.start)
             live[key] = None if lease is None else (worker, lease)
         else:
             held = live.pop(key)
             if held is not None:
-                pools[held[0]].acked[held[1].slot] = held[1].generation
+                pools[held[0]].ack(held[1])
     return offsets
