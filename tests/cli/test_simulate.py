@@ -200,3 +200,12 @@ def test_human_output_for_a_refused_budget_and_an_unreachable_target(run_line, t
     assert result.exit_code == 1
     assert "refused" in result.stdout
     assert "No budget up to 1048576 MiB meets the target" in result.stdout
+
+
+def test_settings_stay_one_line_on_a_narrow_terminal(run_line, trace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "40")
+    result = run_line(["mmpool", "simulate", "--trace", trace, "--workers", "2", "--tp", "2", "--smallest-budget"])
+    assert (
+        "sglang serve --model-path MODEL --tokenizer-worker-num 2 --mm-feature-transport cuda_ipc --tp-size 2\n"
+        in result.stdout
+    )

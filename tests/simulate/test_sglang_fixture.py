@@ -1,7 +1,8 @@
 """mmpool's simulator against offsets recorded from SGLang 0.5.23's own allocator methods.
 
-The traces and offsets were written by ``benchmarks/record_sglang_offsets.py``, which drives the
-wheel's ``StreamOrderedMmFeaturePool`` allocator; this test needs neither SGLang nor a network.
+The traces and offsets were written by ``benchmarks/record_sglang_offsets.py``, which runs the
+wheel's ``StreamOrderedMmFeaturePool`` allocator and recycle methods unmodified (torch on the CPU);
+this test needs neither SGLang nor a network.
 """
 
 from __future__ import annotations
