@@ -28,6 +28,7 @@ _SHIFT = 44  # key = size << _SHIFT | start
 _START = (1 << _SHIFT) - 1
 MAX_POOL_BYTES = 1 << _SHIFT  # starts must fit below the size: 16 TiB, far above any GPU
 _ROUND = DATA_ALIGNMENT - 1
+_TRUNC = -DATA_ALIGNMENT  # DATA_ALIGNMENT is a power of two: (n + _ROUND) & _TRUNC rounds n up to it
 
 MISS_SPACE = -1  # no free range holds the feature
 MISS_SLOTS = -2  # a range holds it, but all in-flight slots are taken
@@ -101,7 +102,7 @@ class Pool:
 
     def alloc(self, nbytes: int) -> int:
         """Lease ``nbytes`` (> 0): the byte offset of the lease in the pool, or ``MISS_SPACE``/``MISS_SLOTS``."""
-        size = (nbytes + _ROUND) // DATA_ALIGNMENT * DATA_ALIGNMENT
+        size = (nbytes + _ROUND) & _TRUNC
         keys = self._keys
         i = bisect_left(keys, size << _SHIFT)
         n = len(keys)
@@ -166,7 +167,7 @@ class Pool:
         released = 0
         area = 0
         for _, start, nbytes, leased_at in self.acked:
-            size = (nbytes + _ROUND) // DATA_ALIGNMENT * DATA_ALIGNMENT
+            size = (nbytes + _ROUND) & _TRUNC
             released += size
             area += size * (now - leased_at)
             end = start + size
