@@ -17,7 +17,7 @@ from mmpool_cli.core.models import Budget, PlanRequest, Severity
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
-from mmpool_cli.sglang.rules import MiB
+from mmpool_cli.sglang.rules import MiB, ipc_header_bytes
 
 
 class ModeChoice(StrEnum):
@@ -42,6 +42,7 @@ class BasisChoice(StrEnum):
 
 NS_PER_S = 10**9
 MAX_SECONDS = 10**6
+MAX_WORKERS = 1024  # each worker is a pool in memory; SGLang deployments use a handful
 
 
 def seconds_arg(flag: str, text: str) -> int:
@@ -166,8 +167,11 @@ def _simulate(pool: PoolOptions, given: set[str], o: dict):
         raise MmpoolError(f"--max-events: must be at least 1, not {o['max_events']}")
     request = pool.request(os.environ)
     plan = make_plan(request)
-    if plan.consumers is None or plan.header_bytes is None:
+    if plan.consumers is None or request.workers < 1:  # a layout SGLang refuses: nothing to simulate
         raise MmpoolError(_first_error(plan) or "the parallel layout has no consumers")
+    if request.workers > MAX_WORKERS:
+        raise MmpoolError(f"--workers {request.workers}: simulate handles at most {MAX_WORKERS} tokenizer workers")
+    header = ipc_header_bytes(plan.consumers)
     recycle_ns, recycle_source = recycle_interval_ns(os.environ)
     workers = request.workers
     if o["trace"] is not None:
@@ -182,10 +186,10 @@ def _simulate(pool: PoolOptions, given: set[str], o: dict):
         source, timeline = _synthetic(request, o)
     refused = None
     result = None
-    if plan.per_worker_bytes is None or plan.per_worker_bytes <= plan.header_bytes:
+    if plan.per_worker_bytes is None or plan.per_worker_bytes <= header:
         refused = _first_error(plan) or "SGLang refuses this budget"
     else:
-        layout = PoolLayout(workers, plan.per_worker_bytes, plan.header_bytes, recycle_ns)
+        layout = PoolLayout(workers, plan.per_worker_bytes, header, recycle_ns)
         result = run(timeline, layout, record=o["events"])
     report = SimulationReport(
         source=source,
@@ -203,7 +207,7 @@ def _simulate(pool: PoolOptions, given: set[str], o: dict):
         found = smallest_budget(
             timeline,
             workers=workers,
-            data_start=plan.header_bytes,
+            data_start=header,
             recycle_ns=recycle_ns,
             target=target,
             basis=o["target_basis"].value,

@@ -142,11 +142,12 @@ def test_recycle_interval_is_read_like_sglang(run_line, trace: str, monkeypatch:
     assert (data["recycle_interval_ns"], data["recycle_interval_source"]) == (50_000_000, "default")
 
 
-def test_a_budget_sglang_refuses_is_reported(run_line, trace: str) -> None:
-    result = run_line(["mmpool", "simulate", "--trace", trace, "--size", "1MiB", "--workers", "64", "--format", "json"])
+@pytest.mark.parametrize("size", ["0", "1MiB"])
+def test_a_budget_sglang_refuses_is_reported(run_line, trace: str, size: str) -> None:
+    result = run_line(["mmpool", "simulate", "--trace", trace, "--size", size, "--workers", "64", "--format", "json"])
     assert result.exit_code == 1
     data = json.loads(result.stdout)
-    assert "too small" in data["refused"]
+    assert ("too small" if size != "0" else "total_pool_size must be positive") in data["refused"]
     assert "items" not in data
 
 
@@ -168,6 +169,8 @@ def test_a_budget_sglang_refuses_is_reported(run_line, trace: str) -> None:
         ),
         (["--feature-size", "1MiB", "--rate", "3", "--hold", "-1"], "--hold: expected seconds"),
         (["--trace", "/nonexistent/trace.jsonl"], "cannot open the trace"),
+        (["--trace", "TRACE", "--workers", "0"], "Tokenizer worker num must >= 1"),
+        (["--trace", "TRACE", "--workers", "100000", "--size", "1TiB"], "at most 1024 tokenizer workers"),
         (["--trace", "TRACE", "--idle-timeout", "-1"], "--idle-timeout: expected seconds"),
         (["--trace", "TRACE", "--idle-timeout", "nan"], "--idle-timeout: expected seconds"),
         (["--trace", "TRACE", "--max-events", "0"], "--max-events: must be at least 1"),
