@@ -52,3 +52,27 @@ def test_scan_and_bisect_agree_on_a_synthetic_workload() -> None:
     assert scan.smallest_mb <= bisect.smallest_mb
     assert trial(events, scan.smallest_mb, **kwargs).fallback_items == 0
     assert trial(events, bisect.smallest_mb - 1, **kwargs).fallback_items > 0
+
+
+def test_fallback_can_rise_with_the_budget_and_scan_finds_the_smaller_answer() -> None:
+    # found by a random search: 14 and 15 MiB lose nothing, 16 MiB loses one feature (its larger
+    # pool splits a range differently), 17 MiB and up lose nothing again
+    mib = 1 << 20
+    events = [
+        (1, ALLOC, 0, mib, 0),
+        (2, ALLOC, 1, 4 * mib, 0),
+        (TICK + 2, FREE, 1, 0, 0),
+        (TICK + 3, ALLOC, 3, 6 * mib, 0),
+        (2 * TICK + 3, FREE, 3, 0, 0),
+        (2 * TICK + 3, FREE, 0, 0, 0),
+        (2 * TICK + 4, ALLOC, 6, 2 * mib, 0),
+        (3 * TICK + 4, FREE, 6, 0, 0),
+        (3 * TICK + 4, ALLOC, 8, 4 * mib, 0),
+        (3 * TICK + 4, ALLOC, 9, 3 * mib, 0),
+        (3 * TICK + 4, ALLOC, 10, 3 * mib, 0),
+        (4 * TICK + 4, ALLOC, 11, 4 * mib - 32768, 0),
+    ]
+    kwargs = {"workers": 1, "data_start": ipc_header_bytes(1), "recycle_ns": TICK}
+    assert [trial(events, mb, **kwargs).fallback_items for mb in range(13, 19)] == [2, 0, 0, 1, 0, 0]
+    assert smallest_budget(events, **kwargs).smallest_mb == 17  # bisection: 16 misses, 17 meets
+    assert smallest_budget(events, method="scan", **kwargs).smallest_mb == 14
