@@ -101,7 +101,7 @@ def simulate_human(report: SimulationReport) -> RenderableType:
                     (
                         "peak",
                         f"{_size(occ['peak_bytes'])} ({_pct(occ['peak_bytes'], usable)}), "
-                        f"{occ['peak_leases']} leases in flight",
+                        f"{occ['peak_leases']} lease{'' if occ['peak_leases'] == 1 else 's'} in flight",
                     ),
                     (
                         "mean",
