@@ -10,6 +10,7 @@ The rules (``StreamOrderedMmFeaturePool`` in ``multimodal/transport/memory_pool.
 * a lease whose consumers have all acknowledged it is given back at the recycler's next tick.
   A tick that finds at least one lease in flight gives back every acknowledged lease, then
   sorts the free list by start and joins touching ranges; a tick with none in flight does nothing.
+  (That skip never changes a decision: a pool empties only at a tick that merged its list.)
 
 SGLang scans its whole list on each allocation. Here the free ranges live in a list of integer
 keys ``size << 44 | start``, sorted, so best fit is one bisection. SGLang's list position only
