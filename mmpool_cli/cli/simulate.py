@@ -12,7 +12,16 @@ from typing import Annotated
 import typer
 
 from mmpool_cli.cli.app import app, emit, epilog, reported
-from mmpool_cli.cli.options import FormatOpt, OutputFormat, PoolOptions, TransportChoice, with_pool_options
+from mmpool_cli.cli.options import (
+    FormatOpt,
+    KvDtypeChoice,
+    OutputFormat,
+    PoolOptions,
+    TransportChoice,
+    WorkloadOptions,
+    with_pool_options,
+    with_workload_options,
+)
 from mmpool_cli.core.models import Budget, PlanRequest, Severity
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
@@ -80,14 +89,17 @@ _SYNTHETIC_FLAGS = ("rate", "concurrency", "requests", "duration", "residency", 
         [
             "mmpool simulate --trace prod.jsonl --workers 2 --tp 2",
             "mmpool simulate --feature-size 48MiB --concurrency 32 --smallest-budget",
+            "mmpool simulate --model qwen2.5-vl --image 1920x1080 --rate 4",
         ],
         "0 the fallback meets the target (default 0); 1 it does not, or SGLang refuses the budget "
         "(the report is still printed); 2 usage error or a bad trace line; 70 internal error.",
     ),
 )
 @with_pool_options
+@with_workload_options
 def simulate(
     pool: PoolOptions,
+    workload: WorkloadOptions,
     trace: Annotated[
         str | None, typer.Option("--trace", metavar="FILE", help="JSON-lines trace to replay; '-' reads stdin.")
     ] = None,
@@ -125,11 +137,15 @@ def simulate(
     idle_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Give up on a silent pipe.")] = 30.0,
     output: FormatOpt = OutputFormat.human,
 ) -> None:
-    """Simulate SGLang 0.5.23's cuda_ipc pools under load: fallback, occupancy, the smallest budget."""
+    """Simulate SGLang 0.5.23's cuda_ipc pools under load: fallback, occupancy, the smallest budget.
+
+    The features of one synthetic request are --feature-size bytes and the pooled tensors of
+    --model with its --image, --video and --audio items; a --trace carries its own.
+    """
     values = dict(locals())
     given = {k for k in _SYNTHETIC_FLAGS if values[k] != _DEFAULTS[k]}
     with reported():
-        report = _simulate(pool, given, values)
+        report = _simulate(pool, workload, given, values)
     emit(render("simulate", output.value, report, events=events))
     raise typer.Exit(EXIT_OK if report.meets_target else EXIT_FINDINGS)
 
@@ -147,7 +163,7 @@ _DEFAULTS = {
 }
 
 
-def _simulate(pool: PoolOptions, given: set[str], o: dict):
+def _simulate(pool: PoolOptions, workload: WorkloadOptions, given: set[str], o: dict):
     from mmpool_cli.simulate.budget import smallest_budget
     from mmpool_cli.simulate.engine import PoolLayout
     from mmpool_cli.simulate.engine import simulate as run
@@ -174,16 +190,19 @@ def _simulate(pool: PoolOptions, given: set[str], o: dict):
     header = ipc_header_bytes(plan.consumers)
     recycle_ns, recycle_source = recycle_interval_ns(os.environ)
     workers = request.workers
+    if workload.kv_cache_dtype is not KvDtypeChoice.auto or workload.page_size != 1:
+        raise MmpoolError("--kv-cache-dtype and --page-size do not change the simulation; use them with plan")
     if o["trace"] is not None:
-        if given or pool.feature_size:
-            flag = "--feature-size" if pool.feature_size else "--" + sorted(given)[0].replace("_", "-")
+        if given or pool.feature_size or workload.model is not None:
+            flag = "--feature-size" if pool.feature_size else "--model" if workload.model else ""
+            flag = flag or "--" + sorted(given)[0].replace("_", "-")
             raise MmpoolError(f"{flag} describes a synthetic workload; a --trace carries its own events")
         from mmpool_cli.simulate.trace import read_trace
 
         source = {"trace": o["trace"]}
         timeline = read_trace(o["trace"], workers, max_events=o["max_events"], idle_timeout=o["idle_timeout"])
     else:
-        source, timeline = _synthetic(request, o)
+        source, timeline = _synthetic(request, _model_items(workload), o)
     refused = None
     result = None
     if plan.per_worker_bytes is None or plan.per_worker_bytes <= header:
@@ -220,11 +239,26 @@ def _simulate(pool: PoolOptions, given: set[str], o: dict):
     return report
 
 
-def _synthetic(request: PlanRequest, o: dict):
+def _model_items(workload: WorkloadOptions) -> tuple[int, ...]:
+    """The bytes of each tensor that --model's items of one request put in the pool."""
+    load, _ = workload.resolve(os.environ)
+    if load is None:
+        return ()
+    if not load.pooled:
+        raise MmpoolError(
+            f"{load.model}: SGLang 0.5.23 does not pool this family's features, so the pool never fills "
+            "(see 'mmpool plan --model'); nothing to simulate"
+        )
+    if not load.tensors:
+        raise MmpoolError("--model needs the items of one request: --image, --video or --audio")
+    return tuple(t.bytes for t in load.tensors)
+
+
+def _synthetic(request: PlanRequest, model_items: tuple[int, ...], o: dict):
     from mmpool_cli.simulate.workload import Workload, synthesize
 
     workload = Workload(
-        items=request.feature_sizes,
+        items=request.feature_sizes + model_items,
         requests=o["requests"],
         rate=o["rate"],
         concurrency=o["concurrency"],

@@ -169,6 +169,14 @@ def test_a_budget_sglang_refuses_is_reported(run_line, trace: str, size: str) ->
         ),
         (["--feature-size", "1MiB", "--rate", "3", "--hold", "-1"], "--hold: expected seconds"),
         (["--trace", "/nonexistent/trace.jsonl"], "cannot open the trace"),
+        (["--trace", "TRACE", "--model", "qwen2.5-vl", "--image", "64x64"], "--model describes a synthetic workload"),
+        (["--model", "whisper", "--audio", "30", "--rate", "3"], "does not pool this family's features"),
+        (["--model", "qwen2.5-vl", "--rate", "3"], "--model needs the items of one request"),
+        (["--image", "64x64", "--rate", "3"], "--image needs --model"),
+        (
+            ["--model", "qwen2.5-vl", "--image", "64x64", "--rate", "3", "--page-size", "16"],
+            "--page-size do not change",
+        ),
         (["--trace", "TRACE", "--workers", "0"], "Tokenizer worker num must >= 1"),
         (["--trace", "TRACE", "--workers", "100000", "--size", "1TiB"], "at most 1024 tokenizer workers"),
         (["--trace", "TRACE", "--idle-timeout", "-1"], "--idle-timeout: expected seconds"),
@@ -212,3 +220,14 @@ def test_settings_stay_one_line_on_a_narrow_terminal(run_line, trace: str, monke
         "sglang serve --model-path MODEL --tokenizer-worker-num 2 --mm-feature-transport cuda_ipc --tp-size 2\n"
         in result.stdout
     )
+
+
+def test_a_model_and_its_images_give_the_features_of_a_request(run_line) -> None:
+    # Qwen2.5-VL's 1920x1080 image: pixel_values [10764, 1176] float32 (feature-sizes.md section 3)
+    argv = ["mmpool", "simulate", "--model", "qwen2.5-vl", "--image", "1920x1080", "--image", "1920x1080"]
+    argv += ["--feature-size", "1KiB", "--rate", "4", "--requests", "20", "--format", "json"]
+    result = run_line(argv)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["source"]["synthetic"]["items"] == [1024, 50633856, 50633856]
+    assert data["items"]["total"] == 60
