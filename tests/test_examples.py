@@ -125,3 +125,13 @@ def test_simulate_example_trace() -> None:
     assert "by items         1 of 3 (33.33%)" in result.stdout
     result = _mmpool("simulate", "--trace", trace, "--workers", "2", "--tp", "2", "--smallest-budget")
     assert "export SGLANG_MM_FEATURE_CACHE_MB=141\n" in result.stdout
+
+
+def test_simulate_readme_qwen_example() -> None:
+    images = ["--image", "1920x1080"] * 4
+    common = ["simulate", "--model", "qwen2.5-vl", *images, "--concurrency", "32", "--duration", "2"]
+    common += ["--residency", "exponential", "--ack-delay", "0.05", "--smallest-budget"]
+    result = _mmpool(*common, "--target-fallback", "0.01")
+    assert "by items         132 of 4000 (3.30%)" in result.stdout
+    assert "export SGLANG_MM_FEATURE_CACHE_MB=4250\n" in result.stdout
+    assert "export SGLANG_MM_FEATURE_CACHE_MB=6181\n" in _mmpool(*common).stdout
