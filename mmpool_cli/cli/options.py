@@ -194,7 +194,7 @@ _POOL_DECLARATIONS: dict[str, Any] = {
 }
 
 
-def _with_options(cls: type, declarations: dict[str, Any], argument: str) -> Callable[..., Any]:
+def with_options(cls: type, declarations: dict[str, Any], argument: str) -> Callable[..., Any]:
     """A decorator giving a command the flags of dataclass ``cls`` as one ``argument: cls`` parameter.
 
     The flags come before the command's own options in ``--help``.
@@ -224,7 +224,7 @@ def _with_options(cls: type, declarations: dict[str, Any], argument: str) -> Cal
 
 def with_pool_options(command: Callable[..., None]) -> Callable[..., None]:
     """Give ``command`` the pool flags, declared once here, as one ``pool: PoolOptions`` argument."""
-    return _with_options(PoolOptions, _POOL_DECLARATIONS, "pool")(command)
+    return with_options(PoolOptions, _POOL_DECLARATIONS, "pool")(command)
 
 
 class KvDtypeChoice(StrEnum):
@@ -372,7 +372,7 @@ _WORKLOAD_DECLARATIONS: dict[str, Any] = {
 
 def with_workload_options(command: Callable[..., None]) -> Callable[..., None]:
     """Give ``command`` the workload flags, declared once here, as one ``workload: WorkloadOptions`` argument."""
-    return _with_options(WorkloadOptions, _WORKLOAD_DECLARATIONS, "workload")(command)
+    return with_options(WorkloadOptions, _WORKLOAD_DECLARATIONS, "workload")(command)
 
 
 def environment(no_process_env: bool, env_file: list[str] | None, env: list[str] | None):

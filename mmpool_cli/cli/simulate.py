@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from fractions import Fraction
@@ -19,6 +20,7 @@ from mmpool_cli.cli.options import (
     PoolOptions,
     TransportChoice,
     WorkloadOptions,
+    with_options,
     with_pool_options,
     with_workload_options,
 )
@@ -79,8 +81,57 @@ def rate_arg(flag: str, text: str) -> Fraction:
     return rate
 
 
-Seconds = Annotated[str | None, typer.Option(metavar="SECONDS")]
-_SYNTHETIC_FLAGS = ("rate", "concurrency", "requests", "duration", "residency", "mode", "ack_delay", "hold", "seed")
+@dataclass(frozen=True)
+class TrafficOptions:
+    """The flags of a synthetic workload, as given; the field defaults are the flags' defaults."""
+
+    rate: float | None = None
+    concurrency: int | None = None
+    requests: int = 1000
+    duration: str = "1"
+    residency: ResidencyChoice = ResidencyChoice.fixed
+    mode: ModeChoice = ModeChoice.eager
+    ack_delay: str = "0"
+    hold: str | None = None
+    seed: int = 0
+
+    def given(self) -> list[str]:
+        """The flags set to something other than their default, as ``--flag-name``."""
+        return ["--" + f.name.replace("_", "-") for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
+
+
+_TRAFFIC_DECLARATIONS = {
+    "rate": Annotated[float | None, typer.Option(metavar="R", help="Synthetic: requests per second (Poisson).")],
+    "concurrency": Annotated[
+        int | None, typer.Option(metavar="N", help="Synthetic: clients, each waiting for its request.")
+    ],
+    "requests": Annotated[int, typer.Option(metavar="N", help="Synthetic: requests in all.")],
+    "duration": Annotated[str, typer.Option(metavar="SECONDS", help="Synthetic: mean request time.")],
+    "residency": Annotated[ResidencyChoice, typer.Option(help="Synthetic: request times fixed or exponential.")],
+    "mode": Annotated[
+        ModeChoice, typer.Option(help="Synthetic: ack on receipt (eager) or at prefill/request end (deferred).")
+    ],
+    "ack_delay": Annotated[str, typer.Option(metavar="SECONDS", help="Eager: arrival to acknowledgement.")],
+    "hold": Annotated[
+        str | None, typer.Option(metavar="SECONDS", help="Deferred: arrival to acknowledgement (default: the end).")
+    ],
+    "seed": Annotated[int, typer.Option(metavar="N", help="Synthetic: random seed.")],
+}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What to replay and what to report, beyond the pool, the workload and the traffic."""
+
+    trace: str | None
+    smallest_budget: bool
+    target_fallback: str
+    target_basis: BasisChoice
+    search: SearchChoice
+    events: bool
+    max_events: int
+    idle_timeout: float
+    output: OutputFormat
 
 
 @app.command(
@@ -97,29 +148,14 @@ _SYNTHETIC_FLAGS = ("rate", "concurrency", "requests", "duration", "residency", 
 )
 @with_pool_options
 @with_workload_options
+@with_options(TrafficOptions, _TRAFFIC_DECLARATIONS, "traffic")
 def simulate(
     pool: PoolOptions,
     workload: WorkloadOptions,
+    traffic: TrafficOptions,
     trace: Annotated[
         str | None, typer.Option("--trace", metavar="FILE", help="JSON-lines trace to replay; '-' reads stdin.")
     ] = None,
-    rate: Annotated[float | None, typer.Option(metavar="R", help="Synthetic: requests per second (Poisson).")] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(metavar="N", help="Synthetic: clients, each waiting for its request.")
-    ] = None,
-    requests: Annotated[int, typer.Option(metavar="N", help="Synthetic: requests in all.")] = 1000,
-    duration: Annotated[str, typer.Option(metavar="SECONDS", help="Synthetic: mean request time.")] = "1",
-    residency: Annotated[ResidencyChoice, typer.Option(help="Synthetic: request times fixed or exponential.")] = (
-        ResidencyChoice.fixed
-    ),
-    mode: Annotated[
-        ModeChoice, typer.Option(help="Synthetic: ack on receipt (eager) or at prefill/request end (deferred).")
-    ] = ModeChoice.eager,
-    ack_delay: Annotated[str, typer.Option(metavar="SECONDS", help="Eager: arrival to acknowledgement.")] = "0",
-    hold: Annotated[
-        str | None, typer.Option(metavar="SECONDS", help="Deferred: arrival to acknowledgement (default: the end).")
-    ] = None,
-    seed: Annotated[int, typer.Option(metavar="N", help="Synthetic: random seed.")] = 0,
     smallest_budget: Annotated[
         bool, typer.Option("--smallest-budget", help="Search for the smallest whole-MiB budget that meets the target.")
     ] = False,
@@ -142,28 +178,16 @@ def simulate(
     The features of one synthetic request are --feature-size bytes and the pooled tensors of
     --model with its --image, --video and --audio items; a --trace carries its own.
     """
-    values = dict(locals())
-    given = {k for k in _SYNTHETIC_FLAGS if values[k] != _DEFAULTS[k]}
+    run_options = RunOptions(
+        trace, smallest_budget, target_fallback, target_basis, search, events, max_events, idle_timeout, output
+    )
     with reported():
-        report = _simulate(pool, workload, given, values)
+        report = _simulate(pool, workload, traffic, run_options)
     emit(render("simulate", output.value, report, events=events))
     raise typer.Exit(EXIT_OK if report.meets_target else EXIT_FINDINGS)
 
 
-_DEFAULTS = {
-    "rate": None,
-    "concurrency": None,
-    "requests": 1000,
-    "duration": "1",
-    "residency": ResidencyChoice.fixed,
-    "mode": ModeChoice.eager,
-    "ack_delay": "0",
-    "hold": None,
-    "seed": 0,
-}
-
-
-def _simulate(pool: PoolOptions, workload: WorkloadOptions, given: set[str], o: dict):
+def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions):
     from mmpool_cli.simulate.budget import smallest_budget
     from mmpool_cli.simulate.engine import PoolLayout
     from mmpool_cli.simulate.engine import simulate as run
@@ -174,13 +198,13 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, given: set[str], o: 
     ignored = {"--vmm-granularity", "--context-size"} & set(pool.given())
     if ignored:
         raise MmpoolError(f"{sorted(ignored)[0]} does not change the simulation; drop it")
-    if o["events"] and o["output"] is not OutputFormat.json:
+    if o.events and o.output is not OutputFormat.json:
         raise MmpoolError("--events needs --format json")
-    target = rate_arg("--target-fallback", o["target_fallback"])
-    if not 0 < o["idle_timeout"] <= MAX_SECONDS:
-        raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_SECONDS}, not {o['idle_timeout']}")
-    if o["max_events"] < 1:
-        raise MmpoolError(f"--max-events: must be at least 1, not {o['max_events']}")
+    target = rate_arg("--target-fallback", o.target_fallback)
+    if not 0 < o.idle_timeout <= MAX_SECONDS:
+        raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_SECONDS}, not {o.idle_timeout}")
+    if o.max_events < 1:
+        raise MmpoolError(f"--max-events: must be at least 1, not {o.max_events}")
     request = pool.request(os.environ)
     plan = make_plan(request)
     if plan.consumers is None or request.workers < 1:  # a layout SGLang refuses: nothing to simulate
@@ -192,24 +216,24 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, given: set[str], o: 
     workers = request.workers
     if workload.kv_cache_dtype is not KvDtypeChoice.auto or workload.page_size != 1:
         raise MmpoolError("--kv-cache-dtype and --page-size do not change the simulation; use them with plan")
-    if o["trace"] is not None:
+    if o.trace is not None:
+        given = traffic.given()
         if given or pool.feature_size or workload.model is not None:
-            flag = "--feature-size" if pool.feature_size else "--model" if workload.model else ""
-            flag = flag or "--" + sorted(given)[0].replace("_", "-")
+            flag = "--feature-size" if pool.feature_size else "--model" if workload.model else sorted(given)[0]
             raise MmpoolError(f"{flag} describes a synthetic workload; a --trace carries its own events")
         from mmpool_cli.simulate.trace import read_trace
 
-        source = {"trace": o["trace"]}
-        timeline = read_trace(o["trace"], workers, max_events=o["max_events"], idle_timeout=o["idle_timeout"])
+        source = {"trace": o.trace}
+        timeline = read_trace(o.trace, workers, max_events=o.max_events, idle_timeout=o.idle_timeout)
     else:
-        source, timeline = _synthetic(request, _model_items(workload), o)
+        source, timeline = _synthetic(request, _model_items(workload), traffic)
     refused = None
     result = None
     if plan.per_worker_bytes is None or plan.per_worker_bytes <= header:
         refused = _first_error(plan) or "SGLang refuses this budget"
     else:
         layout = PoolLayout(workers, plan.per_worker_bytes, header, recycle_ns)
-        result = run(timeline, layout, record=o["events"])
+        result = run(timeline, layout, record=o.events)
     report = SimulationReport(
         source=source,
         budget_bytes=plan.budget_bytes,
@@ -220,17 +244,17 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, given: set[str], o: 
         result=result,
         refused=refused,
         target=target,
-        basis=o["target_basis"].value,
+        basis=o.target_basis.value,
     )
-    if o["smallest_budget"]:
+    if o.smallest_budget:
         found = smallest_budget(
             timeline,
             workers=workers,
             data_start=header,
             recycle_ns=recycle_ns,
             target=target,
-            basis=o["target_basis"].value,
-            method=o["search"].value,
+            basis=o.target_basis.value,
+            method=o.search.value,
         )
         report.search = found
         if found.smallest_mb is not None:
@@ -254,20 +278,20 @@ def _model_items(workload: WorkloadOptions) -> tuple[int, ...]:
     return tuple(t.bytes for t in load.tensors)
 
 
-def _synthetic(request: PlanRequest, model_items: tuple[int, ...], o: dict):
+def _synthetic(request: PlanRequest, model_items: tuple[int, ...], t: TrafficOptions):
     from mmpool_cli.simulate.workload import Workload, synthesize
 
     workload = Workload(
         items=request.feature_sizes + model_items,
-        requests=o["requests"],
-        rate=o["rate"],
-        concurrency=o["concurrency"],
-        duration_ns=seconds_arg("--duration", o["duration"]),
-        residency=o["residency"].value,
-        mode=o["mode"].value,
-        ack_delay_ns=seconds_arg("--ack-delay", o["ack_delay"]),
-        hold_ns=None if o["hold"] is None else seconds_arg("--hold", o["hold"]),
-        seed=o["seed"],
+        requests=t.requests,
+        rate=t.rate,
+        concurrency=t.concurrency,
+        duration_ns=seconds_arg("--duration", t.duration),
+        residency=t.residency.value,
+        mode=t.mode.value,
+        ack_delay_ns=seconds_arg("--ack-delay", t.ack_delay),
+        hold_ns=None if t.hold is None else seconds_arg("--hold", t.hold),
+        seed=t.seed,
     )
     timeline = synthesize(workload, request.workers)
     return {"synthetic": dataclasses.asdict(workload) | {"items": list(workload.items)}}, timeline
