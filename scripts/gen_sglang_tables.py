@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -98,8 +100,16 @@ def unpacked(version: str, cache: Path) -> Path:
     return src
 
 
-def dump_parser(python: str, src: Path, probes: list[list[str]]) -> dict:
-    """Run ``sglang_dump.py`` on one unpacked wheel: its options and the probes' outcomes."""
+def dump_parser(python: str, src: Path, probes: list[list[str]], fresh: bool) -> dict:
+    """Run ``sglang_dump.py`` on one unpacked wheel: its options and the probes' outcomes.
+
+    A dump takes about 15 s (SGLang imports torch and transformers), so it is kept next to the
+    wheel, keyed by the dump script and the probes; ``fresh`` rebuilds it.
+    """
+    key = hashlib.sha256(DUMP.read_bytes() + json.dumps(probes).encode() + python.encode()).hexdigest()[:16]
+    cached = src.parent / f"dump-{key}.json"
+    if cached.exists() and not fresh:
+        return json.loads(cached.read_text())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SGL_"))}
     env["PYTHONPATH"] = str(src)
     env["CUDA_VISIBLE_DEVICES"] = ""
@@ -114,17 +124,18 @@ def dump_parser(python: str, src: Path, probes: list[list[str]]) -> dict:
     )
     if proc.returncode != 0:
         raise SystemExit(f"building the parser of {src} failed:\n{proc.stderr[-4000:]}")
+    cached.write_text(proc.stdout)
     return json.loads(proc.stdout)
 
 
-def generate(python: str, cache: Path, versions: list[str]) -> dict[Path, str]:
+def generate(python: str, cache: Path, versions: list[str], fresh: bool, jobs: int) -> dict[Path, str]:
     """Every generated file's path and text."""
     sources = {v: unpacked(v, cache) for v in versions}
     # First pass: every option of every release, to know which probes to run.
-    dumps = {v: dump_parser(python, sources[v], []) for v in versions}
-    probes = sglang_tables.probe_argvs(dumps)
-    for v in versions:
-        dumps[v] = dump_parser(python, sources[v], probes)
+    with ThreadPoolExecutor(jobs) as pool:
+        dumps = dict(zip(versions, pool.map(lambda v: dump_parser(python, sources[v], [], fresh), versions)))
+        probes = sglang_tables.probe_argvs(dumps)
+        dumps = dict(zip(versions, pool.map(lambda v: dump_parser(python, sources[v], probes, fresh), versions)))
     rules = {}
     for v in versions:
         transport = [o for o in dumps[v]["options"] if "--mm-feature-transport" in o["options"]]
@@ -137,7 +148,7 @@ def generate(python: str, cache: Path, versions: list[str]) -> dict[Path, str]:
     }
     out = {
         RELEASES_JSON: sglang_tables.releases_json(header, rules, dumps),
-        FLAGS_JSON: sglang_tables.flags_json(header, dumps),
+        FLAGS_JSON: sglang_tables.flags_json(header, dumps, rules),
         PROBES_JSON: sglang_tables.probes_json(header, probes, dumps),
     }
     return out
@@ -149,11 +160,13 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, default=Path("/tmp/mmpool-sglang-wheels"), help="wheel cache")
     parser.add_argument("--versions", nargs="*", help="only these versions (default: every one on PyPI)")
     parser.add_argument("--check", action="store_true", help="regenerate in memory, diff, exit 1 on any change")
+    parser.add_argument("--jobs", type=int, default=2, help="parsers built at once (each imports torch)")
+    parser.add_argument("--fresh", action="store_true", help="rebuild every parser dump, ignoring the cache")
     args = parser.parse_args()
 
     versions = args.versions or pypi_versions(args.python)
     print(f"SGLang releases {MIN_VERSION}..{MAX_VERSION} on PyPI: {', '.join(versions)}", file=sys.stderr)
-    out = generate(args.python, args.cache, versions)
+    out = generate(args.python, args.cache, versions, args.fresh, args.jobs)
     changed = 0
     for path, text in out.items():
         old = path.read_text() if path.exists() else ""

@@ -101,6 +101,9 @@ def main() -> int:
                 "choices": None if action.choices is None else sorted(_plain(list(action.choices)), key=str),
                 "default": _plain(action.default),
                 "required": bool(action.required),
+                # what SGLang's --config merger tests with isinstance
+                "is_store": isinstance(action, argparse._StoreAction),
+                "is_store_true": isinstance(action, argparse._StoreTrueAction),
             }
         )
 

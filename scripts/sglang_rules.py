@@ -251,6 +251,21 @@ def _kv_reservation(version: str, root: Path) -> dict | None:
     return None
 
 
+def config_merger(version: str, root: Path) -> dict:
+    """Which YAML keys SGLang's ``--config`` merger refuses: by ``dest``, or by every long spelling."""
+    srt = root / "sglang" / "srt"
+    paths = [p for p in (srt / "server_args_config_parser.py", srt / "utils" / "server_args_config_parser.py") if p.exists()]
+    if len(paths) != 1:
+        raise UnknownShape(version, "sglang/srt", f"{len(paths)} server_args_config_parser.py files")
+    text = paths[0].read_text(encoding="utf-8")
+    at = str(paths[0].relative_to(srt))
+    if "for key in _config_keys(a)" in text and "isinstance(a, argparse._StoreTrueAction) or _takes_one_value(a)" in text:
+        return {"keys": "spellings", "at": at}
+    if "a.dest: a" in text and "and not isinstance(a, argparse._StoreAction)" in text:
+        return {"keys": "dest", "at": at}
+    raise UnknownShape(version, at, "an unknown rule for unsupported --config keys")
+
+
 def extract(version: str, root: Path, has_transport_flag: bool, transport_choices: list[str] | None) -> dict:
     """The pool facts of the SGLang wheel unpacked at ``root``, each with where it was read."""
     pos = root / "sglang" / "srt" / "managers" / "positional_embeds_transport.py"
@@ -261,4 +276,5 @@ def extract(version: str, root: Path, has_transport_flag: bool, transport_choice
         "transport": {"choices": transport_choices, **_transport_policy(version, root, has_transport_flag)},
         "kv_reservation": _kv_reservation(version, root),
         "positional_pool": "managers/positional_embeds_transport.py" if pos.exists() else None,
+        "config_merger": config_merger(version, root),
     }

@@ -26,6 +26,25 @@ EXTRA_PROBES = [
     ["--mm-feature-transport", "cuda_ipc", "--keep-mm-feature-on-device"],
 ]
 BASE_ARGV = ["--model-path", "m"]
+# The flags mmpool's rules depend on; releases.json says which of them each release has.
+POOL_OPTIONS = (
+    "--mm-feature-transport",
+    "--keep-mm-feature-on-device",
+    "--tokenizer-worker-num",
+    "--tp-size",
+    "--dp-size",
+    "--attn-dp-size",
+    "--enable-dp-attention",
+    "--dwdp-size",
+    "--pp-size",
+    "--nnodes",
+    "--base-gpu-id",
+    "--encoder-only",
+    "--language-only",
+    "--language-model-only",
+    "--disaggregation-mode",
+    "--mm-preprocess-cache-size-mb",
+)
 
 
 def _rows(dumps: dict[str, dict]) -> list[list[tuple[str, dict]]]:
@@ -48,11 +67,21 @@ def _rows(dumps: dict[str, dict]) -> list[list[tuple[str, dict]]]:
     for version, dump in dumps.items():
         for opt in dump["options"]:
             groups.setdefault(find(opt["options"][0]), []).append((version, opt))
-    for members in groups.values():
-        seen = [v for v, _ in members]
-        if len(seen) != len(set(seen)):
-            raise SystemExit(f"two options of one release share an option string: {members[0][1]['options']}")
-    return list(groups.values())
+    return [_one_per_release(members) for members in groups.values()]
+
+
+def _one_per_release(members: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """Where one release splits a row into several actions (a deprecated alias that is an option
+    string of the same flag elsewhere), its row gets every option string of them and the other
+    attributes of the action registered first."""
+    merged: dict[str, dict] = {}
+    for version, opt in members:
+        if version in merged:
+            first = merged[version]
+            first["options"] = first["options"] + [s for s in opt["options"] if s not in first["options"]]
+        else:
+            merged[version] = dict(opt)
+    return list(merged.items())
 
 
 def _spans(present: list[str], versions: list[str]) -> list[list[str]]:
@@ -100,9 +129,37 @@ def _document(header: dict, key: str, items: list) -> str:
     return "\n".join(lines)
 
 
-def flags_json(header: dict, dumps: dict[str, dict]) -> str:
-    """The text of flags.json: every server flag of every release, one row per line."""
-    return _document(header, "flags", flag_rows(dumps))
+def _config_keys(opt: dict) -> list[str]:
+    return sorted({opt["dest"]} | {s[2:].replace("-", "_") for s in opt["options"] if s.startswith("--")})
+
+
+def config_unsupported(dump: dict, keys: str) -> dict[str, str]:
+    """The ``--config`` keys this release's merger refuses, with the action class it names.
+
+    ``keys="dest"`` (up to 0.5.22): every action neither store nor store_true, by its dest.
+    ``keys="spellings"`` (0.5.23): also one-value actions are supported, every long spelling
+    is a key, and a key a supported action also reads stays usable.
+    """
+    options = [o for o in dump["options"] if "--config" not in o["options"] and "--help" not in o["options"]]
+    if keys == "dest":
+        return {o["dest"]: o["action"] for o in options if not (o["is_store"] or o["is_store_true"])}
+    supported = [o for o in options if o["is_store_true"] or o["is_store"] or o["nargs"] is None]
+    supported_keys = {k for o in supported for k in _config_keys(o)}
+    return {
+        k: o["action"]
+        for o in options
+        if o not in supported
+        for k in _config_keys(o)
+        if k not in supported_keys
+    }
+
+
+def flags_json(header: dict, dumps: dict[str, dict], rules: dict[str, dict]) -> str:
+    """The text of flags.json: the refused ``--config`` keys of each release, then one row per flag."""
+    unsupported = {
+        v: dict(sorted(config_unsupported(dumps[v], rules[v]["config_merger"]["keys"]).items())) for v in dumps
+    }
+    return _document(header | {"config_unsupported": unsupported}, "flags", flag_rows(dumps))
 
 
 def _value_for(opt: dict) -> list[str]:
@@ -143,5 +200,10 @@ def releases_json(header: dict, rules: dict[str, dict], dumps: dict[str, dict]) 
     items = []
     for version, facts in rules.items():
         dump = dumps[version]
-        items.append({"version": version, "flags": len(dump["options"]), "stand_ins": dump["stand_ins"], **facts})
+        strings = {s for o in dump["options"] for s in o["options"]}
+        present = sorted(s for s in POOL_OPTIONS if s in strings)
+        items.append(
+            {"version": version, "flags": len(dump["options"]), "stand_ins": dump["stand_ins"], **facts}
+            | {"pool_flags": present}
+        )
     return _document(header, "releases", items)
