@@ -133,9 +133,11 @@ def generate(python: str, cache: Path, versions: list[str], fresh: bool, jobs: i
     sources = {v: unpacked(v, cache) for v in versions}
     # First pass: every option of every release, to know which probes to run.
     with ThreadPoolExecutor(jobs) as pool:
-        dumps = dict(zip(versions, pool.map(lambda v: dump_parser(python, sources[v], [], fresh), versions)))
+        first = pool.map(lambda v: dump_parser(python, sources[v], [], fresh), versions)
+        dumps = dict(zip(versions, first, strict=True))
         probes = sglang_tables.probe_argvs(dumps)
-        dumps = dict(zip(versions, pool.map(lambda v: dump_parser(python, sources[v], probes, fresh), versions)))
+        second = pool.map(lambda v: dump_parser(python, sources[v], probes, fresh), versions)
+        dumps = dict(zip(versions, second, strict=True))
     rules = {}
     for v in versions:
         transport = [o for o in dumps[v]["options"] if "--mm-feature-transport" in o["options"]]
@@ -146,12 +148,11 @@ def generate(python: str, cache: Path, versions: list[str], fresh: bool, jobs: i
         "source": "SGLang wheels from PyPI (pip download --no-deps)",
         "versions": versions,
     }
-    out = {
+    return {
         RELEASES_JSON: sglang_tables.releases_json(header, rules, dumps),
         FLAGS_JSON: sglang_tables.flags_json(header, dumps, rules),
         PROBES_JSON: sglang_tables.probes_json(header, probes, dumps),
     }
-    return out
 
 
 def main() -> int:
@@ -182,7 +183,8 @@ def main() -> int:
             path.write_text(text)
             print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
     if args.check:
-        print("generated tables are up to date" if not changed else f"{changed} generated file(s) differ", file=sys.stderr)
+        verdict = f"{changed} generated file(s) differ" if changed else "generated tables are up to date"
+        print(verdict, file=sys.stderr)
         return 1 if changed else 0
     return 0
 

@@ -228,7 +228,7 @@ def _transport_policy(version: str, root: Path, has_flag: bool) -> dict:
                 if not auto_ipc and "auto-resolved" not in body:
                     return {"policy": "opt-in", "at": at}
                 raise UnknownShape(version, at, "an unknown default policy for --mm-feature-transport")
-    raise UnknownShape(version, "sglang/srt", "--mm-feature-transport exists but no handle_multimodal_feature_transport")
+    raise UnknownShape(version, "sglang/srt", "--mm-feature-transport but no handle_multimodal_feature_transport")
 
 
 def _kv_reservation(version: str, root: Path) -> dict | None:
@@ -254,16 +254,31 @@ def _kv_reservation(version: str, root: Path) -> dict | None:
 def config_merger(version: str, root: Path) -> dict:
     """Which YAML keys SGLang's ``--config`` merger refuses: by ``dest``, or by every long spelling."""
     srt = root / "sglang" / "srt"
-    paths = [p for p in (srt / "server_args_config_parser.py", srt / "utils" / "server_args_config_parser.py") if p.exists()]
+    candidates = (srt / "server_args_config_parser.py", srt / "utils" / "server_args_config_parser.py")
+    paths = [p for p in candidates if p.exists()]
     if len(paths) != 1:
         raise UnknownShape(version, "sglang/srt", f"{len(paths)} server_args_config_parser.py files")
     text = paths[0].read_text(encoding="utf-8")
     at = str(paths[0].relative_to(srt))
-    if "for key in _config_keys(a)" in text and "isinstance(a, argparse._StoreTrueAction) or _takes_one_value(a)" in text:
+    spellings = "isinstance(a, argparse._StoreTrueAction) or _takes_one_value(a)"
+    if "for key in _config_keys(a)" in text and spellings in text:
         return {"keys": "spellings", "at": at}
     if "a.dest: a" in text and "and not isinstance(a, argparse._StoreAction)" in text:
         return {"keys": "dest", "at": at}
     raise UnknownShape(version, at, "an unknown rule for unsupported --config keys")
+
+
+def qwen3_vl_override(version: str, root: Path) -> dict | None:
+    """Whether the Qwen3-VL model override picks cuda_ipc (and raises the budget to 3072 MiB) itself."""
+    path = root / "sglang" / "srt" / "arg_groups" / "model_overrides" / "qwen3_vl.py"
+    if not path.exists():
+        return None
+    text = path.read_text(encoding="utf-8")
+    if "mm_feature_transport" not in text:
+        return None
+    if 'updates["mm_feature_transport"] = "cuda_ipc"' in text and "SGLANG_MM_FEATURE_CACHE_MB.set(3 * 1024)" in text:
+        return {"transport": "cuda_ipc", "budget_mb": 3 * 1024, "at": str(path.relative_to(root / "sglang" / "srt"))}
+    raise UnknownShape(version, str(path.name), "an unknown Qwen3-VL transport override")
 
 
 def extract(version: str, root: Path, has_transport_flag: bool, transport_choices: list[str] | None) -> dict:
@@ -277,4 +292,5 @@ def extract(version: str, root: Path, has_transport_flag: bool, transport_choice
         "kv_reservation": _kv_reservation(version, root),
         "positional_pool": "managers/positional_embeds_transport.py" if pos.exists() else None,
         "config_merger": config_merger(version, root),
+        "qwen3_vl_override": qwen3_vl_override(version, root),
     }

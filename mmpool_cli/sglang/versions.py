@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from mmpool_cli.errors import MmpoolError
 
@@ -54,6 +54,7 @@ class Release:
     kv_reserves: tuple[str, ...]  # transports whose budget is taken out of the KV cache
     kv_reservation: bool  # the KV-cache sizing reserves anything for multimodal at all
     positional_pool: bool
+    qwen3_vl_override: bool  # Qwen3-VL on large Hopper GPUs picks cuda_ipc and a 3072 MiB budget itself
     pool_flags: frozenset[str]  # which of the pool-related flags this release has
 
     @property
@@ -97,9 +98,10 @@ class Release:
         return count if self.max_inflight_slices is None else min(count, self.max_inflight_slices)
 
 
-def _facts() -> dict:
+def _facts() -> dict[str, Any]:
     with open(DATA_DIR / "releases.json", encoding="utf-8") as f:
-        return json.load(f)
+        facts: dict[str, Any] = json.load(f)
+    return facts
 
 
 @functools.cache
@@ -174,17 +176,18 @@ def choose(flag: str | None, environ: Mapping[str, str]) -> tuple[Release, Chose
     return _table()[known()[-1]], "newest"
 
 
-def how_chosen(chosen: Chosen) -> str:
-    """A phrase for reports: why this release's rules apply."""
-    return {
+def how_chosen(chosen: str) -> str:
+    """A phrase for reports: why this release's rules apply (``chosen`` as ``choose`` gives it)."""
+    phrases: dict[str, str] = {
         "--sglang-version": "from --sglang-version",
         "MMPOOL_SGLANG_VERSION": f"from {ENV_VERSION}",
         "installed": "the installed sglang",
-        "newest": "the newest mmpool knows; sglang is not installed here",
-    }[chosen]
+        "newest": "the newest mmpool knows: no --sglang-version, MMPOOL_SGLANG_VERSION or installed sglang",
+    }
+    return phrases.get(chosen, chosen)
 
 
-def _release(r: dict) -> Release:
+def _release(r: dict[str, Any]) -> Release:
     version = r["version"]
 
     def bad(what: str) -> RuntimeError:
@@ -222,5 +225,6 @@ def _release(r: dict) -> Release:
         kv_reserves=tuple(reservation["budget_for"]) if reservation else (),
         kv_reservation=reservation is not None,
         positional_pool=r["positional_pool"] is not None,
+        qwen3_vl_override=r["qwen3_vl_override"] is not None,
         pool_flags=frozenset(r["pool_flags"]),
     )
