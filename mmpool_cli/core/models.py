@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
-from mmpool_cli.sglang.rules import DEFAULT_VMM_GRANULARITY, SGLANG_VERSION
+from mmpool_cli.sglang.rules import DEFAULT_VMM_GRANULARITY
+from mmpool_cli.sglang.versions import NEWEST
 
 if TYPE_CHECKING:
     from mmpool_cli.workload.features import Workload
@@ -97,6 +98,9 @@ class PlanRequest:
     context_bytes: int | None = None
     workload: Workload | None = None
     kv: KvRequest | None = None
+    # The SGLang release whose rules apply, and how it was chosen (versions.choose).
+    sglang_version: str = NEWEST
+    sglang_version_chosen: str = "newest"
 
 
 @dataclass(frozen=True)
@@ -166,7 +170,8 @@ class Plan:
     settings: Settings | None
     findings: list[Finding]
     schema_version: int = field(default=PLAN_SCHEMA_VERSION)
-    sglang_version: str = field(default=SGLANG_VERSION)
+    sglang_version: str = field(default=NEWEST)
+    sglang_version_chosen: str = field(default="newest")
     workload: Workload | None = None
     kv_cost: KvCost | None = None
 
@@ -180,6 +185,7 @@ class Plan:
         data: dict[str, Any] = to_data(self)
         head = {"schema_version": data.pop("schema_version"), "status": data.pop("status")}
         head["sglang_version"] = data.pop("sglang_version")
+        head["sglang_version_chosen"] = data.pop("sglang_version_chosen")
         return head | data
 
 
@@ -210,6 +216,8 @@ class Report:
     command: Literal["validate", "check"]
     results: list[FileResult]
     strict: bool = False
+    sglang_version: str = NEWEST
+    sglang_version_chosen: str = "newest"
 
     @property
     def ok(self) -> bool:

@@ -1,4 +1,8 @@
-"""The plan: what SGLang 0.5.23 will do with a pool configuration, as integer arithmetic.
+"""The plan: what one SGLang release will do with a pool configuration, as integer arithmetic.
+
+The release comes with the request (``PlanRequest.sglang_version``, the newest by default); its
+rules (``sglang.versions``) decide the split, the header, the alignment, the consumers, the
+transports it has and what the KV cache reserves.
 
 Pure core: no I/O, no typer, rich or torch. ``make_plan`` never raises for a bad
 configuration: every problem SGLang would hit becomes an error finding in the plan.
@@ -6,18 +10,18 @@ configuration: every problem SGLang would hit becomes an error finding in the pl
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Literal
 
 from mmpool_cli.core.excerpt import excerpt, shorten
+from mmpool_cli.core import eras
+from mmpool_cli.core.eras import Add
 from mmpool_cli.core.models import Budget, FeatureFit, Finding, HbmEstimate, Plan, PlanRequest, Settings, Severity
 from mmpool_cli.core.units import format_exact, format_size, parse_size
 from mmpool_cli.errors import SizeError
 from mmpool_cli.sglang import rules as sg
+from mmpool_cli.sglang import versions
+from mmpool_cli.sglang.versions import Release
 from mmpool_cli.workload.report import plan_kv_cost, workload_findings
-
-# How a helper of make_plan reports: severity, code, message, subject.
-Add = Callable[[Severity, str, str, str | None], None]
 
 # CUDA context plus PyTorch runtime that one tokenizer process adds on the base GPU
 # (``import torch`` + first allocation), measured by ``mmpool probe`` on an H200 with
@@ -25,7 +29,7 @@ Add = Callable[[Severity, str, str, str | None], None]
 DEFAULT_CONTEXT_BYTES = 552_402_944
 
 
-def budget_findings(budget: Budget) -> list[Finding]:
+def budget_findings(budget: Budget, sglang_version: str = versions.NEWEST) -> list[Finding]:
     """The findings about where the budget comes from and whether SGLang accepts it, without a plan.
 
     For a launch that creates no pool, where ``make_plan`` is not called.
@@ -35,24 +39,30 @@ def budget_findings(budget: Budget) -> list[Finding]:
     def add(severity: Severity, code: str, message: str, subject: str | None) -> None:
         findings.append(Finding(severity, code, message, subject=subject))
 
+    rel = versions.release(sglang_version)
+    budget = eras.release_budget(budget, rel)
     mb = sg.budget_mb(budget.bytes)
-    smallest = sg.smallest_valid_budget_mb(1, "cuda_ipc", 1, sg.DEFAULT_VMM_GRANULARITY)
-    _budget_findings(budget, mb, budget.bytes - mb * sg.MiB, smallest, add)
+    smallest = eras.smallest(rel, 1, "cuda_ipc", 1, sg.DEFAULT_VMM_GRANULARITY)
+    _budget_findings(budget, mb, budget.bytes - mb * sg.MiB, smallest, rel, add)
     return findings
+
+
 
 
 def make_plan(request: PlanRequest) -> Plan:
     """Plan SGLang's pools for ``request``: split, header, usable bytes, capacity and HBM.
 
     Sizes are exact integers; the budget is floored to whole MiB as SGLang takes it, and
-    each worker gets ``effective // workers`` bytes with the remainder unused.
+    split across the workers by the release's rule (from 0.5.16 ``effective // workers``,
+    the remainder unused). An unknown ``request.sglang_version`` raises MmpoolError.
     """
     findings: list[Finding] = []
 
     def add(severity: Severity, code: str, message: str, subject: str | None) -> None:
         findings.append(Finding(severity, code, message, subject=subject))
 
-    budget = request.budget
+    rel = versions.release(request.sglang_version)
+    budget = eras.release_budget(request.budget, rel)
     mb = sg.budget_mb(budget.bytes)
     effective = mb * sg.MiB
     floor_loss = budget.bytes - effective
@@ -66,26 +76,30 @@ def make_plan(request: PlanRequest) -> Plan:
             f"'{sg.MSG_WORKERS_NOT_POSITIVE}'; use 1 or more",
             "workers",
         )
-    dp_size, attn_dp_size = sg.resolve_attention_dp(request.dp_size, request.attn_dp_size, request.enable_dp_attention)
-    consumers = _consumers(request.tp_size, dp_size, attn_dp_size, add)
-    smallest = sg.smallest_valid_budget_mb(max(workers, 1), transport, consumers or 1, request.vmm_granularity)
-    _budget_findings(budget, mb, floor_loss, smallest, add)
+    layout = eras.consumer_sizes(request, rel, add)
+    consumers = None if layout is None else _consumers(*layout, add)
+    smallest = eras.smallest(rel, max(workers, 1), transport, consumers or 1, request.vmm_granularity)
+    _budget_findings(budget, mb, floor_loss, smallest, rel, add)
+    known_transport = eras.transport_known(rel, transport, add)
 
     per_worker = unused = header = lease_control = allocation = usable = None
-    if mb > 0 and workers > 0:
-        per_worker = effective // workers
-        unused = effective - per_worker * workers
-        if unused:
-            add(
-                Severity.info,
-                "split-remainder",
-                f"{effective:,} bytes do not split evenly across {workers} workers: {unused} byte(s) stay unused",
-                "budget",
-            )
+    if known_transport and workers > 0 and (mb > 0 or rel.split != "exact"):
+        per_worker = rel.per_worker(effective, workers)
+        unused = max(effective - per_worker * workers, 0) if rel.split != "none" else 0
+        eras.split_findings(rel, effective, workers, per_worker, unused, add)
+    if per_worker is not None and per_worker < 0:
+        add(
+            Severity.error,
+            "budget-not-positive",
+            f"{sg.ENV_BUDGET}={mb}: SGLang {rel.version} fails at start-up in torch.empty "
+            "('Trying to create tensor with negative dimension'); use 1 or more",
+            "env" if budget.source in ("env", "default") else "budget",
+        )
+        per_worker = unused = None
     if per_worker is not None and consumers is not None:
         if transport == "cuda_ipc":
-            header, lease_control = sg.ipc_header_bytes(consumers), 0
-            if per_worker <= header:
+            header, lease_control = rel.header_bytes(consumers), 0
+            if rel.stream_ordered and per_worker <= header:
                 need = sg.smallest_valid_budget_mb(workers, transport, consumers, 0)
                 add(
                     Severity.error,
@@ -95,7 +109,7 @@ def make_plan(request: PlanRequest) -> Plan:
                     f"set {sg.ENV_BUDGET} to at least {need}",
                     "budget",
                 )
-            else:
+            elif per_worker > 0:
                 allocation, usable = per_worker, per_worker - header
         else:
             header, lease_control = 0, sg.vmm_lease_control_bytes(consumers)
@@ -117,32 +131,26 @@ def make_plan(request: PlanRequest) -> Plan:
     sizes: list[tuple[int, str | None]] = [(nbytes, None) for nbytes in request.feature_sizes]
     if request.workload is not None:
         sizes += [(t.bytes, t.item) for t in request.workload.tensors]
-    features = [_feature_fit(request, nbytes, usable, consumers, add, item) for nbytes, item in sizes]
+    features = [_feature_fit(request, rel, nbytes, usable, consumers, add, item) for nbytes, item in sizes]
     if request.workload is not None:
         slices = sum(f.slice_bytes for f in features if f.item is not None)
         findings += workload_findings(request.workload, mb, request.base_gpu_id, slices)
-    hbm = _hbm(request, per_worker, allocation, add) if allocation else None
+    hbm = _hbm(request, rel, per_worker, allocation, add) if allocation else None
     if hbm is not None:
-        add(
-            Severity.info,
-            "kv-reservation",
-            f"for a multimodal model SGLang {sg.SGLANG_VERSION} takes {sg.ENV_BUDGET} ({mb} MiB) plus "
-            f"{sg.ENV_VLM_CACHE} ({sg.DEFAULT_VLM_CACHE_MB} MiB unless set) out of the KV-cache budget "
-            f"on every rank; the tokenizer processes' CUDA contexts and allocator rounding on GPU "
-            f"{request.base_gpu_id} are not in that reservation",
-            None,  # about the model's KV cache, not one setting
-        )
+        eras.release_findings(request, rel, mb, hbm, add)
 
     kv = None
-    if request.kv is not None and consumers is not None:
+    # the KV cost of the reservation SGLang makes from 0.5.18; before, the pools only compete with the KV cache
+    if request.kv is not None and consumers is not None and transport in rel.kv_reserves:
         landing = hbm.pool_reserved_bytes + hbm.context_bytes if hbm is not None and workers == 1 else None
-        kv, kv_notes = plan_kv_cost(request.kv, request.tp_size // attn_dp_size, mb, landing)
+        _, attn_dp = sg.resolve_attention_dp(request.dp_size, request.attn_dp_size, request.enable_dp_attention)
+        kv, kv_notes = plan_kv_cost(request.kv, request.tp_size // attn_dp, mb, landing)
         findings += kv_notes
-    if transport == "cuda_vmm":
+    if transport == "cuda_vmm" and rel.positional_pool:
         add(
             Severity.info,
             "positional-embeds-pool",
-            f"under cuda_vmm SGLang {sg.SGLANG_VERSION} creates a second {sg.ENV_BUDGET} / workers pool per worker "
+            f"under cuda_vmm SGLang {rel.version} creates a second {sg.ENV_BUDGET} / workers pool per worker "
             f"on GPU {request.base_gpu_id} (cuda_ipc) the first time a request carries CUDA positional-embedding "
             "overrides (only in-process Engine callers can); it is not in the KV-cache reservation",
             "transport",
@@ -172,14 +180,20 @@ def make_plan(request: PlanRequest) -> Plan:
         vmm_granularity_bytes=request.vmm_granularity if transport == "cuda_vmm" else None,
         allocation_bytes_per_worker=allocation,
         usable_bytes_per_worker=usable,
-        max_inflight_slices=sg.MAX_INFLIGHT_SLICES if transport == "cuda_ipc" else None,
+        max_inflight_slices=rel.max_inflight_slices if transport == "cuda_ipc" else None,
         features=features,
         hbm=hbm,
-        settings=None if errors else _settings(request, mb),
+        settings=None if errors else _settings(request, rel, mb),
         findings=findings,
+        sglang_version=rel.version,
+        sglang_version_chosen=request.sglang_version_chosen,
         workload=request.workload,
         kv_cost=kv,
     )
+
+
+
+
 
 
 def _consumers(tp_size: int, dp_size: int, attn_dp_size: int, add: Add) -> int | None:
@@ -212,7 +226,7 @@ def _consumers(tp_size: int, dp_size: int, attn_dp_size: int, add: Add) -> int |
     return sg.consumer_count(tp_size, dp_size, attn_dp_size)
 
 
-def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, add: Add) -> None:
+def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, rel: Release, add: Add) -> None:
     # A budget SGLang reads from the environment (or defaults) is the environment's finding.
     subject = "env" if budget.source in ("env", "default") else "budget"
     if budget.source == "default":
@@ -228,7 +242,7 @@ def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, ad
                 "env",
             )
         elif budget.invalid:
-            add(Severity.error, "env-budget-invalid", _invalid_env_message(budget), "env")
+            add(Severity.error, "env-budget-invalid", _invalid_env_message(budget, rel), "env")
         else:
             read = f"budget read from {budget.variable}={shorten(budget.raw or '')}"
             add(Severity.info, "budget-from-env", read, "env")
@@ -241,7 +255,19 @@ def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, ad
                 f"variables over SGLANG_ ones); unset {budget.variable}",
                 "env",
             )
-    if mb <= 0:
+    if mb <= 0 and rel.split != "exact":
+        # Before 0.5.16 nothing checks the budget: 0.5.11-0.5.15 still give each worker the
+        # floor, 0.5.10 makes an empty pool (a negative budget fails in torch.empty, make_plan).
+        if mb == 0 or rel.split == "floor":
+            got = f"{format_size(rel.floor_bytes)} per worker" if rel.split == "floor" else "an empty pool"
+            add(
+                Severity.warning,
+                "budget-not-positive",
+                f"{sg.ENV_BUDGET}={mb}: SGLang {rel.version} does not refuse it and makes {got}; "
+                f"use {rel.default_budget_mb} (its default) or another positive size",
+                subject,
+            )
+    elif mb <= 0:
         if budget.bytes > 0:
             add(
                 Severity.error,
@@ -270,7 +296,7 @@ def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, ad
         )
 
 
-def _invalid_env_message(budget: Budget) -> str:
+def _invalid_env_message(budget: Budget, rel: Release) -> str:
     fix = "a whole number of MiB, e.g. 1024"
     try:
         meant = parse_size(budget.raw or "")
@@ -287,16 +313,22 @@ def _invalid_env_message(budget: Budget) -> str:
         what = f"has {len(digits):,} digits, more than Python's int() reads"
     return (
         f"{budget.variable}={excerpt(raw)} {what}: SGLang only warns and uses its "
-        f"default {sg.DEFAULT_BUDGET_MB} MiB; set it to {fix}"
+        f"default {rel.default_budget_mb} MiB; set it to {fix}"
     )
 
 
 def _feature_fit(
-    request: PlanRequest, nbytes: int, usable: int | None, consumers: int | None, add: Add, item: str | None = None
+    request: PlanRequest,
+    rel: Release,
+    nbytes: int,
+    usable: int | None,
+    consumers: int | None,
+    add: Add,
+    item: str | None = None,
 ) -> FeatureFit:
     subject = "feature_sizes" if item is None else "workload"
     if request.transport == "cuda_ipc" or consumers is None:
-        slice_bytes = sg.ipc_slice_bytes(nbytes)
+        slice_bytes = rel.slice_bytes(nbytes)
     else:
         slice_bytes = sg.vmm_slice_bytes(nbytes, consumers)
     if nbytes <= 0:
@@ -315,14 +347,14 @@ def _feature_fit(
         )
     if request.transport == "cuda_ipc":
         by_bytes = usable // slice_bytes
-        fit = sg.ipc_fit(usable, nbytes)
-        per_worker_needed = sg.ipc_header_bytes(consumers) + slice_bytes
+        fit = rel.fit(usable, nbytes)
+        per_worker_needed = rel.header_bytes(consumers) + slice_bytes
     else:
         by_bytes = fit = sg.vmm_fit(usable, nbytes, consumers)
         per_worker_needed = sg.align_up(slice_bytes, request.vmm_granularity)
     limited_by: Literal["bytes", "slots"] = "slots" if by_bytes > fit else "bytes"
     if fit == 0:
-        need = sg.smallest_budget_mb(request.workers, per_worker_needed)
+        need = sg.smallest_budget_mb(1 if rel.split == "none" else request.workers, per_worker_needed)
         add(
             Severity.warning,
             "feature-never-fits",
@@ -337,7 +369,7 @@ def _feature_fit(
             Severity.info,
             "feature-slot-cap",
             f"{format_size(nbytes)} features: {by_bytes:,} would fit by bytes, but a pool holds "
-            f"at most {sg.MAX_INFLIGHT_SLICES} in flight",
+            f"at most {rel.max_inflight_slices} in flight",
             subject,
         )
     return FeatureFit(
@@ -350,7 +382,7 @@ def _feature_fit(
     )
 
 
-def _hbm(request: PlanRequest, per_worker: int | None, allocation: int, add: Add) -> HbmEstimate:
+def _hbm(request: PlanRequest, rel: Release, per_worker: int | None, allocation: int, add: Add) -> HbmEstimate:
     allocator: Literal["caching", "caching-expandable", "vmm"]
     if request.transport == "cuda_vmm":
         allocator, reserved = "vmm", allocation
@@ -358,6 +390,7 @@ def _hbm(request: PlanRequest, per_worker: int | None, allocation: int, add: Add
         allocator = "caching-expandable" if request.expandable_segments else "caching"
         reserved = sg.caching_allocator_reserved(allocation, request.expandable_segments)
     workers = request.workers
+    gpu = request.base_gpu_id if rel.on_base_gpu else 0
     context = DEFAULT_CONTEXT_BYTES if request.context_bytes is None else request.context_bytes
     overhead = reserved - (per_worker or 0)
     if request.transport == "cuda_ipc" and overhead > 0:
@@ -366,11 +399,11 @@ def _hbm(request: PlanRequest, per_worker: int | None, allocation: int, add: Add
             "allocator-rounding",
             f"PyTorch's caching allocator reserves {format_size(reserved)} for each "
             f"{format_size(allocation)} pool: the pools take {format_size(reserved * workers)} "
-            f"on GPU {request.base_gpu_id}, {format_size(overhead * workers)} more than the budget",
+            f"on GPU {gpu}, {format_size(overhead * workers)} more than the budget",
             "budget",
         )
     return HbmEstimate(
-        base_gpu_id=request.base_gpu_id,
+        base_gpu_id=gpu,
         allocator=allocator,
         pool_reserved_bytes_per_worker=reserved,
         pool_reserved_bytes=reserved * workers,
@@ -382,19 +415,29 @@ def _hbm(request: PlanRequest, per_worker: int | None, allocation: int, add: Add
     )
 
 
-def _settings(request: PlanRequest, mb: int) -> Settings:
+def _settings(request: PlanRequest, rel: Release, mb: int) -> Settings:
     # a model whose features never enter the pool is better off with no pool at all
     no_pool = request.workload is not None and not request.workload.pooled
     transport = "cpu" if no_pool else request.transport
-    args = ["--tokenizer-worker-num", str(request.workers), "--mm-feature-transport", transport]
+    env = {} if no_pool else {sg.ENV_BUDGET: str(mb)}
+    args = ["--tokenizer-worker-num", str(request.workers)]
+    if rel.transport_flag:
+        args += ["--mm-feature-transport", transport]
+    elif not no_pool:  # before 0.5.16 only the environment turns the pool on
+        env[sg.ENV_LEGACY_TRANSPORT] = "1"
     if request.tp_size != 1:
         args += ["--tp-size", str(request.tp_size)]
     dp_size, attn_dp_size = sg.resolve_attention_dp(request.dp_size, request.attn_dp_size, request.enable_dp_attention)
-    if dp_size != 1:
+    if rel.has("--attn-dp-size"):
+        if dp_size != 1:
+            args += ["--dp-size", str(dp_size)]
+        if attn_dp_size != 1:
+            # --enable-dp-attention is deprecated from 0.5.22: give its replacement
+            args += ["--attn-dp-size", str(attn_dp_size)]
+    elif attn_dp_size != 1:
+        args += ["--dp-size", str(attn_dp_size), "--enable-dp-attention"]
+    elif dp_size != 1:
         args += ["--dp-size", str(dp_size)]
-    if attn_dp_size != 1:
-        # --enable-dp-attention is deprecated in SGLang 0.5.23: give its replacement
-        args += ["--attn-dp-size", str(attn_dp_size)]
     if request.base_gpu_id:
         args += ["--base-gpu-id", str(request.base_gpu_id)]
-    return Settings(env={} if no_pool else {sg.ENV_BUDGET: str(mb)}, args=args)
+    return Settings(env=env, args=args)

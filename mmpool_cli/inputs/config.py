@@ -33,6 +33,7 @@ SUBJECT_PATHS: dict[str, tuple[str, ...]] = {
     "attn_dp_size": ("parallel", "attn_dp"),
     "feature_sizes": ("workload", "feature_sizes"),
     "transport": ("pool", "transport"),
+    "base_gpu_id": ("parallel", "base_gpu_id"),
 }
 
 

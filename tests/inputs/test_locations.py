@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from mmpool_cli.core import eras
 from mmpool_cli.core import plan as planmod
 from mmpool_cli.core.models import Budget, PlanRequest
 from mmpool_cli.core.plan import make_plan
@@ -39,11 +40,16 @@ REQUESTS = [
     PlanRequest(budget=_flag(MiB), tp_size=8, attn_dp_size=3),
     PlanRequest(budget=_flag(MiB), tp_size=2, attn_dp_size=4),
     PlanRequest(budget=_flag(3 * MiB), feature_sizes=(0, 1, 3 * MiB)),
+    # the rules of older SGLang releases
+    PlanRequest(budget=budget_from_env({}), workers=2, sglang_version="0.5.10"),
+    PlanRequest(budget=_flag(0), workers=16, base_gpu_id=1, sglang_version="0.5.13"),
+    PlanRequest(budget=_flag(MiB), transport="cuda_vmm", sglang_version="0.5.17"),
+    PlanRequest(budget=_flag(MiB), tp_size=4, attn_dp_size=2, sglang_version="0.5.21"),
 ]
 
 
 def _plan_codes() -> set[str]:
-    source = Path(planmod.__file__).read_text()
+    source = Path(planmod.__file__).read_text() + Path(eras.__file__).read_text()
     return set(re.findall(r'Severity\.\w+,\s*"([a-z0-9]+(?:-[a-z0-9]+)+)"', source))
 
 
@@ -55,7 +61,7 @@ def test_the_requests_reach_every_plan_finding() -> None:
 @pytest.mark.parametrize("request_", REQUESTS, ids=range(len(REQUESTS)))
 def test_every_plan_finding_has_a_subject_each_front_end_locates(request_: PlanRequest) -> None:
     for f in make_plan(request_).findings:
-        if f.code == "kv-reservation":
+        if f.code in ("kv-reservation", "kv-not-reserved"):
             assert f.subject is None  # about the model's KV cache as a whole
             continue
         assert f.subject in {*SUBJECT_PATHS, "env"}, f
