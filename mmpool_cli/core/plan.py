@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core import eras
 from mmpool_cli.core.eras import Add
+from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.models import Budget, FeatureFit, Finding, HbmEstimate, Plan, PlanRequest, Settings, Severity
 from mmpool_cli.core.units import format_exact, format_size, parse_size
 from mmpool_cli.errors import SizeError

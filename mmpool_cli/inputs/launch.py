@@ -1,4 +1,4 @@
-"""The pre-launch check: a real SGLang launch command, resolved and planned as SGLang 0.5.23 would.
+"""The pre-launch check: a real SGLang launch command, resolved and planned as the chosen release would.
 
 The command's pool flags (after the ``--config`` merge) and the environment go through SGLang's
 transport resolution where it can be known offline; what depends on the model or the machine is
@@ -9,7 +9,7 @@ validate`` for an SGLang ``--config`` file. Pure core: no typer, rich or torch.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mmpool_cli.core.models import Budget, FileResult, Finding, Plan, PlanRequest, Severity
@@ -18,8 +18,10 @@ from mmpool_cli.core.units import format_size
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.sglang import environment as envmod
 from mmpool_cli.sglang import rules as sg
+from mmpool_cli.sglang import versions
 from mmpool_cli.sglang.args import Reading, Token, cli_tokens, merge_config, read
 from mmpool_cli.sglang.environment import LaunchEnv
+from mmpool_cli.sglang.flags import table
 
 LAUNCHERS = "'python -m sglang.launch_server …', 'python3 -m sglang.launch_server …' or 'sglang serve …'"
 ENV = envmod.ENV_LOCATION
@@ -31,6 +33,7 @@ SUBJECT_DESTS = {
     "dp_size": "dp_size",
     "attn_dp_size": "attn_dp_size",
     "transport": "mm_feature_transport",
+    "base_gpu_id": "base_gpu_id",
 }
 
 
@@ -45,6 +48,9 @@ class Assumptions:
     context_bytes: int | None = None
     vmm_granularity: int = sg.DEFAULT_VMM_GRANULARITY
     probe_pidfd: bool = False
+    # The SGLang release whose parser and rules apply, and how it was chosen (versions.choose).
+    sglang_version: str = versions.NEWEST
+    sglang_version_chosen: str = "newest"
 
 
 @dataclass
@@ -103,16 +109,17 @@ def _serve_tokens(tokens: list[Token]) -> tuple[list[Token], bool]:
 def check_launch(
     argv: list[str], environ: Mapping[str, str], assume: Assumptions, cwd: str | None = None
 ) -> FileResult:
-    """Check one launch command against SGLang 0.5.23's rules and plan its pools."""
+    """Check one launch command against the rules of ``assume.sglang_version`` and plan its pools."""
     launcher, start = split_launcher(argv)
     tokens = cli_tokens(argv[start:], start)
     findings: list[Finding] = []
     serve_model = True
     if launcher == "serve":
         tokens, serve_model = _serve_tokens(tokens)
-    launch = merge_config(tokens, cwd)
+    flags = table(versions.release(assume.sglang_version).version)
+    launch = merge_config(tokens, cwd, flags)
     findings += launch.findings
-    reading = read(launch.tokens)
+    reading = read(launch.tokens, Reading(flags=flags))
     findings += reading.findings
     if launcher == "serve" and not serve_model:
         findings.append(
@@ -160,14 +167,17 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
         setting = reading.settings.get(dest)
         return setting.origin if setting else None
 
+    rel = versions.release(assume.sglang_version)
     requested: str | None = reading.get("mm_feature_transport")
     nnodes, pp_size = reading.get("nnodes"), reading.get("pp_size")
     multimodal = not reading.get("language_model_only")
     budget = launch.budget
 
+    if rel.transport_flag and reading.get("keep_mm_feature_on_device"):
+        requested = _keep_on_device(rel, requested, origin("keep_mm_feature_on_device"), add)
     qwen3 = assume.hf_model_type in sg.QWEN3_VL_MODEL_TYPES
     large_hopper = bool(assume.sm90) and (assume.gpu_memory or 0) >= sg.QWEN3_VL_MIN_GPU_BYTES
-    override = qwen3 and large_hopper and multimodal
+    override = qwen3 and large_hopper and multimodal and rel.qwen3_vl_override
     preprocess = reading.get("mm_preprocess_cache_size_mb") or 0
     retention = preprocess > 0 or (launch.vlm_cache_retention if override else False)
     source = "--mm-feature-transport" if requested else None
@@ -194,7 +204,7 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
             f"{sg.ENV_BUDGET} unset: SGLang sets {sg.ENV_BUDGET}={sg.QWEN3_VL_BUDGET_MB}",
             origin("max_running_requests"),
         )
-    if qwen3 and not large_hopper and (assume.sm90 is None or assume.gpu_memory is None):
+    if qwen3 and rel.qwen3_vl_override and not large_hopper and (assume.sm90 is None or assume.gpu_memory is None):
         add(
             Severity.warning,
             "assumption-gpu",
@@ -208,8 +218,17 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
     if transport is None:
         if legacy_set:
             transport, source = ("cuda_ipc" if legacy_on else "cpu"), f"{sg.ENV_LEGACY_TRANSPORT}"
+        elif rel.default_policy == "env":
+            transport, source = "cpu", f"{sg.ENV_LEGACY_TRANSPORT} unset; SGLang {rel.version} has no flag for it"
+        elif rel.default_policy == "opt-in":
+            transport, source = "cpu", f"SGLang {rel.version}'s default"
         elif reading.get("encoder_only"):
             transport, source = "cpu", "--encoder-only"
+        elif rel.default_policy == "auto-cuda_ipc-single-node":
+            # every CUDA launch on one node without disaggregation; a text-only model makes no pool
+            single = nnodes == 1 and reading.get("disaggregation_mode") == "null"
+            transport = "cuda_ipc" if single else "cpu"
+            source = f"SGLang {rel.version}'s default" + (" on one node" if single else "")
         elif not multimodal or reading.get("disaggregation_mode") != "null":
             transport, source = "cpu", "SGLang's default for this launch"
         elif nnodes == 1:
@@ -249,7 +268,7 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
             origin("encoder_only"),
         )
         transport, source = "cpu", "--encoder-only"
-    for message in sg.transport_errors(transport, nnodes, pp_size):
+    for message in sg.transport_errors(transport, nnodes, pp_size) if rel.transport_flag else []:
         add(
             Severity.error,
             "transport-layout",
@@ -268,7 +287,7 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
             origin("mm_feature_transport"),
         )
         if budget.source == "env":
-            findings += [f.at(ENV) for f in budget_findings(budget) if f.severity is not Severity.info]
+            findings += [f.at(ENV) for f in budget_findings(budget, rel.version) if f.severity is not Severity.info]
         return Resolution("cpu" if multimodal else str(transport), findings, None)
 
     plan = make_plan(_request(reading, launch, budget, transport, assume))
@@ -293,6 +312,33 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
     return Resolution(transport, findings, plan)
 
 
+def _keep_on_device(
+    rel: versions.Release,
+    requested: str | None,
+    where: str | None,
+    add: Callable[[Severity, str, str, str | None], None],
+) -> str:
+    """0.5.16-0.5.20: the deprecated --keep-mm-feature-on-device means cuda_ipc, and refuses another transport."""
+    if requested not in (None, "cuda_ipc"):
+        add(
+            Severity.error,
+            "keep-on-device-conflict",
+            f"SGLang {rel.version} fails with '--keep-mm-feature-on-device conflicts with "
+            f"--mm-feature-transport={requested}. Use only --mm-feature-transport=cuda_ipc.'; drop one of them",
+            where,
+        )
+    else:
+        add(
+            Severity.warning,
+            "keep-on-device-deprecated",
+            f"SGLang {rel.version} warns '--keep-mm-feature-on-device is deprecated; using "
+            "--mm-feature-transport=cuda_ipc instead.'; write --mm-feature-transport cuda_ipc, the flag is "
+            "gone after 0.5.20",
+            where,
+        )
+    return "cuda_ipc"
+
+
 def _request(reading: Reading, launch: LaunchEnv, budget: Budget, transport: str, assume: Assumptions) -> PlanRequest:
     dp_size, attn_dp_size = reading.get("dp_size"), reading.get("attn_dp_size")
     dwdp = reading.get("dwdp_size")
@@ -311,6 +357,8 @@ def _request(reading: Reading, launch: LaunchEnv, budget: Budget, transport: str
         base_gpu_id=reading.get("base_gpu_id"),
         expandable_segments=launch.expandable_segments,
         context_bytes=assume.context_bytes,
+        sglang_version=assume.sglang_version,
+        sglang_version_chosen=assume.sglang_version_chosen,
     )
 
 

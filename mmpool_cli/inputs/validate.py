@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Literal
 
 from mmpool_cli.core.models import FileResult, Finding, PlanRequest, Report, Severity
@@ -19,8 +20,10 @@ from mmpool_cli.inputs import config as cfgmod
 from mmpool_cli.inputs.launch import Assumptions, resolve
 from mmpool_cli.inputs.yamlsrc import STDIN, Source, load
 from mmpool_cli.sglang import environment as envmod
-from mmpool_cli.sglang.args import config_tokens, read
+from mmpool_cli.sglang import versions
+from mmpool_cli.sglang.args import Reading, config_tokens, read
 from mmpool_cli.sglang.environment import LaunchEnv
+from mmpool_cli.sglang.flags import table
 
 Kind = Literal["auto", "mmpool", "sglang"]
 # The files a directory argument (and the pre-commit hook) checks: names that start with mmpool or
@@ -29,22 +32,30 @@ CONFIG_NAME = re.compile(r"(mmpool|sglang)[^/]*\.(ya?ml|json)")
 MAX_DIRECTORY_FILES = 10_000
 
 
-def environment_result(environ: Mapping[str, str], launch: LaunchEnv, file_findings: list[Finding]) -> FileResult:
+def environment_result(
+    environ: Mapping[str, str], launch: LaunchEnv, file_findings: list[Finding], sglang_version: str = versions.NEWEST
+) -> FileResult:
     """The environment as one input: env-file problems, and what SGLang will silently do with it."""
     findings = list(file_findings)
     findings += envmod.env_findings(environ)
-    findings += [f.at(envmod.ENV_LOCATION) for f in budget_findings(launch.budget)]
+    findings += [f.at(envmod.ENV_LOCATION) for f in budget_findings(launch.budget, sglang_version)]
     return FileResult(path=envmod.ENV_LOCATION, kind="environment", findings=findings)
 
 
-def validate_file(name: str, launch: LaunchEnv, kind: Kind = "auto", stdin: bytes | None = None) -> FileResult:
-    """Read one file and check it as an mmpool config or an SGLang ``--config`` file."""
+def validate_file(
+    name: str,
+    launch: LaunchEnv,
+    kind: Kind = "auto",
+    stdin: bytes | None = None,
+    sglang_version: str = versions.NEWEST,
+) -> FileResult:
+    """Read one file and check it as an mmpool config or an SGLang ``--config`` file of ``sglang_version``."""
     src = load(name, stdin)
     if not isinstance(src.data, dict):
         return FileResult(path=name, kind="unknown", findings=src.findings)
     if kind == "mmpool" or (kind == "auto" and cfgmod.is_mmpool_config(src.data)):
-        return _mmpool(src, launch)[0]
-    return _sglang(src, launch)
+        return _mmpool(src, launch, sglang_version)[0]
+    return _sglang(src, launch, sglang_version)
 
 
 def mmpool_config(name: str, environ: Mapping[str, str]) -> tuple[FileResult, PlanRequest | None]:
@@ -52,7 +63,9 @@ def mmpool_config(name: str, environ: Mapping[str, str]) -> tuple[FileResult, Pl
     return _mmpool(load(name), envmod.read_launch_env(environ))
 
 
-def _mmpool(src: Source, launch: LaunchEnv) -> tuple[FileResult, PlanRequest | None]:
+def _mmpool(
+    src: Source, launch: LaunchEnv, sglang_version: str = versions.NEWEST
+) -> tuple[FileResult, PlanRequest | None]:
     findings = list(src.findings)
     cfg, errors = cfgmod.parse(src)
     if cfg is None:
@@ -68,7 +81,7 @@ def _mmpool(src: Source, launch: LaunchEnv) -> tuple[FileResult, PlanRequest | N
             )
         )
     else:
-        request = cfgmod.request(cfg, launch)
+        request = replace(cfgmod.request(cfg, launch), sglang_version=sglang_version)
         plan = make_plan(request)
         # the environment's own findings are reported once, on the environment
         for f in plan.findings:
@@ -80,7 +93,7 @@ def _mmpool(src: Source, launch: LaunchEnv) -> tuple[FileResult, PlanRequest | N
     return result, None if result.fails(strict=False) else request
 
 
-def _sglang(src: Source, launch: LaunchEnv) -> FileResult:
+def _sglang(src: Source, launch: LaunchEnv, sglang_version: str = versions.NEWEST) -> FileResult:
     findings = list(src.findings)
     suffix = os.path.splitext(src.name)[1]
     if src.name != STDIN and suffix.lower() not in (".yaml", ".yml"):
@@ -93,11 +106,12 @@ def _sglang(src: Source, launch: LaunchEnv) -> FileResult:
                 src.name,
             )
         )
-    tokens, found = config_tokens(src)
+    flags = table(versions.release(sglang_version).version)
+    tokens, found = config_tokens(src, flags)
     findings += found
-    reading = read(tokens)
+    reading = read(tokens, Reading(flags=flags))
     findings += reading.findings
-    resolution = resolve(reading, launch, Assumptions())
+    resolution = resolve(reading, launch, Assumptions(sglang_version=sglang_version))
     # the environment's own findings are reported once, on the environment
     findings += [f.at(src.name) for f in resolution.findings if f.subject != "env"]
     return FileResult(
@@ -146,13 +160,23 @@ def validate(
     stdin: bytes | None = None,
     env_file_findings: list[Finding] | None = None,
     strict: bool = False,
+    sglang_version: str = versions.NEWEST,
+    sglang_version_chosen: str = "newest",
 ) -> Report:
-    """Validate every path (``-`` is ``stdin``, a directory its config files) and the environment.
+    """Validate every path (``-`` is ``stdin``, a directory its config files) and the environment
+    against one SGLang release.
 
-    Never raises for bad input.
+    Never raises for bad input; an unknown ``sglang_version`` raises MmpoolError.
     """
+    version = versions.release(sglang_version).version
     launch = envmod.read_launch_env(environ)
     files, problems = expand(paths)
-    results = [environment_result(environ, launch, env_file_findings or []), *problems]
-    results += [validate_file(p, launch, kind, stdin) for p in files]
-    return Report(command="validate", results=results, strict=strict)
+    results = [environment_result(environ, launch, env_file_findings or [], version), *problems]
+    results += [validate_file(p, launch, kind, stdin, version) for p in files]
+    return Report(
+        command="validate",
+        results=results,
+        strict=strict,
+        sglang_version=version,
+        sglang_version_chosen=sglang_version_chosen,
+    )

@@ -1,11 +1,12 @@
-"""SGLang 0.5.23's command line and ``--config`` file, read the way SGLang reads them, with locations.
+"""An SGLang release's command line and ``--config`` file, read the way SGLang reads them, with locations.
 
 Only the flags that shape the feature pools are interpreted (``POOL_FLAGS``); every other option is
-known by name (``sglang_flags``) so that abbreviations resolve and typos are caught as argparse
-would, and its values are left alone. A config file becomes flag tokens exactly as SGLang's merger
-builds them (``--key value``, YAML ``null`` → ``"None"``, lists expanded, store-true only switched
-on) and is merged as ``config + before + after``, so the command line wins. Every token keeps where
-it came from (``argv[3]`` or ``file:line:col``). Pure core: no typer, rich or torch.
+known by name (``flags.table(version)``, the chosen release's parser) so that abbreviations resolve
+and typos are caught as argparse would, and its values are left alone. A config file becomes flag
+tokens exactly as SGLang's merger builds them (``--key value``, YAML ``null`` → ``"None"``, lists
+expanded, store-true only switched on) and is merged as ``config + before + after``, so the command
+line wins. Every token keeps where it came from (``argv[3]`` or ``file:line:col``). Pure core: no
+typer, rich or torch.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Literal
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.models import Finding, Severity
 from mmpool_cli.inputs.yamlsrc import Source, load
-from mmpool_cli.sglang.flags import CONFIG_UNSUPPORTED, LONG_OPTIONS
+from mmpool_cli.sglang.flags import FlagTable, table
 
 Kind = Literal["int", "float", "str", "store_true", "deprecated_store_true"]
 
@@ -57,6 +58,8 @@ POOL_FLAGS = (
     Flag("max_running_requests", ("--max-running-requests",), "int", None),
     Flag("mm_preprocess_cache_size_mb", ("--mm-preprocess-cache-size-mb",), "int", None),
     Flag("encoder_only", ("--encoder-only",), "store_true", False),
+    # 0.5.10-0.5.20 only; from 0.5.16 it means --mm-feature-transport cuda_ipc
+    Flag("keep_mm_feature_on_device", ("--keep-mm-feature-on-device",), "store_true", False),
     Flag("language_only", ("--language-only",), "store_true", False),
     Flag("language_model_only", ("--language-model-only",), "store_true", False),
     Flag("disaggregation_mode", ("--disaggregation-mode",), "str", "null", ("null", "prefill", "decode")),
@@ -64,17 +67,16 @@ POOL_FLAGS = (
 )
 BY_NAME = {name: flag for flag in POOL_FLAGS for name in flag.names}
 BY_DEST = {flag.dest: flag for flag in POOL_FLAGS}
-REMOVED = {
-    "--keep-mm-feature-on-device": (
-        "SGLang 0.5.23 has no --keep-mm-feature-on-device (argparse: 'unrecognized arguments'); "
-        "write --mm-feature-transport cuda_ipc instead"
-    )
+# What to write instead of a flag that the chosen release lacks, where there is a replacement.
+INSTEAD = {
+    "--keep-mm-feature-on-device": "write --mm-feature-transport cuda_ipc instead",
+    "--attn-dp-size": "write --dp-size N --enable-dp-attention instead",
+    "--attention-data-parallel-size": "write --dp-size N --enable-dp-attention instead",
 }
 ENV_ONLY_PREFIXES = ("SGLANG_", "SGL_")
 ENV_ONLY_NAMES = ("PYTORCH_CUDA_ALLOC_CONF", "CUDA_VISIBLE_DEVICES")
 MAX_INT = 2**63 - 1
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
-_SORTED_OPTIONS = tuple(sorted(LONG_OPTIONS))  # prefix look-ups by bisection: a config's keys cost log time each
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ class Reading:
 
     settings: dict[str, Setting] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    flags: FlagTable = field(default_factory=table)  # the release whose parser is mirrored
 
     def get(self, dest: str) -> Any:
         """The flag's value, or SGLang's default when it was not given."""
@@ -122,24 +125,27 @@ def _looks_like_option(text: str) -> bool:
     return text.startswith("-") and text != "-" and not _NEGATIVE_NUMBER.match(text)
 
 
-def resolve_option(text: str) -> tuple[str | None, str | None, list[str]]:
+def resolve_option(text: str, flags: FlagTable | None = None) -> tuple[str | None, str | None, list[str]]:
     """argparse's lookup of an option word: ``(option, explicit value, ambiguous matches)``.
 
     Exact names win; otherwise a unique prefix is accepted (``allow_abbrev=True``), the text after
     ``=`` being the value. Python 3.11's argparse calls a prefix of two names ambiguous even when
-    both belong to one flag.
+    both belong to one flag. ``flags``: the release's options (default: the newest's).
     """
-    if text in LONG_OPTIONS:
+    flags = flags or table()
+    known = flags.options
+    if text in known:
         return text, None, []
     name, eq, value = text.partition("=")
     explicit = value if eq else None
-    if name in LONG_OPTIONS:
+    if name in known:
         return name, explicit, []
     if not text.startswith("--"):
         return None, None, []
-    matches, i = [], bisect.bisect_left(_SORTED_OPTIONS, name)
-    while i < len(_SORTED_OPTIONS) and _SORTED_OPTIONS[i].startswith(name):
-        matches.append(_SORTED_OPTIONS[i])
+    ordered = flags.sorted_long
+    matches, i = [], bisect.bisect_left(ordered, name)
+    while i < len(ordered) and ordered[i].startswith(name):
+        matches.append(ordered[i])
         i += 1
     if len(matches) == 1:
         return matches[0], explicit, []
@@ -147,7 +153,10 @@ def resolve_option(text: str) -> tuple[str | None, str | None, list[str]]:
 
 
 def read(tokens: list[Token], reading: Reading | None = None) -> Reading:
-    """Parse words as SGLang 0.5.23's argparse parser would, for the pool flags; every problem is a finding."""
+    """Parse words as the release's argparse parser would (``reading.flags``), for the pool flags.
+
+    Every problem is a finding.
+    """
     reading = reading or Reading()
     i, loose = 0, True  # loose: positional words may belong to a non-pool option before them
     while i < len(tokens):
@@ -165,7 +174,7 @@ def read(tokens: list[Token], reading: Reading | None = None) -> Reading:
                     tok.origin,
                 )
             continue
-        option, explicit, ambiguous = resolve_option(tok.text)
+        option, explicit, ambiguous = resolve_option(tok.text, reading.flags)
         if option is None:
             loose = True
             _unknown(reading, tok, ambiguous)
@@ -175,7 +184,7 @@ def read(tokens: list[Token], reading: Reading | None = None) -> Reading:
             reading.add(
                 Severity.error,
                 "config-not-merged",
-                f"SGLang 0.5.23 merges a config file only after the exact word --config: {excerpt(tok.text)} "
+                f"SGLang merges a config file only after the exact word --config: {excerpt(tok.text)} "
                 "is accepted by argparse and the file is silently ignored; write '--config FILE' as two words",
                 tok.origin,
             )
@@ -230,13 +239,23 @@ def _unknown(reading: Reading, tok: Token, ambiguous: list[str]) -> None:
             "write the full flag name",
             tok.origin,
         )
-    elif name in REMOVED:
-        reading.add(Severity.error, "flag-removed", REMOVED[name], tok.origin)
-    elif " " not in tok.text:
+    elif " " in tok.text:
+        return
+    elif (elsewhere := reading.flags.missing(name)) is not None:
+        fix = INSTEAD.get(name, "remove it or pick the release you run with --sglang-version")
+        reading.add(
+            Severity.error,
+            "flag-not-in-release",
+            f"SGLang {reading.flags.version} has no {name}: it {elsewhere}, and this release fails with "
+            f"'unrecognized arguments: {shorten(tok.text)}'; {fix}",
+            tok.origin,
+        )
+    else:
         reading.add(
             Severity.error,
             "unrecognized-argument",
-            f"SGLang 0.5.23 has no option {shorten(name)}: it fails with 'unrecognized arguments: {shorten(tok.text)}'",
+            f"SGLang {reading.flags.version} has no option {shorten(name)}: it fails with "
+            f"'unrecognized arguments: {shorten(tok.text)}'",
             tok.origin,
         )
 
@@ -275,8 +294,9 @@ def _store(reading: Reading, flag: Flag, tok: Token, value_tok: Token) -> None:
             value_tok.origin,
         )
         return
-    if flag.choices is not None and value not in flag.choices:
-        allowed = ", ".join(repr(c) for c in flag.choices)
+    choices = flag.choices and (reading.flags.choices(flag.names[0]) or flag.choices)
+    if choices and value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
         reading.add(
             Severity.error,
             "flag-bad-value",
@@ -288,13 +308,15 @@ def _store(reading: Reading, flag: Flag, tok: Token, value_tok: Token) -> None:
     reading.settings[flag.dest] = Setting(value, value_tok.origin)
 
 
-def config_tokens(src: Source) -> tuple[list[Token], list[Finding]]:
+def config_tokens(src: Source, flags: FlagTable | None = None) -> tuple[list[Token], list[Finding]]:
     """An SGLang ``--config`` mapping as the flag words SGLang's merger makes of it, with findings.
 
     Mirrors ``ConfigArgumentMerger._convert_config_to_args``: keys become ``--{key}`` literally, in
     file order; a refused key (an unsupported action, an environment variable, an underscore
-    spelling) produces a finding and no words.
+    spelling) produces a finding and no words. ``flags``: the release (default: the newest).
     """
+    flags = flags or table()
+    unsupported = flags.config_unsupported
     tokens: list[Token] = []
     findings: list[Finding] = []
 
@@ -325,7 +347,7 @@ def config_tokens(src: Source) -> tuple[list[Token], list[Finding]]:
                 where_key,
             )
             continue
-        if key_norm in CONFIG_UNSUPPORTED:
+        if key_norm in unsupported:
             fix = (
                 "write 'attn-dp-size: <dp-size>' (and no dp-size) instead"
                 if key_norm == "enable_dp_attention"
@@ -335,12 +357,12 @@ def config_tokens(src: Source) -> tuple[list[Token], list[Finding]]:
                 Severity.error,
                 "sglang-config-unsupported",
                 f"SGLang fails with \"Unsupported config option '{key_norm}' with action "
-                f"'{CONFIG_UNSUPPORTED[key_norm]}'\"; {fix}",
+                f"'{unsupported[key_norm]}'\"; {fix}",
                 where_key,
             )
             continue
         dashed = "--" + key.replace("_", "-")
-        if "_" in key and f"--{key}" not in LONG_OPTIONS and resolve_option(dashed)[0] is not None:
+        if "_" in key and f"--{key}" not in flags.options and resolve_option(dashed, flags)[0] is not None:
             add(
                 Severity.error,
                 "sglang-config-underscore-key",
@@ -349,7 +371,7 @@ def config_tokens(src: Source) -> tuple[list[Token], list[Finding]]:
                 where_key,
             )
             continue
-        option = resolve_option(f"--{key}")[0]
+        option = resolve_option(f"--{key}", flags)[0]
         flag = BY_NAME.get(option or "")
         if isinstance(value, bool) and flag is not None and flag.kind == "store_true":
             if value:
@@ -400,7 +422,7 @@ class Launch:
     config: str | None = None
 
 
-def merge_config(tokens: list[Token], cwd: str | None = None) -> Launch:
+def merge_config(tokens: list[Token], cwd: str | None = None, flags: FlagTable | None = None) -> Launch:
     """SGLang's ``--config`` merge: ``config words + words before + words after``.
 
     Only the exact word ``--config`` triggers it; one file at most, ending ``.yaml``/``.yml``.
@@ -454,6 +476,6 @@ def merge_config(tokens: list[Token], cwd: str | None = None) -> Launch:
     findings += src.findings
     if not isinstance(src.data, dict):
         return Launch(rest, findings, path)
-    words, found = config_tokens(src)
+    words, found = config_tokens(src, flags)
     findings += found
     return Launch(words + rest, findings, path)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from mmpool_cli.core.units import BINARY_UNITS
 
-SGLANG_VERSION = "0.5.23"
+SGLANG_VERSION = "0.5.23"  # the release these constants were read from
 
 MiB = BINARY_UNITS["MiB"]
 ENV_BUDGET = "SGLANG_MM_FEATURE_CACHE_MB"

@@ -64,7 +64,7 @@ def test_explicit_cuda_ipc_plans_the_pool() -> None:
     [
         (["--mm-feature-transport", "cuda_ipc", "--nnodes", "2"], "transport-layout"),
         (["--mm-feature-transport", "cuda_vmm", "--pp-size", "2"], "transport-layout"),
-        (["--keep-mm-feature-on-device"], "flag-removed"),
+        (["--keep-mm-feature-on-device"], "flag-not-in-release"),
         (["--tp-size", "x"], "flag-bad-value"),
         (["--config=c.yaml"], "config-not-merged"),
         (["--mm-feature-transport", "cuda_ipc", "--tokenizer-worker-num", "0"], "workers-not-positive"),

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from mmpool_cli.sglang import versions
 from mmpool_cli.sglang.args import BY_NAME, POOL_FLAGS, cli_tokens, merge_config, read, resolve_option
-from mmpool_cli.sglang.flags import CONFIG_UNSUPPORTED, LONG_OPTIONS
+from mmpool_cli.sglang.flags import table
 
 
 def codes(argv: list[str]) -> list[str]:
@@ -44,7 +45,7 @@ def test_values_read_like_argparse(argv: list[str], dest: str, value: object) ->
         (["--tp-size", "--nnodes", "2"], "flag-bad-value"),
         (["--mm-feature-transport", "nvlink"], "flag-bad-value"),
         (["--encoder-only=yes"], "flag-bad-value"),
-        (["--keep-mm-feature-on-device"], "flag-removed"),
+        (["--keep-mm-feature-on-device"], "flag-not-in-release"),
         (["--tokenizer-workers", "4"], "unrecognized-argument"),
         (["--t", "4"], "ambiguous-option"),
         (["--config=x.yaml"], "config-not-merged"),
@@ -66,7 +67,7 @@ def test_abbreviation_is_an_info() -> None:
 def test_resolve_option_matches_python_argparse() -> None:
     """The prefix rule agrees with the real argparse over the same option names."""
     parser = argparse.ArgumentParser(exit_on_error=False)
-    for name in sorted(LONG_OPTIONS - {"--help"}):
+    for name in sorted(table().options - {"--help", "-h"}):
         parser.add_argument(name, dest=name, nargs="?")
     for text in ["--tp", "--tp-size=4", "--mm-f", "--nn", "--base-gpu", "--attn-dp", "--dp"]:
         option = resolve_option(text)[0]
@@ -82,10 +83,10 @@ def test_resolve_option_matches_python_argparse() -> None:
 def test_pool_flags_exist_in_sglang() -> None:
     for flag in POOL_FLAGS:
         for name in flag.names:
-            assert name in LONG_OPTIONS
+            assert any(name in table(v).options for v in versions.known()), name
             assert BY_NAME[name] is flag
-    assert "--keep-mm-feature-on-device" not in LONG_OPTIONS
-    assert CONFIG_UNSUPPORTED["enable_dp_attention"] == "DeprecatedStoreTrueAction"
+    assert "--keep-mm-feature-on-device" not in table().options
+    assert table().config_unsupported["enable_dp_attention"] == "DeprecatedStoreTrueAction"
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:
