@@ -20,8 +20,10 @@ from mmpool_cli.cli.options import (
     QuietOpt,
     ReportFormat,
     ReportFormatOpt,
+    SglangVersionOpt,
     StrictOpt,
     environment,
+    sglang_release,
     size_arg,
 )
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, MmpoolError
@@ -71,6 +73,7 @@ def check(
     strict: StrictOpt = False,
     quiet: QuietOpt = False,
     exit_zero: ExitZeroOpt = False,
+    sglang_version: SglangVersionOpt = None,
 ) -> None:
     """Check an SGLang launch command and its environment before launch; --exec then runs it."""
     from dataclasses import replace
@@ -87,6 +90,7 @@ def check(
                 "--no-process-env would check a different one: export the variables instead"
             )
         environ, env_findings = environment(no_process_env, env_file, env)
+        version, chosen = sglang_release(sglang_version, environ)
         assume = Assumptions(
             hf_model_type=hf_model_type,
             sm90=sm90,
@@ -95,11 +99,15 @@ def check(
             context_bytes=None if context_size is None else size_arg("--context-size", context_size),
             vmm_granularity=size_arg("--vmm-granularity", vmm_granularity),
             probe_pidfd=probe_pidfd,
+            sglang_version=version,
+            sglang_version_chosen=chosen,
         )
         result = check_launch(command, environ, assume)
     if env_findings:
         result = replace(result, findings=env_findings + result.findings)
-    report = Report(command="check", results=[result], strict=strict)
+    report = Report(
+        command="check", results=[result], strict=strict, sglang_version=version, sglang_version_chosen=chosen
+    )
     # With --exec the server owns stdout: the report goes to stderr.
     emit(render("report", output.value, report, launch=command, quiet=quiet), err=exec_)
     if not report.ok:

@@ -98,6 +98,15 @@ EnvOpt = Annotated[
 EnvFileOpt = Annotated[
     list[str] | None, typer.Option("--env-file", metavar="FILE", help="Read KEY=VALUE lines (dotenv style).")
 ]
+SglangVersionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sglang-version",
+        metavar="X.Y.Z",
+        help="The SGLang release whose flags and pool rules apply (0.5.10 or later). Default: "
+        "$MMPOOL_SGLANG_VERSION, else the installed sglang, else the newest mmpool knows.",
+    ),
+]
 NoProcessEnvOpt = Annotated[
     bool, typer.Option("--no-process-env", help="Ignore mmpool's own environment; only --env and --env-file.")
 ]
@@ -118,6 +127,7 @@ class PoolOptions:
     feature_size: list[str] | None = None
     base_gpu_id: int = 0
     context_size: str | None = None
+    sglang_version: str | None = None
 
     def given(self) -> list[str]:
         """The flags set to something other than their default, as ``--flag-name``."""
@@ -130,6 +140,7 @@ class PoolOptions:
         granularity = size_arg("--vmm-granularity", self.vmm_granularity)
         if granularity <= 0:
             raise MmpoolError(f"--vmm-granularity: must be positive (default {DEFAULT_VMM_GRANULARITY} bytes)")
+        version, chosen = sglang_release(self.sglang_version, environ)
         return PlanRequest(
             budget=envmod.resolve_budget(launch, flag=flag),
             workers=self.workers,
@@ -143,7 +154,17 @@ class PoolOptions:
             base_gpu_id=self.base_gpu_id,
             expandable_segments=launch.expandable_segments,
             context_bytes=None if self.context_size is None else size_arg("--context-size", self.context_size),
+            sglang_version=version,
+            sglang_version_chosen=chosen,
         )
+
+
+def sglang_release(flag: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
+    """The SGLang release to apply and how it was chosen; an unknown one is a usage error (exit 2)."""
+    from mmpool_cli.sglang.versions import choose
+
+    release, chosen = choose(flag, environ)
+    return release.version, chosen
 
 
 # The typer declaration of each PoolOptions field (its default comes from the dataclass).
@@ -191,6 +212,7 @@ _POOL_DECLARATIONS: dict[str, Any] = {
         typer.Option("--base-gpu-id", parser=int_arg, metavar="N", help="GPU that holds the pools (--base-gpu-id)."),
     ],
     "context_size": ContextOpt,
+    "sglang_version": SglangVersionOpt,
 }
 
 

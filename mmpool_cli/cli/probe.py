@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from fractions import Fraction
 from typing import Annotated
 
@@ -17,6 +18,7 @@ from mmpool_cli.cli.options import (
     OutputFormat,
     PoolOptions,
     environment,
+    sglang_release,
     with_pool_options,
 )
 from mmpool_cli.core.models import PlanRequest
@@ -80,7 +82,7 @@ def probe(
 
 def _config_request(path: str, environ: Mapping[str, str], pool: PoolOptions, output: OutputFormat) -> PlanRequest:
     """The plan request of an mmpool config file; its findings end the run (exit 1) when it has errors."""
-    given = sorted(pool.given())
+    given = sorted(set(pool.given()) - {"--sglang-version"})
     if given:
         raise MmpoolError(f"--config takes the pool from the file; drop {', '.join(given)} or drop --config")
     from mmpool_cli.core.models import Report
@@ -92,7 +94,8 @@ def _config_request(path: str, environ: Mapping[str, str], pool: PoolOptions, ou
         raise typer.Exit(EXIT_FINDINGS)
     if request is None:
         raise MmpoolError(f"{path}: pool.transport is cpu, so there is no pool to probe")
-    return request
+    version, chosen = sglang_release(pool.sglang_version, environ)
+    return replace(request, sglang_version=version, sglang_version_chosen=chosen)
 
 
 def _fraction(text: str | None) -> Fraction | None:

@@ -17,8 +17,10 @@ from mmpool_cli.cli.options import (
     QuietOpt,
     ReportFormat,
     ReportFormatOpt,
+    SglangVersionOpt,
     StrictOpt,
     environment,
+    sglang_release,
 )
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK
 from mmpool_cli.inputs.yamlsrc import read_stdin
@@ -52,13 +54,24 @@ def validate(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show info findings too.")] = False,
     quiet: QuietOpt = False,
     exit_zero: ExitZeroOpt = False,
+    sglang_version: SglangVersionOpt = None,
 ) -> None:
     """Validate mmpool configs, SGLang --config files and the environment; report every finding."""
     from mmpool_cli.inputs.validate import validate as run_validate
 
     with reported():
         environ, env_findings = environment(no_process_env, env_file, env)
+        version, chosen = sglang_release(sglang_version, environ)
     stdin = read_stdin(sys.stdin.buffer) if "-" in files else None
-    report = run_validate(files, environ, kind=kind.value, stdin=stdin, env_file_findings=env_findings, strict=strict)
+    report = run_validate(
+        files,
+        environ,
+        kind=kind.value,
+        stdin=stdin,
+        env_file_findings=env_findings,
+        strict=strict,
+        sglang_version=version,
+        sglang_version_chosen=chosen,
+    )
     emit(render("report", output.value, report, verbose=verbose, quiet=quiet))
     raise typer.Exit(EXIT_OK if report.ok or exit_zero else EXIT_FINDINGS)

@@ -12,7 +12,7 @@ from rich.text import Text
 from mmpool_cli.core.models import FileResult, Finding, Plan, Report, Severity
 from mmpool_cli.core.units import format_binary, format_size, is_whole_binary
 from mmpool_cli.probe.report import ProbeReport
-from mmpool_cli.render.text import summary_line
+from mmpool_cli.render.text import summary_line, version_note
 from mmpool_cli.sglang.rules import ENV_BUDGET
 from mmpool_cli.workload.kv import KvCost
 
@@ -56,7 +56,8 @@ def plan_human(plan: Plan) -> RenderableType:
     """The plan for people: budget, split, capacity, HBM, findings and the settings to copy."""
     parts: list[RenderableType] = []
     verdict = Text("OK", style="bold green") if plan.status == "ok" else Text("FAIL", style="bold red")
-    parts.append(Text.assemble("mmpool plan: ", verdict, f"  (SGLang {plan.sglang_version}, {plan.transport})"))
+    release = version_note(plan.sglang_version, plan.sglang_version_chosen)
+    parts.append(Text.assemble("mmpool plan: ", verdict, f"  ({release}, {plan.transport})"))
 
     source = {
         "flag": "from --size",
@@ -170,9 +171,8 @@ def _figure(key: str, value: object) -> str:
 def probe_human(report: ProbeReport) -> RenderableType:
     """The probe for people: the GPUs, then each stage with its figures and findings."""
     verdict = Text("OK", style="bold green") if report.status == "ok" else Text("FAIL", style="bold red")
-    parts: list[RenderableType] = [
-        Text.assemble("mmpool probe: ", verdict, f"  ({report.seconds:.1f} s, SGLang {report.plan.sglang_version})")
-    ]
+    release = version_note(report.plan.sglang_version, report.plan.sglang_version_chosen)
+    parts: list[RenderableType] = [Text.assemble("mmpool probe: ", verdict, f"  ({report.seconds:.1f} s, {release})")]
     gpus = Table(title="GPUs (NVML)", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
     for name in ("cuda", "nvml", "name", "free", "total"):
         gpus.add_column(name, no_wrap=True)
@@ -231,7 +231,8 @@ def result_human(result: FileResult, strict: bool, verbose: bool) -> RenderableT
 
 def report_human(report: Report, verbose: bool = False) -> RenderableType:
     """Every input, then the summary line; valid inputs without findings take one line each."""
-    parts: list[RenderableType] = []
+    release = version_note(report.sglang_version, report.sglang_version_chosen)
+    parts: list[RenderableType] = [Text(f"rules of {release}", style="dim")]
     for result in report.results:
         parts.append(result_human(result, report.strict, verbose or report.command == "check"))
     verdict = Text("OK", style="bold green") if report.ok else Text("FAIL", style="bold red")

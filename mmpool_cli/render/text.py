@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from mmpool_cli.core.models import REPORT_SCHEMA_VERSION, FileResult, Finding, Report, Severity, to_data
-from mmpool_cli.sglang.rules import SGLANG_VERSION
+from mmpool_cli.sglang.versions import how_chosen
 
 
 def to_json(data: Any) -> str:
@@ -26,7 +26,8 @@ def report_data(report: Report, launch: list[str] | None = None) -> dict[str, An
         "command": report.command,
         "status": "ok" if report.ok else "fail",
         "strict": report.strict,
-        "sglang_version": SGLANG_VERSION,
+        "sglang_version": report.sglang_version,
+        "sglang_version_chosen": report.sglang_version_chosen,
     }
     if launch is not None:
         data["launch"] = launch
@@ -76,6 +77,11 @@ def report_quiet(report: Report) -> str:
     return "\n".join(lines)
 
 
+def version_note(version: str, chosen: str) -> str:
+    """Which SGLang release's rules a result follows, and why: ``SGLang 0.5.20 (from --sglang-version)``."""
+    return f"SGLang {version} ({how_chosen(chosen)})"
+
+
 _LEVEL = {Severity.error: "error", Severity.warning: "warning", Severity.info: "notice"}
 
 
@@ -114,5 +120,6 @@ def github_annotation(result: FileResult, f: Finding) -> str:
 def report_github(report: Report) -> str:
     """Every finding as a GitHub annotation, then the summary line."""
     lines = [github_annotation(r, f) for r in report.results for f in r.findings]
-    lines.append(("mmpool: OK: " if report.ok else "mmpool: FAIL: ") + summary_line(report))
+    release = version_note(report.sglang_version, report.sglang_version_chosen)
+    lines.append(("mmpool: OK: " if report.ok else "mmpool: FAIL: ") + f"{summary_line(report)}; {release}")
     return "\n".join(lines)
