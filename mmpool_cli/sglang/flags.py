@@ -39,10 +39,10 @@ class FlagTable:
         have = _releases_with().get(option)
         if not have:
             return None
-        order = _versions()
-        at = order.index(self.version)
-        older = [v for v in have if order.index(v) < at]
-        newer = [v for v in have if order.index(v) > at]
+        order = _order()
+        at = order[self.version]
+        older = [v for v in have if order[v] < at]
+        newer = [v for v in have if order[v] > at]
         if older and not newer:
             return f"was removed after {older[-1]}" + _span(have)
         if newer and not older:
@@ -63,9 +63,8 @@ def _span(have: list[str]) -> str:
 
 
 def _contiguous(have: list[str]) -> bool:
-    order = _versions()
-    first = order.index(have[0])
-    return order[first : first + len(have)] == have
+    first = _order()[have[0]]
+    return _versions()[first : first + len(have)] == have
 
 
 @functools.cache
@@ -80,33 +79,39 @@ def _versions() -> list[str]:
     return versions
 
 
+@functools.cache
+def _order() -> dict[str, int]:
+    return {v: i for i, v in enumerate(_versions())}
+
+
 def _at(changes: list[list[Any]], version: str) -> Any:
     """The value a change-point list holds at ``version`` (the last change at or before it)."""
-    order = _versions()
+    order = _order()
     value = None
     for since, v in changes:
-        if order.index(since) > order.index(version):
+        if order[since] > order[version]:
             break
         value = v
     return value
 
 
 def _present(row: dict[str, Any], version: str) -> bool:
-    order = _versions()
-    at = order.index(version)
-    return any(order.index(lo) <= at <= order.index(hi) for lo, hi in row["spans"])
+    order = _order()
+    return any(order[lo] <= order[version] <= order[hi] for lo, hi in row["spans"])
 
 
 @functools.cache
 def _releases_with() -> dict[str, list[str]]:
     """Each option string and the releases whose parser has it, oldest first."""
-    out: dict[str, list[str]] = {}
-    for version in _versions():
-        for row in _data()["flags"]:
-            if _present(row, version):
-                for option in _at(row["options"], version):
-                    out.setdefault(option, []).append(version)
-    return out
+    versions, order = _versions(), _order()
+    have: dict[str, set[int]] = {}
+    for row in _data()["flags"]:
+        changes = row["options"]
+        for lo, hi in row["spans"]:
+            for i in range(order[lo], order[hi] + 1):
+                for option in _at(changes, versions[i]):
+                    have.setdefault(option, set()).add(i)
+    return {option: [versions[i] for i in sorted(found)] for option, found in have.items()}
 
 
 @functools.cache
