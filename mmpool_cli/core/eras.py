@@ -79,8 +79,8 @@ def split_findings(rel: Release, effective: int, workers: int, per_worker: int, 
         add(
             Severity.warning,
             "split-floor",
-            f"SGLang {rel.version} gives each worker at least {format_size(rel.floor_bytes)} "
-            f"(max(budget // workers, {format_size(rel.floor_bytes)})): the {workers} pools take "
+            f"SGLang {rel.version} gives each worker max(budget // workers, {rel.floor_bytes // sg.MiB} MiB): "
+            f"the {workers} pools take "
             f"{format_size(total)}, {format_size(total - effective)} more than the budget",
             "budget",
         )

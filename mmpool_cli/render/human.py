@@ -231,12 +231,12 @@ def result_human(result: FileResult, strict: bool, verbose: bool) -> RenderableT
 
 def report_human(report: Report, verbose: bool = False) -> RenderableType:
     """Every input, then the summary line; valid inputs without findings take one line each."""
-    release = version_note(report.sglang_version, report.sglang_version_chosen)
-    parts: list[RenderableType] = [Text(f"rules of {release}", style="dim")]
+    parts: list[RenderableType] = []
     for result in report.results:
         parts.append(result_human(result, report.strict, verbose or report.command == "check"))
     verdict = Text("OK", style="bold green") if report.ok else Text("FAIL", style="bold red")
-    parts.append(Text.assemble(f"mmpool {report.command}: ", verdict, f"  {summary_line(report)}"))
+    release = version_note(report.sglang_version, report.sglang_version_chosen)
+    parts.append(Text.assemble(f"mmpool {report.command}: ", verdict, f"  {summary_line(report)}; {release}"))
     return Group(*parts)
 
 

@@ -182,7 +182,7 @@ def how_chosen(chosen: str) -> str:
         "--sglang-version": "from --sglang-version",
         "MMPOOL_SGLANG_VERSION": f"from {ENV_VERSION}",
         "installed": "the installed sglang",
-        "newest": "the newest mmpool knows: no --sglang-version, MMPOOL_SGLANG_VERSION or installed sglang",
+        "newest": "newest known",
     }
     return phrases.get(chosen, chosen)
 

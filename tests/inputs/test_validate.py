@@ -127,7 +127,7 @@ def test_environment_is_reported_once() -> None:
 def test_exit_0_valid(run_line) -> None:
     result = run_line(["mmpool", "validate", str(DATA / "valid" / "example-mmpool.yaml")])
     assert result.exit_code == 0, result.output
-    assert result.stdout.rstrip().endswith("1 file: 1 valid, 0 invalid")
+    assert "1 file: 1 valid, 0 invalid; SGLang 0.5.23 (" in result.stdout.rstrip().splitlines()[-1]
 
 
 def test_exit_1_errors_human(run_line) -> None:
