@@ -118,9 +118,9 @@ def _releases_with() -> dict[str, list[str]]:
 def table(version: str = NEWEST) -> FlagTable:
     """The options of ``version`` (one of ``versions.known()``)."""
     options = {"--help", "-h"}
-    for option, have in _releases_with().items():
-        if version in have:
-            options.add(option)
+    for r in _data()["flags"]:
+        if _present(r, version):
+            options.update(_at(r["options"], version))
     return FlagTable(
         version=version,
         options=frozenset(options),
