@@ -12,13 +12,14 @@ from dataclasses import replace
 from mmpool_cli.core.models import Budget, HbmEstimate, PlanRequest, Severity
 from mmpool_cli.core.units import format_size
 from mmpool_cli.sglang import rules as sg
-from mmpool_cli.sglang.versions import Release
+from mmpool_cli.sglang.versions import Release, first_with
 
 # How a helper of make_plan reports: severity, code, message, subject.
 Add = Callable[[Severity, str, str, str | None], None]
 
 
 def smallest(rel: Release, workers: int, transport: str, consumers: int, granularity: int) -> int:
+    """The smallest ``SGLANG_MM_FEATURE_CACHE_MB`` the release accepts for this layout."""
     # Before 0.5.18 the pool has no header: any budget of 1 MiB or more makes one.
     if not rel.stream_ordered and transport == "cuda_ipc":
         return 1
@@ -33,6 +34,7 @@ def release_budget(budget: Budget, rel: Release) -> Budget:
 
 
 def transport_known(rel: Release, transport: str, add: Add) -> bool:
+    """Whether the release has ``transport``; an error finding when it does not."""
     if transport in rel.pool_transports:
         return True
     add(
@@ -57,7 +59,7 @@ def consumer_sizes(request: PlanRequest, rel: Release, add: Add) -> tuple[int, i
         add(
             Severity.error,
             "flag-not-in-release",
-            f"SGLang {rel.version} has no --attn-dp-size (it is new in 0.5.22); "
+            f"SGLang {rel.version} has no --attn-dp-size (it is new in {first_with('--attn-dp-size')}); "
             "write --dp-size N --enable-dp-attention",
             "attn_dp_size",
         )
@@ -66,6 +68,7 @@ def consumer_sizes(request: PlanRequest, rel: Release, add: Add) -> tuple[int, i
 
 
 def split_findings(rel: Release, effective: int, workers: int, per_worker: int, unused: int, add: Add) -> None:
+    """What the release's split does with the budget: no split, the 128 MiB floor, a remainder."""
     total = per_worker * workers
     if rel.split == "none":
         add(

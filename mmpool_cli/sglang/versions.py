@@ -132,6 +132,11 @@ def release(version: str) -> Release:
     return found
 
 
+def first_with(option: str) -> str | None:
+    """The oldest known release whose parser has ``option`` (one of the pool-related flags)."""
+    return next((v for v, rel in _table().items() if rel.has(option)), None)
+
+
 def installed_version() -> str | None:
     """The version of the ``sglang`` distribution on ``sys.path``, from its metadata; None without one.
 

@@ -56,6 +56,12 @@ SARIF_SUBSET = {
                             }
                         },
                     },
+                    # a SARIF property bag (3.8): the SGLang release the findings follow
+                    "properties": {
+                        **_CLOSED,
+                        "required": ["sglangVersion", "sglangVersionChosen"],
+                        "properties": {"sglangVersion": {"type": "string"}, "sglangVersionChosen": {"type": "string"}},
+                    },
                     "invocations": {
                         "type": "array",
                         "items": {
