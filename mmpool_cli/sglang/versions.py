@@ -125,8 +125,9 @@ def release(version: str) -> Release:
     table = _table()
     found = table.get(version.strip().removeprefix("v"))
     if found is None:
+        shown = version if len(version) <= 40 else version[:40] + "…"
         raise MmpoolError(
-            f"SGLang {version!r} is not a release mmpool knows: pick one of {', '.join(table)} "
+            f"SGLang {shown!r} is not a release mmpool knows: pick one of {', '.join(table)} "
             "(scripts/gen_sglang_tables.py adds newer ones)"
         )
     return found
@@ -175,7 +176,7 @@ def choose(flag: str | None, environ: Mapping[str, str]) -> tuple[Release, Chose
             return release(installed), "installed"
         except MmpoolError:
             raise MmpoolError(
-                f"the installed sglang {installed} is not a release mmpool knows ({supported_range()}): "
+                f"the installed sglang {installed[:40]!r} is not a release mmpool knows ({supported_range()}): "
                 f"pass --sglang-version or set {ENV_VERSION}"
             ) from None
     return _table()[known()[-1]], "newest"

@@ -123,3 +123,9 @@ def test_validate_reads_a_config_with_the_release_flags(run_line, tmp_path) -> N
     assert any("is new in 0.5.22" in f["message"] for r in data["files"] for f in r["findings"])
     new = run_line(["mmpool", "validate", "--sglang-version", "0.5.23", "--format", "json", str(cfg)])
     assert new.exit_code == 0, new.output
+
+
+def test_probe_refuses_an_unknown_version_before_touching_a_gpu(run_line) -> None:
+    result = run_line(["mmpool", "probe", "--sglang-version", "0.5.9", "--format", "json"])
+    assert result.exit_code == 2
+    assert "SGLang '0.5.9' is not a release mmpool knows" in result.stderr

@@ -112,7 +112,7 @@ def test_an_installed_unknown_release_asks_for_the_flag(tmp_path, monkeypatch) -
     dist = tmp_path / "sglang-0.4.6.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.4.6\n")
-    with pytest.raises(MmpoolError, match="installed sglang 0.4.6 is not a release mmpool knows .*--sglang-version"):
+    with pytest.raises(MmpoolError, match="installed sglang .0.4.6. is not a release mmpool knows .*--sglang-version"):
         versions.choose(None, {})
 
 
@@ -123,3 +123,10 @@ def test_releases_json_names_its_generator_and_wheels() -> None:
     # a rule with its source: the split of 0.5.23 was read from cuda_ipc.py
     newest = data["releases"][-1]
     assert newest["split_at"].startswith("multimodal/transport/cuda_ipc.py:")
+
+
+def test_a_hostile_version_string_stays_one_short_line() -> None:
+    with pytest.raises(MmpoolError) as info:
+        versions.release("0.5.2\n" + "x" * 100_000)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 500
