@@ -28,6 +28,7 @@ from mmpool_cli.core.models import Budget, PlanRequest, Severity
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
+from mmpool_cli.sglang import versions
 from mmpool_cli.sglang.rules import MiB, ipc_header_bytes
 
 
@@ -206,6 +207,12 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
     if o.max_events < 1:
         raise MmpoolError(f"--max-events: must be at least 1, not {o.max_events}")
     request = pool.request(os.environ)
+    if not versions.release(request.sglang_version).stream_ordered:
+        raise MmpoolError(
+            f"simulate models the stream-ordered pool of SGLang 0.5.18 and later (its allocator is the same "
+            f"through 0.5.23); SGLang {request.sglang_version} has the older shm-counter pool: pick "
+            "--sglang-version 0.5.18 or later"
+        )
     plan = make_plan(request)
     if plan.consumers is None or request.workers < 1:  # a layout SGLang refuses: nothing to simulate
         raise MmpoolError(_first_error(plan) or "the parallel layout has no consumers")
@@ -245,6 +252,8 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         refused=refused,
         target=target,
         basis=o.target_basis.value,
+        sglang_version=request.sglang_version,
+        sglang_version_chosen=request.sglang_version_chosen,
     )
     if o.smallest_budget:
         found = smallest_budget(

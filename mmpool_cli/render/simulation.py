@@ -10,6 +10,7 @@ from rich.text import Text
 
 from mmpool_cli.core.units import format_binary
 from mmpool_cli.render.human import _kv_table
+from mmpool_cli.render.text import version_note
 from mmpool_cli.simulate.report import SimulationReport, result_data
 
 
@@ -46,7 +47,7 @@ def simulate_human(report: SimulationReport) -> RenderableType:
         Text.assemble(
             "mmpool simulate: ",
             verdict,
-            f"  (SGLang {report.result and report.result.sglang_version or '0.5.23'}, cuda_ipc, {source})",
+            f"  ({version_note(report.sglang_version, report.sglang_version_chosen)}, cuda_ipc, {source})",
         )
     )
     rows = [

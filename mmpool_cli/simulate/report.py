@@ -60,6 +60,8 @@ class SimulationReport:
     basis: Basis
     search: BudgetSearch | None = None
     settings: Settings | None = None  # for the smallest budget found
+    sglang_version: str = sg.SGLANG_VERSION  # the release whose pool is simulated, and how it was chosen
+    sglang_version_chosen: str = "newest"
 
     def fallback_rate(self) -> Fraction | None:
         r = self.result
@@ -82,7 +84,8 @@ class SimulationReport:
         data: dict[str, Any] = {
             "schema_version": SIM_SCHEMA_VERSION,
             "status": "ok" if self.meets_target else "fail",
-            "sglang_version": sg.SGLANG_VERSION,
+            "sglang_version": self.sglang_version,
+            "sglang_version_chosen": self.sglang_version_chosen,
             "transport": "cuda_ipc",
             "source": self.source,
             "budget_bytes": self.budget_bytes,
