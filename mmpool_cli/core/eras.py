@@ -1,6 +1,6 @@
 """The parts of a plan that differ between SGLang releases: split, consumers, KV reservation, device.
 
-Helpers of ``make_plan``; each takes the release (``sglang.versions.Release``) whose rules apply.
+Parts of ``make_plan``; each takes the release (``sglang.versions.Release``) whose rules apply.
 Pure core: standard library only.
 """
 
@@ -14,7 +14,7 @@ from mmpool_cli.core.units import format_size
 from mmpool_cli.sglang import rules as sg
 from mmpool_cli.sglang.versions import Release, first_with
 
-# How a helper of make_plan reports: severity, code, message, subject.
+# How a part of make_plan reports: severity, code, message, subject.
 Add = Callable[[Severity, str, str, str | None], None]
 
 
