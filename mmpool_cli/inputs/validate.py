@@ -173,6 +173,11 @@ def validate(
     files, problems = expand(paths)
     results = [environment_result(environ, launch, env_file_findings or [], version), *problems]
     results += [validate_file(p, launch, kind, stdin, version) for p in files]
+    # every plan says how its release was chosen, as the report does
+    results = [
+        r if r.plan is None else replace(r, plan=replace(r.plan, sglang_version_chosen=sglang_version_chosen))
+        for r in results
+    ]
     return Report(
         command="validate",
         results=results,

@@ -115,7 +115,7 @@ def test_check_0_5_17_picks_cuda_ipc_itself(run_line) -> None:
 
 def test_validate_reads_a_config_with_the_release_flags(run_line, tmp_path) -> None:
     cfg = tmp_path / "sglang.yaml"
-    cfg.write_text("model-path: m\nattn-dp-size: 2\ntp-size: 4\n")
+    cfg.write_text("model-path: m\nattn-dp-size: 2\ntp-size: 4\nmm-feature-transport: cuda_ipc\n")
     old = run_line(["mmpool", "validate", "--sglang-version", "0.5.21", "--format", "json", str(cfg)])
     assert old.exit_code == 1
     data = json.loads(old.stdout)
@@ -123,6 +123,8 @@ def test_validate_reads_a_config_with_the_release_flags(run_line, tmp_path) -> N
     assert any("is new in 0.5.22" in f["message"] for r in data["files"] for f in r["findings"])
     new = run_line(["mmpool", "validate", "--sglang-version", "0.5.23", "--format", "json", str(cfg)])
     assert new.exit_code == 0, new.output
+    plans = [r["plan"] for r in json.loads(new.stdout)["files"] if r["plan"] is not None]
+    assert plans and all(p["sglang_version_chosen"] == "--sglang-version" for p in plans)
 
 
 def test_probe_refuses_an_unknown_version_before_touching_a_gpu(run_line) -> None:
