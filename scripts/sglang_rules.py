@@ -84,11 +84,7 @@ def _pool_facts(version: str, root: Path) -> dict:
     if init is None:
         raise UnknownShape(version, _where(root, path, cls), "MmItemMemoryPool has no __init__")
     params = [a.arg for a in init.args.args[1:]]
-    empty = [
-        n
-        for n in ast.walk(init)
-        if isinstance(n, ast.Call) and ast.unparse(n.func) == "torch.empty" and n.args
-    ]
+    empty = [n for n in ast.walk(init) if isinstance(n, ast.Call) and ast.unparse(n.func) == "torch.empty" and n.args]
     if len(empty) != 1:
         raise UnknownShape(version, _where(root, path, init), "MmItemMemoryPool.__init__ has no single torch.empty")
     kw = {k.arg: ast.unparse(k.value) for k in empty[0].keywords}

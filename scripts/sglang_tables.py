@@ -145,13 +145,7 @@ def config_unsupported(dump: dict, keys: str) -> dict[str, str]:
         return {o["dest"]: o["action"] for o in options if not (o["is_store"] or o["is_store_true"])}
     supported = [o for o in options if o["is_store_true"] or o["is_store"] or o["nargs"] is None]
     supported_keys = {k for o in supported for k in _config_keys(o)}
-    return {
-        k: o["action"]
-        for o in options
-        if o not in supported
-        for k in _config_keys(o)
-        if k not in supported_keys
-    }
+    return {k: o["action"] for o in options if o not in supported for k in _config_keys(o) if k not in supported_keys}
 
 
 def flags_json(header: dict, dumps: dict[str, dict], rules: dict[str, dict]) -> str:

@@ -47,8 +47,6 @@ def budget_findings(budget: Budget, sglang_version: str = versions.NEWEST) -> li
     return findings
 
 
-
-
 def make_plan(request: PlanRequest) -> Plan:
     """Plan SGLang's pools for ``request``: split, header, usable bytes, capacity and HBM.
 
@@ -134,7 +132,7 @@ def make_plan(request: PlanRequest) -> Plan:
     features = [_feature_fit(request, rel, nbytes, usable, consumers, add, item) for nbytes, item in sizes]
     if request.workload is not None:
         slices = sum(f.slice_bytes for f in features if f.item is not None)
-        findings += workload_findings(request.workload, mb, request.base_gpu_id, slices)
+        findings += workload_findings(request.workload, mb, request.base_gpu_id, slices, request.sglang_version)
     hbm = _hbm(request, rel, per_worker, allocation, add) if allocation else None
     if hbm is not None:
         eras.release_findings(request, rel, mb, hbm, add)
@@ -190,10 +188,6 @@ def make_plan(request: PlanRequest) -> Plan:
         workload=request.workload,
         kv_cost=kv,
     )
-
-
-
-
 
 
 def _consumers(tp_size: int, dp_size: int, attn_dp_size: int, add: Add) -> int | None:

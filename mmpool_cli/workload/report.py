@@ -14,11 +14,17 @@ from mmpool_cli.workload.items import shorten
 from mmpool_cli.workload.kv import KvCost, KvRequest, kv_cost
 
 
-def workload_findings(workload: Workload, budget_mb: int, base_gpu_id: int, slice_bytes: int) -> list[Finding]:
+def workload_findings(
+    workload: Workload, budget_mb: int, base_gpu_id: int, slice_bytes: int, release: str = sg.SGLANG_VERSION
+) -> list[Finding]:
     """What one request of the workload does to the pool, or why the pool is pure cost for this model.
 
-    ``slice_bytes`` is what the request's tensors take in the pool at the plan's transport.
+    ``slice_bytes`` is what the request's tensors take in the pool at the plan's transport. The
+    family table was read from SGLang 0.5.23; for another ``release`` the findings say so.
     """
+    who = f"SGLang {sg.SGLANG_VERSION}"
+    if release != sg.SGLANG_VERSION:
+        who += f" (the release mmpool's family table is read from; {release} is assumed alike)"
     fam = FAMILIES[workload.family]
     if not fam.pooled:
         moved = sum(t.bytes for t in workload.unpooled)
@@ -27,7 +33,7 @@ def workload_findings(workload: Workload, budget_mb: int, base_gpu_id: int, slic
             Finding(
                 Severity.warning,
                 "model-not-pooled",
-                f"{fam.title} ({workload.model}): SGLang {sg.SGLANG_VERSION} never puts its features in the pool "
+                f"{fam.title} ({workload.model}): {who} never puts its features in the pool "
                 f"({fam.note}), so the {budget_mb} MiB pool on GPU {base_gpu_id} is pure cost{outside}: launch "
                 "with --mm-feature-transport cpu",
                 subject="workload",

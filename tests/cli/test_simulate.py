@@ -237,7 +237,11 @@ def test_simulate_follows_the_release_and_refuses_the_shm_pool(run_line, trace: 
     argv = ["mmpool", "simulate", "--trace", trace, "--workers", "2", "--tp", "2", "--format", "json"]
     data = json.loads(run_line([*argv, "--sglang-version", "0.5.18"]).stdout)
     # the stream-ordered allocator is the same from 0.5.18 to 0.5.23; C = tp before 0.5.22 too
-    assert (data["sglang_version"], data["sglang_version_chosen"], data["consumers"]) == ("0.5.18", "--sglang-version", 2)
+    assert (data["sglang_version"], data["sglang_version_chosen"], data["consumers"]) == (
+        "0.5.18",
+        "--sglang-version",
+        2,
+    )
     old = run_line([*argv, "--sglang-version", "0.5.17"])
     assert old.exit_code == 2
     assert "simulate models the stream-ordered pool of SGLang 0.5.18 and later" in old.stderr

@@ -64,7 +64,9 @@ def test_release_rules_match_its_source(version: str) -> None:
     assert rel.positional_pool is late
     assert rel.has("--attn-dp-size") is late
     # --keep-mm-feature-on-device: a device-residency switch up to 0.5.15, cuda_ipc's alias 0.5.16-0.5.20
-    assert rel.has("--keep-mm-feature-on-device") is (versions.known().index(version) <= versions.known().index("0.5.20"))
+    assert rel.has("--keep-mm-feature-on-device") is (
+        versions.known().index(version) <= versions.known().index("0.5.20")
+    )
     assert rel.qwen3_vl_override is (versions.known().index(version) >= versions.known().index("0.5.20"))
 
 
