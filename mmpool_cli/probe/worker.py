@@ -17,6 +17,8 @@ from typing import Any
 BLOCK_BYTES = 256 << 10  # the pool is checked block by block; this size reads fastest on an H200
 PATTERN_MULTIPLIER = 0x9E3779B97F4A7C15  # golden-ratio odd constant: neighbouring words differ
 WORD_MASK = (1 << 63) - 1
+# The fork server imports this module right after torch: when it did, its children can tell the parent.
+LOADED_AT = time.time()
 
 
 def serve(conn: Any, device: int, alloc_conf: str | None, log_path: str) -> None:
@@ -32,7 +34,7 @@ def serve(conn: Any, device: int, alloc_conf: str | None, log_path: str) -> None
         conn.send({"error": f"cannot import torch: {e}", "kind": "import"})
         return
     state: dict[str, Any] = {"torch": torch, "device": device}
-    conn.send({"pid": os.getpid(), "torch": torch.__version__})
+    conn.send({"pid": os.getpid(), "torch": torch.__version__, "loaded_at": LOADED_AT})
     while True:
         try:
             request = conn.recv()
