@@ -74,6 +74,12 @@ def main() -> int:
             "verify_to_copy": [a["figures"].get("verify_to_copy") for a in allocate],
             "verify_gbps": [a["figures"].get("verify_gbps") for a in allocate],
             "copy_gbps": [a["figures"].get("copy_gbps") for a in allocate],
+            "probe_seconds": [r.get("seconds") for r in reports],
+            "torch_import_seconds": [a["figures"].get("torch_import_seconds") for a in allocate],
+            "step_seconds": [a["figures"].get("step_seconds") for a in allocate],
+            "stage_seconds": [
+                {s["name"]: s["seconds"] and round(s["seconds"], 3) for s in r.get("stages", [])} for r in reports
+            ],
             "context_bytes_per_process": [a["figures"].get("context_bytes_per_process") for a in allocate],
             "reserved_bytes_per_worker": [a["figures"].get("reserved_bytes_per_worker") for a in allocate],
         }

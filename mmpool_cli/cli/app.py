@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
@@ -53,11 +55,26 @@ def reported() -> Iterator[None]:
         raise typer.Exit(e.exit_code) from None
 
 
+# A run of spaces at the end of a line, before any style escapes that close it.
+_TRAILING_SPACE = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
+
+
 def emit(output: Rendered, *, err: bool = False) -> None:
-    """Write a renderer's output: text as is, a rich renderable through a console (rich loads only here)."""
+    """Write a renderer's output: text as is, a rich renderable through a console (rich loads only here).
+
+    Lines are never cropped (a command to copy stays on one line whatever the width), carry no
+    trailing spaces, and with ``NO_COLOR`` set carry no style escapes at all, bold and dim included.
+    """
     if isinstance(output, Rich):
         from rich.console import Console
 
-        Console(highlight=False, soft_wrap=output.soft_wrap, stderr=err).print(output.renderable)
+        plain = bool(os.environ.get("NO_COLOR"))
+        console = Console(
+            highlight=False, soft_wrap=output.soft_wrap, stderr=err, color_system=None if plain else "auto"
+        )
+        with console.capture() as captured:
+            console.print(output.renderable, crop=False)
+        # the console already chose whether to style (a terminal, FORCE_COLOR, NO_COLOR): keep its choice
+        typer.echo(_TRAILING_SPACE.sub(r"\1", captured.get()), nl=False, err=err, color=True)
     elif output:  # --quiet with nothing to say prints nothing
         typer.echo(output, err=err)

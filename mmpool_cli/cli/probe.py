@@ -26,6 +26,8 @@ from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
 from mmpool_cli.sglang.environment import read_launch_env
 
+MAX_TIMEOUT_S = 3600
+
 
 @app.command(
     short_help="Measure the pools on the real GPU.",
@@ -56,16 +58,29 @@ def probe(
     allocate_anyway: Annotated[
         bool, typer.Option("--allocate-anyway", help="Allocate even when the pools are predicted not to fit.")
     ] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds any probe process may take to answer.")] = 120.0,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            help="Seconds the whole probe may take, from its start to the release of every process "
+            f"(more than 0, at most {MAX_TIMEOUT_S}). When they run out the probe stops its processes, "
+            "allowing a few seconds to release the GPU, and reports child-timeout.",
+        ),
+    ] = 120.0,
     output: FormatOpt = OutputFormat.human,
 ) -> None:
     """Measure the pools on the real GPU: allocate, verify, share through CUDA IPC, release."""
+    from mmpool_cli.probe.devices import ProbeUnavailable
+    from mmpool_cli.probe.report import ProbeReport
+    from mmpool_cli.probe.runner import ProbeRequest, run_probe
+
     with reported():
+        if not 0 < timeout <= MAX_TIMEOUT_S:  # NaN fails this too
+            raise MmpoolError(f"--timeout: {timeout:g} is not between 0 and {MAX_TIMEOUT_S} seconds; use e.g. 120")
         environ, _ = environment(False, env_file, env)
         launch = read_launch_env(environ)
         plan_request = pool.request(environ) if config is None else _config_request(config, environ, pool, output)
-        from mmpool_cli.probe.runner import ProbeRequest, run_probe
-
         request = ProbeRequest(
             plan=plan_request,
             cuda_visible_devices=launch.cuda_visible_devices,
@@ -75,7 +90,17 @@ def probe(
             allocate_anyway=allocate_anyway,
             timeout=timeout,
         )
-        report = _with_progress(lambda note: run_probe(request, note), show=output is OutputFormat.human)
+        try:
+            report = _with_progress(lambda note: run_probe(request, note), show=output is OutputFormat.human)
+        except ProbeUnavailable as e:
+            if output is OutputFormat.json:  # one JSON document on stdout for every exit status
+                from mmpool_cli.core.models import Finding, Severity
+                from mmpool_cli.core.plan import make_plan
+
+                unavailable = [Finding(Severity.error, "probe-unavailable", str(e))]
+                data = ProbeReport(make_plan(plan_request), [], None, [], 0.0, unavailable, unavailable=True)
+                emit(render("probe", "json", data))
+            raise
     emit(render("probe", output.value, report))
     raise typer.Exit(EXIT_FINDINGS if report.status == "fail" else EXIT_OK)
 
@@ -85,12 +110,13 @@ def _config_request(path: str, environ: Mapping[str, str], pool: PoolOptions, ou
     given = sorted(set(pool.given()) - {"--sglang-version"})
     if given:
         raise MmpoolError(f"--config takes the pool from the file; drop {', '.join(given)} or drop --config")
-    from mmpool_cli.core.models import Report
     from mmpool_cli.inputs.validate import mmpool_config
+    from mmpool_cli.probe.report import ProbeReport
 
     result, request = mmpool_config(path, environ)
     if request is None and result.fails(strict=False):
-        emit(render("report", output.value, Report(command="validate", results=[result])))
+        # the probe's own report, with the file's findings as its inputs and no stage run
+        emit(render("probe", output.value, ProbeReport(result.plan, [], None, [], 0.0, list(result.findings))))
         raise typer.Exit(EXIT_FINDINGS)
     if request is None:
         raise MmpoolError(f"{path}: pool.transport is cpu, so there is no pool to probe")

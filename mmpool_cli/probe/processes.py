@@ -69,10 +69,13 @@ def server_started_at() -> float:
 
 def stop_fork_server() -> None:
     """Kill the fork server (a later probe starts a new one): a start blocked on it then fails at once."""
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # noqa: SLF001 - no public handle exists
-    if pid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    server = forkserver._forkserver  # noqa: SLF001 - multiprocessing has no public handle on its server
+    with server._lock:  # noqa: SLF001
+        pid = server._forkserver_pid  # noqa: SLF001
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # it may be deep in torch's import: asking would wait for that
+        server._stop_unlocked()  # noqa: SLF001 - reaps it and forgets its address
     server_started_at.cache_clear()
 
 

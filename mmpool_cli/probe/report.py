@@ -46,25 +46,39 @@ class Stage:
 
 @dataclass
 class ProbeReport:
-    """The whole probe: the plan it checked, the GPUs, and every stage."""
+    """The whole probe: the plan it checked, the GPUs, and every stage.
 
-    plan: Plan
+    A probe that could not start has no stages: ``inputs`` then holds why (a config file's
+    findings, or ``probe-unavailable`` when this machine cannot run it), so every format
+    reports every outcome in the same shape.
+    """
+
+    plan: Plan | None
     gpus: list[GpuInfo]
     base_gpu: GpuInfo | None
     stages: list[Stage]
     seconds: float
+    inputs: list[Finding] = field(default_factory=list)
+    unavailable: bool = False
     schema_version: int = PROBE_SCHEMA_VERSION
 
     @property
-    def status(self) -> Literal["ok", "fail"]:
-        """``fail`` when any stage failed or the plan has an error."""
-        failed = self.plan.status == "fail" or any(s.status == "fail" for s in self.stages)
+    def status(self) -> Literal["ok", "fail", "unavailable"]:
+        """``unavailable`` when it cannot run here; ``fail`` when an input, the plan or a stage failed."""
+        if self.unavailable:
+            return "unavailable"
+        failed = (
+            self.plan is None
+            or self.plan.status == "fail"
+            or any(f.severity is Severity.error for f in self.inputs)
+            or any(s.status == "fail" for s in self.stages)
+        )
         return "fail" if failed else "ok"
 
     @property
     def findings(self) -> list[Finding]:
-        """Every stage's findings, in stage order."""
-        return [f for s in self.stages for f in s.findings]
+        """The inputs' findings, then every stage's, in stage order."""
+        return self.inputs + [f for s in self.stages for f in s.findings]
 
     def to_data(self) -> dict[str, Any]:
         """The JSON payload."""
@@ -75,5 +89,6 @@ class ProbeReport:
             "base_gpu": None if self.base_gpu is None else dataclasses.asdict(self.base_gpu),
             "gpus": [dataclasses.asdict(g) for g in self.gpus],
             "stages": [to_data(s) for s in self.stages],
-            "plan": self.plan.to_data(),
+            "plan": None if self.plan is None else self.plan.to_data(),
+            "findings": [to_data(f) for f in self.inputs],
         }

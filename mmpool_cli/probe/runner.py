@@ -126,7 +126,7 @@ class _GpuRun:
             start = time.perf_counter()
             # consumers let go of the shared pools before their producers exit
             self.children.stop([pair[1] for pair in pairs.values()])
-            self.children.stop(pool + [pair[0] for pair in pairs.values()])
+            self.children.stop(_unique(pool + [pair[0] for pair in pairs.values()]))
             self.children.close()
             grace = RELEASE_GRACE_S if self.deadline.expired else self.deadline.left()
             st.baseline(release, self.base, baseline, wait=min(st.BASELINE_WAIT_S, max(grace, RELEASE_GRACE_S)))
@@ -186,7 +186,7 @@ class _GpuRun:
             for r in sorted(set(reserved)):
                 st.compare(stage, "allocator", r, hbm.pool_reserved_bytes_per_worker, "per pool")
             if ipc is not None:
-                self._start_ipc(ipc, pairs)
+                self._start_ipc(ipc, pairs, pool[0])
             self.note("writing and verifying every pool")
             verifies = children.ask_all(pool, "fill_verify")
             for child, result in zip(pool, verifies, strict=True):
@@ -229,18 +229,30 @@ class _GpuRun:
             f"({copy['gbps']:,.0f} GB/s, read plus write)",
         )
 
-    def _start_ipc(self, stage: Stage, pairs: dict[str, list[Child]]) -> None:
-        """Fork the IPC processes and let them create their contexts while the pools are verified."""
+    def _start_ipc(self, stage: Stage, pairs: dict[str, list[Child]], worker: Child) -> None:
+        """Fork the IPC processes and let them create their contexts while the pools are verified.
+
+        The first pool worker produces for the mode its own allocator runs in (the default, unless
+        PYTORCH_CUDA_ALLOC_CONF says otherwise): one CUDA context fewer to create.
+        """
         self.ipc_started = time.perf_counter()
         modes = {"default": None, "expandable_segments": "expandable_segments:True"}
+        own = (self.request.alloc_conf or "").strip() or None
         try:
             for mode, conf in modes.items():
-                pairs[mode] = self.children.start([f"producer-{mode}", f"consumer-{mode}"], self.device, conf)
-            for pair in pairs.values():
-                for child in pair:
-                    child.send("init")
+                if conf == own:
+                    pairs[mode] = [worker, *self.children.start([f"consumer-{mode}"], self.device, conf)]
+                else:
+                    pairs[mode] = self.children.start([f"producer-{mode}", f"consumer-{mode}"], self.device, conf)
+            for child in self._ipc_children(pairs, worker):
+                child.send("init")
         except ChildFailed as e:
             stage.add(Severity.error, e.code, f"{e}; the probe stopped its processes")
+
+    @staticmethod
+    def _ipc_children(pairs: dict[str, list[Child]], worker: Child) -> list[Child]:
+        """The processes started for the round trips (not the pool worker that produces for one)."""
+        return [c for pair in pairs.values() for c in pair if c is not worker]
 
     def _ipc(self, stage: Stage, pairs: dict[str, list[Child]]) -> None:
         assert self.plan.header_bytes is not None
@@ -249,9 +261,10 @@ class _GpuRun:
         length = min(IPC_SLICE_BYTES, self.nbytes - offset)
         self.note("CUDA IPC round trips: default allocator and expandable segments")
         try:
-            everyone = [c for pair in pairs.values() for c in pair]
-            for child in everyone:
+            worker = self.children.all[0]
+            for child in self._ipc_children(pairs, worker):
                 child.receive()  # the init sent by _start_ipc
+            # the worker's pool was released after its measurements: every producer allocates a fresh one
             self.children.ask_all([pair[0] for pair in pairs.values()], "alloc", nbytes=self.nbytes)
             for i, (mode, (producer, consumer)) in enumerate(pairs.items()):
                 st.round_trip(stage, mode, producer, consumer, offset, length, 7000 + i)
@@ -259,6 +272,10 @@ class _GpuRun:
             stage.add(Severity.error, e.code, f"{e}; the probe stopped its processes")
         finally:
             stage.seconds = time.perf_counter() - self.ipc_started
+
+
+def _unique(children: list[Child]) -> list[Child]:
+    return list(dict.fromkeys(children))
 
 
 def _hook(request: ProbeRequest, name: str, children: list[Child]) -> None:

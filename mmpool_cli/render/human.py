@@ -13,7 +13,7 @@ from mmpool_cli.core.models import FileResult, Finding, Plan, Report, Severity
 from mmpool_cli.core.units import format_binary, format_size, is_whole_binary
 from mmpool_cli.probe.report import ProbeReport
 from mmpool_cli.render.text import summary_line, version_note
-from mmpool_cli.sglang.rules import ENV_BUDGET
+from mmpool_cli.sglang.rules import ENV_BUDGET, SGLANG_VERSION
 from mmpool_cli.workload.kv import KvCost
 
 SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
@@ -149,7 +149,8 @@ def plan_human(plan: Plan) -> RenderableType:
         parts.append(Text("Settings to copy", style="bold"))
         lines = [f"export {k}={shlex.quote(v)}" for k, v in plan.settings.env.items()]
         lines.append("sglang serve --model-path MODEL " + " ".join(shlex.quote(a) for a in plan.settings.args))
-        parts.append(Text("\n".join(lines)))
+        # never wrapped: a pasted line break would run the rest of the command as a command of its own
+        parts += [Text(line, no_wrap=True, overflow="ignore") for line in lines]
     return Group(*parts)
 
 
@@ -171,8 +172,18 @@ def _figure(key: str, value: object) -> str:
 def probe_human(report: ProbeReport) -> RenderableType:
     """The probe for people: the GPUs, then each stage with its figures and findings."""
     verdict = Text("OK", style="bold green") if report.status == "ok" else Text("FAIL", style="bold red")
-    release = version_note(report.plan.sglang_version, report.plan.sglang_version_chosen)
+    plan = report.plan
+    release = (
+        f"SGLang {SGLANG_VERSION}" if plan is None else version_note(plan.sglang_version, plan.sglang_version_chosen)
+    )
     parts: list[RenderableType] = [Text.assemble("mmpool probe: ", verdict, f"  ({report.seconds:.1f} s, {release})")]
+    for f in report.inputs:  # one line each, as a compiler prints them (a table would cut long paths)
+        where = f"{f.location}: " if f.location else ""
+        line = Text.assemble(f"  {where}", (f.severity.value, SEVERITY_STYLE[f.severity]), f" [{f.code}] {f.message}")
+        line.no_wrap, line.overflow = True, "ignore"
+        parts.append(line)
+    if not report.gpus:
+        return Group(*parts)
     gpus = Table(title="GPUs (NVML)", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
     for name in ("cuda", "nvml", "name", "free", "total"):
         gpus.add_column(name, no_wrap=True)

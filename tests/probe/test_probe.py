@@ -64,8 +64,16 @@ def test_probe_without_nvml_exits_3(run_line, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "pynvml", None)
     result = run_line(["mmpool", "probe", "--format", "json"])
     assert result.exit_code == 3
-    assert result.stdout == ""
+    data = json.loads(result.stdout)  # one JSON document for every exit status
+    assert data["status"] == "unavailable"
+    assert [f["code"] for f in data["findings"]] == ["probe-unavailable"]
+    assert "mmpool[probe]" in data["findings"][0]["message"]
+    assert data["plan"]["per_worker_bytes"] == 2**30
+    assert data["stages"] == []
     assert "mmpool[probe]" in result.stderr
+    human = run_line(["mmpool", "probe"])
+    assert human.exit_code == 3
+    assert human.stdout == ""
 
 
 def test_probe_without_torch_exits_3(run_line, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,7 +109,10 @@ def test_real_probe_on_a_machine_without_gpu_exits_3_with_a_hint() -> None:
             check=False,
         )
         assert result.returncode == 3, result.stderr
-        assert result.stdout == ""
+        if fmt == "json":
+            assert json.loads(result.stdout)["status"] == "unavailable"
+        else:
+            assert result.stdout == ""
         assert "Traceback" not in result.stderr
         assert result.stderr.startswith("mmpool: error: ")
         assert "pip install 'mmpool[probe]'" in result.stderr or "NVML cannot start" in result.stderr
@@ -158,6 +169,25 @@ def test_probe_config_with_errors_reports_them_and_exits_1(run_line) -> None:
     assert result.exit_code == 1
     assert "config-unknown-key" in result.stdout
     assert f"{path}:4:3" in result.stdout
+    assert result.stdout.startswith("mmpool probe: FAIL")
+
+
+def test_probe_config_with_errors_gives_a_probe_shaped_json_document(run_line) -> None:
+    path = str(EXAMPLES / "invalid-mmpool.yaml")
+    result = run_line(["mmpool", "probe", "--config", path, "--format", "json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert "command" not in data  # not validate's report
+    assert data["status"] == "fail"
+    assert data["stages"] == []
+    assert f"{path}:4:3" in [f["location"] for f in data["findings"]]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "3601"])
+def test_timeout_outside_its_bounds_is_a_usage_error(run_line, value: str) -> None:
+    result = run_line(["mmpool", "probe", "--timeout", value])
+    assert result.exit_code == 2, result.stdout
+    assert "--timeout" in result.stderr
 
 
 def test_probe_config_and_pool_flags_do_not_mix(run_line) -> None:

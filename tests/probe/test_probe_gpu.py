@@ -91,6 +91,22 @@ def test_child_killed_mid_run_is_a_finding_and_the_gpu_is_left_as_it_was() -> No
     assert_back_at(baseline)
 
 
+def test_timeout_bounds_the_whole_probe_and_the_gpu_is_left_as_it_was() -> None:
+    import time
+
+    from mmpool_cli.probe.processes import RELEASE_GRACE_S
+
+    baseline = base_free()
+    started = time.monotonic()
+    report = run_probe(request(workers=4, tp=8, timeout=0.5))
+    elapsed = time.monotonic() - started
+    assert report.status == "fail"
+    assert "child-timeout" in codes(report), [f.message for f in report.findings]
+    assert elapsed < 0.5 + RELEASE_GRACE_S + 1.0, elapsed
+    assert "memory-not-released" not in codes(report)
+    assert_back_at(baseline)
+
+
 def test_nvml_read_creates_no_cuda_context() -> None:
     import pynvml
 

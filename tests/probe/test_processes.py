@@ -44,6 +44,6 @@ def test_timeout_bounds_the_whole_probe_even_while_the_fork_server_imports_torch
     elapsed = time.monotonic() - started
     timeouts = [f for f in report.findings if f.code == "child-timeout"]
     assert report.status == "fail"
-    assert timeouts, [f.code for f in report.findings]
+    assert timeouts, [(f.code, f.message) for f in report.findings]
     assert "--timeout of 0.5 s" in timeouts[0].message
     assert elapsed < 2.5, elapsed
