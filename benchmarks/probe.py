@@ -76,6 +76,7 @@ def main() -> int:
             "copy_gbps": [a["figures"].get("copy_gbps") for a in allocate],
             "probe_seconds": [r.get("seconds") for r in reports],
             "torch_import_seconds": [a["figures"].get("torch_import_seconds") for a in allocate],
+            "fork_seconds": [a["figures"].get("fork_seconds") for a in allocate],
             "step_seconds": [a["figures"].get("step_seconds") for a in allocate],
             "stage_seconds": [
                 {s["name"]: s["seconds"] and round(s["seconds"], 3) for s in r.get("stages", [])} for r in reports

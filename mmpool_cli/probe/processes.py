@@ -21,7 +21,7 @@ from typing import Any
 
 # Modules the fork server imports before it forks anyone: torch (seconds), the child's own code,
 # and what the children import later (sharing a pool, the VMM facts), so no child pays for it.
-PRELOAD = ["torch", "torch.multiprocessing.reductions", "mmpool_cli.probe.worker", "cuda.bindings.driver"]
+PRELOAD = ["torch", "torch.multiprocessing.reductions", "cuda.bindings.driver", "mmpool_cli.probe.worker"]
 # After the deadline, the most the children get to exit and the GPU to be seen released.
 RELEASE_GRACE_S = 5.0
 EXIT_WAIT_S = 10.0

@@ -150,9 +150,10 @@ class _GpuRun:
             before = self.free()
             pool = children.start([f"worker{i}" for i in range(workers)], self.device, self.request.alloc_conf)
             step("start")
-            loaded_at = pool[0].hello.get("loaded_at")
-            if loaded_at is not None:  # when the fork server had imported torch, from its start
-                stage.figures["torch_import_seconds"] = round(loaded_at - children.server_started_at, 3)
+            hello = pool[0].hello
+            if "loaded_at" in hello:  # when the fork server had imported torch, and when its fork ran
+                stage.figures["torch_import_seconds"] = round(hello["loaded_at"] - children.server_started_at, 3)
+                stage.figures["fork_seconds"] = round(hello["entered_at"] - hello["loaded_at"], 3)
             self.note(f"creating {workers} CUDA context(s) on GPU {self.device}")
             inits = children.ask_all(pool, "init")
             step("contexts")

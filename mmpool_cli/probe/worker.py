@@ -23,6 +23,7 @@ LOADED_AT = time.time()
 
 def serve(conn: Any, device: int, alloc_conf: str | None, log_path: str) -> None:
     """Child main loop: set the allocator mode, import torch, answer requests until ``exit``."""
+    entered_at = time.time()  # with LOADED_AT: how long the fork itself took
     _quiet(log_path)
     if alloc_conf:
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
@@ -34,7 +35,7 @@ def serve(conn: Any, device: int, alloc_conf: str | None, log_path: str) -> None
         conn.send({"error": f"cannot import torch: {e}", "kind": "import"})
         return
     state: dict[str, Any] = {"torch": torch, "device": device}
-    conn.send({"pid": os.getpid(), "torch": torch.__version__, "loaded_at": LOADED_AT})
+    conn.send({"pid": os.getpid(), "torch": torch.__version__, "loaded_at": LOADED_AT, "entered_at": entered_at})
     while True:
         try:
             request = conn.recv()
