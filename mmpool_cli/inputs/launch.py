@@ -22,6 +22,7 @@ from mmpool_cli.sglang import versions
 from mmpool_cli.sglang.args import Reading, Token, cli_tokens, merge_config, read
 from mmpool_cli.sglang.environment import LaunchEnv
 from mmpool_cli.sglang.flags import table
+from mmpool_cli.sglang.startup import STARTUP_RELEASE, startup_errors
 
 LAUNCHERS = "'python -m sglang.launch_server …', 'python3 -m sglang.launch_server …' or 'sglang serve …'"
 ENV = envmod.ENV_LOCATION
@@ -168,6 +169,10 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
         return setting.origin if setting else None
 
     rel = versions.release(assume.sglang_version)
+    # SGLang's start-up refusals whatever the transport, in the words of the release they were read from
+    refused = startup_errors(reading.get) if rel.version == STARTUP_RELEASE else []
+    for error in refused:
+        add(Severity.error, error.code, error.message, origin(error.dest))
     requested: str | None = reading.get("mm_feature_transport")
     nnodes, pp_size = reading.get("nnodes"), reading.get("pp_size")
     multimodal = not reading.get("language_model_only")
@@ -292,6 +297,8 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
 
     plan = make_plan(_request(reading, launch, budget, transport, assume))
     for f in plan.findings:
+        if f.code in {e.code for e in refused}:  # already reported, at its flag
+            continue
         findings.append(f.at(ENV if f.subject == "env" else origin(SUBJECT_DESTS.get(f.subject or "", ""))))
     if plan.hbm is not None:
         h = plan.hbm

@@ -74,6 +74,23 @@ def test_launch_errors(extra: list[str], code: str) -> None:
     assert code in run(extra)[1]
 
 
+@pytest.mark.parametrize("transport", [[], ["--mm-feature-transport", "cpu"], ["--mm-feature-transport", "cuda_vmm"]])
+@pytest.mark.parametrize("workers", ["0", "-1"])
+def test_tokenizer_workers_below_one_fail_for_every_transport(transport: list[str], workers: str) -> None:
+    result = check_launch([*LAUNCH, *transport, "--tokenizer-worker-num", workers], {}, Assumptions())
+    refused = [f for f in result.findings if f.code == "workers-not-positive"]
+    assert len(refused) == 1
+    assert "'Tokenizer worker num must >= 1'" in refused[0].message
+    assert refused[0].location == f"argv[{len(LAUNCH) + len(transport) + 1}]"
+
+
+def test_startup_refusals_are_located_at_their_flag_without_a_pool() -> None:
+    result = check_launch([*LAUNCH, "--base-gpu-id", "-1", "--tp", "3", "--nnodes", "2"], {}, Assumptions())
+    located = {f.code: f.location for f in result.findings if f.severity.value == "error"}
+    assert located["base-gpu-id-negative"] == f"argv[{len(LAUNCH) + 1}]"
+    assert located["tp-not-divisible-by-nodes"] == f"argv[{len(LAUNCH) + 5}]"
+
+
 def test_model_path_required() -> None:
     assert run([], base=["python", "-m", "sglang.launch_server"])[1] == ["model-path-missing"]
     assert run(["m", "--tp", "2"], base=["sglang", "serve"])[1] == []
