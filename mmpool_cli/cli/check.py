@@ -22,10 +22,13 @@ from mmpool_cli.cli.options import (
     ReportFormatOpt,
     SglangVersionOpt,
     StrictOpt,
+    context_arg,
     environment,
+    granularity_arg,
     sglang_release,
     size_arg,
 )
+from mmpool_cli.core.bounds import gpu_memory_problem, largest_gpu
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, MmpoolError
 from mmpool_cli.render import render
 
@@ -57,7 +60,10 @@ def check(
         bool | None, typer.Option("--sm90/--no-sm90", help="The GPUs are Hopper (SM 9.0) with CUDA >= 12.3.")
     ] = None,
     gpu_memory: Annotated[
-        str | None, typer.Option("--gpu-memory", metavar="SIZE", help="Total memory of the smallest GPU.")
+        str | None,
+        typer.Option(
+            "--gpu-memory", metavar="SIZE", help=f"Total memory of the smallest GPU: 1GiB to {largest_gpu()}."
+        ),
     ] = None,
     feature_size: FeatureOpt = None,
     context_size: ContextOpt = None,
@@ -94,10 +100,10 @@ def check(
         assume = Assumptions(
             hf_model_type=hf_model_type,
             sm90=sm90,
-            gpu_memory=None if gpu_memory is None else size_arg("--gpu-memory", gpu_memory),
+            gpu_memory=None if gpu_memory is None else _gpu_memory(gpu_memory),
             feature_sizes=tuple(size_arg("--feature-size", s) for s in feature_size or ()),
-            context_bytes=None if context_size is None else size_arg("--context-size", context_size),
-            vmm_granularity=size_arg("--vmm-granularity", vmm_granularity),
+            context_bytes=None if context_size is None else context_arg(context_size),
+            vmm_granularity=granularity_arg(vmm_granularity),
             probe_pidfd=probe_pidfd,
             sglang_version=version,
             sglang_version_chosen=chosen,
@@ -121,3 +127,11 @@ def check(
             typer.echo(f"mmpool: error: cannot run {command[0]!r}: {e.strerror or e}", err=True)
             raise typer.Exit(EXIT_USAGE) from None
     raise typer.Exit(EXIT_OK)
+
+
+def _gpu_memory(text: str) -> int:
+    nbytes = size_arg("--gpu-memory", text)
+    problem = gpu_memory_problem(nbytes)
+    if problem:
+        raise MmpoolError(f"--gpu-memory: {problem}")
+    return nbytes

@@ -13,12 +13,21 @@ from typing import Annotated, Any
 
 import typer
 
+from mmpool_cli.core.bounds import (
+    MAX_GRANULARITY,
+    MAX_PARALLEL,
+    MAX_WORKERS,
+    MIN_CONTEXT,
+    MIN_GRANULARITY,
+    context_problem,
+    granularity_problem,
+    largest_gpu,
+)
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.models import Budget, PlanRequest
-from mmpool_cli.core.units import MAX_BYTES, parse_size
+from mmpool_cli.core.units import MAX_BYTES, format_binary, parse_size
 from mmpool_cli.errors import MmpoolError, SizeError
 from mmpool_cli.sglang import environment as envmod
-from mmpool_cli.sglang.rules import DEFAULT_VMM_GRANULARITY
 
 
 class OutputFormat(StrEnum):
@@ -63,16 +72,57 @@ def int_arg(text: str) -> int:
     return value
 
 
+def bounded_int(limit: int) -> Callable[[str], int]:
+    """``int_arg`` with an upper bound (a usage error above it): the most a deployment can have."""
+
+    def parse(text: str) -> int:
+        value = int_arg(text)
+        if value > limit:
+            raise typer.BadParameter(f"{value} is more than {limit}")
+        return value
+
+    return parse
+
+
+def granularity_arg(text: str) -> int:
+    """``--vmm-granularity``: a size that is a power of two CUDA could use (else a usage error)."""
+    nbytes = size_arg("--vmm-granularity", text)
+    problem = granularity_problem(nbytes)
+    if problem:
+        raise MmpoolError(f"--vmm-granularity: {problem}")
+    return nbytes
+
+
+def context_arg(text: str) -> int:
+    """``--context-size``: a size one CUDA context could take (else a usage error)."""
+    nbytes = size_arg("--context-size", text)
+    problem = context_problem(nbytes)
+    if problem:
+        raise MmpoolError(f"--context-size: {problem}")
+    return nbytes
+
+
 FeatureOpt = Annotated[
     list[str] | None,
     typer.Option("--feature-size", metavar="SIZE", help="Bytes of one feature tensor, e.g. 6MiB; repeat for several."),
 ]
 ContextOpt = Annotated[
     str | None,
-    typer.Option("--context-size", metavar="SIZE", help="CUDA context per tokenizer process, for the HBM estimate."),
+    typer.Option(
+        "--context-size",
+        metavar="SIZE",
+        help=f"CUDA context per tokenizer process, for the HBM estimate: {format_binary(MIN_CONTEXT)} to "
+        f"{largest_gpu()}.",
+    ),
 ]
 GranularityOpt = Annotated[
-    str, typer.Option("--vmm-granularity", metavar="SIZE", help="CUDA VMM allocation granularity (cuda_vmm only).")
+    str,
+    typer.Option(
+        "--vmm-granularity",
+        metavar="SIZE",
+        help=f"CUDA VMM allocation granularity (cuda_vmm only): a power of two from {format_binary(MIN_GRANULARITY)} "
+        f"to {format_binary(MAX_GRANULARITY)}.",
+    ),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", envvar="MMPOOL_FORMAT", help="Output format.")]
 ReportFormatOpt = Annotated[
@@ -137,9 +187,7 @@ class PoolOptions:
         """The plan request these flags make; an unset ``--size`` is read from ``environ`` as SGLang reads it."""
         launch = envmod.read_launch_env(environ)
         flag = None if self.size is None else Budget(bytes=size_arg("--size", self.size), source="flag")
-        granularity = size_arg("--vmm-granularity", self.vmm_granularity)
-        if granularity <= 0:
-            raise MmpoolError(f"--vmm-granularity: must be positive (default {DEFAULT_VMM_GRANULARITY} bytes)")
+        granularity = granularity_arg(self.vmm_granularity)
         version, chosen = sglang_release(self.sglang_version, environ)
         return PlanRequest(
             budget=envmod.resolve_budget(launch, flag=flag),
@@ -153,7 +201,7 @@ class PoolOptions:
             feature_sizes=tuple(size_arg("--feature-size", s) for s in self.feature_size or ()),
             base_gpu_id=self.base_gpu_id,
             expandable_segments=launch.expandable_segments,
-            context_bytes=None if self.context_size is None else size_arg("--context-size", self.context_size),
+            context_bytes=None if self.context_size is None else context_arg(self.context_size),
             sglang_version=version,
             sglang_version_chosen=chosen,
         )
@@ -175,7 +223,8 @@ _POOL_DECLARATIONS: dict[str, Any] = {
             "--size",
             metavar="SIZE",
             help="Pool budget for the node, e.g. 1GiB, 512MiB, 2GB. "
-            "Default: SGLANG_MM_FEATURE_CACHE_MB as SGLang reads it, else SGLang's 1024 MiB.",
+            "Default: SGLANG_MM_FEATURE_CACHE_MB as SGLang reads it, else SGLang's 1024 MiB. "
+            f"More than {largest_gpu()} is more than any GPU has: an error.",
         ),
     ],
     "workers": Annotated[
@@ -183,18 +232,32 @@ _POOL_DECLARATIONS: dict[str, Any] = {
         typer.Option(
             "--workers",
             "--tokenizer-worker-num",
-            parser=int_arg,
+            parser=bounded_int(MAX_WORKERS),
             metavar="N",
-            help="Tokenizer workers (--tokenizer-worker-num).",
+            help=f"Tokenizer workers (--tokenizer-worker-num), at most {MAX_WORKERS}; below 1 is SGLang's error.",
         ),
     ],
-    "tp": Annotated[int, typer.Option("--tp", "--tp-size", parser=int_arg, metavar="N", help="Tensor-parallel size.")],
-    "dp": Annotated[int, typer.Option("--dp", "--dp-size", parser=int_arg, metavar="N", help="Data-parallel size.")],
+    "tp": Annotated[
+        int,
+        typer.Option(
+            "--tp",
+            "--tp-size",
+            parser=bounded_int(MAX_PARALLEL),
+            metavar="N",
+            help="Tensor-parallel size, at most 4096.",
+        ),
+    ],
+    "dp": Annotated[
+        int,
+        typer.Option(
+            "--dp", "--dp-size", parser=bounded_int(MAX_PARALLEL), metavar="N", help="Data-parallel size, at most 4096."
+        ),
+    ],
     "attn_dp_size": Annotated[
         int,
         typer.Option(
             "--attn-dp-size",
-            parser=int_arg,
+            parser=bounded_int(MAX_PARALLEL),
             metavar="N",
             help="Attention data-parallel size (fewer consumers per feature).",
         ),
@@ -209,7 +272,12 @@ _POOL_DECLARATIONS: dict[str, Any] = {
     "feature_size": FeatureOpt,
     "base_gpu_id": Annotated[
         int,
-        typer.Option("--base-gpu-id", parser=int_arg, metavar="N", help="GPU that holds the pools (--base-gpu-id)."),
+        typer.Option(
+            "--base-gpu-id",
+            parser=bounded_int(MAX_PARALLEL),
+            metavar="N",
+            help="GPU that holds the pools (--base-gpu-id); below 0 is SGLang's error.",
+        ),
     ],
     "context_size": ContextOpt,
     "sglang_version": SglangVersionOpt,

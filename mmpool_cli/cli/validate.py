@@ -37,12 +37,13 @@ from mmpool_cli.render import render
 )
 def validate(
     files: Annotated[
-        list[str],
+        list[str] | None,
         typer.Argument(
-            metavar="FILE...",
-            help="Files to validate; - reads stdin; a directory: its mmpool*/sglang* .yaml, .yml, .json files.",
+            metavar="[FILE]...",
+            help="Files to validate; - reads stdin; a directory: its mmpool*/sglang* .yaml, .yml, .json files. "
+            "None: the environment alone.",
         ),
-    ],
+    ] = None,
     kind: Annotated[
         KindChoice, typer.Option("--kind", help="Read every file as this kind (auto: by its top-level keys).")
     ] = KindChoice.auto,
@@ -62,6 +63,7 @@ def validate(
     with reported():
         environ, env_findings = environment(no_process_env, env_file, env)
         version, chosen = sglang_release(sglang_version, environ)
+    files = files or []
     stdin = read_stdin(sys.stdin.buffer) if "-" in files else None
     report = run_validate(
         files,

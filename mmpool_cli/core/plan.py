@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 from mmpool_cli.core import eras
+from mmpool_cli.core.bounds import LARGEST_GPU_HBM_BYTES, largest_gpu
 from mmpool_cli.core.eras import Add
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.models import Budget, FeatureFit, Finding, HbmEstimate, Plan, PlanRequest, Settings, Severity
@@ -20,6 +21,7 @@ from mmpool_cli.core.units import format_exact, format_size, parse_size
 from mmpool_cli.errors import SizeError
 from mmpool_cli.sglang import rules as sg
 from mmpool_cli.sglang import versions
+from mmpool_cli.sglang.startup import MSG_BASE_GPU_NEGATIVE, STARTUP_RELEASE
 from mmpool_cli.sglang.versions import Release
 from mmpool_cli.workload.report import plan_kv_cost, workload_findings
 
@@ -134,6 +136,7 @@ def make_plan(request: PlanRequest) -> Plan:
         slices = sum(f.slice_bytes for f in features if f.item is not None)
         findings += workload_findings(request.workload, mb, request.base_gpu_id, slices, request.sglang_version)
     hbm = _hbm(request, rel, per_worker, allocation, add) if allocation else None
+    _bounds(request, effective, hbm, add)
     if hbm is not None:
         eras.release_findings(request, rel, mb, hbm, add)
 
@@ -288,6 +291,15 @@ def _budget_findings(budget: Budget, mb: int, floor_loss: int, smallest: int, re
             f"{floor_loss:,} bytes less",
             subject,
         )
+    if mb * sg.MiB > LARGEST_GPU_HBM_BYTES:
+        add(
+            Severity.error,
+            "budget-exceeds-gpu",
+            f"{sg.ENV_BUDGET}={mb} ({format_size(mb * sg.MiB)}) is more than any GPU has ({largest_gpu()}), "
+            "and every pool lives on the base GPU: SGLang's tokenizer workers would fail to allocate; "
+            "set a budget that fits the base GPU",
+            subject,
+        )
 
 
 def _invalid_env_message(budget: Budget, rel: Release) -> str:
@@ -407,6 +419,29 @@ def _hbm(request: PlanRequest, rel: Release, per_worker: int | None, allocation:
         context_bytes=context * workers,
         total_bytes=(reserved + context) * workers,
     )
+
+
+def _bounds(request: PlanRequest, effective: int, hbm: HbmEstimate | None, add: Add) -> None:
+    """What no GPU can hold, and a GPU index SGLang refuses."""
+    if request.base_gpu_id < 0:
+        refusal = "no GPU has a negative index"
+        if request.sglang_version == STARTUP_RELEASE:  # the release whose words are quoted
+            refusal = f"SGLang fails at start-up with '{MSG_BASE_GPU_NEGATIVE}'"
+        add(
+            Severity.error,
+            "base-gpu-id-negative",
+            f"--base-gpu-id {request.base_gpu_id}: {refusal}; use 0 or more",
+            "base_gpu_id",
+        )
+    if effective <= LARGEST_GPU_HBM_BYTES and hbm is not None and hbm.total_bytes > LARGEST_GPU_HBM_BYTES:
+        add(
+            Severity.error,
+            "hbm-exceeds-gpu",
+            f"the pools and {hbm.processes} tokenizer CUDA contexts need {format_size(hbm.total_bytes)} on GPU "
+            f"{request.base_gpu_id}, more than any GPU has ({largest_gpu()}); use fewer tokenizer workers "
+            "or a smaller budget",
+            "workers",
+        )
 
 
 def _settings(request: PlanRequest, rel: Release, mb: int) -> Settings:

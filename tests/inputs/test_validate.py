@@ -142,7 +142,16 @@ def test_exit_2_usage(run_line) -> None:
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.startswith("mmpool: error: --env 'NOEQUALS'")
-    assert run_line(["mmpool", "validate"]).exit_code == 2
+
+
+def test_no_file_checks_the_environment_alone(run_line) -> None:
+    result = run_line(["mmpool", "validate", "--no-process-env", "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert [f["kind"] for f in data["files"]] == ["environment"]
+    bad = run_line(["mmpool", "validate", "--no-process-env", "--env", "SGLANG_MM_FEATURE_CACHE_MB=0"])
+    assert bad.exit_code == 1
+    assert "budget-not-positive" in bad.stdout
 
 
 def test_strict_makes_warnings_fail(run_line) -> None:

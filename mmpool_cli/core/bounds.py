@@ -1,0 +1,53 @@
+"""The sane range of every number mmpool is asked to plan with, beyond what SGLang itself refuses.
+
+SGLang checks only that counts are positive; a budget of 10^30 bytes or a 3-byte VMM granularity
+would plan without complaint and fail on the GPU. These bounds are physical: no GPU has more
+memory than ``LARGEST_GPU_HBM_BYTES``, and CUDA's VMM granularity is a power of two. Pure core.
+"""
+
+from __future__ import annotations
+
+from mmpool_cli.core.units import GiB, KiB, MiB, format_binary
+
+# The most memory one GPU has (NVIDIA B300 and AMD MI355X: 288 GB of HBM3e, 288 GiB raw); every
+# pool lives on one GPU, so no budget, pool or estimate can exceed it.
+LARGEST_GPU_HBM_BYTES = 288 * GiB
+LARGEST_GPU = "NVIDIA B300"
+# Tokenizer workers are processes with a CUDA context each (~527 MiB) on one GPU; parallel sizes
+# count GPUs. Beyond these no deployment exists, and a plan would only describe an impossibility.
+MAX_WORKERS = 1024
+MAX_PARALLEL = 4096
+MIN_GRANULARITY, MAX_GRANULARITY = 4 * KiB, 1 * GiB
+MIN_CONTEXT = 1 * MiB
+
+
+def largest_gpu() -> str:
+    """``288 GiB (NVIDIA B300)``: how messages name the bound."""
+    return f"{format_binary(LARGEST_GPU_HBM_BYTES)} ({LARGEST_GPU})"
+
+
+def granularity_problem(nbytes: int) -> str | None:
+    """Why ``nbytes`` cannot be a CUDA VMM granularity, or None when it can."""
+    if nbytes & (nbytes - 1) or not MIN_GRANULARITY <= nbytes <= MAX_GRANULARITY:
+        return (
+            f"{nbytes:,} bytes is not a CUDA VMM granularity: it is a power of two from "
+            f"{format_binary(MIN_GRANULARITY)} to {format_binary(MAX_GRANULARITY)} (2MiB on current NVIDIA GPUs)"
+        )
+    return None
+
+
+def context_problem(nbytes: int) -> str | None:
+    """Why ``nbytes`` cannot be one process's CUDA context, or None when it can."""
+    if not MIN_CONTEXT <= nbytes <= LARGEST_GPU_HBM_BYTES:
+        return (
+            f"{nbytes:,} bytes is not a CUDA context: use {format_binary(MIN_CONTEXT)} to {largest_gpu()} "
+            "(about 527MiB with torch on an H200; 'mmpool probe' measures it)"
+        )
+    return None
+
+
+def gpu_memory_problem(nbytes: int) -> str | None:
+    """Why ``nbytes`` cannot be one GPU's total memory, or None when it can."""
+    if not 1 * GiB <= nbytes <= LARGEST_GPU_HBM_BYTES:
+        return f"{nbytes:,} bytes is not a GPU's memory: use 1GiB to {largest_gpu()}"
+    return None

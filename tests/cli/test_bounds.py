@@ -1,0 +1,90 @@
+"""Absurd numbers are refused: what no GPU can hold is an error, what no GPU can be is a usage error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mmpool_cli.core.bounds import LARGEST_GPU_HBM_BYTES, context_problem, granularity_problem
+
+
+def plan_json(run_line, *flags: str):
+    result = run_line(["mmpool", "plan", "--format", "json", *flags])
+    return result, json.loads(result.stdout) if result.stdout else None
+
+
+def test_a_budget_larger_than_any_gpu_is_an_error_without_settings(run_line) -> None:
+    result, data = plan_json(run_line, "--size", "1" + "0" * 30)
+    assert result.exit_code == 1
+    assert data["status"] == "fail"
+    assert data["settings"] is None  # no export line to copy
+    found = next(f for f in data["findings"] if f["code"] == "budget-exceeds-gpu")
+    assert found["severity"] == "error"
+    assert "288 GiB (NVIDIA B300)" in found["message"]
+    human = run_line(["mmpool", "plan", "--size", "1" + "0" * 30])
+    assert "export " not in human.stdout
+
+
+def test_the_largest_gpu_itself_still_plans(run_line) -> None:
+    result, data = plan_json(run_line, "--size", f"{LARGEST_GPU_HBM_BYTES}")
+    assert "budget-exceeds-gpu" not in [f["code"] for f in data["findings"]]
+
+
+def test_a_budget_from_the_environment_larger_than_any_gpu_fails_validate(run_line) -> None:
+    result = run_line(["mmpool", "validate", "--format", "json", "--env", "SGLANG_MM_FEATURE_CACHE_MB=99999999"])
+    assert result.exit_code == 1
+    env = json.loads(result.stdout)["files"][0]
+    assert "budget-exceeds-gpu" in [f["code"] for f in env["findings"]]
+
+
+def test_more_contexts_than_any_gpu_holds_is_an_error(run_line) -> None:
+    result, data = plan_json(run_line, "--workers", "800")
+    assert result.exit_code == 1
+    assert "hbm-exceeds-gpu" in [f["code"] for f in data["findings"]]
+
+
+def test_a_negative_base_gpu_is_sglangs_error(run_line) -> None:
+    result, data = plan_json(run_line, "--base-gpu-id", "-1")
+    assert result.exit_code == 1
+    found = next(f for f in data["findings"] if f["code"] == "base-gpu-id-negative")
+    assert "'base_gpu_id must be non-negative'" in found["message"]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--vmm-granularity", "3"],
+        ["--vmm-granularity", "3MiB"],
+        ["--vmm-granularity", "0"],
+        ["--vmm-granularity", "2GiB"],
+        ["--context-size", "0"],
+        ["--context-size", "1TiB"],
+        ["--workers", "1025"],
+        ["--tp", "4097"],
+        ["--dp", "100000"],
+        ["--attn-dp-size", "5000"],
+        ["--base-gpu-id", "5000"],
+    ],
+)
+def test_values_no_gpu_can_have_are_usage_errors(run_line, flags: list[str]) -> None:
+    result = run_line(["mmpool", "plan", *flags])
+    assert result.exit_code == 2, result.stdout
+    assert result.stdout == ""
+    assert flags[0] in result.stderr
+
+
+@pytest.mark.parametrize("flags", [["--gpu-memory", "0"], ["--context-size", "0"], ["--vmm-granularity", "3"]])
+def test_check_refuses_the_same_values(run_line, flags: list[str]) -> None:
+    result = run_line(["mmpool", "check", *flags, "--", "sglang", "serve", "m"])
+    assert result.exit_code == 2
+    assert flags[0] in result.stderr
+
+
+def test_granularity_and_context_bounds() -> None:
+    assert granularity_problem(2 * 2**20) is None
+    assert granularity_problem(64 * 2**10) is None
+    assert "power of two" in (granularity_problem(3 * 2**20) or "")
+    assert granularity_problem(2**10) is not None
+    assert context_problem(552_402_944) is None
+    assert context_problem(0) is not None
