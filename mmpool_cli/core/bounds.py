@@ -7,7 +7,9 @@ memory than ``LARGEST_GPU_HBM_BYTES``, and CUDA's VMM granularity is a power of 
 
 from __future__ import annotations
 
-from mmpool_cli.core.units import GiB, KiB, MiB, format_binary
+from mmpool_cli.core.units import format_binary
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 # The most memory one GPU has (NVIDIA B300 and AMD MI355X: 288 GB of HBM3e, 288 GiB raw); every
 # pool lives on one GPU, so no budget, pool or estimate can exceed it.

@@ -45,6 +45,9 @@ REQUESTS = [
     PlanRequest(budget=_flag(0), workers=16, base_gpu_id=1, sglang_version="0.5.13"),
     PlanRequest(budget=_flag(MiB), transport="cuda_vmm", sglang_version="0.5.17"),
     PlanRequest(budget=_flag(MiB), tp_size=4, attn_dp_size=2, sglang_version="0.5.21"),
+    PlanRequest(budget=_flag(10**30)),
+    PlanRequest(budget=_flag(MiB * 1024), workers=800),
+    PlanRequest(budget=_flag(MiB), base_gpu_id=-1),
 ]
 
 
