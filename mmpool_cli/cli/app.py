@@ -12,7 +12,7 @@ import typer
 
 from mmpool_cli import __version__
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.render import Rendered, Rich
+from mmpool_cli.render import Rendered, Rich, escape_undecodable
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -75,6 +75,7 @@ def emit(output: Rendered, *, err: bool = False) -> None:
         with console.capture() as captured:
             console.print(output.renderable, crop=False)
         # the console already chose whether to style (a terminal, FORCE_COLOR, NO_COLOR): keep its choice
-        typer.echo(_TRAILING_SPACE.sub(r"\1", captured.get()), nl=False, err=err, color=True)
+        text = escape_undecodable(_TRAILING_SPACE.sub(r"\1", captured.get()))
+        typer.echo(text, nl=False, err=err, color=True)
     elif output:  # --quiet with nothing to say prints nothing
         typer.echo(output, err=err)

@@ -8,6 +8,7 @@ everywhere; a number that cannot be computed is None (``null`` in JSON), never a
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
@@ -209,6 +210,20 @@ class FileResult:
         return any(f.severity in failing for f in self.findings)
 
 
+_FILE_PLACE = re.compile(r"(?P<path>.*):(?P<line>[0-9]+):(?P<col>[0-9]+)")
+_ARGV_PLACE = re.compile(r"argv\[(?P<word>[0-9]+)\]")
+
+
+def _place(finding: Finding) -> tuple[str, int, int]:
+    """A finding's sort key: where it is, numbers compared as numbers; unlocated ones first."""
+    location = finding.location or ""
+    if m := _FILE_PLACE.fullmatch(location):
+        return m["path"], int(m["line"]), int(m["col"])
+    if m := _ARGV_PLACE.fullmatch(location):
+        return "", int(m["word"]), 0
+    return location, 0, 0
+
+
 @dataclass(frozen=True)
 class Report:
     """What ``mmpool validate`` or ``mmpool check`` found, for every input, in input order."""
@@ -218,6 +233,11 @@ class Report:
     strict: bool = False
     sglang_version: str = NEWEST
     sglang_version_chosen: str = "newest"
+
+    def __post_init__(self) -> None:
+        # every format lists each input's findings by place: file, line, column (argv[N] by N)
+        ordered = [dataclasses.replace(r, findings=sorted(r.findings, key=_place)) for r in self.results]
+        object.__setattr__(self, "results", ordered)
 
     @property
     def ok(self) -> bool:

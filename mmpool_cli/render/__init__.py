@@ -6,6 +6,7 @@ on call, so ``--format json`` and ``--format github`` never load rich.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -98,6 +99,22 @@ RENDERERS: dict[str, dict[str, Renderer]] = {
 }
 
 
+# A byte that is not UTF-8 in a file name reaches Python as a lone surrogate (PEP 383).
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+
+
+def escape_undecodable(text: str, *, json: bool = False) -> str:
+    """``bad\\xff.yaml`` for a file name with the byte 0xff: text never carries raw bytes.
+
+    In JSON the backslash is itself escaped, so the string decodes to the same ``\\xff``.
+    """
+    slash = "\\\\" if json else "\\"
+    return _UNDECODABLE.sub(lambda m: f"{slash}x{ord(m[0]) - 0xDC00:02x}", text)
+
+
 def render(kind: str, fmt: str, result: Any, **options: Any) -> Rendered:
     """``result`` (a plan, a probe report or a validate/check report) in format ``fmt``."""
-    return RENDERERS[kind][fmt](result, **options)
+    output = RENDERERS[kind][fmt](result, **options)
+    if isinstance(output, str):
+        return escape_undecodable(output, json=fmt in ("json", "sarif"))
+    return output

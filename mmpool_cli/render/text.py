@@ -48,21 +48,18 @@ def _result_data(result: FileResult, strict: bool) -> dict[str, Any]:
 
 
 def summary_line(report: Report) -> str:
-    """``2 files: 1 valid, 1 invalid (3 errors, 1 warning)``."""
+    """``3 inputs: 2 valid, 1 invalid (3 errors, 1 warning)``: the JSON summary's numbers, in words.
+
+    The environment is an input like each file (and the launch command), as in ``summary``.
+    """
     c = report.counts()
-    noun = "input" if report.command == "check" else "file"
-    files = sum(r.kind != "environment" for r in report.results)  # the environment is not a file
-    invalid_files = sum(r.fails(report.strict) for r in report.results if r.kind != "environment")
-    parts = [f"{files} {noun}{'' if files == 1 else 's'}: {files - invalid_files} valid, {invalid_files} invalid"]
-    counted = [
-        f"{c[key]} {name}{'' if c[key] == 1 else 's'}"
-        for key, name in (("errors", "error"), ("warnings", "warning"))
-        if c[key]
-    ]
-    env = next((r for r in report.results if r.kind == "environment"), None)
-    if env is not None and env.fails(report.strict):
-        counted.append("the environment has problems")
-    text = parts[0] + (f" ({', '.join(counted)})" if counted else "")
+
+    def count(n: int, noun: str) -> str:
+        return f"{n} {noun}{'' if n == 1 else 's'}"
+
+    counted = [count(c[f"{name}s"], name) for name in ("error", "warning", "info") if c[f"{name}s"]]
+    text = f"{count(c['inputs'], 'input')}: {c['valid']} valid, {c['invalid']} invalid"
+    text += f" ({', '.join(counted)})" if counted else ""
     return text + (" [--strict: warnings fail]" if report.strict and c["warnings"] else "")
 
 
@@ -118,8 +115,10 @@ def github_annotation(result: FileResult, f: Finding) -> str:
 
 
 def report_github(report: Report) -> str:
-    """Every finding as a GitHub annotation, then the summary line."""
+    """Every finding as a GitHub annotation, then the summary as one more: nothing but annotations."""
     lines = [github_annotation(r, f) for r in report.results for f in r.findings]
     release = version_note(report.sglang_version, report.sglang_version_chosen)
-    lines.append(("mmpool: OK: " if report.ok else "mmpool: FAIL: ") + f"{summary_line(report)}; {release}")
+    verdict = "OK" if report.ok else "FAIL"
+    title = _escape_property(f"mmpool {report.command}")
+    lines.append(f"::notice title={title}::{_escape_data(f'{verdict}: {summary_line(report)}; {release}')}")
     return "\n".join(lines)

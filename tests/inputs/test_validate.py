@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -127,14 +128,15 @@ def test_environment_is_reported_once() -> None:
 def test_exit_0_valid(run_line) -> None:
     result = run_line(["mmpool", "validate", str(DATA / "valid" / "example-mmpool.yaml")])
     assert result.exit_code == 0, result.output
-    assert "1 file: 1 valid, 0 invalid; SGLang 0.5.23 (" in result.stdout.rstrip().splitlines()[-1]
+    last = result.stdout.rstrip().splitlines()[-1]
+    assert re.search(r"mmpool validate: OK  2 inputs: 2 valid, 0 invalid( \(.*\))?; SGLang 0\.5\.23 \(", last), last
 
 
 def test_exit_1_errors_human(run_line) -> None:
     result = run_line(["mmpool", "validate", str(DATA / "invalid" / "mmpool-typos.yaml"), str(VALID[0])])
     assert result.exit_code == 1
     assert "mmpool-typos.yaml:3:3: error [config-unknown-key]" in result.stdout
-    assert "2 files: 1 valid, 1 invalid (3 errors)" in result.stdout
+    assert "3 inputs: 2 valid, 1 invalid (3 errors" in result.stdout
 
 
 def test_exit_2_usage(run_line) -> None:
@@ -181,7 +183,8 @@ def test_github_format(run_line) -> None:
     assert result.exit_code == 1
     line = next(x for x in result.stdout.splitlines() if x.startswith("::error"))
     assert line.startswith(f"::error file={bad},line=3,col=3,title=mmpool yaml-duplicate-key::key 'size' appears")
-    assert result.stdout.rstrip().splitlines()[-1].startswith("mmpool: FAIL: 1 file: 0 valid, 1 invalid")
+    last = result.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("::notice title=mmpool validate::FAIL: 2 inputs: 1 valid, 1 invalid")
 
 
 def test_stdin(run_line) -> None:

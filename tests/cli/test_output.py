@@ -1,0 +1,130 @@
+"""One honest output per format: commands never wrap, JSON for every exit status, no stray escapes or bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "configs"
+ESCAPE = "\x1b["
+
+
+def test_copy_paste_lines_never_wrap_and_no_line_ends_in_spaces(run_line) -> None:
+    flags = ["--transport", "cuda_vmm", "--workers", "4", "--tp", "8", "--feature-size", "50633856"]
+    result = run_line(["mmpool", "plan", *flags], env={"COLUMNS": "40"})
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert "export SGLANG_MM_FEATURE_CACHE_MB=1024" in lines
+    command = "sglang serve --model-path MODEL --tokenizer-worker-num 4 --mm-feature-transport cuda_vmm --tp-size 8"
+    assert command in lines  # whole, on one line, at 40 columns
+    assert [line for line in lines if line != line.rstrip()] == []
+
+
+def test_probe_input_findings_keep_one_line_each(run_line) -> None:
+    path = str(DATA / "invalid" / "mmpool-typos.yaml")
+    result = run_line(["mmpool", "probe", "--config", path], env={"COLUMNS": "40"})
+    assert result.exit_code == 1
+    assert any(line.startswith(f"  {path}:3:3: error [config-unknown-key]") for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize("argv", [["plan"], ["validate", str(DATA / "invalid" / "mmpool-typos.yaml")]])
+def test_no_color_removes_every_style_escape(run_line, argv: list[str]) -> None:
+    styled = run_line(["mmpool", *argv], env={"FORCE_COLOR": "1", "NO_COLOR": None})
+    assert ESCAPE in styled.stdout  # the check below can see escapes
+    plain = run_line(["mmpool", *argv], env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
+    assert ESCAPE not in plain.stdout  # bold and dim too
+    assert plain.stdout.replace(" ", "") == re.sub(r"\x1b\[[0-9;]*m", "", styled.stdout).replace(" ", "")
+
+
+def test_github_output_is_annotations_only(run_line) -> None:
+    files = [str(DATA / "invalid" / "mmpool-typos.yaml"), str(DATA / "invalid" / "duplicate-key.yaml")]
+    for argv in (["validate", *files], ["check", "--", "sglang", "serve", "m", "--tp", "x"]):
+        result = run_line(
+            ["mmpool", *argv, "--format", "github"]
+            if argv[0] == "validate"
+            else ["mmpool", "check", "--format", "github", *argv[1:]]
+        )
+        assert result.exit_code == 1
+        assert all(line.startswith("::") for line in result.stdout.splitlines()), result.stdout
+
+
+def _summary_numbers(text: str) -> dict[str, int]:
+    m = re.search(r"(\d+) inputs?: (\d+) valid, (\d+) invalid(?: \(([^)]*)\))?", text)
+    assert m, text
+    numbers = {"inputs": int(m[1]), "valid": int(m[2]), "invalid": int(m[3]), "errors": 0, "warnings": 0, "infos": 0}
+    for part in (m[4] or "").split(", "):
+        if part:
+            n, noun = part.split(" ")
+            numbers[noun if noun.endswith("s") else noun + "s"] = int(n)
+    return numbers
+
+
+def test_summary_counts_agree_between_human_and_json(run_line) -> None:
+    argv = [
+        "mmpool",
+        "validate",
+        "--env",
+        "SGLANG_MM_FEATURE_CACHE_MB=0",
+        str(DATA / "invalid" / "mmpool-typos.yaml"),
+        str(DATA / "valid" / "example-mmpool.yaml"),
+    ]
+    human = run_line(argv)
+    data = json.loads(run_line([*argv, "--format", "json"]).stdout)
+    assert _summary_numbers(human.stdout.splitlines()[-1]) == data["summary"]
+
+
+def _line_col(location: str) -> tuple[int, int]:
+    _, line, col = location.rsplit(":", 2)
+    return int(line), int(col)
+
+
+def test_findings_are_sorted_by_file_and_line(run_line) -> None:
+    path = DATA / "invalid" / "example-invalid-sglang-config.yaml"
+    data = json.loads(run_line(["mmpool", "validate", "--format", "json", str(path)]).stdout)
+    located = [_line_col(f["location"]) for f in data["files"][1]["findings"] if f["location"].count(":") == 2]
+    assert len(located) > 1
+    assert located == sorted(located)
+    launch = ["sglang", "serve", "m", "--tp", "x", "--base-gpu-id", "-1", "--tokenizer-worker-num", "0"]
+    result = json.loads(run_line(["mmpool", "check", "--format", "json", "--", *launch]).stdout)
+    words = [
+        int(f["location"][5:-1]) for f in result["files"][0]["findings"] if (f["location"] or "").startswith("argv[")
+    ]
+    assert len(words) > 1
+    assert words == sorted(words)
+
+
+def test_a_file_name_that_is_not_utf8_is_escaped_never_raw(tmp_path: Path) -> None:
+    name = os.fsencode(tmp_path) + b"/bad\xff.yaml"
+    with open(name, "wb") as f:
+        f.write(b"pool: {size: 1GiB}\n")
+    for fmt in ("json", "human", "github"):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mmpool_cli",
+                "validate",
+                "--no-process-env",
+                "--format",
+                fmt,
+                name,
+                b"gone\xfe.yaml",
+            ],
+            capture_output=True,
+            check=False,
+        )
+        assert done.returncode == 1, done.stderr
+        assert b"\xff" not in done.stdout and b"\xfe" not in done.stdout
+        text = done.stdout.decode("utf-8")
+        if fmt == "json":
+            paths = [f["path"] for f in json.loads(text)["files"]]
+            assert paths[1].endswith("bad\\xff.yaml")
+            assert paths[2] == "gone\\xfe.yaml"
+        else:
+            assert "bad\\xff.yaml" in text
