@@ -16,6 +16,18 @@ from mmpool_cli.inputs.yamlsrc import decode, read_bytes
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+class Environment(dict[str, str]):
+    """The environment to check, and where each variable read from an ``--env-file`` was set.
+
+    ``places`` maps a variable to ``file:line:col`` of the value that counts, so that a finding
+    about it points at that line (``sglang.environment.where``).
+    """
+
+    def __init__(self, *args: object, **kwargs: str) -> None:
+        super().__init__(*args, **kwargs)
+        self.places: dict[str, str] = {}
+
+
 class EnvArgError(MmpoolError):
     """An ``--env`` argument that is not ``KEY=VALUE`` (a usage error)."""
 
@@ -32,18 +44,19 @@ def parse_env_arg(text: str) -> tuple[str, str]:
     return key, value
 
 
-def read_env_file(path: str) -> tuple[dict[str, str], list[Finding]]:
+def read_env_file(path: str) -> tuple[Environment, list[Finding]]:
     """A dotenv-style file: ``KEY=VALUE`` lines, optional ``export``, ``#`` comments, quoted values.
 
     A line that is none of these is a finding located at it; the file's other lines still count.
+    Each value's place (``path:line:col`` of its line) is kept in ``places``.
     """
     raw, problem = read_bytes(path)
     text = None
     if problem is None and raw is not None:
         text, problem = decode(path, raw)
     if problem is not None or text is None:
-        return {}, [problem] if problem else []
-    values: dict[str, str] = {}
+        return Environment(), [problem] if problem else []
+    values = Environment()
     findings: list[Finding] = []
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -68,24 +81,27 @@ def read_env_file(path: str) -> tuple[dict[str, str], list[Finding]]:
         elif " #" in value:
             value = value.split(" #", 1)[0].rstrip()
         values[key] = value
+        values.places[key] = f"{path}:{number}:{len(line) - len(line.lstrip()) + 1}"
     return values, findings
 
 
 def assemble(
     process: Mapping[str, str] | None, env_files: list[str], env_args: list[str]
-) -> tuple[dict[str, str], list[Finding]]:
+) -> tuple[Environment, list[Finding]]:
     """The environment to check: the process's (unless None), then ``--env-file`` files, then ``--env``.
 
     Raises:
         EnvArgError: an ``--env`` argument is not ``KEY=VALUE``.
     """
-    environ = dict(process or {})
+    environ = Environment(process or {})
     findings: list[Finding] = []
     for path in env_files:
         values, found = read_env_file(path)
         environ.update(values)
+        environ.places.update(values.places)
         findings += found
     for text in env_args:
         key, value = parse_env_arg(text)
         environ[key] = value
+        environ.places.pop(key, None)  # --env wins, and is no file's line
     return environ, findings

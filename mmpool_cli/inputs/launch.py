@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mmpool_cli.core.models import Budget, FileResult, Finding, Plan, PlanRequest, Severity
 from mmpool_cli.core.plan import budget_findings, make_plan
@@ -142,9 +142,14 @@ def check_launch(
                 "argv[0]",
             )
         )
-    resolution = resolve(reading, envmod.read_launch_env(environ), assume)
+    launch_env = envmod.read_launch_env(environ)
+    resolution = resolve(reading, launch_env, assume)
     findings += envmod.env_findings(environ)
-    findings += resolution.findings
+    budget_place = envmod.where(environ, launch_env.budget.variable)  # the --env-file line that set it
+    findings += [
+        replace(f, location=budget_place) if f.location == ENV and f.subject == "env" else f
+        for f in resolution.findings
+    ]
     return FileResult(
         path="launch command",
         kind="launch",

@@ -38,7 +38,8 @@ def environment_result(
     """The environment as one input: env-file problems, and what SGLang will silently do with it."""
     findings = list(file_findings)
     findings += envmod.env_findings(environ)
-    findings += [f.at(envmod.ENV_LOCATION) for f in budget_findings(launch.budget, sglang_version)]
+    place = envmod.where(environ, launch.budget.variable)
+    findings += [f.at(place) for f in budget_findings(launch.budget, sglang_version)]
     return FileResult(path=envmod.ENV_LOCATION, kind="environment", findings=findings)
 
 

@@ -22,6 +22,16 @@ ENV_LOCATION = "environment"
 _TWINNED = (sg.ENV_RECYCLE, sg.ENV_LEGACY_TRANSPORT, sg.ENV_VLM_CACHE)
 
 
+def where(environ: Mapping[str, str], variable: str | None) -> str:
+    """Where ``variable`` was set: its ``--env-file`` line (``file:line:col``) when it came from one.
+
+    ``environ`` says so through a ``places`` mapping (``inputs.envfile.Environment``); any other
+    mapping, and a variable from the process or ``--env``, is located at ``environment``.
+    """
+    places: Mapping[str, str] = getattr(environ, "places", {})
+    return places.get(variable or "", ENV_LOCATION)
+
+
 @dataclass(frozen=True)
 class LaunchEnv:
     """Every pool setting SGLang takes from the environment, read once."""
@@ -92,8 +102,8 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
     """What SGLang will silently do with the pool variables in ``environ`` (the budget aside)."""
     findings: list[Finding] = []
 
-    def add(severity: Severity, code: str, message: str) -> None:
-        findings.append(Finding(severity, code, message, ENV_LOCATION))
+    def add(severity: Severity, code: str, message: str, variable: str) -> None:
+        findings.append(Finding(severity, code, message, where(environ, variable)))
 
     for name in _TWINNED:
         legacy = "SGL_" + name.removeprefix("SGLANG_")
@@ -103,6 +113,7 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 "env-legacy-overrides",
                 f"{legacy}={shorten(environ[legacy])} overrides {name}={shorten(environ[name])} (SGLang copies SGL_ "
                 f"variables over SGLANG_ ones); unset {legacy}",
+                legacy,
             )
     found = sg.env_name(sg.ENV_RECYCLE, environ)
     if found is not None:
@@ -114,6 +125,7 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 "env-recycle-invalid",
                 f"{variable}={excerpt(raw)} is not a number to Python's float(): SGLang only warns and uses "
                 f"{sg.DEFAULT_RECYCLE_SEC} s; set a positive number of seconds, e.g. 0.05",
+                variable,
             )
         elif math.isnan(interval):
             add(
@@ -121,6 +133,7 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 "env-recycle-nan",
                 f"{variable}={shorten(raw)}: NaN passes SGLang's check, and the pool recycler then spins without "
                 "pausing, taking a CPU core; set a positive number of seconds, e.g. 0.05",
+                variable,
             )
         elif interval <= 0:
             add(
@@ -128,6 +141,7 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 "env-recycle-not-positive",
                 f"{variable}={shorten(raw)}: every pool fails with '{sg.MSG_RECYCLE_NOT_POSITIVE}'; "
                 "set a positive number of seconds, e.g. 0.05",
+                variable,
             )
         elif interval > sg.MAX_WAIT_SEC:
             add(
@@ -135,6 +149,7 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 "env-recycle-too-large",
                 f"{variable}={shorten(raw)}: the recycler thread dies on its first wait (OverflowError), so pool "
                 "space is never given back and every feature soon takes the CPU path; set e.g. 0.05",
+                variable,
             )
     found = sg.env_name(sg.ENV_LEGACY_TRANSPORT, environ)
     if found is not None:
@@ -147,6 +162,7 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 f"{variable}={excerpt(raw)} is not a boolean to SGLang "
                 f"('\"{shorten(raw.lower())}\" is not a valid boolean value'): it counts as set and false, "
                 "so an unset --mm-feature-transport resolves to cpu; unset it and use --mm-feature-transport",
+                variable,
             )
         else:
             add(
@@ -154,6 +170,7 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 "env-legacy-transport",
                 f"{variable}={shorten(raw)} is deprecated: SGLang says 'SGLANG_USE_CUDA_IPC_TRANSPORT is deprecated; "
                 f"use --mm-feature-transport={'cuda_ipc' if on else 'cpu'} instead.'",
+                variable,
             )
     return findings
 

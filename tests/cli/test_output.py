@@ -128,3 +128,25 @@ def test_a_file_name_that_is_not_utf8_is_escaped_never_raw(tmp_path: Path) -> No
             assert paths[2] == "gone\\xfe.yaml"
         else:
             assert "bad\\xff.yaml" in text
+
+
+def test_a_bad_value_from_an_env_file_is_located_at_its_line(run_line, tmp_path: Path) -> None:
+    env_file = tmp_path / "pool.env"
+    env_file.write_text(
+        "# pools\nSGLANG_MM_FEATURE_CACHE_MB=0\n  export SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC=abc\n"
+    )
+    common = ["--no-process-env", "--env-file", str(env_file), "--format", "json"]
+    validate = json.loads(run_line(["mmpool", "validate", *common]).stdout)
+    check = json.loads(
+        run_line(
+            ["mmpool", "check", *common, "--", "sglang", "serve", "m", "--mm-feature-transport", "cuda_ipc"]
+        ).stdout
+    )
+    for data in (validate, check):
+        where = {f["code"]: f["location"] for f in data["files"][0]["findings"]}
+        assert where["budget-not-positive"] == f"{env_file}:2:1"
+        assert where["env-recycle-invalid"] == f"{env_file}:3:3"
+    # --env wins over the file, and is no file's line
+    override = ["--env", "SGLANG_MM_FEATURE_CACHE_MB=-1"]
+    data = json.loads(run_line(["mmpool", "validate", *common, *override]).stdout)
+    assert {f["code"]: f["location"] for f in data["files"][0]["findings"]}["budget-not-positive"] == "environment"
