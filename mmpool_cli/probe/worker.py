@@ -22,7 +22,10 @@ LOADED_AT = time.time()
 
 
 def serve(conn: Any, device: int, alloc_conf: str | None, log_path: str) -> None:
-    """Child main loop: set the allocator mode, import torch, answer requests until ``exit``."""
+    """Child main loop: set the allocator mode, import torch, answer requests until ``exit``.
+
+    Replies hold only plain Python values: the parent never imports torch to read them.
+    """
     entered_at = time.time()  # with LOADED_AT: how long the fork itself took
     _quiet(log_path)
     if alloc_conf:
@@ -35,7 +38,8 @@ def serve(conn: Any, device: int, alloc_conf: str | None, log_path: str) -> None
         conn.send({"error": f"cannot import torch: {e}", "kind": "import"})
         return
     state: dict[str, Any] = {"torch": torch, "device": device}
-    conn.send({"pid": os.getpid(), "torch": torch.__version__, "loaded_at": LOADED_AT, "entered_at": entered_at})
+    # str(): torch.__version__ is a TorchVersion, and unpickling one would import torch in the parent
+    conn.send({"pid": os.getpid(), "torch": str(torch.__version__), "loaded_at": LOADED_AT, "entered_at": entered_at})
     while True:
         try:
             request = conn.recv()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -47,3 +49,24 @@ def test_timeout_bounds_the_whole_probe_even_while_the_fork_server_imports_torch
     assert timeouts, [(f.code, f.message) for f in report.findings]
     assert "--timeout of 0.5 s" in timeouts[0].message
     assert elapsed < 2.5, elapsed
+
+
+def test_reading_a_childs_replies_never_imports_torch_here() -> None:
+    # torch.__version__ is a TorchVersion: a reply that held one made the parent import torch (3 s)
+    pytest.importorskip("torch")
+    script = (
+        "import sys\n"
+        "from mmpool_cli.probe import processes\n"
+        "def main():\n"
+        "    children = processes.Children(processes.Deadline(120))\n"
+        "    try:\n"
+        "        hello = children.start(['worker0'], 0, None)[0].hello\n"
+        "    finally:\n"
+        "        children.close()\n"
+        "    print(type(hello['torch']).__name__, 'torch' in sys.modules)\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["str", "False"]
