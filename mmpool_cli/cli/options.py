@@ -72,13 +72,13 @@ def int_arg(text: str) -> int:
     return value
 
 
-def bounded_int(limit: int) -> Callable[[str], int]:
+def bounded_int(limit: int, what: str) -> Callable[[str], int]:
     """``int_arg`` with an upper bound (a usage error above it): the most a deployment can have."""
 
     def parse(text: str) -> int:
         value = int_arg(text)
         if value > limit:
-            raise typer.BadParameter(f"{value} is more than {limit}")
+            raise typer.BadParameter(f"{value}: mmpool plans at most {limit} {what}")
         return value
 
     return parse
@@ -232,7 +232,7 @@ _POOL_DECLARATIONS: dict[str, Any] = {
         typer.Option(
             "--workers",
             "--tokenizer-worker-num",
-            parser=bounded_int(MAX_WORKERS),
+            parser=bounded_int(MAX_WORKERS, "tokenizer workers"),
             metavar="N",
             help=f"Tokenizer workers (--tokenizer-worker-num), at most {MAX_WORKERS}; below 1 is SGLang's error.",
         ),
@@ -242,7 +242,7 @@ _POOL_DECLARATIONS: dict[str, Any] = {
         typer.Option(
             "--tp",
             "--tp-size",
-            parser=bounded_int(MAX_PARALLEL),
+            parser=bounded_int(MAX_PARALLEL, "ranks"),
             metavar="N",
             help="Tensor-parallel size, at most 4096.",
         ),
@@ -250,14 +250,18 @@ _POOL_DECLARATIONS: dict[str, Any] = {
     "dp": Annotated[
         int,
         typer.Option(
-            "--dp", "--dp-size", parser=bounded_int(MAX_PARALLEL), metavar="N", help="Data-parallel size, at most 4096."
+            "--dp",
+            "--dp-size",
+            parser=bounded_int(MAX_PARALLEL, "ranks"),
+            metavar="N",
+            help="Data-parallel size, at most 4096.",
         ),
     ],
     "attn_dp_size": Annotated[
         int,
         typer.Option(
             "--attn-dp-size",
-            parser=bounded_int(MAX_PARALLEL),
+            parser=bounded_int(MAX_PARALLEL, "ranks"),
             metavar="N",
             help="Attention data-parallel size (fewer consumers per feature).",
         ),
@@ -274,7 +278,7 @@ _POOL_DECLARATIONS: dict[str, Any] = {
         int,
         typer.Option(
             "--base-gpu-id",
-            parser=bounded_int(MAX_PARALLEL),
+            parser=bounded_int(MAX_PARALLEL, "ranks"),
             metavar="N",
             help="GPU that holds the pools (--base-gpu-id); below 0 is SGLang's error.",
         ),

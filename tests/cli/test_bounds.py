@@ -15,14 +15,14 @@ def plan_json(run_line, *flags: str):
 
 
 def test_a_budget_larger_than_any_gpu_is_an_error_without_settings(run_line) -> None:
-    result, data = plan_json(run_line, "--size", "1" + "0" * 30)
+    result, data = plan_json(run_line, "--size", "1PiB")  # (10^30 bytes is past 2^63 - 1: a usage error)
     assert result.exit_code == 1
     assert data["status"] == "fail"
     assert data["settings"] is None  # no export line to copy
     found = next(f for f in data["findings"] if f["code"] == "budget-exceeds-gpu")
     assert found["severity"] == "error"
     assert "288 GiB (NVIDIA B300)" in found["message"]
-    human = run_line(["mmpool", "plan", "--size", "1" + "0" * 30])
+    human = run_line(["mmpool", "plan", "--size", "1PiB"])
     assert "export " not in human.stdout
 
 

@@ -104,7 +104,7 @@ SNIPPETS = [
     ("pool", "size", "256Mi"),
     ("pool", "size", "1gi"),
     ("workload", "feature_sizes", ["1.0", 1024]),
-    ("pool", "size", "8191PiB"),
+    ("pool", "size", "100GiB"),  # above 288 GiB, more than any GPU has, the plan says budget-exceeds-gpu
     ("pool", "size", "1Gx"),
     ("pool", "size", "1Gb"),
     ("pool", "size", "1G"),
