@@ -12,8 +12,9 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from mmpool_cli.core.budget import budget_findings
 from mmpool_cli.core.models import Budget, FileResult, Finding, Plan, PlanRequest, Severity
-from mmpool_cli.core.plan import budget_findings, make_plan
+from mmpool_cli.core.plan import make_plan
 from mmpool_cli.core.units import format_size
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.sglang import environment as envmod

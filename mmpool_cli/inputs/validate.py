@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Literal
 
+from mmpool_cli.core.budget import budget_findings
 from mmpool_cli.core.models import FileResult, Finding, PlanRequest, Report, Severity
-from mmpool_cli.core.plan import budget_findings, make_plan
+from mmpool_cli.core.plan import make_plan
 from mmpool_cli.inputs import config as cfgmod
 from mmpool_cli.inputs.launch import Assumptions, resolve
 from mmpool_cli.inputs.yamlsrc import STDIN, Source, load

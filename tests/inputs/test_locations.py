@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mmpool_cli.core import eras
+from mmpool_cli.core import budget, capacity, eras
 from mmpool_cli.core import plan as planmod
 from mmpool_cli.core.models import Budget, PlanRequest
 from mmpool_cli.core.plan import make_plan
@@ -52,7 +52,7 @@ REQUESTS = [
 
 
 def _plan_codes() -> set[str]:
-    source = Path(planmod.__file__).read_text() + Path(eras.__file__).read_text()
+    source = "".join(Path(m.__file__).read_text() for m in (planmod, budget, capacity, eras))
     return set(re.findall(r'Severity\.\w+,\s*"([a-z0-9]+(?:-[a-z0-9]+)+)"', source))
 
 
