@@ -15,15 +15,13 @@ import typer
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
     FormatOpt,
-    KvDtypeChoice,
     OutputFormat,
     PoolOptions,
     TransportChoice,
-    WorkloadOptions,
     with_options,
     with_pool_options,
-    with_workload_options,
 )
+from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions, with_workload_options
 from mmpool_cli.core.models import Budget, PlanRequest, Severity
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError

@@ -20,7 +20,8 @@ from mmpool_cli.errors import MmpoolError
 from mmpool_cli.sglang import environment as envmod
 from mmpool_cli.sglang import rules as sg
 from mmpool_cli.sglang import versions
-from mmpool_cli.sglang.args import Reading, Token, cli_tokens, merge_config, read
+from mmpool_cli.sglang.args import Reading, Token, cli_tokens, read
+from mmpool_cli.sglang.config_merge import merge_config
 from mmpool_cli.sglang.environment import LaunchEnv
 from mmpool_cli.sglang.flags import table
 from mmpool_cli.sglang.startup import STARTUP_RELEASE, startup_errors

@@ -22,7 +22,8 @@ from mmpool_cli.inputs.launch import Assumptions, resolve
 from mmpool_cli.inputs.yamlsrc import STDIN, Source, load
 from mmpool_cli.sglang import environment as envmod
 from mmpool_cli.sglang import versions
-from mmpool_cli.sglang.args import Reading, config_tokens, read
+from mmpool_cli.sglang.args import Reading, read
+from mmpool_cli.sglang.config_merge import config_tokens
 from mmpool_cli.sglang.environment import LaunchEnv
 from mmpool_cli.sglang.flags import table
 

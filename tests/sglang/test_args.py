@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from mmpool_cli.sglang import versions
-from mmpool_cli.sglang.args import BY_NAME, POOL_FLAGS, cli_tokens, merge_config, read, resolve_option
+from mmpool_cli.sglang.args import BY_NAME, POOL_FLAGS, cli_tokens, read, resolve_option
+from mmpool_cli.sglang.config_merge import merge_config
 from mmpool_cli.sglang.flags import table
 
 
