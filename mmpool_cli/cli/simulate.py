@@ -22,6 +22,7 @@ from mmpool_cli.cli.options import (
     with_pool_options,
 )
 from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions, with_workload_options
+from mmpool_cli.core.bounds import MAX_WORKERS
 from mmpool_cli.core.models import Budget, PlanRequest, Severity
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
@@ -52,7 +53,6 @@ class BasisChoice(StrEnum):
 
 NS_PER_S = 10**9
 MAX_SECONDS = 10**6
-MAX_WORKERS = 1024  # each worker is a pool in memory; SGLang deployments use a handful
 
 
 def seconds_arg(flag: str, text: str) -> int:
