@@ -18,7 +18,6 @@ from mmpool_cli.core.budget import budget_findings
 from mmpool_cli.core.models import FileResult, Finding, PlanRequest, Report, Severity
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.inputs import config as cfgmod
-from mmpool_cli.inputs.launch import Assumptions, resolve
 from mmpool_cli.inputs.yamlsrc import STDIN, Source, load
 from mmpool_cli.sglang import environment as envmod
 from mmpool_cli.sglang import versions
@@ -26,6 +25,7 @@ from mmpool_cli.sglang.args import Reading, read
 from mmpool_cli.sglang.config_merge import config_tokens
 from mmpool_cli.sglang.environment import LaunchEnv
 from mmpool_cli.sglang.flags import table
+from mmpool_cli.sglang.resolution import Assumptions, resolve
 
 Kind = Literal["auto", "mmpool", "sglang"]
 # The files a directory argument (and the pre-commit hook) checks: names that start with mmpool or

@@ -12,9 +12,10 @@ from mmpool_cli.core import plan as planmod
 from mmpool_cli.core.models import Budget, PlanRequest
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.inputs.config import SUBJECT_PATHS
-from mmpool_cli.inputs.launch import SUBJECT_DESTS, Assumptions, check_launch
+from mmpool_cli.inputs.launch import check_launch
 from mmpool_cli.inputs.validate import validate_file
 from mmpool_cli.sglang.environment import budget_from_env, read_launch_env
+from mmpool_cli.sglang.resolution import SUBJECT_DESTS, Assumptions
 
 MiB = 2**20
 
