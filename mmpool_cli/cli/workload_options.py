@@ -43,6 +43,7 @@ class WorkloadOptions:
         Raises:
             MmpoolError: items or processor flags without ``--model``, a bad item, an unknown family.
         """
+        from mmpool_cli.sglang.environment import vlm_cache_from_env
         from mmpool_cli.workload import environ as wenv
         from mmpool_cli.workload import items as wi
         from mmpool_cli.workload.families import with_overrides
@@ -74,15 +75,15 @@ class WorkloadOptions:
         load = workload(model.name, model.family, settings, items)
         kv = None
         if model.kv is not None:
-            mb, variable, raw, invalid = wenv.vlm_cache_mb(environ)
+            vlm = vlm_cache_from_env(environ)
             kv = KvRequest(
                 model=model.kv,
                 kv_cache_dtype=self.kv_cache_dtype.value,
                 page_size=self.page_size,
-                vlm_cache_mb=mb,
-                vlm_cache_variable=variable,
-                vlm_cache_raw=raw,
-                vlm_cache_invalid=invalid,
+                vlm_cache_mb=vlm.mb,
+                vlm_cache_variable=vlm.variable,
+                vlm_cache_raw=vlm.raw,
+                vlm_cache_invalid=vlm.invalid,
                 qwen3_vl=model.family.name == "qwen3-vl",
             )
         elif self.kv_cache_dtype is not KvDtypeChoice.auto or self.page_size != 1:

@@ -33,6 +33,51 @@ def where(environ: Mapping[str, str], variable: str | None) -> str:
 
 
 @dataclass(frozen=True)
+class VlmCache:
+    """``SGLANG_VLM_CACHE_SIZE_MB`` as SGLang reads it; a value ``int()`` rejects keeps the default."""
+
+    mb: int
+    variable: str | None = None
+    raw: str | None = None
+    invalid: bool = False
+
+    @property
+    def retention(self) -> bool:
+        """Whether it is set and keeps a cache (what the Qwen3-VL override looks at)."""
+        return self.variable is not None and self.mb > 0
+
+
+def vlm_cache_from_env(environ: Mapping[str, str]) -> VlmCache:
+    """``SGLANG_VLM_CACHE_SIZE_MB`` (or its ``SGL_`` twin), parsed with ``int()``; unset is the default."""
+    found = sg.env_name(sg.ENV_VLM_CACHE, environ)
+    if found is None:
+        return VlmCache(sg.DEFAULT_VLM_CACHE_MB)
+    variable, raw = found
+    mb = sg.parse_env_int(raw)
+    return VlmCache(sg.DEFAULT_VLM_CACHE_MB if mb is None else mb, variable, raw, mb is None)
+
+
+@dataclass(frozen=True)
+class RecycleInterval:
+    """``SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC`` as SGLang reads it; ``float()`` failures keep 0.05 s."""
+
+    seconds: float
+    variable: str | None = None
+    raw: str | None = None
+    invalid: bool = False
+
+
+def recycle_from_env(environ: Mapping[str, str]) -> RecycleInterval:
+    """The pool recycler's interval (or its ``SGL_`` twin), parsed with ``float()``; unset is the default."""
+    found = sg.env_name(sg.ENV_RECYCLE, environ)
+    if found is None:
+        return RecycleInterval(sg.DEFAULT_RECYCLE_SEC)
+    variable, raw = found
+    seconds = sg.parse_env_float(raw)
+    return RecycleInterval(sg.DEFAULT_RECYCLE_SEC if seconds is None else seconds, variable, raw, seconds is None)
+
+
+@dataclass(frozen=True)
 class LaunchEnv:
     """Every pool setting SGLang takes from the environment, read once."""
 
@@ -41,7 +86,7 @@ class LaunchEnv:
     expandable_segments: bool
     legacy_transport_set: bool
     legacy_transport_on: bool
-    vlm_cache_retention: bool
+    vlm_cache: VlmCache
     cuda_visible_devices: str | None
     alloc_conf: str | None
 
@@ -76,8 +121,6 @@ def budget_from_env(environ: Mapping[str, str]) -> Budget:
 def read_launch_env(environ: Mapping[str, str]) -> LaunchEnv:
     """The pool settings of ``environ`` as SGLang's processes will read them."""
     legacy = sg.env_name(sg.ENV_LEGACY_TRANSPORT, environ)
-    vlm = sg.env_name(sg.ENV_VLM_CACHE, environ)
-    vlm_mb = None if vlm is None else sg.parse_env_int(vlm[1])
     alloc_conf = environ.get(sg.ENV_ALLOC_CONF)
     return LaunchEnv(
         budget=budget_from_env(environ),
@@ -86,8 +129,7 @@ def read_launch_env(environ: Mapping[str, str]) -> LaunchEnv:
         expandable_segments=sg.expandable_segments_enabled(alloc_conf),
         legacy_transport_set=legacy is not None,
         legacy_transport_on=legacy is not None and bool(sg.parse_env_bool(legacy[1])),
-        # an unparsable value means the default 100 MiB, which keeps a cache
-        vlm_cache_retention=vlm is not None and (sg.DEFAULT_VLM_CACHE_MB if vlm_mb is None else vlm_mb) > 0,
+        vlm_cache=vlm_cache_from_env(environ),
         cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
         alloc_conf=alloc_conf,
     )
@@ -115,11 +157,10 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 f"variables over SGLANG_ ones); unset {legacy}",
                 legacy,
             )
-    found = sg.env_name(sg.ENV_RECYCLE, environ)
-    if found is not None:
-        variable, raw = found
-        interval = sg.parse_env_float(raw)
-        if interval is None:
+    recycle = recycle_from_env(environ)
+    if recycle.variable is not None:
+        variable, raw, interval = recycle.variable, recycle.raw or "", recycle.seconds
+        if recycle.invalid:
             add(
                 Severity.warning,
                 "env-recycle-invalid",

@@ -90,7 +90,7 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
     large_hopper = bool(assume.sm90) and (assume.gpu_memory or 0) >= sg.QWEN3_VL_MIN_GPU_BYTES
     override = qwen3 and large_hopper and multimodal and rel.qwen3_vl_override
     preprocess = reading.get("mm_preprocess_cache_size_mb") or 0
-    retention = preprocess > 0 or (launch.vlm_cache_retention if override else False)
+    retention = preprocess > 0 or (launch.vlm_cache.retention if override else False)
     source = "--mm-feature-transport" if requested else None
     if override and requested is None and nnodes == 1 and not retention:
         requested, source = "cuda_ipc", "the Qwen3-VL override"

@@ -11,6 +11,7 @@ from typing import Any
 from mmpool_cli.core.models import Settings
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.sglang import rules as sg
+from mmpool_cli.sglang.environment import recycle_from_env
 from mmpool_cli.simulate.budget import Basis, BudgetSearch
 from mmpool_cli.simulate.engine import SIM_SCHEMA_VERSION, SimResult
 
@@ -23,12 +24,12 @@ def recycle_interval_ns(environ: Mapping[str, str]) -> tuple[int, str]:
     A value Python's ``float()`` rejects falls back to SGLang's 0.05 s (SGLang only warns); one
     SGLang refuses or cannot run with (not positive, NaN, too large to wait on) is a usage error.
     """
-    found = sg.env_name(sg.ENV_RECYCLE, environ)
-    parsed = None if found is None else sg.parse_env_float(found[1])
-    if found is None or parsed is None:
-        seconds, source = sg.DEFAULT_RECYCLE_SEC, "default"
+    recycle = recycle_from_env(environ)
+    seconds = recycle.seconds
+    if recycle.variable is None or recycle.invalid:
+        source = "default"
     else:
-        seconds, source = parsed, f"{found[0]}={found[1]}"
+        source = f"{recycle.variable}={recycle.raw}"
         if math.isnan(seconds) or not 0 < seconds <= sg.MAX_WAIT_SEC:
             raise MmpoolError(
                 f"{source}: SGLang's recycler cannot run with this interval (see 'mmpool check'); "

@@ -10,24 +10,9 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.sglang import rules as sg
 from mmpool_cli.workload import exact as fp
 from mmpool_cli.workload.items import shorten
 from mmpool_cli.workload.qwen import ENV_VIDEO_TOTAL_PIXELS, SGLANG_VIDEO_TOTAL_PIXELS
-
-
-def vlm_cache_mb(environ: Mapping[str, str]) -> tuple[int, str | None, str | None, bool]:
-    """``SGLANG_VLM_CACHE_SIZE_MB`` as SGLang reads it: ``(mb, variable, raw, invalid)``.
-
-    Unset gives the 100 MiB default with no variable; a value ``int()`` rejects gives the
-    default too, with ``invalid`` True (SGLang only warns).
-    """
-    found = sg.env_name(sg.ENV_VLM_CACHE, environ)
-    if found is None:
-        return sg.DEFAULT_VLM_CACHE_MB, None, None, False
-    variable, raw = found
-    mb = sg.parse_env_int(raw)
-    return (sg.DEFAULT_VLM_CACHE_MB if mb is None else mb), variable, raw, mb is None
 
 
 def video_total_pixels(environ: Mapping[str, str]) -> int:

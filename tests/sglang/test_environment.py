@@ -68,7 +68,7 @@ def test_legacy_transport_set_but_invalid_is_false() -> None:
     [({}, False), ({"SGLANG_VLM_CACHE_SIZE_MB": "0"}, False), ({"SGLANG_VLM_CACHE_SIZE_MB": "x"}, True)],
 )
 def test_vlm_cache_retention(environ: dict[str, str], retention: bool) -> None:
-    assert read_launch_env(environ).vlm_cache_retention is retention
+    assert read_launch_env(environ).vlm_cache.retention is retention
 
 
 def test_launch_env_reads_every_pool_setting_once() -> None:

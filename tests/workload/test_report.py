@@ -7,8 +7,9 @@ import pytest
 from mmpool_cli.core.models import Budget, PlanRequest
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.errors import MmpoolError
+from mmpool_cli.sglang.environment import VlmCache, vlm_cache_from_env
 from mmpool_cli.sglang.rules import MiB
-from mmpool_cli.workload.environ import video_total_pixels, vlm_cache_mb
+from mmpool_cli.workload.environ import video_total_pixels
 from mmpool_cli.workload.families import FAMILIES
 from mmpool_cli.workload.features import workload
 from mmpool_cli.workload.items import parse_image
@@ -29,11 +30,12 @@ def plan(workers: int = 1, tp: int = 8, **kv):
 
 
 def test_vlm_cache_is_read_as_sglang_reads_it() -> None:
-    assert vlm_cache_mb({}) == (100, None, None, False)
-    assert vlm_cache_mb({"SGLANG_VLM_CACHE_SIZE_MB": "0"}) == (0, "SGLANG_VLM_CACHE_SIZE_MB", "0", False)
+    assert vlm_cache_from_env({}) == VlmCache(100)
+    assert vlm_cache_from_env({"SGLANG_VLM_CACHE_SIZE_MB": "0"}) == VlmCache(0, "SGLANG_VLM_CACHE_SIZE_MB", "0")
     # SGL_ twins win, and int() is the parse: " 7 " is 7, "7MiB" is the default with a warning
-    assert vlm_cache_mb({"SGL_VLM_CACHE_SIZE_MB": " 7 ", "SGLANG_VLM_CACHE_SIZE_MB": "9"})[0] == 7
-    assert vlm_cache_mb({"SGLANG_VLM_CACHE_SIZE_MB": "7MiB"}) == (100, "SGLANG_VLM_CACHE_SIZE_MB", "7MiB", True)
+    assert vlm_cache_from_env({"SGL_VLM_CACHE_SIZE_MB": " 7 ", "SGLANG_VLM_CACHE_SIZE_MB": "9"}).mb == 7
+    invalid = VlmCache(100, "SGLANG_VLM_CACHE_SIZE_MB", "7MiB", invalid=True)
+    assert vlm_cache_from_env({"SGLANG_VLM_CACHE_SIZE_MB": "7MiB"}) == invalid
 
 
 def test_video_total_pixels_env() -> None:
