@@ -8,7 +8,7 @@ from typing import NoReturn
 
 import typer
 
-from mmpool_cli.cli import check, plan, probe, schema, simulate, validate  # noqa: F401 - each registers its command
+from mmpool_cli.cli import check, plan, probe, schema, simulate, trace, validate  # noqa: F401 - each registers its command
 from mmpool_cli.cli.app import app
 from mmpool_cli.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 

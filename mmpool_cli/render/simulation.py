@@ -50,6 +50,8 @@ def simulate_human(report: SimulationReport) -> RenderableType:
             f"  ({version_note(report.sglang_version, report.sglang_version_chosen)}, cuda_ipc, {source})",
         )
     )
+    if report.source.get("assumptions"):
+        parts.append(Text(f"assumptions: {report.source['assumptions']}"))
     rows = [
         (
             "budget",

@@ -138,7 +138,8 @@ def result_data(r: SimResult) -> dict[str, Any]:
         "occupancy": {
             "peak_bytes": max(w.peak_bytes for w in r.workers),
             "peak_leases": max(w.peak_leases for w in r.workers),
-            "mean_bytes": r.total("occupancy_area") // span if span else None,
+            # rounded up: a pool that held anything never reads as empty on average
+            "mean_bytes": -(-r.total("occupancy_area") // span) if span else None,
         },
         "fragmentation": {
             "space_misses": space_misses,
@@ -158,7 +159,7 @@ def result_data(r: SimResult) -> dict[str, Any]:
                 "fallback_bytes": w.fallback_bytes,
                 "peak_bytes": w.peak_bytes,
                 "peak_leases": w.peak_leases,
-                "mean_bytes": w.occupancy_area // r.duration_ns if r.duration_ns else None,
+                "mean_bytes": -(-w.occupancy_area // r.duration_ns) if r.duration_ns else None,
             }
             for w in r.workers
         ],

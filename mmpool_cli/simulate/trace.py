@@ -5,7 +5,8 @@ One event per line::
     {"t": 0.013, "op": "alloc", "id": "req7/img0", "bytes": 6291456, "worker": 1}
     {"t": 0.020, "op": "free", "id": "req7/img0"}
 
-``t`` is seconds from the start (non-decreasing, exact to the nanosecond), ``worker`` defaults
+An alloc may name its item (``"item": "image 1920x1080"``, at most ``MAX_ITEM_CHARS``); the
+replay does not use it. ``t`` is seconds from the start (non-decreasing, exact to the nanosecond), ``worker`` defaults
 to 0, and a ``free`` is the last consumer's acknowledgement of that lease. Blank lines are
 skipped. Any other line is an error located at ``FILE:LINE``. Reading is bounded: lines are at
 most ``MAX_LINE_BYTES``, events at most ``max_events``, and a pipe or FIFO that stays silent
@@ -31,11 +32,12 @@ from mmpool_cli.simulate.pool import MAX_POOL_BYTES
 MAX_LINE_BYTES = 4096
 MAX_EVENTS = 10_000_000
 MAX_ID_CHARS = 256
+MAX_ITEM_CHARS = 256
 MAX_T_SECONDS = 10**9  # about 32 years: far beyond any recording, and keeps times small integers
 IDLE_TIMEOUT_S = 30.0
 NS_PER_S = 10**9
 _CHUNK = 1 << 16
-_KEYS = {"alloc": {"t", "op", "id", "bytes", "worker"}, "free": {"t", "op", "id"}}
+_KEYS = {"alloc": {"t", "op", "id", "bytes", "worker", "item"}, "free": {"t", "op", "id"}}
 
 
 class TraceError(MmpoolError):
@@ -147,8 +149,11 @@ def _fast_event(raw: bytes, workers: int) -> Event | None:
         return None
     nbytes = obj.get("bytes")
     worker = obj.get("worker", 0)
+    item = obj.get("item", "")
     if (
-        len(obj) != 4 + ("worker" in obj)
+        len(obj) != 4 + ("worker" in obj) + ("item" in obj)
+        or type(item) is not str
+        or len(item) > MAX_ITEM_CHARS
         or type(nbytes) is not int
         or not 0 < nbytes <= MAX_POOL_BYTES
         or type(worker) is not int
@@ -177,6 +182,9 @@ def _event(obj: object, where: str, workers: int) -> Event:
     nbytes = obj.get("bytes")
     if type(nbytes) is not int or not 0 < nbytes <= MAX_POOL_BYTES:
         raise TraceError(f"{where}: bytes must be a whole number from 1 to {MAX_POOL_BYTES}, not {nbytes!r}")
+    item = obj.get("item", "")
+    if not isinstance(item, str) or len(item) > MAX_ITEM_CHARS:
+        raise TraceError(f"{where}: item must be a string of at most {MAX_ITEM_CHARS} characters, e.g. \"image 1920x1080\"")
     worker = obj.get("worker", 0)
     if type(worker) is not int or not 0 <= worker < workers:
         raise TraceError(

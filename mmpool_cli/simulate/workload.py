@@ -1,7 +1,9 @@
 """A seeded synthetic workload: requests with pooled features, as alloc/free events.
 
 Requests arrive as a Poisson process at a given rate, or from a fixed number of clients that
-each send the next request when the previous one finishes. They are dispatched round-robin to
+each send the next request when the previous one finishes; the clients' first requests are spread
+evenly over one mean request time (all at t = 0 with ``burst``, the worst case, where clients
+with fixed request times stay in lockstep). They are dispatched round-robin to
 the tokenizer workers. Each feature of a request is leased when the request arrives and
 acknowledged by its last consumer:
 
@@ -45,6 +47,7 @@ class Workload:
     ack_delay_ns: int = 0  # eager: arrival to the scheduler's acknowledgement
     hold_ns: int | None = None  # deferred: arrival to the acknowledgement; None: the request's end
     seed: int = 0
+    burst: bool = False  # concurrency: every client's first request at t = 0
 
 
 def check_workload(w: Workload) -> None:
@@ -89,7 +92,8 @@ def synthesize(w: Workload, workers: int) -> list[Event]:
             t += round(rng.expovariate(w.rate) * NS_PER_S)
     else:
         # clients beyond the number of requests would never send one
-        clients = [(0, c) for c in range(min(w.concurrency or 0, w.requests))]
+        n_clients = min(w.concurrency or 0, w.requests)
+        clients = [(0 if w.burst else c * w.duration_ns // n_clients, c) for c in range(n_clients)]
         while len(starts) < w.requests:
             t, client = heapq.heappop(clients)
             d = duration()
