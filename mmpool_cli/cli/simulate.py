@@ -21,6 +21,7 @@ from mmpool_cli.cli.options import (
     with_options,
     with_pool_options,
 )
+from mmpool_cli.cli.traffic_options import AssumeImageOpt, DpEncoderOpt, RequestTimeOpt, SourceChoice
 from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions, with_workload_options
 from mmpool_cli.core.bounds import MAX_WORKERS
 from mmpool_cli.core.models import Budget, PlanRequest, Severity
@@ -90,9 +91,10 @@ class TrafficOptions:
     duration: str = "1"
     residency: ResidencyChoice = ResidencyChoice.fixed
     mode: ModeChoice = ModeChoice.eager
-    ack_delay: str = "0"
+    ack_delay: str = "0.02"
     hold: str | None = None
     seed: int = 0
+    burst: bool = False
 
     def given(self) -> list[str]:
         """The flags set to something other than their default, as ``--flag-name``."""
@@ -110,11 +112,22 @@ _TRAFFIC_DECLARATIONS = {
     "mode": Annotated[
         ModeChoice, typer.Option(help="Synthetic: ack on receipt (eager) or at prefill/request end (deferred).")
     ],
-    "ack_delay": Annotated[str, typer.Option(metavar="SECONDS", help="Eager: arrival to acknowledgement.")],
+    "ack_delay": Annotated[
+        str,
+        typer.Option(
+            "--ack-delay",
+            "--recv-delay",
+            metavar="SECONDS",
+            help="Eager: arrival to the scheduler's receipt and acknowledgement (one scheduler step).",
+        ),
+    ],
     "hold": Annotated[
         str | None, typer.Option(metavar="SECONDS", help="Deferred: arrival to acknowledgement (default: the end).")
     ],
     "seed": Annotated[int, typer.Option(metavar="N", help="Synthetic: random seed.")],
+    "burst": Annotated[
+        bool, typer.Option("--burst", help="Concurrency: every client's first request at t = 0 (the worst case).")
+    ],
 }
 
 
@@ -123,6 +136,12 @@ class RunOptions:
     """What to replay and what to report, beyond the pool, the workload and the traffic."""
 
     trace: str | None
+    traffic_from: list[str]
+    traffic_format: SourceChoice
+    traffic_args: list[str]
+    dp_encoder: bool
+    assume_image: str | None
+    request_time: str
     smallest_budget: bool
     target_fallback: str
     target_basis: BasisChoice
@@ -140,6 +159,7 @@ class RunOptions:
             "mmpool simulate --trace prod.jsonl --workers 2 --tp 2",
             "mmpool simulate --feature-size 48MiB --concurrency 32 --smallest-budget",
             "mmpool simulate --model qwen2.5-vl --image 1920x1080 --rate 4",
+            "mmpool simulate --model qwen2.5-vl --from server.log --smallest-budget",
         ],
         "0 the fallback meets the target (default 0); 1 it does not, or SGLang refuses the budget "
         "(the report is still printed); 2 usage error or a bad trace line; 70 internal error.",
@@ -155,6 +175,22 @@ def simulate(
     trace: Annotated[
         str | None, typer.Option("--trace", metavar="FILE", help="JSON-lines trace to replay; '-' reads stdin.")
     ] = None,
+    traffic_from: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--from", metavar="FILE", help="Replay a server log or OpenAI body log (as 'mmpool trace'); repeat."
+        ),
+    ] = None,
+    traffic_format: Annotated[
+        SourceChoice, typer.Option("--from-format", help="The --from files' format; bench-serving reads ARGS.")
+    ] = SourceChoice.auto,
+    traffic_args: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[-- ARGS]", help="bench_serving's arguments (--from-format bench-serving)."),
+    ] = None,
+    dp_encoder: DpEncoderOpt = False,
+    assume_image: AssumeImageOpt = None,
+    request_time: RequestTimeOpt = "1",
     smallest_budget: Annotated[
         bool, typer.Option("--smallest-budget", help="Search for the smallest whole-MiB budget that meets the target.")
     ] = False,
@@ -178,7 +214,21 @@ def simulate(
     --model with its --image, --video and --audio items; a --trace carries its own.
     """
     run_options = RunOptions(
-        trace, smallest_budget, target_fallback, target_basis, search, events, max_events, idle_timeout, output
+        trace,
+        traffic_from or [],
+        traffic_format,
+        traffic_args or [],
+        dp_encoder,
+        assume_image,
+        request_time,
+        smallest_budget,
+        target_fallback,
+        target_basis,
+        search,
+        events,
+        max_events,
+        idle_timeout,
+        output,
     )
     with reported():
         report = _simulate(pool, workload, traffic, run_options)
@@ -221,7 +271,23 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
     workers = request.workers
     if workload.kv_cache_dtype is not KvDtypeChoice.auto or workload.page_size != 1:
         raise MmpoolError("--kv-cache-dtype and --page-size do not change the simulation; use them with plan")
-    if o.trace is not None:
+    from_traffic = bool(o.traffic_from) or o.traffic_format is SourceChoice.bench_serving
+    if not from_traffic and (o.traffic_args or o.dp_encoder or o.assume_image or o.request_time != "1"):
+        flag = (
+            "ARGS"
+            if o.traffic_args
+            else "--mm-enable-dp-encoder"
+            if o.dp_encoder
+            else ("--assume-image" if o.assume_image else "--request-time")
+        )
+        raise MmpoolError(f"{flag} describes traffic to read: use it with --from FILE or --from-format bench-serving")
+    if from_traffic:
+        if o.trace is not None:
+            raise MmpoolError("give one of --trace and --from")
+        from mmpool_cli.cli.simulate_traffic import from_traffic
+
+        source, timeline = from_traffic(request, workload, traffic, o)
+    elif o.trace is not None:
         given = traffic.given()
         if given or pool.feature_size or workload.model is not None:
             flag = "--feature-size" if pool.feature_size else "--model" if workload.model else sorted(given)[0]
@@ -232,6 +298,9 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         timeline = read_trace(o.trace, workers, max_events=o.max_events, idle_timeout=o.idle_timeout)
     else:
         source, timeline = _synthetic(request, _model_items(workload), traffic)
+        from mmpool_cli.cli.simulate_traffic import assumptions
+
+        source["assumptions"] = assumptions(traffic)
     refused = None
     result = None
     if plan.per_worker_bytes is None or plan.per_worker_bytes <= header:
@@ -299,6 +368,7 @@ def _synthetic(request: PlanRequest, model_items: tuple[int, ...], t: TrafficOpt
         ack_delay_ns=seconds_arg("--ack-delay", t.ack_delay),
         hold_ns=None if t.hold is None else seconds_arg("--hold", t.hold),
         seed=t.seed,
+        burst=t.burst,
     )
     timeline = synthesize(workload, request.workers)
     return {"synthetic": dataclasses.asdict(workload) | {"items": list(workload.items)}}, timeline

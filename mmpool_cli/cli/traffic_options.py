@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Annotated, Any
@@ -98,7 +97,9 @@ def convert(
     if source is not SourceChoice.bench_serving:
         for path in inputs:
             if path.startswith("--"):
-                raise MmpoolError(f"{path}: an option where a FILE belongs (bench_serving arguments need --from bench-serving)")
+                raise MmpoolError(
+                    f"{path}: an option where a FILE belongs (bench_serving arguments need --from bench-serving)"
+                )
     resolved = resolve(model)
     if not resolved.family.pooled:
         raise MmpoolError(

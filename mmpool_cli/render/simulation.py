@@ -110,6 +110,9 @@ def simulate_human(report: SimulationReport) -> RenderableType:
                         "mean",
                         "n/a"
                         if occ["mean_bytes"] is None
+                        else "0 B: every lease was given back at the recycler tick that saw it taken "
+                        "(acknowledged on arrival, arriving on a tick)"
+                        if occ["mean_bytes"] == 0 and occ["peak_bytes"]
                         else f"{_size(occ['mean_bytes'])} ({_pct(occ['mean_bytes'], usable)}) "
                         f"over {d['duration_ns'] / 1e9:.2f} s",
                     ),

@@ -184,7 +184,7 @@ def _event(obj: object, where: str, workers: int) -> Event:
         raise TraceError(f"{where}: bytes must be a whole number from 1 to {MAX_POOL_BYTES}, not {nbytes!r}")
     item = obj.get("item", "")
     if not isinstance(item, str) or len(item) > MAX_ITEM_CHARS:
-        raise TraceError(f"{where}: item must be a string of at most {MAX_ITEM_CHARS} characters, e.g. \"image 1920x1080\"")
+        raise TraceError(f"{where}: item must be a string of at most {MAX_ITEM_CHARS} characters ('image 1920x1080')")
     worker = obj.get("worker", 0)
     if type(worker) is not int or not 0 <= worker < workers:
         raise TraceError(

@@ -93,7 +93,7 @@ def synthesize(w: Workload, workers: int) -> list[Event]:
     else:
         # clients beyond the number of requests would never send one
         n_clients = min(w.concurrency or 0, w.requests)
-        clients = [(0 if w.burst else c * w.duration_ns // n_clients, c) for c in range(n_clients)]
+        clients = [(0 if w.burst else c * w.duration_ns // (w.concurrency or 1), c) for c in range(n_clients)]
         while len(starts) < w.requests:
             t, client = heapq.heappop(clients)
             d = duration()

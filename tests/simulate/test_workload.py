@@ -12,7 +12,7 @@ MS = 1_000_000
 
 
 def test_fixed_concurrency_sends_the_next_request_when_one_ends() -> None:
-    w = Workload(items=(100, 200), requests=4, concurrency=2, duration_ns=300 * MS, mode="deferred")
+    w = Workload(items=(100, 200), requests=4, concurrency=2, duration_ns=300 * MS, mode="deferred", burst=True)
     allocs = [e for e in synthesize(w, workers=3) if e[1] == ALLOC]
     assert [(t, key, n, worker) for t, _, key, n, worker in allocs] == [
         (0, 0, 100, 0),
@@ -24,6 +24,15 @@ def test_fixed_concurrency_sends_the_next_request_when_one_ends() -> None:
         (300 * MS, 6, 100, 0),
         (300 * MS, 7, 200, 0),
     ]
+
+
+def test_clients_start_spread_over_one_request_time_unless_burst() -> None:
+    # with fixed request times, clients that all start at 0 stay in lockstep for ever
+    w = Workload(items=(100,), requests=8, concurrency=4, duration_ns=400 * MS)
+    starts = [e[0] for e in synthesize(w, workers=1) if e[1] == ALLOC]
+    assert starts == [0, 100 * MS, 200 * MS, 300 * MS, 400 * MS, 500 * MS, 600 * MS, 700 * MS]
+    burst = Workload(items=(100,), requests=8, concurrency=4, duration_ns=400 * MS, burst=True)
+    assert [e[0] for e in synthesize(burst, workers=1) if e[1] == ALLOC] == [0] * 4 + [400 * MS] * 4
 
 
 def test_eager_leases_are_acknowledged_on_receipt_deferred_ones_at_prefill() -> None:
@@ -67,5 +76,5 @@ def test_bad_workloads_are_usage_errors(change: dict, message: str) -> None:
 
 
 def test_more_clients_than_requests_costs_nothing_extra() -> None:
-    w = Workload(items=(1,), requests=3, concurrency=10**9)
+    w = Workload(items=(1,), requests=3, concurrency=10**9, burst=True)
     assert [e[0] for e in synthesize(w, workers=1) if e[1] == ALLOC] == [0, 0, 0]

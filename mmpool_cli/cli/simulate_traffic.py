@@ -1,0 +1,85 @@
+"""``simulate``'s traffic: ``--from`` logs converted as ``mmpool trace`` converts them, and the one-line
+assumptions of a synthetic workload."""
+
+from __future__ import annotations
+
+import typer
+
+from mmpool_cli.cli.options import OutputFormat
+from mmpool_cli.cli.traffic_options import SourceChoice, convert, seconds
+from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions
+from mmpool_cli.core.models import PlanRequest
+from mmpool_cli.errors import MmpoolError
+
+
+def assumptions(t) -> str:
+    """The synthetic workload's assumptions, in one line."""
+    if t.rate is not None:
+        arrivals = f"Poisson arrivals at {t.rate:g}/s"
+    elif t.burst:
+        arrivals = f"{t.concurrency} clients, every first request at t = 0 (--burst)"
+    else:
+        arrivals = f"{t.concurrency} clients, first requests spread over one request time"
+    residency = f"{t.residency.value} request times of {t.duration} s" + (
+        " on average" if t.residency.value == "exponential" else ""
+    )
+    if t.mode.value == "eager":
+        lifetime = f"eager: acknowledged {t.ack_delay} s after arrival (the scheduler's receipt)"
+    else:
+        lifetime = "deferred: held " + (f"{t.hold} s" if t.hold is not None else "until the request ends")
+    return f"{arrivals}; {residency}; {lifetime}"
+
+
+def from_traffic(request: PlanRequest, workload: WorkloadOptions, traffic, o):
+    """Convert --from traffic into events, as 'mmpool trace' does, and say what was assumed."""
+    from mmpool_cli.traffic import writer
+
+    allowed = {"--ack-delay", "--hold"}
+    given = [f for f in traffic.given() if f not in allowed]
+    if given or request.feature_sizes or workload.image or workload.video or workload.audio:
+        flag = sorted(given)[0] if given else "--feature-size" if request.feature_sizes else "--image/--video/--audio"
+        raise MmpoolError(f"{flag} describes a synthetic workload; --from traffic carries its own requests")
+    if workload.kv_cache_dtype is not KvDtypeChoice.auto or workload.page_size != 1:
+        raise MmpoolError("--kv-cache-dtype and --page-size do not change the simulation; use them with plan")
+    overrides = {
+        "min_pixels": workload.min_pixels,
+        "max_pixels": workload.max_pixels,
+        "patch_size": workload.patch_size,
+        "max_frames": workload.max_frames,
+        "pan_and_scan": True if workload.pan_and_scan else None,
+    }
+    flags = {
+        "min_pixels": "--min-pixels",
+        "max_pixels": "--max-pixels",
+        "patch_size": "--patch-size",
+        "max_frames": "--max-frames",
+        "pan_and_scan": "--pan-and-scan",
+    }
+    inputs = o.traffic_args if o.traffic_format is SourceChoice.bench_serving else o.traffic_from
+    if o.traffic_format is SourceChoice.bench_serving and o.traffic_from:
+        raise MmpoolError("--from-format bench-serving reads bench_serving's arguments after --, not --from files")
+    conversion = convert(
+        model=workload.model,
+        source=o.traffic_format,
+        inputs=inputs,
+        workers=request.workers,
+        tp=request.tp_size,
+        dp_encoder=o.dp_encoder,
+        recv_delay_ns=seconds("--recv-delay", traffic.ack_delay),
+        hold_ns=None if traffic.hold is None else seconds("--hold", traffic.hold),
+        assume_image=o.assume_image,
+        request_time=o.request_time,
+        overrides=overrides,
+        override_flags=flags,
+    )
+    summary = conversion.summary
+    if o.output is OutputFormat.human:
+        typer.echo(summary.text(), err=True)
+    name = ", ".join(summary.files)
+    lifetimes = ", ".join(f"{n} {rule}" for rule, n in sorted(summary.lifetimes.items()))
+    source = {
+        "trace": f"from {name}",
+        "traffic": summary.to_data(),
+        "assumptions": f"arrivals as logged; leases {lifetimes}; receipt {traffic.ack_delay} s after arrival",
+    }
+    return source, writer.events(conversion.leases)
