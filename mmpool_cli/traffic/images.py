@@ -167,10 +167,12 @@ def _webp(data: bytes, complete: bool) -> Header:
         pos = 30
         while True:
             if len(data) < pos + 8:
-                if complete:
-                    return Header("webp", width, height)
+                if complete and len(data) == pos:
+                    return Header("webp", width, height)  # the flag set, but no EXIF chunk
                 raise NeedMore
             length = int.from_bytes(data[pos + 4 : pos + 8], "little")
+            if pos + 8 + length > MAX_HEADER_BYTES * 64:
+                raise ImageError("malformed WebP: a chunk is implausibly long")
             if data[pos : pos + 4] == b"EXIF":
                 if len(data) < pos + 8 + length:
                     if complete:
@@ -211,13 +213,53 @@ def _exif_orientation(tiff: bytes) -> int:
     return 1
 
 
-def b64decode_prefix(text: str, chars: int) -> bytes:
+def truncation(fmt: str, tail: bytes, size: int | None) -> str | None:
+    """Why an image whose last bytes are ``tail`` (of ``size`` bytes, if known) is cut short, or None.
+
+    A decoder refuses such a file (Pillow: "image file is truncated"), so SGLang fails the request.
+    JPEGs are not judged: libjpeg finishes one without its end marker (nvJPEG then does not take it).
+    """
+    if fmt == "png" and not tail.endswith(b"IEND\xaeB`\x82"):
+        return "truncated PNG: it does not end with its IEND chunk"
+    if fmt == "gif" and not tail.endswith(b";"):
+        return "truncated GIF: it does not end with its trailer"
+    return None
+
+
+def riff_truncation(head: bytes, size: int) -> str | None:
+    """Why a WebP of ``size`` bytes is shorter than its RIFF header says, or None."""
+    declared = int.from_bytes(head[4:8], "little") + 8
+    if size < declared:
+        return f"truncated WebP: {size} bytes of the {declared} its header declares"
+    return None
+
+
+def base64_size(text: str) -> int:
+    """The number of bytes base64 ``text`` decodes to."""
+    return len(text) // 4 * 3 - (len(text) - len(text.rstrip("="))) if len(text) % 4 == 0 else len(text) * 3 // 4
+
+
+def b64decode_tail(text: str) -> bytes:
+    """The last bytes of base64 ``text`` (from its last 16 characters; b"" when they do not decode)."""
+    try:
+        return binascii.a2b_base64(text[-16:] if len(text) >= 16 else text, strict_mode=True)
+    except binascii.Error:
+        return b""
+
+
+def b64decode_prefix(text: str, chars: int, whole: bool = True) -> bytes:
     """The bytes of the first ``chars`` characters of base64 ``text`` (cut to a multiple of 4).
+
+    ``whole`` False: ``text`` is itself a prefix, cut to a multiple of 4 even when all of it is asked for.
 
     Raises:
         ImageError: characters outside the base64 alphabet (SGLang decodes with ``validate=True``).
     """
-    part = text[: chars - chars % 4] if chars < len(text) else text
+    if chars < len(text) or not whole:
+        chars = min(chars, len(text))
+        part = text[: chars - chars % 4]
+    else:
+        part = text
     try:
         return binascii.a2b_base64(part, strict_mode=True)
     except binascii.Error as e:
@@ -236,7 +278,7 @@ def probe_base64(text: str, whole: bool = True) -> Header:
     chars = FIRST_BASE64_CHARS
     while True:
         complete = chars >= len(text)
-        data = b64decode_prefix(text, chars)
+        data = b64decode_prefix(text, chars, whole)
         try:
             return probe(data, complete and whole)
         except NeedMore:
@@ -249,15 +291,9 @@ def probe_base64(text: str, whole: bool = True) -> Header:
 
 
 def base64_ends_jpeg(text: str) -> bool:
-    """Whether the bytes of base64 ``text`` end with a JPEG's end marker FFD9 (from its last characters)."""
-    tail = text.rstrip("=")
-    if len(tail) < 8:
-        data = b64decode_prefix(text, len(text))
-        return data.endswith(b"\xff\xd9")
-    # the last 12 characters hold the last bytes whatever the padding (decoded from a multiple of 4)
-    cut = len(text) - 12 - (len(text) % 4)
-    try:
-        data = binascii.a2b_base64(text[max(cut, 0) :], strict_mode=True)
-    except binascii.Error:
-        return False
-    return data.endswith(b"\xff\xd9")
+    """Whether the bytes of base64 ``text`` end with a JPEG's end marker FFD9, from its last 16 characters.
+
+    ``text`` may be only the end of the string (a log's tail): a valid base64 string is a whole
+    number of 4-character groups, so its last 16 characters are too, wherever the tail starts.
+    """
+    return b64decode_tail(text).endswith(b"\xff\xd9")

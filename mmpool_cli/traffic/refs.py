@@ -17,9 +17,13 @@ from mmpool_cli.traffic.images import (
     Header,
     ImageError,
     NeedMore,
-    base64_ends_jpeg,
+    b64decode_prefix,
+    b64decode_tail,
+    base64_size,
     probe,
     probe_base64,
+    riff_truncation,
+    truncation,
 )
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".gif")
@@ -98,8 +102,14 @@ def _base64(encoded: str, tail: str | None, decode: Decode) -> Measured:
         header = probe_base64(encoded, whole=tail is None)
     except ImageError as e:
         return Unsized(str(e))
-    ends = base64_ends_jpeg(tail if tail is not None else encoded) if header.format == "jpeg" else False
-    return _sized(header, ends, decode)
+    end = tail if tail is not None else encoded
+    last = b64decode_tail(end)
+    cut = truncation(header.format, last, None)
+    if cut is None and header.format == "webp" and tail is None:
+        cut = riff_truncation(b64decode_prefix(encoded, 16), base64_size(encoded))
+    if cut is not None:
+        return Unsized(f"{cut}; SGLang cannot decode it and fails the request", fails=True)
+    return _sized(header, last.endswith(b"\xff\xd9"), decode)
 
 
 def _file(path: str, decode: Decode, base_dir: str) -> Measured:
@@ -118,10 +128,14 @@ def _file(path: str, decode: Decode, base_dir: str) -> Measured:
                     if chunk >= MAX_HEADER_BYTES:
                         return Unsized(f"{path}: the header is implausibly long")
                     chunk *= 4
-            ends = False
-            if header.format == "jpeg" and size >= 2:
-                f.seek(size - 2)
-                ends = f.read(2) == b"\xff\xd9"
+            f.seek(max(size - 16, 0))
+            last = f.read(16)
+            ends = last.endswith(b"\xff\xd9")
+            cut = truncation(header.format, last, size)
+            if cut is None and header.format == "webp":
+                cut = riff_truncation(data, size)
+            if cut is not None:
+                return Unsized(f"{path}: {cut}; SGLang cannot decode it and fails the request", fails=True)
     except ImageError as e:
         return Unsized(f"{path}: {e}")
     except OSError as e:
