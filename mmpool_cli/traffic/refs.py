@@ -108,7 +108,7 @@ def _base64(encoded: str, tail: str | None, decode: Decode) -> Measured:
     if cut is None and header.format == "webp" and tail is None:
         cut = riff_truncation(b64decode_prefix(encoded, 16), base64_size(encoded))
     if cut is not None:
-        return Unsized(f"{cut}; SGLang cannot decode it and fails the request", fails=True)
+        return Unsized(f"{cut}: SGLang could not decode it, or the log cut it; mmpool cannot tell which")
     return _sized(header, last.endswith(b"\xff\xd9"), decode)
 
 
@@ -135,7 +135,7 @@ def _file(path: str, decode: Decode, base_dir: str) -> Measured:
             if cut is None and header.format == "webp":
                 cut = riff_truncation(data, size)
             if cut is not None:
-                return Unsized(f"{path}: {cut}; SGLang cannot decode it and fails the request", fails=True)
+                return Unsized(f"{path}: {cut}: SGLang could not decode it either")
     except ImageError as e:
         return Unsized(f"{path}: {e}")
     except OSError as e:

@@ -146,8 +146,12 @@ def test_a_cut_jpeg_with_a_large_exif_block_names_level_3(tmp_path: Path) -> Non
     Image.new("RGB", (64, 48)).save(buf, "JPEG", exif=exif.tobytes())
     url = "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
     cut = url[:1024] + "..." + url[-1024:]  # what --log-requests-level 2 json keeps
-    event = {"timestamp": "2026-12-03T10:00:00.5", "event": "request.received", "rid": "r1",
-             "obj": {"rid": "r1", "image_data": [{"url": cut}]}}
+    event = {
+        "timestamp": "2026-12-03T10:00:00.5",
+        "event": "request.received",
+        "rid": "r1",
+        "obj": {"rid": "r1", "image_data": [{"url": cut}]},
+    }
     log = tmp_path / "exif.log"
     log.write_text(f"[2026-12-03 10:00:00] {json.dumps(event)}\n")
     with pytest.raises(TrafficError, match=r"exif.log:1 \(request r1, item 0\): .*--log-requests-level 3"):

@@ -1,0 +1,213 @@
+"""`mmpool trace` and `mmpool simulate --from` end to end: the trace written, exit codes, errors."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from mmpool_cli.simulate.trace import read_trace
+
+LOGS = Path(__file__).parent.parent / "traffic" / "data" / "sglang-0.5.23"
+LOG = str(LOGS / "server-json-level2.log")
+
+
+def _png_url(size=(640, 480)) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", size).save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _bodies(tmp_path: Path, *urls: str) -> str:
+    path = tmp_path / "bodies.jsonl"
+    lines = [
+        json.dumps(
+            {
+                "timestamp": i,
+                "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": u}}]}],
+            }
+        )
+        for i, u in enumerate(urls)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_trace_writes_simulates_format_with_items(run_line, tmp_path: Path) -> None:
+    out = tmp_path / "prod.jsonl"
+    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", LOG, "-o", str(out), "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert "mmpool trace: 7 requests, 12 items" in result.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    allocs = [x for x in lines if x["op"] == "alloc"]
+    assert allocs[0] == {
+        "t": 0,
+        "op": "alloc",
+        "id": "chat-png/0",
+        "bytes": 7357056,
+        "worker": 0,
+        "item": "image 640x480",
+    }
+    assert {x["worker"] for x in allocs} == {0, 1}
+    events = read_trace(str(out), workers=2)  # simulate --trace reads it, item key and all
+    assert len(events) == 24
+
+
+def test_trace_never_overwrites(run_line, tmp_path: Path) -> None:
+    out = tmp_path / "prod.jsonl"
+    out.write_text("mine\n")
+    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", LOG, "-o", str(out)])
+    assert result.exit_code == 2
+    assert "never overwrites" in result.stderr
+    assert out.read_text() == "mine\n"
+
+
+def test_trace_json_summary(run_line) -> None:
+    result = run_line(["mmpool", "trace", "--model", "qwen3-vl", LOG, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stderr)
+    assert summary["requests"] == 7 and summary["warmup_requests_skipped"] == 1
+    assert summary["lifetimes"] == {"deferred: ReqTimeStats queue_duration": 7}
+    assert summary["requests_sglang_would_fail"] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "qwen9-vl", LOG], "--model 'qwen9-vl': not a known model family"),
+        (["--model", "internvl", LOG], "does not pool this family's features"),
+        (["--model", "qwen2.5-vl", str(LOGS / "server-json-level1.log")], "--log-requests-level 2"),
+        (["--model", "qwen2.5-vl", "/nonexistent.log"], "/nonexistent.log: cannot open the log"),
+        (["--model", "qwen2.5-vl"], "no input: give a log FILE"),
+        ([LOG], "--model NAME|PATH is needed"),
+        (["--model", "qwen2.5-vl", "--from", "bench-serving", "--", "--image-resolution", "8k"], "choose 4k"),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(run_line, args: list[str], message: str) -> None:
+    result = run_line(["mmpool", "trace", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_items_are_located_exit_2(run_line, tmp_path: Path) -> None:
+    url = _png_url()
+    truncated = url[: len(url) // 2 // 4 * 4]
+    log = _bodies(tmp_path, "https://example.com/a.png", url, "https://example.com/b.png")
+    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", log])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert f"{log}:1 (request line1, item 0): an http(s) URL cannot be measured offline" in result.stderr
+    assert "(2 items or lines could not be used)" in result.stderr
+    ok = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", log, "--assume-image", "800x600"])
+    assert ok.exit_code == 0, ok.output
+    cut = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", _bodies(tmp_path, url, truncated)])
+    assert cut.exit_code == 2
+    assert f"{tmp_path / 'bodies.jsonl'}:2 (request line2, item 0): truncated PNG" in cut.stderr
+    empty = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", _bodies(tmp_path)])
+    assert empty.exit_code == 2 and "the file is empty" in empty.stderr
+    no_images = tmp_path / "text.jsonl"
+    no_images.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", str(no_images)])
+    assert result.exit_code == 2 and "no request with an image" in result.stderr
+
+
+def test_bench_serving(run_line) -> None:
+    result = run_line(
+        [
+            "mmpool",
+            "trace",
+            "--model",
+            "qwen2.5-vl",
+            "--from",
+            "bench-serving",
+            "--",
+            "--num-prompts",
+            "4",
+            "--image-count",
+            "2",
+            "--image-resolution",
+            "720p",
+            "--request-rate",
+            "inf",
+        ]
+    )
+    assert result.exit_code == 0, result.output
+    allocs = [json.loads(x) for x in result.stdout.splitlines() if '"alloc"' in x]
+    assert [a["id"] for a in allocs][:3] == ["req1/0", "req1/1", "req2/0"]
+    assert {a["item"] for a in allocs} == {"image 1280x720"}
+
+
+def test_simulate_from_a_server_log(run_line) -> None:
+    result = run_line(
+        ["mmpool", "simulate", "--model", "qwen2.5-vl", "--from", LOG, "--smallest-budget", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["items"]["total"] == 12
+    assert data["source"]["traffic"]["requests"] == 7
+    assert "arrivals as logged" in data["source"]["assumptions"]
+    assert data["smallest_budget"]["sglang_mm_feature_cache_mb"] >= 22  # the 1280x720 JPEG's 21.5 MiB
+    human = run_line(["mmpool", "simulate", "--model", "qwen2.5-vl", "--from", LOG, "--recv-delay", "0.1"])
+    assert human.exit_code == 0, human.output
+    assert "assumptions: arrivals as logged" in human.stdout
+    assert "receipt 0.1 s after arrival" in human.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--from", LOG, "--trace", LOG], "give one of --trace and --from"),
+        (["--from", LOG, "--image", "100x100"], "describes a synthetic workload"),
+        (["--from", LOG, "--rate", "3"], "describes a synthetic workload"),
+        (["--image", "100x100", "--rate", "3", "--assume-image", "10x10"], "use it with --from FILE"),
+    ],
+)
+def test_simulate_from_conflicts(run_line, args: list[str], message: str) -> None:
+    result = run_line(["mmpool", "simulate", "--model", "qwen2.5-vl", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+
+
+def test_synthetic_report_states_its_assumptions(run_line) -> None:
+    result = run_line(
+        [
+            "mmpool",
+            "simulate",
+            "--model",
+            "qwen2.5-vl",
+            "--image",
+            "1920x1080",
+            "--concurrency",
+            "32",
+            "--workers",
+            "4",
+            "--format",
+            "json",
+        ]
+    )
+    data = json.loads(result.stdout)
+    assert data["occupancy"]["mean_bytes"] > 0  # no lockstep: the mean is what is really leased
+    assert "first requests spread" in data["source"]["assumptions"]
+    burst = run_line(
+        [
+            "mmpool",
+            "simulate",
+            "--model",
+            "qwen2.5-vl",
+            "--image",
+            "1920x1080",
+            "--concurrency",
+            "32",
+            "--workers",
+            "4",
+            "--burst",
+        ]
+    )
+    assert "assumptions: 32 clients, every first request at t = 0 (--burst)" in burst.stdout
