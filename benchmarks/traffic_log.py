@@ -1,0 +1,107 @@
+"""Write a large SGLang 0.5.23 server log for timing ``mmpool trace`` (see benchmarks/README.md).
+
+The log is what ``--log-requests --log-requests-level 2 --log-requests-format json`` and
+``--enable-request-time-stats-logging`` write around the server's own lines: per request a
+``request.received.openai``, a ``request.received`` and a ``request.finished`` event with every
+image string cut to its first 1024 characters, ``...`` and its last 1024
+(``utils/request_logger.py:329-334``), a ``ReqTimeStats`` line, and the scheduler's batch lines
+as padding until the file reaches ``--size``. Images are real JPEGs and PNGs of a few sizes.
+
+    python benchmarks/traffic_log.py --requests 100000 --size 1GB --out /tmp/server-1g.log
+    /usr/bin/time -v mmpool trace --model qwen2.5-vl /tmp/server-1g.log -o /tmp/trace-1g.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import random
+import time
+
+from PIL import Image
+
+SIZES = [(1920, 1080), (1280, 720), (640, 480), (1024, 1024), (3840, 2160), (800, 1200)]
+
+
+def _images(rng: random.Random) -> list[str]:
+    urls = []
+    for width, height in SIZES:
+        for fmt, kind in (("JPEG", "jpeg"), ("PNG", "png")):
+            image = Image.new("RGB", (width, height), (rng.randrange(256), 90, 140))
+            patch = Image.frombytes("RGB", (48, 48), rng.randbytes(48 * 48 * 3))
+            image.paste(patch, (0, 0))
+            buf = io.BytesIO()
+            image.save(buf, fmt, quality=85) if fmt == "JPEG" else image.save(buf, fmt)
+            url = f"data:image/{kind};base64,{base64.b64encode(buf.getvalue()).decode()}"
+            urls.append(url[:1024] + "..." + url[-1024:] if len(url) > 2048 else url)
+    return urls
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--requests", type=int, default=100_000)
+    p.add_argument("--size", default="1GB", help="target file size: 1GB is 10**9 bytes")
+    p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    target = int(args.size.removesuffix("GB")) * 10**9 if args.size.endswith("GB") else int(args.size)
+    rng = random.Random(args.seed)
+    urls = _images(rng)
+    start = 1_796_000_000.0
+    pad = (
+        "Decode batch, #running-req: 12, #token: 48211, token usage: 0.31, cuda graph: True, "
+        "gen throughput (token/s): 812.44"
+    )
+    written = 0
+    per_request = target / args.requests
+    with open(args.out, "w", encoding="utf-8") as out:
+
+        def line(t: float, text: str, tp: bool = False) -> None:
+            nonlocal written
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
+            s = f"[{stamp}{' TP0' if tp else ''}] {text}\n"
+            out.write(s)
+            written += len(s)
+
+        line(start, "server_args=ServerArgs(model_path='Qwen/Qwen2.5-VL-7B-Instruct', log_requests=True, ...)")
+        t = start
+        for n in range(args.requests):
+            t += rng.expovariate(20.0)
+            iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}"
+            images = [rng.choice(urls) for _ in range(rng.randint(1, 2))]
+            rid = f"{rng.getrandbits(128):032x}"
+            content = [{"type": "image_url", "image_url": {"url": u}} for u in images]
+            body = {
+                "model": "default",
+                "messages": [{"role": "user", "content": [*content, {"type": "text", "text": "Describe."}]}],
+            }
+            line(t, json.dumps({"timestamp": iso, "event": "request.received.openai", "obj": body}))
+            obj = {
+                "rid": rid,
+                "text": "<|im_start|>user\nDescribe.<|im_end|>",
+                "image_data": [{"url": u, "detail": "auto", "max_dynamic_patch": None} for u in images],
+                "sampling_params": {"max_new_tokens": 64},
+            }
+            line(t, json.dumps({"timestamp": iso, "event": "request.received", "rid": rid, "obj": obj}))
+            end = t + rng.uniform(0.2, 2.0)
+            line(
+                end,
+                f"ReqTimeStats(rid={rid}, input_len=1200, cached_input_len=0, output_len=64, attempts=1, "
+                f"type=unified): queue_duration={rng.uniform(1, 80):.2f}ms, forward_duration=900.00ms, "
+                f"entry_time={t:.3f}",
+                tp=True,
+            )
+            out_obj = {"text": "A picture.", "meta_info": {"id": rid, "e2e_latency": end - t}}
+            line(
+                end, json.dumps({"timestamp": iso, "event": "request.finished", "rid": rid, "obj": obj, "out": out_obj})
+            )
+            while written < per_request * (n + 1):
+                line(end, pad, tp=True)
+    print(f"{args.out}: {written:,} bytes, {args.requests:,} requests")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
