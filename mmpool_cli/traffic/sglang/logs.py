@@ -174,13 +174,18 @@ def _json_event(line: str, stamp: int | None) -> tuple[str, Any, Any, int | None
     return kinds[event], data.get("obj"), data.get("rid"), stamp
 
 
+# GenerateReqInput's fields in its repr's order (managers/io_struct.py:177-204): rid comes first
+_RECEIVE_FIELDS = frozenset({"rid", "image_data", "video_data", "audio_data"})
+_FINISH_FIELDS = frozenset({"rid"})
+
+
 def _text_event(line: str, kind: str) -> tuple[str, Any, Any]:
     marker = {"receive": "Receive: obj=", "finish": "Finish: obj=", "openai": "Receive OpenAI: obj="}[kind]
     pos = line.index(marker) + len(marker)
     if kind == "openai":
         value, _ = pyrepr.read(line, pos)
         return kind, value, None
-    value, _ = pyrepr.read(line, pos)
+    value, _ = pyrepr.read(line, pos, _FINISH_FIELDS if kind == "finish" else _RECEIVE_FIELDS)
     if not isinstance(value, pyrepr.Call):
         raise ValueError("obj is not a GenerateReqInput(...)")
     return kind, value.fields, value.fields.get("rid")

@@ -18,7 +18,7 @@ MAX_DEPTH = 64
 
 _TOKEN = re.compile(
     r"""\s*(?:
-      (?P<str>[rRbBuU]{0,2}'(?:[^'\\\n]|\\.)*'|[rRbBuU]{0,2}"(?:[^"\\\n]|\\.)*")
+      (?P<str>[rRbBuU]{0,2}'[^'\\\n]*(?:\\.[^'\\\n]*)*'|[rRbBuU]{0,2}"[^"\\\n]*(?:\\.[^"\\\n]*)*")
     | (?P<cut>\.\.\.)
     | (?P<punct>[\[\](){},:=])
     | (?P<atom>[^\s'"\[\](){},:=]+)
@@ -48,9 +48,10 @@ class Call:
 
 
 class _Reader:
-    def __init__(self, text: str, pos: int) -> None:
+    def __init__(self, text: str, pos: int, want: frozenset[str] = frozenset()) -> None:
         self.text = text
         self.pos = pos
+        self.want = want  # the top-level call's fields to read; the rest of it is left unread
 
     def next(self) -> tuple[str, str]:
         m = _TOKEN.match(self.text, self.pos)
@@ -131,7 +132,10 @@ class _Reader:
 
     def _call(self, depth: int) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        want = self.want if depth == 0 else frozenset()
         while True:
+            if want and want <= out.keys():
+                return out
             if self.peek() == ("punct", ")"):
                 self.next()
                 return out
@@ -147,6 +151,8 @@ class _Reader:
 
 
 def _string(tok: str) -> Any:
+    if tok[0] in "'\"" and "\\" not in tok:  # the common case (base64, URLs): no escapes to undo
+        return tok[1:-1]
     try:
         return ast.literal_eval(tok)
     except (ValueError, SyntaxError):
@@ -168,13 +174,16 @@ def _atom(tok: str) -> Any:
         return tok  # an enum or an object we do not need, kept as its text
 
 
-def read(text: str, pos: int = 0) -> tuple[Any, int]:
+def read(text: str, pos: int = 0, want: frozenset[str] = frozenset()) -> tuple[Any, int]:
     """The value whose repr starts at ``text[pos]``, and where it ends.
+
+    With ``want``, a top-level ``Name(...)`` is read only until it has given those fields (a
+    dataclass repr lists its fields in a fixed order): the value is then a ``Call`` of them alone.
 
     Raises:
         ReprError: text this reader does not know.
     """
-    reader = _Reader(text, pos)
+    reader = _Reader(text, pos, want)
     try:
         value = reader.value()
     except RecursionError:
