@@ -156,3 +156,21 @@ def test_a_cut_jpeg_with_a_large_exif_block_names_level_3(tmp_path: Path) -> Non
     log.write_text(f"[2026-12-03 10:00:00] {json.dumps(event)}\n")
     with pytest.raises(TrafficError, match=r"exif.log:1 \(request r1, item 0\): .*--log-requests-level 3"):
         _convert(str(log))
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)
+    with pytest.raises(TrafficError, match="not a regular file"):
+        _convert(str(fifo))
+
+
+def test_long_request_ids_are_renamed_with_a_warning(tmp_path: Path) -> None:
+    text = (DATA / "server-json-level2.log").read_text().replace('"chat-png"', '"' + "r" * 300 + '"')
+    log = tmp_path / "long.log"
+    log.write_text(text)
+    conv = _convert(str(log))
+    assert conv.leases[0].id.startswith("line") and len(conv.leases[0].id) < 20
+    assert any(f.code == "traffic-long-id" for f in conv.summary.findings)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmpool_cli.traffic import openai
+from mmpool_cli.traffic.lines import open_regular
 from mmpool_cli.traffic.model import NS_PER_S, Finding, ItemRef, Request, Summary, TrafficError
 from mmpool_cli.traffic.refs import Decode, Sized, Unsized, measure
 from mmpool_cli.traffic.sglang import bench, leases, logs
@@ -24,6 +25,7 @@ from mmpool_cli.workload.qwen import ResizeError
 
 FORMATS = ("auto", "sglang-log", "openai", "bench-serving")
 SNIFF_BYTES = 1 << 16
+MAX_RID_CHARS = 200  # with "/<item>" and a "#<n>" the id stays within the trace's 256 characters
 
 
 @dataclass(frozen=True)
@@ -68,11 +70,8 @@ def sniff(path: str) -> str:
     Raises:
         TrafficError: the file cannot be read or its start reads as neither format.
     """
-    try:
-        with open(path, "rb") as f:
-            first = f.read(SNIFF_BYTES)
-    except OSError as e:
-        raise TrafficError(f"{path}: cannot open the log ({e.strerror})") from None
+    with open_regular(path) as f:
+        first = f.read(SNIFF_BYTES)
     if openai.looks_like(first):
         return "openai"
     if logs.looks_like(first):
@@ -279,7 +278,18 @@ def _leases(requests: list[_Req], o: Options, rule: leases.LeaseRule, summary: S
                 "(--enable-request-time-stats-logging) nor its Finish line; give --hold SECONDS"
             )
         summary.lifetimes[why] += 1
-        rid = r.rid or f"line{r.where.rsplit(':', 1)[-1]}"
+        rid = r.rid
+        if not rid or len(rid) > MAX_RID_CHARS:
+            rid = f"line{r.where.rsplit(':', 1)[-1]}"
+            if r.rid:
+                summary.add(
+                    Finding(
+                        r.where,
+                        "warning",
+                        "traffic-long-id",
+                        f"a request id of {len(r.rid)} characters; named {rid} in the trace",
+                    )
+                )
         count = seen.get(rid, 0) + 1
         seen[rid] = count
         if count > 1:

@@ -56,6 +56,8 @@ class _Reader:
     def next(self) -> tuple[str, str]:
         m = _TOKEN.match(self.text, self.pos)
         if m is None:
+            if not self.text[self.pos :].strip():
+                return "end", ""
             raise ReprError(f"unreadable text at column {self.pos + 1}")
         self.pos = m.end()
         kind = m.lastgroup or ""
@@ -98,7 +100,7 @@ class _Reader:
                 self.next()
                 return Call(tok, self._call(depth))
             return _atom(tok)
-        raise ReprError(f"unexpected {tok!r} at column {self.pos}")
+        raise ReprError(f"unexpected {tok!r} at column {self.pos}" if tok else "the text ends inside a value")
 
     def _sequence(self, close: str, depth: int) -> list[Any]:
         items: list[Any] = []
