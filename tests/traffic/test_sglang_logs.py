@@ -174,3 +174,21 @@ def test_long_request_ids_are_renamed_with_a_warning(tmp_path: Path) -> None:
     conv = _convert(str(log))
     assert conv.leases[0].id.startswith("line") and len(conv.leases[0].id) < 20
     assert any(f.code == "traffic-long-id" for f in conv.summary.findings)
+
+
+def test_time_stats_in_another_file_are_joined(tmp_path: Path) -> None:
+    lines = (DATA / "server-json-level2.log").read_text().splitlines(True)
+    requests, scheduler = tmp_path / "host_0.log", tmp_path / "server.log"
+    requests.write_text("".join(line for line in lines if "ReqTimeStats" not in line))
+    scheduler.write_text("".join(line for line in lines if "ReqTimeStats" in line))
+    conv = _convert([str(requests), str(scheduler)], model="qwen3-vl")
+    assert conv.summary.lifetimes == {"deferred: ReqTimeStats queue_duration": 7}
+
+
+@pytest.mark.parametrize("model", ["gemma3", "llama4", "kimi-k2.5"])
+def test_other_pooled_families_see_the_same_items(model: str) -> None:
+    # the items and their decoded sizes do not depend on the family; their bytes do (as plan computes)
+    qwen = [(le.id, le.item) for le in _convert("server-text-level3.log").leases]
+    other = _convert("server-text-level3.log", model=model)
+    assert [(le.id, le.item) for le in other.leases] == qwen
+    assert all(le.nbytes > 0 for le in other.leases)

@@ -109,11 +109,18 @@ def convert(o: Options) -> Conversion:
             summary.notes.append("arguments that change nothing mmpool models: " + " ".join(plan.not_modelled))
         summary.findings.extend(sizer.findings)
     else:
+        # a request's Finish or ReqTimeStats may be in another file (--log-requests-target DIR
+        # writes the request log apart from the scheduler's lines)
+        finished: dict[str, int] = {}
+        queued: dict[str, int] = {}
         for path in o.inputs:
             fmt = sniff(path) if o.source == "auto" else o.source
             if o.source == "auto":
                 summary.notes.append(f"{path}: read as {fmt}")
-            reqs.extend(_read_file(path, fmt, o, decode, sizer, summary))
+            reqs.extend(_read_file(path, fmt, o, decode, sizer, summary, finished, queued))
+        for r in reqs:
+            r.finish_ns = finished.get(r.rid)
+            r.queue_ns = queued.get(r.rid)
         summary.findings.extend(sizer.findings)
     summary.raise_errors()
     requests = [r for r in reqs if r.tensors]
@@ -154,10 +161,18 @@ class _Sizer:
         return got
 
 
-def _read_file(path: str, fmt: str, o: Options, decode: Decode, sizer: _Sizer, summary: Summary) -> list[_Req]:
+def _read_file(
+    path: str,
+    fmt: str,
+    o: Options,
+    decode: Decode,
+    sizer: _Sizer,
+    summary: Summary,
+    finished: dict[str, int],
+    queued: dict[str, int],
+) -> list[_Req]:
+    """The sized requests of one file; its Finish times and queue waits go into ``finished``, ``queued``."""
     out: list[_Req] = []
-    finished: dict[str, int] = {}
-    queued: dict[str, int] = {}
     records: Iterable[object]
     records = logs.read(path, summary) if fmt == "sglang-log" else openai.read(path, summary)
     coarse_format = fmt == "sglang-log"
@@ -179,9 +194,6 @@ def _read_file(path: str, fmt: str, o: Options, decode: Decode, sizer: _Sizer, s
                 # a text log stamps whole seconds; a json one microseconds
                 req.coarse = coarse_format and rec.t_ns % NS_PER_S == 0
                 out.append(req)
-    for r in out:
-        r.finish_ns = finished.get(r.rid)
-        r.queue_ns = queued.get(r.rid)
     return out
 
 
