@@ -118,9 +118,9 @@ def convert(o: Options) -> Conversion:
             if o.source == "auto":
                 summary.notes.append(f"{path}: read as {fmt}")
             reqs.extend(_read_file(path, fmt, o, decode, sizer, summary, finished, queued))
-        for r in reqs:
-            r.finish_ns = finished.get(r.rid)
-            r.queue_ns = queued.get(r.rid)
+        for req in reqs:
+            req.finish_ns = finished.get(req.rid)
+            req.queue_ns = queued.get(req.rid)
         summary.findings.extend(sizer.findings)
     summary.raise_errors()
     requests = [r for r in reqs if r.tensors]
