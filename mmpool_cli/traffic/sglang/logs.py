@@ -33,6 +33,7 @@ from mmpool_cli.traffic.sglang import pyrepr
 
 CUT_HALF = 1024  # json level 2: max_length 2048 // 2 characters kept at each end
 _STAMP = re.compile(rb"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
+_ANY_STAMP = re.compile(rb"(?m)^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")  # a line of the server's log
 _TIME_STATS = re.compile(r"ReqTimeStats\(rid=([^,)\s]+).*?\): queue_duration=(-?[0-9.]+)ms")
 _WARMUP_TEXT = "Describe the image."
 LEVELS_HINT = (
@@ -65,7 +66,8 @@ Record = Request | Finished | Queued | Problem
 
 def looks_like(first: bytes) -> bool:
     """Whether the start of a file reads as an SGLang server log (for ``--from auto``)."""
-    return bool(_STAMP.match(first)) or b"Receive: obj=GenerateReqInput(" in first or b'"event": "request.' in first
+    markers = (b"Receive: obj=GenerateReqInput(", b'"event": "request.')
+    return bool(_ANY_STAMP.search(first)) or any(m in first for m in markers)
 
 
 def read(path: str, summary: Summary) -> Iterator[Record]:
