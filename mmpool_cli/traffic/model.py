@@ -40,6 +40,7 @@ class Request:
     warmup: bool = False
     finish_ns: int | None = None  # the request's Finish, same clock
     queue_ns: int | None = None  # ReqTimeStats' queue_duration
+    coarse: bool = False  # its time is to the second only (SGLang's text request log)
 
 
 @dataclass(frozen=True)

@@ -175,7 +175,6 @@ def _read_file(
     out: list[_Req] = []
     records: Iterable[object]
     records = logs.read(path, summary) if fmt == "sglang-log" else openai.read(path, summary)
-    coarse_format = fmt == "sglang-log"
     for rec in records:
         if isinstance(rec, logs.Finished):
             finished.setdefault(rec.rid, rec.t_ns)
@@ -191,8 +190,7 @@ def _read_file(
                 continue
             req = _size_request(rec, o, decode, sizer, summary)
             if req is not None:
-                # a text log stamps whole seconds; a json one microseconds
-                req.coarse = coarse_format and rec.t_ns % NS_PER_S == 0
+                req.coarse = rec.coarse
                 out.append(req)
     return out
 

@@ -120,6 +120,7 @@ def read(path: str, summary: Summary) -> Iterator[Record]:
             continue
         for request in _requests(obj, rid, stamp, where):
             request.warmup = warmup_next
+            request.coarse = kind != "json"  # the request logger's text formatter stamps whole seconds
             yield request
         warmup_next = False
         first_request = False
