@@ -76,10 +76,11 @@ def from_traffic(request: PlanRequest, workload: WorkloadOptions, traffic, o):
     if o.output is OutputFormat.human:
         typer.echo(summary.text(), err=True)
     name = ", ".join(summary.files)
+    arrivals = "arrivals as bench_serving sends them" if summary.source == "bench-serving" else "arrivals as logged"
     lifetimes = ", ".join(f"{n} {rule}" for rule, n in sorted(summary.lifetimes.items()))
     source = {
         "trace": f"from {name}",
         "traffic": summary.to_data(),
-        "assumptions": f"arrivals as logged; leases {lifetimes}; receipt {traffic.ack_delay} s after arrival",
+        "assumptions": f"{arrivals}; leases {lifetimes}; receipt {traffic.ack_delay} s after arrival",
     }
     return source, writer.events(conversion.leases)
