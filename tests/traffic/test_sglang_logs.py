@@ -31,15 +31,21 @@ def _convert(name: str | list[str], model: str = "qwen2.5-vl", **kw):
 
 
 @pytest.fixture(scope="module")
-def processor():
+def processors():
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    return Qwen2VLImageProcessorPil(min_pixels=3136, max_pixels=12_845_056)
+    return {
+        "qwen2.5-vl": Qwen2VLImageProcessorPil(min_pixels=3136, max_pixels=12_845_056),
+        "qwen3-vl": Qwen2VLImageProcessorPil(patch_size=16, min_pixels=65_536, max_pixels=16_777_216),
+    }
 
 
-@pytest.mark.parametrize("log", VARIANTS)
-def test_every_item_has_sglangs_decoded_size_and_the_processors_bytes(log: str, processor) -> None:
-    conv = _convert(log)
+@pytest.mark.parametrize(
+    ("log", "model"), [(v, "qwen2.5-vl") for v in VARIANTS] + [("server-json-level2.log", "qwen3-vl")]
+)
+def test_every_item_has_sglangs_decoded_size_and_the_processors_bytes(log: str, model: str, processors) -> None:
+    processor = processors[model]
+    conv = _convert(log, model=model)
     got: dict[str, list[tuple[str, int]]] = {}
     for lease in conv.leases:
         rid, index = lease.id.rsplit("/", 1)
