@@ -23,19 +23,22 @@ import time
 from PIL import Image
 
 SIZES = [(1920, 1080), (1280, 720), (640, 480), (1024, 1024), (3840, 2160), (800, 1200)]
+# the text format prints a list's strings whole: small images keep 100,000 requests near 1 GB
+TEXT_SIZES = [(64, 64), (96, 64), (128, 96), (80, 120), (112, 112), (72, 48)]
 
 
-def _images(rng: random.Random) -> list[str]:
+def _images(rng: random.Random, sizes: list[tuple[int, int]], cut: bool) -> list[str]:
     urls = []
-    for width, height in SIZES:
+    for width, height in sizes:
         for fmt, kind in (("JPEG", "jpeg"), ("PNG", "png")):
             image = Image.new("RGB", (width, height), (rng.randrange(256), 90, 140))
-            patch = Image.frombytes("RGB", (48, 48), rng.randbytes(48 * 48 * 3))
+            side = min(48, width, height) // 2
+            patch = Image.frombytes("RGB", (side, side), rng.randbytes(side * side * 3))
             image.paste(patch, (0, 0))
             buf = io.BytesIO()
             image.save(buf, fmt, quality=85) if fmt == "JPEG" else image.save(buf, fmt)
             url = f"data:image/{kind};base64,{base64.b64encode(buf.getvalue()).decode()}"
-            urls.append(url[:1024] + "..." + url[-1024:] if len(url) > 2048 else url)
+            urls.append(url[:1024] + "..." + url[-1024:] if cut and len(url) > 2048 else url)
     return urls
 
 
@@ -45,10 +48,12 @@ def main() -> int:
     p.add_argument("--size", default="1GB", help="target file size: 1GB is 10**9 bytes")
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--format", choices=["json", "text"], default="json", help="--log-requests-format")
     args = p.parse_args()
+    text = args.format == "text"
     target = int(args.size.removesuffix("GB")) * 10**9 if args.size.endswith("GB") else int(args.size)
     rng = random.Random(args.seed)
-    urls = _images(rng)
+    urls = _images(rng, TEXT_SIZES if text else SIZES, cut=not text)
     start = 1_796_000_000.0
     pad = (
         "Decode batch, #running-req: 12, #token: 48211, token usage: 0.31, cuda graph: True, "
@@ -77,6 +82,24 @@ def main() -> int:
                 "model": "default",
                 "messages": [{"role": "user", "content": [*content, {"type": "text", "text": "Describe."}]}],
             }
+            if text:
+                datas = ", ".join(
+                    f"ImageData(url={u!r}, detail='auto', max_dynamic_patch=None, preprocess_kwargs=None, "
+                    "content_hash=None, max_long_side_pixel=None)"
+                    for u in images
+                )
+                obj_text = (
+                    f"GenerateReqInput(rid={rid!r}, session_id=None, text='<|im_start|>user\\nDescribe.<|im_end|>', "
+                    f"input_ids=None, input_embeds=None, image_data=[{datas}], video_data=None, audio_data=None, "
+                    "sampling_params={'max_new_tokens': 64}, return_logprob=False, stream=False)"
+                )
+                end = t + rng.uniform(0.2, 2.0)
+                line(t, f"Receive OpenAI: obj={body!r}")
+                line(t, f"Receive: obj={obj_text}")
+                line(end, f"Finish: obj={obj_text}, out={{'text': 'A picture.', 'meta_info': {{'id': {rid!r}}}}}")
+                while written < per_request * (n + 1):
+                    line(end, pad, tp=True)
+                continue
             line(t, json.dumps({"timestamp": iso, "event": "request.received.openai", "obj": body}))
             obj = {
                 "rid": rid,

@@ -36,6 +36,7 @@ _STAMP = re.compile(rb"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,
 _ANY_STAMP = re.compile(rb"(?m)^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")  # a line of the server's log
 _TIME_STATS = re.compile(r"ReqTimeStats\(rid=([^,)\s]+).*?\): queue_duration=(-?[0-9.]+)ms")
 _WARMUP_TEXT = "Describe the image."
+_WARMUP_BYTES = _WARMUP_TEXT.encode()
 LEVELS_HINT = (
     "restart the server with --log-requests --log-requests-level 2 (json cuts each string to its first and "
     "last 1024 characters) or 3 (everything), e.g. --log-requests-format json"
@@ -88,6 +89,12 @@ def read(path: str, summary: Summary) -> Iterator[Record]:
         except UnicodeDecodeError:
             summary.skipped["not UTF-8"] += 1
             continue
+        if kind in ("openai", "openai-json"):
+            if not first_request or _WARMUP_BYTES not in raw:
+                # only SGLang's warm-up needs reading: the Receive line after it sizes every request
+                summary.skipped["Receive OpenAI (the Receive line that follows sizes it)"] += 1
+                continue
+            kind = "json" if kind == "openai-json" else kind
         stamp = _stamp(raw)
         try:
             if kind == "stats":
@@ -133,6 +140,8 @@ def _kind(raw: bytes) -> str | None:
         return "finish"
     if b"Receive OpenAI: obj=" in raw:
         return "openai"
+    if b'"event": "request.received.openai"' in raw:
+        return "openai-json"
     if b'"event": "request.' in raw:
         return "json"
     if b"ReqTimeStats(rid=" in raw:
