@@ -243,7 +243,7 @@ def b64decode_tail(text: str) -> bytes:
     """The last bytes of base64 ``text`` (from its last 16 characters; b"" when they do not decode)."""
     try:
         return binascii.a2b_base64(text[-16:] if len(text) >= 16 else text, strict_mode=True)
-    except binascii.Error:
+    except ValueError:
         return b""
 
 
@@ -262,7 +262,7 @@ def b64decode_prefix(text: str, chars: int, whole: bool = True) -> bytes:
         part = text
     try:
         return binascii.a2b_base64(part, strict_mode=True)
-    except binascii.Error as e:
+    except ValueError as e:  # binascii.Error, or a non-ASCII character
         raise ImageError(f"not valid base64 ({e})") from None
 
 

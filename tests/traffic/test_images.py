@@ -144,3 +144,9 @@ def test_truncated_image_data_is_found_from_the_ends(name: str) -> None:
 def test_not_base64() -> None:
     with pytest.raises(ImageError, match="not valid base64"):
         probe_base64("iVBO%%%%" * 20)
+
+
+def test_non_ascii_in_base64_is_an_error() -> None:
+    with pytest.raises(ImageError, match="not valid base64"):
+        probe_base64("iVBORw0KGgo€" * 10)
+    assert not base64_ends_jpeg("/9j/" + "é" * 20)

@@ -198,3 +198,32 @@ def test_other_pooled_families_see_the_same_items(model: str) -> None:
     other = _convert("server-text-level3.log", model=model)
     assert [(le.id, le.item) for le in other.leases] == qwen
     assert all(le.nbytes > 0 for le in other.leases)
+
+
+def test_mangled_request_lines_are_findings_never_crashes(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(3)
+    lines = (DATA / "server-text-level2.log").read_text().splitlines(True)
+    lines += (DATA / "server-json-level2.log").read_text().splitlines(True)
+    requests = [line for line in lines if "Receive: obj=" in line or '"request.received"' in line]
+    mangled = []
+    for n in range(300):
+        line = rng.choice(requests)
+        cut = rng.randrange(len(line))
+        kind = n % 3
+        if kind == 0:
+            line = line[:cut] + "\n"
+        elif kind == 1:
+            line = line[:cut] + rng.choice("'\"[](){},:=\\x") + line[cut:]
+        else:
+            line = line[:cut] + line[cut + rng.randrange(1, 200) :]
+        mangled.append(line if line.endswith("\n") else line + "\n")
+    log = tmp_path / "mangled.log"
+    log.write_text("".join(mangled))
+    try:
+        conv = _convert(str(log), source="sglang-log")
+    except TrafficError as e:
+        assert "mangled.log:" in str(e)
+    else:
+        assert conv.summary.requests > 0
