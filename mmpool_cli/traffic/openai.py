@@ -112,6 +112,15 @@ def parse(raw: bytes, lineno: int) -> tuple[Request, int | None]:
     return Request(rid, 0, "", items), t
 
 
+MAX_EPOCH_SECONDS = 10**11  # the year 5138: a larger epoch is milliseconds or microseconds
+
+
+def _epoch(seconds: Decimal, value: Any) -> int:
+    if seconds > MAX_EPOCH_SECONDS:
+        raise LineError(f"timestamp {str(value)[:40]} is after the year 5000: epoch milliseconds? give seconds")
+    return int(seconds * NS_PER_S)
+
+
 def _timestamp(value: Any) -> int | None:
     if value is None:
         return None
@@ -124,13 +133,17 @@ def _timestamp(value: Any) -> int | None:
             raise LineError(f"timestamp {value!r} is not a number") from None
         if not seconds.is_finite() or seconds < 0:
             raise LineError(f"timestamp {value!r} is not a time")
-        return int(seconds * NS_PER_S)
+        return _epoch(seconds, value)
     if isinstance(value, str):
         text = value.strip()
         try:
-            return int(Decimal(text) * NS_PER_S)
+            number = Decimal(text)
         except InvalidOperation:
-            pass
+            number = None
+        if number is not None:
+            if not number.is_finite() or number < 0:
+                raise LineError(f"timestamp {text[:40]!r} is not a time")
+            return _epoch(number, text)
         try:
             dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:

@@ -106,3 +106,10 @@ def test_auto_detects_bodies_and_refuses_what_it_cannot_tell(tmp_path: Path) -> 
     fam = family("qwen2.5-vl")
     with pytest.raises(TrafficError, match="give --from sglang-log or --from openai"):
         convert(Options(fam, dict(fam.settings), "auto", [str(other)]))
+
+
+def test_millisecond_timestamps_and_spans_beyond_a_trace(tmp_path: Path) -> None:
+    with pytest.raises(TrafficError, match="epoch milliseconds"):
+        _run(tmp_path, [_body(_png(), timestamp=1700000000123)])
+    with pytest.raises(TrafficError, match="span .* more than a trace holds"):
+        _run(tmp_path, [_body(_png(), timestamp=0), _body(_png(), timestamp=2 * 10**9)])

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmpool_cli.simulate.trace import MAX_T_SECONDS
 from mmpool_cli.traffic import openai
 from mmpool_cli.traffic.lines import open_regular
 from mmpool_cli.traffic.model import NS_PER_S, Finding, ItemRef, Request, Summary, TrafficError
@@ -25,6 +26,7 @@ from mmpool_cli.workload.qwen import ResizeError
 
 FORMATS = ("auto", "sglang-log", "openai", "bench-serving")
 SNIFF_BYTES = 1 << 16
+MAX_SPAN_NS = MAX_T_SECONDS * NS_PER_S
 MAX_RID_CHARS = 200  # with "/<item>" and a "#<n>" the id stays within the trace's 256 characters
 
 
@@ -313,6 +315,11 @@ def _leases(requests: list[_Req], o: Options, rule: leases.LeaseRule, summary: S
     summary.requests = len(requests)
     summary.allocs = len(out)
     summary.duration_ns = max(lease.free_ns for lease in out)
+    if summary.duration_ns > MAX_SPAN_NS:
+        raise TrafficError(
+            f"{', '.join(summary.files)}: the requests span {summary.duration_ns // NS_PER_S} s, more than a trace "
+            f"holds ({MAX_SPAN_NS // NS_PER_S} s); split the input"
+        )
     if o.recv_delay_ns == leases.DEFAULT_RECV_DELAY_NS and not rule.deferred:
         summary.notes.append(f"receipt delay {leases.DEFAULT_RECV_DELAY_TEXT}; --recv-delay changes it")
     summary.notes.append(f"leases: {rule.why}; requests round-robin over {o.workers} tokenizer worker(s)")
