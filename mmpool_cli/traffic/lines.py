@@ -25,6 +25,8 @@ def open_regular(path: str) -> BinaryIO:
     Raises:
         TrafficError: missing, unreadable, a directory, or not a regular file.
     """
+    if path == "-":
+        raise TrafficError("-: logs are read from files, not stdin (a stream is sniffed, then read); save it to a file")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # non-blocking: opening a FIFO never waits
     except OSError as e:

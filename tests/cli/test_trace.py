@@ -84,6 +84,7 @@ def test_trace_json_summary(run_line) -> None:
         (["--model", "qwen2.5-vl", str(LOGS / "server-json-level1.log")], "--log-requests-level 2"),
         (["--model", "qwen2.5-vl", "/nonexistent.log"], "/nonexistent.log: cannot open the log"),
         (["--model", "qwen2.5-vl"], "no input: give a log FILE"),
+        (["--model", "qwen2.5-vl", "-"], "not stdin"),
         ([LOG], "--model NAME|PATH is needed"),
         (["--model", "qwen2.5-vl", "--from", "bench-serving", "--", "--image-resolution", "8k"], "choose 4k"),
     ],
