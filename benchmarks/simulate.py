@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mmpool_cli.sglang.rules import MiB, ipc_header_bytes
-from mmpool_cli.simulate.engine import ALLOC, FREE, PoolLayout, simulate
+from mmpool_cli.engines.sglang.rules import MiB, ipc_header_bytes
+from mmpool_cli.simulate.replay import ALLOC, FREE, PoolLayout, simulate
 from mmpool_cli.simulate.trace import read_trace
 
 TICK = 50_000_000

@@ -24,10 +24,10 @@ from mmpool_cli.core.bounds import (
     largest_gpu,
 )
 from mmpool_cli.core.excerpt import excerpt, shorten
-from mmpool_cli.core.models import Budget, PlanRequest
 from mmpool_cli.core.units import MAX_BYTES, format_binary, parse_size
+from mmpool_cli.engines.sglang import env_vars as envmod
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.errors import MmpoolError, SizeError
-from mmpool_cli.sglang import environment as envmod
 
 
 class OutputFormat(StrEnum):
@@ -209,7 +209,7 @@ class PoolOptions:
 
 def sglang_release(flag: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
     """The SGLang release to apply and how it was chosen; an unknown one is a usage error (exit 2)."""
-    from mmpool_cli.sglang.versions import choose
+    from mmpool_cli.engines.sglang.versions import choose
 
     release, chosen = choose(flag, environ)
     return release.version, chosen
@@ -323,6 +323,6 @@ def with_pool_options(command: Callable[..., None]) -> Callable[..., None]:
 
 def environment(no_process_env: bool, env_file: list[str] | None, env: list[str] | None):
     """The environment a command checks: the process's (unless refused), then files, then ``--env``."""
-    from mmpool_cli.inputs.envfile import assemble
+    from mmpool_cli.inputs.dotenv import assemble
 
     return assemble(None if no_process_env else os.environ, env_file or [], env or [])

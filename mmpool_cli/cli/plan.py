@@ -15,7 +15,7 @@ from mmpool_cli.cli.options import (
     with_pool_options,
 )
 from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
-from mmpool_cli.core.plan import make_plan
+from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK
 from mmpool_cli.render import render
 

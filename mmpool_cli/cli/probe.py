@@ -21,10 +21,10 @@ from mmpool_cli.cli.options import (
     sglang_release,
     with_pool_options,
 )
-from mmpool_cli.core.models import PlanRequest
+from mmpool_cli.engines.sglang.env_vars import read_launch_env
+from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
-from mmpool_cli.sglang.environment import read_launch_env
 
 MAX_TIMEOUT_S = 3600
 
@@ -72,7 +72,7 @@ def probe(
 ) -> None:
     """Measure the pools on the real GPU: allocate, verify, share through CUDA IPC, release."""
     from mmpool_cli.probe.devices import ProbeUnavailable
-    from mmpool_cli.probe.report import ProbeReport
+    from mmpool_cli.probe.probe_report import ProbeReport
     from mmpool_cli.probe.runner import ProbeRequest, run_probe
 
     with reported():
@@ -94,8 +94,8 @@ def probe(
             report = _with_progress(lambda note: run_probe(request, note), show=output is OutputFormat.human)
         except ProbeUnavailable as e:
             if output is OutputFormat.json:  # one JSON document on stdout for every exit status
-                from mmpool_cli.core.models import Finding, Severity
-                from mmpool_cli.core.plan import make_plan
+                from mmpool_cli.engines.sglang.models import Finding, Severity
+                from mmpool_cli.engines.sglang.plan import make_plan
 
                 unavailable = [Finding(Severity.error, "probe-unavailable", str(e))]
                 data = ProbeReport(make_plan(plan_request), [], None, [], 0.0, unavailable, unavailable=True)
@@ -110,8 +110,8 @@ def _config_request(path: str, environ: Mapping[str, str], pool: PoolOptions, ou
     given = sorted(set(pool.given()) - {"--sglang-version"})
     if given:
         raise MmpoolError(f"--config takes the pool from the file; drop {', '.join(given)} or drop --config")
-    from mmpool_cli.inputs.validate import mmpool_config
-    from mmpool_cli.probe.report import ProbeReport
+    from mmpool_cli.probe.probe_report import ProbeReport
+    from mmpool_cli.usecases.validate import mmpool_config
 
     result, request = mmpool_config(path, environ)
     if request is None and result.fails(strict=False):

@@ -23,12 +23,12 @@ from mmpool_cli.cli.options import (
 )
 from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions, with_workload_options
 from mmpool_cli.core.bounds import MAX_WORKERS
-from mmpool_cli.core.models import Budget, PlanRequest, Severity
-from mmpool_cli.core.plan import make_plan
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest, Severity
+from mmpool_cli.engines.sglang.plan import make_plan
+from mmpool_cli.engines.sglang.rules import MiB, ipc_header_bytes
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
-from mmpool_cli.sglang import versions
-from mmpool_cli.sglang.rules import MiB, ipc_header_bytes
 
 
 class ModeChoice(StrEnum):
@@ -187,10 +187,10 @@ def simulate(
 
 
 def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions):
-    from mmpool_cli.simulate.budget import smallest_budget
-    from mmpool_cli.simulate.engine import PoolLayout
-    from mmpool_cli.simulate.engine import simulate as run
-    from mmpool_cli.simulate.report import SimulationReport, recycle_interval_ns
+    from mmpool_cli.simulate.budget_search import smallest_budget
+    from mmpool_cli.simulate.replay import PoolLayout
+    from mmpool_cli.simulate.replay import simulate as run
+    from mmpool_cli.simulate.sim_report import SimulationReport, recycle_interval_ns
 
     if pool.transport is TransportChoice.cuda_vmm:
         raise MmpoolError("simulate models cuda_ipc only: the cuda_vmm allocator (packed leases, no slot cap) is not")

@@ -43,9 +43,9 @@ class WorkloadOptions:
         Raises:
             MmpoolError: items or processor flags without ``--model``, a bad item, an unknown family.
         """
-        from mmpool_cli.sglang.environment import vlm_cache_from_env
-        from mmpool_cli.workload import environ as wenv
+        from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
         from mmpool_cli.workload import items as wi
+        from mmpool_cli.workload import video_env as wenv
         from mmpool_cli.workload.families import with_overrides
         from mmpool_cli.workload.features import workload
         from mmpool_cli.workload.hf import resolve

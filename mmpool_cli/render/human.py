@@ -9,11 +9,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mmpool_cli.core.models import FileResult, Finding, Plan, Report, Severity
 from mmpool_cli.core.units import format_binary, format_size, is_whole_binary
-from mmpool_cli.probe.report import ProbeReport
+from mmpool_cli.engines.sglang.models import FileResult, Finding, Plan, Report, Severity
+from mmpool_cli.engines.sglang.rules import ENV_BUDGET, SGLANG_VERSION
+from mmpool_cli.probe.probe_report import ProbeReport
 from mmpool_cli.render.text import summary_line, version_note
-from mmpool_cli.sglang.rules import ENV_BUDGET, SGLANG_VERSION
 from mmpool_cli.workload.kv import KvCost
 
 SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}

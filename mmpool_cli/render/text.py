@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mmpool_cli.core.models import REPORT_SCHEMA_VERSION, FileResult, Finding, Report, Severity, to_data
-from mmpool_cli.sglang.versions import how_chosen
+from mmpool_cli.engines.sglang.models import REPORT_SCHEMA_VERSION, FileResult, Finding, Report, Severity, to_data
+from mmpool_cli.engines.sglang.versions import how_chosen
 
 
 def to_json(data: Any) -> str:

@@ -25,8 +25,8 @@ from json.scanner import make_scanner
 from typing import Any, cast
 
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.engine import ALLOC, FREE, Event
-from mmpool_cli.simulate.pool import MAX_POOL_BYTES
+from mmpool_cli.simulate.cuda_ipc import MAX_POOL_BYTES
+from mmpool_cli.simulate.replay import ALLOC, FREE, Event
 
 MAX_LINE_BYTES = 4096
 MAX_EVENTS = 10_000_000

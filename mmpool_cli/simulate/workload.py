@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.engine import ALLOC, FREE, Event
+from mmpool_cli.simulate.replay import ALLOC, FREE, Event
 
 Mode = Literal["eager", "deferred"]
 Residency = Literal["fixed", "exponential"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from mmpool_cli.sglang.rules import DEFAULT_VLM_CACHE_MB, MiB
+from mmpool_cli.engines.sglang.rules import DEFAULT_VLM_CACHE_MB, MiB
 
 # SGLang's --kv-cache-dtype choices with a plain element size (mxfp8 and the FP4 recipes add
 # scale buffers mmpool does not model); "auto" follows the model's dtype, and SGLang serves

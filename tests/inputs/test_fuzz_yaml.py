@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mmpool_cli.core.models import Severity
-from mmpool_cli.inputs.validate import validate_file
-from mmpool_cli.sglang.environment import read_launch_env
+from mmpool_cli.engines.sglang.env_vars import read_launch_env
+from mmpool_cli.engines.sglang.models import Severity
+from mmpool_cli.usecases.validate import validate_file
 
 NO_ENV = read_launch_env({})
 SECONDS = 20.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mmpool_cli.simulate.engine import ALLOC, FREE, PoolLayout, simulate
+from mmpool_cli.simulate.replay import ALLOC, FREE, PoolLayout, simulate
 
 from .reference import reference_offsets
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mmpool_cli.sglang.rules import ipc_header_bytes
-from mmpool_cli.simulate.engine import PoolLayout, simulate
+from mmpool_cli.engines.sglang.rules import ipc_header_bytes
+from mmpool_cli.simulate.replay import PoolLayout, simulate
 from mmpool_cli.simulate.trace import read_trace
 
 DATA = Path(__file__).parent / "data" / "sglang-0.5.23"

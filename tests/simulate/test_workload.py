@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.engine import ALLOC, FREE
+from mmpool_cli.simulate.replay import ALLOC, FREE
 from mmpool_cli.simulate.workload import Workload, synthesize
 
 MS = 1_000_000

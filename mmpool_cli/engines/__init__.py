@@ -1,0 +1,1 @@
+"""The engines mmpool plans for, each in a package of its own (``engines/sglang/``)."""
