@@ -84,8 +84,8 @@ def check(
     """Check an SGLang launch command and its environment before launch; --exec then runs it."""
     from dataclasses import replace
 
+    from mmpool_cli.core.reports import Report
     from mmpool_cli.engines.sglang.launch import Assumptions, check_launch
-    from mmpool_cli.engines.sglang.models import Report
 
     with reported():
         if exec_ and exit_zero:

@@ -94,7 +94,7 @@ def probe(
             report = _with_progress(lambda note: run_probe(request, note), show=output is OutputFormat.human)
         except ProbeUnavailable as e:
             if output is OutputFormat.json:  # one JSON document on stdout for every exit status
-                from mmpool_cli.engines.sglang.models import Finding, Severity
+                from mmpool_cli.core.findings import Finding, Severity
                 from mmpool_cli.engines.sglang.plan import make_plan
 
                 unavailable = [Finding(Severity.error, "probe-unavailable", str(e))]

@@ -23,10 +23,11 @@ from mmpool_cli.cli.options import (
 )
 from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions, with_workload_options
 from mmpool_cli.core.bounds import MAX_WORKERS
+from mmpool_cli.core.findings import Severity
+from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import versions
-from mmpool_cli.engines.sglang.models import Budget, PlanRequest, Severity
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
-from mmpool_cli.engines.sglang.rules import MiB, ipc_header_bytes
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
 
@@ -51,7 +52,6 @@ class BasisChoice(StrEnum):
     bytes = "bytes"
 
 
-NS_PER_S = 10**9
 MAX_SECONDS = 10**6
 
 
@@ -187,13 +187,14 @@ def simulate(
 
 
 def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions):
+    from mmpool_cli.engines.sglang.simulation import pool_rules, recycle_interval_ns, refusal
     from mmpool_cli.simulate.budget_search import smallest_budget
     from mmpool_cli.simulate.replay import PoolLayout
     from mmpool_cli.simulate.replay import simulate as run
-    from mmpool_cli.simulate.sim_report import SimulationReport, recycle_interval_ns
+    from mmpool_cli.simulate.sim_report import SimulationReport
 
     if pool.transport is TransportChoice.cuda_vmm:
-        raise MmpoolError("simulate models cuda_ipc only: the cuda_vmm allocator (packed leases, no slot cap) is not")
+        raise MmpoolError(refusal(versions.release(versions.NEWEST), pool.transport.value) or "")
     ignored = {"--vmm-granularity", "--context-size"} & set(pool.given())
     if ignored:
         raise MmpoolError(f"{sorted(ignored)[0]} does not change the simulation; drop it")
@@ -205,18 +206,17 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
     if o.max_events < 1:
         raise MmpoolError(f"--max-events: must be at least 1, not {o.max_events}")
     request = pool.request(os.environ)
-    if not versions.release(request.sglang_version).stream_ordered:
-        raise MmpoolError(
-            f"simulate models the stream-ordered pool of SGLang 0.5.18 and later (its allocator is the same "
-            f"through 0.5.23); SGLang {request.sglang_version} has the older shm-counter pool: pick "
-            "--sglang-version 0.5.18 or later"
-        )
+    rel = versions.release(request.sglang_version)
+    refused_release = refusal(rel, request.transport)
+    if refused_release is not None:
+        raise MmpoolError(refused_release)
     plan = make_plan(request)
     if plan.consumers is None or request.workers < 1:  # a layout SGLang refuses: nothing to simulate
         raise MmpoolError(_first_error(plan) or "the parallel layout has no consumers")
     if request.workers > MAX_WORKERS:
         raise MmpoolError(f"--workers {request.workers}: simulate handles at most {MAX_WORKERS} tokenizer workers")
-    header = ipc_header_bytes(plan.consumers)
+    header = rel.header_bytes(plan.consumers)
+    rules = pool_rules(rel)
     recycle_ns, recycle_source = recycle_interval_ns(os.environ)
     workers = request.workers
     if workload.kv_cache_dtype is not KvDtypeChoice.auto or workload.page_size != 1:
@@ -237,7 +237,7 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
     if plan.per_worker_bytes is None or plan.per_worker_bytes <= header:
         refused = _first_error(plan) or "SGLang refuses this budget"
     else:
-        layout = PoolLayout(workers, plan.per_worker_bytes, header, recycle_ns)
+        layout = PoolLayout(workers, plan.per_worker_bytes, header, recycle_ns, rules)
         result = run(timeline, layout, record=o.events)
     report = SimulationReport(
         source=source,
@@ -259,6 +259,7 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
             workers=workers,
             data_start=header,
             recycle_ns=recycle_ns,
+            rules=rules,
             target=target,
             basis=o.target_basis.value,
             method=o.search.value,

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 
 from mmpool_cli.core.excerpt import excerpt
-from mmpool_cli.engines.sglang.models import Finding, Severity
+from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.yamlsrc import decode, read_bytes
 

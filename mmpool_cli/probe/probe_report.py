@@ -6,7 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mmpool_cli.engines.sglang.models import Finding, Plan, Severity, to_data
+from mmpool_cli.core.findings import Finding, Severity, to_data
+from mmpool_cli.engines.sglang.models import Plan
 
 PROBE_SCHEMA_VERSION = 1
 

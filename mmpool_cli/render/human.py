@@ -9,8 +9,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.reports import FileResult, Report
 from mmpool_cli.core.units import format_binary, format_size, is_whole_binary
-from mmpool_cli.engines.sglang.models import FileResult, Finding, Plan, Report, Severity
+from mmpool_cli.engines.sglang.models import Plan
 from mmpool_cli.engines.sglang.rules import ENV_BUDGET, SGLANG_VERSION
 from mmpool_cli.probe.probe_report import ProbeReport
 from mmpool_cli.render.text import summary_line, version_note

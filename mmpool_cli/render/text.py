@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mmpool_cli.engines.sglang.models import REPORT_SCHEMA_VERSION, FileResult, Finding, Report, Severity, to_data
+from mmpool_cli.core.findings import Finding, Severity, to_data
+from mmpool_cli.core.reports import REPORT_SCHEMA_VERSION, FileResult, Report
 from mmpool_cli.engines.sglang.versions import how_chosen
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
-from mmpool_cli.engines.sglang.rules import MiB
+from mmpool_cli.core.units import MiB
+from mmpool_cli.simulate.allocator import PoolRules
 from mmpool_cli.simulate.cuda_ipc import MAX_POOL_BYTES
 from mmpool_cli.simulate.replay import Event, PoolLayout, SimResult, simulate
 
@@ -52,14 +53,14 @@ class BudgetSearch:
     trials: list[Trial] = field(default_factory=list)
 
 
-def layout_for(mb: int, workers: int, data_start: int, recycle_ns: int) -> PoolLayout:
+def layout_for(mb: int, workers: int, data_start: int, recycle_ns: int, rules: PoolRules) -> PoolLayout:
     """The pools SGLang creates for ``SGLANG_MM_FEATURE_CACHE_MB=mb``."""
-    return PoolLayout(workers, mb * MiB // workers, data_start, recycle_ns)
+    return PoolLayout(workers, mb * MiB // workers, data_start, recycle_ns, rules)
 
 
-def trial(events: Sequence[Event], mb: int, workers: int, data_start: int, recycle_ns: int) -> Trial:
+def trial(events: Sequence[Event], mb: int, workers: int, data_start: int, recycle_ns: int, rules: PoolRules) -> Trial:
     """Simulate ``events`` at budget ``mb``."""
-    result: SimResult = simulate(events, layout_for(mb, workers, data_start, recycle_ns))
+    result: SimResult = simulate(events, layout_for(mb, workers, data_start, recycle_ns, rules))
     return Trial(
         mb,
         result.total("items"),
@@ -75,6 +76,7 @@ def smallest_budget(
     workers: int,
     data_start: int,
     recycle_ns: int,
+    rules: PoolRules,
     target: Fraction = Fraction(0),
     basis: Basis = "items",
     method: Method = "bisect",
@@ -88,7 +90,7 @@ def smallest_budget(
 
     def meets(mb: int) -> bool:
         if mb not in tried:
-            tried[mb] = trial(events, mb, workers, data_start, recycle_ns)
+            tried[mb] = trial(events, mb, workers, data_start, recycle_ns, rules)
         return tried[mb].rate(basis) <= target
 
     if not meets(highest):

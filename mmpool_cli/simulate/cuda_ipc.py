@@ -1,11 +1,12 @@
-"""One tokenizer worker's cuda_ipc feature pool, allocating as SGLang 0.5.23 does.
+"""One tokenizer worker's cuda_ipc feature pool, allocating as SGLang's stream-ordered pool does.
 
 The rules (``StreamOrderedMmFeaturePool`` in ``multimodal/transport/memory_pool.py``):
 
-* a feature of ``nbytes`` takes ``align_up(nbytes, 256)`` bytes;
+* a feature of ``nbytes`` takes ``align_up(nbytes, alignment)`` bytes (the release's ``DATA_ALIGNMENT``);
 * best fit: the smallest free range that holds it, and among ranges of that size the one
   earliest in SGLang's free list; the rest of the range is appended to the end of the list;
-* at most 4096 leases are in flight; with none left the feature misses even if it would fit;
+* at most ``max_leases`` leases are in flight (the release's ``DEFAULT_MAX_INFLIGHT_SLICES``); with
+  none left the feature misses even if it would fit;
 * a miss sends that feature over the CPU path (SGLang returns no lease; nothing waits);
 * a lease whose consumers have all acknowledged it is given back at the recycler's next tick.
   A tick that finds at least one lease in flight gives back every acknowledged lease, then
@@ -23,16 +24,13 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-from mmpool_cli.engines.sglang.rules import DATA_ALIGNMENT, MAX_INFLIGHT_SLICES
+from mmpool_cli.simulate.allocator import MISS_SLOTS, MISS_SPACE, PoolRules
 
 _SHIFT = 44  # key = size << _SHIFT | start
 _START = (1 << _SHIFT) - 1
 MAX_POOL_BYTES = 1 << _SHIFT  # starts must fit below the size: 16 TiB, far above any GPU
-_ROUND = DATA_ALIGNMENT - 1
-_TRUNC = -DATA_ALIGNMENT  # DATA_ALIGNMENT is a power of two: (n + _ROUND) & _TRUNC rounds n up to it
 
-MISS_SPACE = -1  # no free range holds the feature
-MISS_SLOTS = -2  # a range holds it, but all in-flight slots are taken
+__all__ = ["MAX_POOL_BYTES", "MISS_SLOTS", "MISS_SPACE", "Pool"]
 
 
 class Pool:
@@ -47,6 +45,8 @@ class Pool:
         "data_start",
         "memory_size",
         "max_leases",
+        "_round",
+        "_trunc",
         "leases",
         "leased_bytes",
         "acked",
@@ -58,14 +58,19 @@ class Pool:
         "_counter",
     )
 
-    def __init__(self, memory_size: int, data_start: int, max_leases: int = MAX_INFLIGHT_SLICES) -> None:
+    def __init__(self, memory_size: int, data_start: int, rules: PoolRules) -> None:
         if not 0 <= data_start < memory_size <= MAX_POOL_BYTES:
             raise ValueError(f"pool of {memory_size} bytes cannot hold a {data_start}-byte header")
-        if max_leases <= 0:
+        if rules.max_leases <= 0:
             raise ValueError("max_leases must be positive")
+        if rules.alignment <= 0 or rules.alignment & (rules.alignment - 1):
+            raise ValueError("the alignment must be a power of two")
         self.data_start = data_start
         self.memory_size = memory_size
-        self.max_leases = max_leases
+        self.max_leases = rules.max_leases
+        # a power of two: (n + _round) & _trunc rounds n up to it
+        self._round = rules.alignment - 1
+        self._trunc = -rules.alignment
         self.leases = 0  # in flight, acknowledged or not (SGLang's ``_occupied``)
         self.leased_bytes = 0
         self.acked: list[tuple[int, int, int, int]] = []
@@ -103,7 +108,7 @@ class Pool:
 
     def alloc(self, nbytes: int) -> int:
         """Lease ``nbytes`` (> 0): the byte offset of the lease in the pool, or ``MISS_SPACE``/``MISS_SLOTS``."""
-        size = (nbytes + _ROUND) & _TRUNC
+        size = (nbytes + self._round) & self._trunc
         keys = self._keys
         i = bisect_left(keys, size << _SHIFT)
         n = len(keys)
@@ -168,7 +173,7 @@ class Pool:
         released = 0
         area = 0
         for _, start, nbytes, leased_at in self.acked:
-            size = (nbytes + _ROUND) & _TRUNC
+            size = (nbytes + self._round) & self._trunc
             released += size
             area += size * (now - leased_at)
             end = start + size

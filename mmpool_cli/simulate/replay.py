@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from mmpool_cli.engines.sglang.rules import DATA_ALIGNMENT, MAX_INFLIGHT_SLICES, SGLANG_VERSION
-from mmpool_cli.simulate.cuda_ipc import MISS_SLOTS, Pool
+from mmpool_cli.core.units import align_up
+from mmpool_cli.simulate.allocator import MISS_SLOTS, Allocator, PoolRules, allocator_for
 
 SIM_SCHEMA_VERSION = 1
 
@@ -33,7 +33,11 @@ class PoolLayout:
     memory_size: int  # per worker: budget // workers
     data_start: int  # the control header: ipc_header_bytes(consumers)
     recycle_ns: int  # the recycler's interval
-    max_leases: int = MAX_INFLIGHT_SLICES
+    rules: PoolRules  # the release's allocator, alignment and slot cap
+
+    @property
+    def max_leases(self) -> int:
+        return self.rules.max_leases
 
     @property
     def usable_bytes(self) -> int:
@@ -72,7 +76,6 @@ class SimResult:
     alloc_ids: list[object] | None = None
     alloc_workers: list[int] | None = None
     schema_version: int = field(default=SIM_SCHEMA_VERSION)
-    sglang_version: str = field(default=SGLANG_VERSION)
 
     def total(self, name: str) -> int:
         return sum(getattr(w, name) for w in self.workers)
@@ -82,7 +85,9 @@ def simulate(events: Iterable[Event], layout: PoolLayout, record: bool = False) 
     """Run ``events`` through ``layout.workers`` pools; ``record`` keeps every alloc's decision."""
     interval = layout.recycle_ns
     n = layout.workers
-    pools = [Pool(layout.memory_size, layout.data_start, layout.max_leases) for _ in range(n)]
+    make = allocator_for(layout.rules)
+    alignment = layout.rules.alignment
+    pools = [make(layout.memory_size, layout.data_start, layout.rules) for _ in range(n)]
     allocs = [p.alloc for p in pools]
     acks = [p.acked.append for p in pools]
     # per-worker counters in plain lists: the loop below is the hot path of every simulation
@@ -135,7 +140,7 @@ def simulate(events: Iterable[Event], layout: PoolLayout, record: bool = False) 
                 free = usable - pool.leased_bytes
                 miss_free[w] += free
                 miss_largest[w] += pool.largest_free
-                if free >= -(-nbytes // DATA_ALIGNMENT) * DATA_ALIGNMENT:
+                if free >= align_up(nbytes, alignment):
                     fragmented[w] += 1
             continue
         live[key] = (w, start, nbytes, t)
@@ -146,10 +151,10 @@ def simulate(events: Iterable[Event], layout: PoolLayout, record: bool = False) 
         if 0 <= due[w] <= t:
             _tick(pool, due[w], peak_bytes, peak_leases, w)
         _peak(pool, peak_bytes, peak_leases, w)
-        area[w] = pool.area + sum(_aligned(nb) * (t - at) for _, _, nb, at in pool.acked)
+        area[w] = pool.area + sum(align_up(nb, alignment) * (t - at) for _, _, nb, at in pool.acked)
     for lease in live.values():
         if lease is not None:
-            area[lease[0]] += _aligned(lease[2]) * (t - lease[3])
+            area[lease[0]] += align_up(lease[2], alignment) * (t - lease[3])
     stats = [
         WorkerStats(
             w,
@@ -172,11 +177,7 @@ def simulate(events: Iterable[Event], layout: PoolLayout, record: bool = False) 
     return SimResult(layout, count, t, stats, offsets, ids, workers_of)
 
 
-def _aligned(nbytes: int) -> int:
-    return -(-nbytes // DATA_ALIGNMENT) * DATA_ALIGNMENT
-
-
-def _peak(pool: Pool, peak_bytes: list[int], peak_leases: list[int], w: int) -> None:
+def _peak(pool: Allocator, peak_bytes: list[int], peak_leases: list[int], w: int) -> None:
     # between ticks leases only arrive, so the pool is fullest just before a tick
     if pool.leased_bytes > peak_bytes[w]:
         peak_bytes[w] = pool.leased_bytes
@@ -184,6 +185,6 @@ def _peak(pool: Pool, peak_bytes: list[int], peak_leases: list[int], w: int) -> 
         peak_leases[w] = pool.leases
 
 
-def _tick(pool: Pool, at: int, peak_bytes: list[int], peak_leases: list[int], w: int) -> None:
+def _tick(pool: Allocator, at: int, peak_bytes: list[int], peak_leases: list[int], w: int) -> None:
     _peak(pool, peak_bytes, peak_leases, w)
     pool.tick(at)

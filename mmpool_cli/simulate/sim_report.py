@@ -2,43 +2,13 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from mmpool_cli.engines.sglang import rules as sg
-from mmpool_cli.engines.sglang.env_vars import recycle_from_env
-from mmpool_cli.engines.sglang.models import Settings
-from mmpool_cli.errors import MmpoolError
+from mmpool_cli.core.reports import Settings
 from mmpool_cli.simulate.budget_search import Basis, BudgetSearch
 from mmpool_cli.simulate.replay import SIM_SCHEMA_VERSION, SimResult
-
-NS_PER_S = 10**9
-
-
-def recycle_interval_ns(environ: Mapping[str, str]) -> tuple[int, str]:
-    """The recycler's interval in whole nanoseconds, read as SGLang reads it, and where it came from.
-
-    A value Python's ``float()`` rejects falls back to SGLang's 0.05 s (SGLang only warns); one
-    SGLang refuses or cannot run with (not positive, NaN, too large to wait on) is a usage error.
-    """
-    recycle = recycle_from_env(environ)
-    seconds = recycle.seconds
-    if recycle.variable is None or recycle.invalid:
-        source = "default"
-    else:
-        source = f"{recycle.variable}={recycle.raw}"
-        if math.isnan(seconds) or not 0 < seconds <= sg.MAX_WAIT_SEC:
-            raise MmpoolError(
-                f"{source}: SGLang's recycler cannot run with this interval (see 'mmpool check'); "
-                "set a positive number of seconds, e.g. 0.05"
-            )
-    ns = round(Fraction(seconds) * NS_PER_S)
-    if ns <= 0:
-        raise MmpoolError(f"{source}: the interval is under a nanosecond; set e.g. 0.05")
-    return ns, source
 
 
 def _rate(part: int, whole: int) -> float:
@@ -61,7 +31,8 @@ class SimulationReport:
     basis: Basis
     search: BudgetSearch | None = None
     settings: Settings | None = None  # for the smallest budget found
-    sglang_version: str = sg.SGLANG_VERSION  # the release whose pool is simulated, and how it was chosen
+    # the release whose pool is simulated, and how it was chosen
+    sglang_version: str = field(kw_only=True)
     sglang_version_chosen: str = "newest"
 
     def fallback_rate(self) -> Fraction | None:

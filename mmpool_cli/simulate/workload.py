@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
+from mmpool_cli.core.units import NS_PER_S
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.simulate.replay import ALLOC, FREE, Event
 
@@ -28,7 +29,6 @@ Residency = Literal["fixed", "exponential"]
 MAX_SYNTHETIC_EVENTS = 10_000_000
 MIN_RATE = 1e-6  # keeps arrival times within what a trace can hold (10**9 s)
 MAX_RATE = 1e9
-NS_PER_S = 10**9
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Literal
 
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.reports import FileResult, Report
 from mmpool_cli.engines.sglang import env_vars as envmod
 from mmpool_cli.engines.sglang import mmpool_config as cfgmod
 from mmpool_cli.engines.sglang import versions
@@ -22,7 +24,7 @@ from mmpool_cli.engines.sglang.budget import budget_findings
 from mmpool_cli.engines.sglang.config_merge import config_tokens
 from mmpool_cli.engines.sglang.env_vars import LaunchEnv
 from mmpool_cli.engines.sglang.flags import table
-from mmpool_cli.engines.sglang.models import FileResult, Finding, PlanRequest, Report, Severity
+from mmpool_cli.engines.sglang.models import Plan, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.engines.sglang.resolution import Assumptions, resolve
 from mmpool_cli.inputs.yamlsrc import STDIN, Source, load
@@ -178,7 +180,9 @@ def validate(
     results += [validate_file(p, launch, kind, stdin, version) for p in files]
     # every plan says how its release was chosen, as the report does
     results = [
-        r if r.plan is None else replace(r, plan=replace(r.plan, sglang_version_chosen=sglang_version_chosen))
+        replace(r, plan=replace(r.plan, sglang_version_chosen=sglang_version_chosen))
+        if isinstance(r.plan, Plan)
+        else r
         for r in results
     ]
     return Report(

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.sglang.env_vars import read_launch_env
-from mmpool_cli.engines.sglang.models import Severity
 from mmpool_cli.usecases.validate import validate_file
 
 NO_ENV = read_launch_env({})

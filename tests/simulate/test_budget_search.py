@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from mmpool_cli.engines.sglang.rules import MiB, ipc_header_bytes
+from mmpool_cli.core.units import MiB
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.simulation import pool_rules
 from mmpool_cli.simulate.budget_search import smallest_budget, trial
 from mmpool_cli.simulate.replay import ALLOC, FREE
 from mmpool_cli.simulate.workload import Workload, synthesize
+
+REL = versions.release(versions.NEWEST)
+RULES = pool_rules(REL)
 
 TICK = 50_000_000
 
@@ -15,7 +20,7 @@ TICK = 50_000_000
 def test_the_smallest_budget_for_ten_six_mib_features_in_flight() -> None:
     # ten 6 MiB features in flight at once on one worker at TP=1: 60 MiB + the 32 KiB header
     events = [(0, ALLOC, i, 6 * MiB, 0) for i in range(10)] + [(1, FREE, i, 0, 0) for i in range(10)]
-    search = smallest_budget(events, workers=1, data_start=ipc_header_bytes(1), recycle_ns=TICK)
+    search = smallest_budget(events, workers=1, data_start=REL.header_bytes(1), recycle_ns=TICK, rules=RULES)
     assert search.smallest_mb == 61
     by_mb = {t.mb: t for t in search.trials}
     assert by_mb[61].fallback_items == 0
@@ -24,20 +29,20 @@ def test_the_smallest_budget_for_ten_six_mib_features_in_flight() -> None:
 
 def test_two_workers_split_the_budget() -> None:
     events = [(0, ALLOC, i, 6 * MiB, i % 2) for i in range(10)]
-    search = smallest_budget(events, workers=2, data_start=ipc_header_bytes(1), recycle_ns=TICK)
+    search = smallest_budget(events, workers=2, data_start=REL.header_bytes(1), recycle_ns=TICK, rules=RULES)
     assert search.smallest_mb == 61  # 30.5 MiB each: 5 x 6 MiB + the header
 
 
 def test_a_target_rate_allows_some_fallback() -> None:
     events = [(0, ALLOC, i, 6 * MiB, 0) for i in range(10)]
-    search = smallest_budget(events, workers=1, data_start=ipc_header_bytes(1), recycle_ns=TICK, target=Fraction(1, 5))
+    search = smallest_budget(events, workers=1, data_start=REL.header_bytes(1), recycle_ns=TICK, rules=RULES, target=Fraction(1, 5))
     assert search.smallest_mb == 49  # 8 of 10 fit
     assert search.trials[-1].rate("items") == 0
 
 
 def test_the_slot_cap_makes_a_zero_target_unreachable() -> None:
     events = [(0, ALLOC, i, 256, 0) for i in range(4097)]
-    search = smallest_budget(events, workers=1, data_start=ipc_header_bytes(1), recycle_ns=TICK)
+    search = smallest_budget(events, workers=1, data_start=REL.header_bytes(1), recycle_ns=TICK, rules=RULES)
     assert search.smallest_mb is None
     assert search.trials[-1].fallback_items == 1
 
@@ -45,7 +50,7 @@ def test_the_slot_cap_makes_a_zero_target_unreachable() -> None:
 def test_scan_and_bisect_agree_on_a_synthetic_workload() -> None:
     w = Workload(items=(3 * MiB + 5, 700_000), requests=200, rate=50.0, duration_ns=TICK * 3, mode="deferred", seed=3)
     events = synthesize(w, workers=2)
-    kwargs = {"workers": 2, "data_start": ipc_header_bytes(2), "recycle_ns": TICK}
+    kwargs = {"workers": 2, "data_start": REL.header_bytes(2), "recycle_ns": TICK, "rules": RULES}
     bisect = smallest_budget(events, **kwargs)
     scan = smallest_budget(events, method="scan", **kwargs)
     assert bisect.smallest_mb is not None
@@ -72,7 +77,7 @@ def test_fallback_can_rise_with_the_budget_and_scan_finds_the_smaller_answer() -
         (3 * TICK + 4, ALLOC, 10, 3 * mib, 0),
         (4 * TICK + 4, ALLOC, 11, 4 * mib - 32768, 0),
     ]
-    kwargs = {"workers": 1, "data_start": ipc_header_bytes(1), "recycle_ns": TICK}
+    kwargs = {"workers": 1, "data_start": REL.header_bytes(1), "recycle_ns": TICK, "rules": RULES}
     assert [trial(events, mb, **kwargs).fallback_items for mb in range(13, 19)] == [2, 0, 0, 1, 0, 0]
     assert smallest_budget(events, **kwargs).smallest_mb == 17  # bisection: 16 misses, 17 meets
     assert smallest_budget(events, method="scan", **kwargs).smallest_mb == 14

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from mmpool_cli.engines.sglang.rules import MiB, ipc_header_bytes
+from mmpool_cli.core.units import MiB
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.simulation import pool_rules
 from mmpool_cli.simulate.cuda_ipc import MISS_SLOTS, MISS_SPACE, Pool
+
+REL = versions.release(versions.NEWEST)
+RULES = pool_rules(REL)
 
 
 def _fragmented() -> tuple[Pool, dict[str, int]]:
     """A 4096-byte pool whose free list is [(256, 768), (1280, 2048), (2304, 4096)] after a tick."""
-    pool = Pool(4096, 0)
+    pool = Pool(4096, 0, RULES)
     at = {name: pool.alloc(size) for name, size in [("a", 256), ("b", 512), ("c", 512), ("d", 768), ("e", 256)]}
     assert at == {"a": 0, "b": 256, "c": 768, "d": 1280, "e": 2048}
     pool.ack(at["b"], 512)
@@ -21,7 +28,7 @@ def _fragmented() -> tuple[Pool, dict[str, int]]:
 
 
 def test_sizes_round_up_to_256_bytes() -> None:
-    pool = Pool(4096, 0)
+    pool = Pool(4096, 0, RULES)
     assert pool.alloc(1) == 0
     assert pool.alloc(257) == 256
     assert pool.alloc(256) == 768
@@ -57,9 +64,9 @@ def test_released_neighbours_merge_at_the_tick_and_not_before() -> None:
 
 
 def test_the_4096th_lease_is_the_last_in_flight() -> None:
-    pool = Pool(2 * MiB, ipc_header_bytes(1))
+    pool = Pool(2 * MiB, REL.header_bytes(1), RULES)
     offsets = [pool.alloc(256) for _ in range(4096)]
-    assert offsets == [ipc_header_bytes(1) + 256 * i for i in range(4096)]
+    assert offsets == [REL.header_bytes(1) + 256 * i for i in range(4096)]
     assert pool.alloc(256) == MISS_SLOTS
     pool.ack(offsets[7], 256)
     assert pool.alloc(256) == MISS_SLOTS  # acknowledged, not yet given back
@@ -68,14 +75,14 @@ def test_the_4096th_lease_is_the_last_in_flight() -> None:
 
 
 def test_a_feature_larger_than_any_range_misses_for_space_even_with_no_slots() -> None:
-    pool = Pool(4096, 0, max_leases=1)
+    pool = Pool(4096, 0, dataclasses.replace(RULES, max_leases=1))
     assert pool.alloc(256) == 0
     assert pool.alloc(4096) == MISS_SPACE
     assert pool.alloc(256) == MISS_SLOTS
 
 
 def test_a_tick_with_nothing_in_flight_changes_nothing() -> None:
-    pool = Pool(4096, 0)
+    pool = Pool(4096, 0, RULES)
     assert pool.tick() == 0
     assert pool.free_ranges() == [(0, 4096)]
     assert not pool.dirty
@@ -83,8 +90,8 @@ def test_a_tick_with_nothing_in_flight_changes_nothing() -> None:
 
 def test_fresh_pool_holds_42_six_mib_features_at_256_mib_and_tp8() -> None:
     # sglang-next.md section 4: 256 MiB with C=8 has data_start 147456 and holds 42 leases of 6 MiB
-    pool = Pool(256 * MiB, ipc_header_bytes(8))
-    assert ipc_header_bytes(8) == 147_456
+    pool = Pool(256 * MiB, REL.header_bytes(8), RULES)
+    assert REL.header_bytes(8) == 147_456
     offsets = [pool.alloc(6 * MiB) for _ in range(43)]
     assert offsets[:42] == [147_456 + 6 * MiB * i for i in range(42)]
     assert offsets[42] == MISS_SPACE
@@ -93,4 +100,4 @@ def test_fresh_pool_holds_42_six_mib_features_at_256_mib_and_tp8() -> None:
 
 def test_a_pool_smaller_than_its_header_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot hold"):
-        Pool(131_072, 147_456)
+        Pool(131_072, 147_456, RULES)

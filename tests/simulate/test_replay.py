@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from mmpool_cli.engines.sglang.rules import MiB
+from mmpool_cli.core.units import MiB
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.simulation import pool_rules
 from mmpool_cli.simulate.replay import ALLOC, FREE, PoolLayout, simulate
 
+REL = versions.release(versions.NEWEST)
+RULES = pool_rules(REL)
+
 TICK = 50_000_000  # 0.05 s in nanoseconds
-ONE = PoolLayout(workers=1, memory_size=MiB + 32_768, data_start=32_768, recycle_ns=TICK)  # room for one MiB
+ONE = PoolLayout(workers=1, memory_size=MiB + 32_768, data_start=32_768, recycle_ns=TICK, rules=RULES)  # room for one MiB
 
 
 def test_a_free_is_given_back_at_the_first_tick_at_or_after_it() -> None:
@@ -45,7 +50,7 @@ def test_a_free_of_a_missed_lease_is_ignored() -> None:
 
 
 def test_requests_land_in_the_pool_of_their_worker() -> None:
-    layout = PoolLayout(workers=2, memory_size=MiB + 32_768, data_start=32_768, recycle_ns=TICK)
+    layout = PoolLayout(workers=2, memory_size=MiB + 32_768, data_start=32_768, recycle_ns=TICK, rules=RULES)
     events = [(0, ALLOC, "a", MiB, 0), (0, ALLOC, "b", MiB, 1), (0, ALLOC, "c", MiB, 1)]
     result = simulate(events, layout, record=True)
     assert result.offsets == [32_768, 32_768, None]
@@ -54,7 +59,7 @@ def test_requests_land_in_the_pool_of_their_worker() -> None:
 
 
 def test_occupancy_peak_and_time_weighted_mean() -> None:
-    layout = PoolLayout(workers=1, memory_size=4 * MiB, data_start=32_768, recycle_ns=TICK)
+    layout = PoolLayout(workers=1, memory_size=4 * MiB, data_start=32_768, recycle_ns=TICK, rules=RULES)
     events = [
         (0, ALLOC, "a", MiB, 0),
         (TICK, ALLOC, "b", MiB, 0),
@@ -70,7 +75,7 @@ def test_occupancy_peak_and_time_weighted_mean() -> None:
 
 
 def test_a_miss_with_enough_free_bytes_in_pieces_counts_as_fragmented() -> None:
-    layout = PoolLayout(workers=1, memory_size=3 * 256 + 256, data_start=256, recycle_ns=TICK)
+    layout = PoolLayout(workers=1, memory_size=3 * 256 + 256, data_start=256, recycle_ns=TICK, rules=RULES)
     events = [
         (0, ALLOC, "a", 256, 0),
         (0, ALLOC, "b", 256, 0),

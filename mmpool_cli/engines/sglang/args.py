@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mmpool_cli.core.excerpt import excerpt, shorten
+from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.sglang.flags import FlagTable, table
-from mmpool_cli.engines.sglang.models import Finding, Severity
 
 Kind = Literal["int", "float", "str", "store_true", "deprecated_store_true"]
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from mmpool_cli.core.bounds import LARGEST_GPU_HBM_BYTES, largest_gpu
 from mmpool_cli.core.excerpt import excerpt, shorten
-from mmpool_cli.core.units import format_exact, format_size, parse_size
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.units import MiB, format_exact, format_size, parse_size
 from mmpool_cli.engines.sglang import eras, versions
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang.eras import Add
-from mmpool_cli.engines.sglang.models import Budget, Finding, Severity
+from mmpool_cli.engines.sglang.models import Budget
 from mmpool_cli.engines.sglang.versions import Release
 from mmpool_cli.errors import SizeError
 
@@ -30,7 +31,7 @@ def budget_findings(budget: Budget, sglang_version: str = versions.NEWEST) -> li
     budget = eras.release_budget(budget, rel)
     mb = sg.budget_mb(budget.bytes)
     smallest = eras.smallest(rel, 1, "cuda_ipc", 1, sg.DEFAULT_VMM_GRANULARITY)
-    check_budget(budget, mb, budget.bytes - mb * sg.MiB, smallest, rel, add)
+    check_budget(budget, mb, budget.bytes - mb * MiB, smallest, rel, add)
     return findings
 
 
@@ -98,15 +99,15 @@ def check_budget(budget: Budget, mb: int, floor_loss: int, smallest: int, rel: R
             Severity.warning,
             "budget-not-whole-mib",
             f"{format_size(budget.bytes)} is not a whole number of MiB: SGLang takes "
-            f"{sg.ENV_BUDGET}={mb} and reserves {format_size(mb * sg.MiB)}, "
+            f"{sg.ENV_BUDGET}={mb} and reserves {format_size(mb * MiB)}, "
             f"{floor_loss:,} bytes less",
             subject,
         )
-    if mb * sg.MiB > LARGEST_GPU_HBM_BYTES:
+    if mb * MiB > LARGEST_GPU_HBM_BYTES:
         add(
             Severity.error,
             "budget-exceeds-gpu",
-            f"{sg.ENV_BUDGET}={mb} ({format_size(mb * sg.MiB)}) is more than any GPU has ({largest_gpu()}), "
+            f"{sg.ENV_BUDGET}={mb} ({format_size(mb * MiB)}) is more than any GPU has ({largest_gpu()}), "
             "and every pool lives on the base GPU: SGLang's tokenizer workers would fail to allocate; "
             "set a budget that fits the base GPU",
             subject,
@@ -120,8 +121,8 @@ def invalid_env_message(budget: Budget, rel: Release) -> str:
     except SizeError:
         pass
     else:
-        if meant >= sg.MiB:
-            fix = f"{meant // sg.MiB} ({format_exact(meant)} in whole MiB)"
+        if meant >= MiB:
+            fix = f"{meant // MiB} ({format_exact(meant)} in whole MiB)"
     raw = budget.raw or ""
     digits = raw.strip()
     digits = digits[1:] if digits[:1] in ("+", "-") else digits

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Literal
 
 from mmpool_cli.core.bounds import LARGEST_GPU_HBM_BYTES, largest_gpu
-from mmpool_cli.core.units import format_size
+from mmpool_cli.core.findings import Severity
+from mmpool_cli.core.units import align_up, format_size
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang.eras import Add
-from mmpool_cli.engines.sglang.models import FeatureFit, HbmEstimate, PlanRequest, Severity
+from mmpool_cli.engines.sglang.models import FeatureFit, HbmEstimate, PlanRequest
 from mmpool_cli.engines.sglang.startup import MSG_BASE_GPU_NEGATIVE, STARTUP_RELEASE
 from mmpool_cli.engines.sglang.versions import Release
 
@@ -55,7 +56,7 @@ def feature_fit(
         per_worker_needed = rel.header_bytes(consumers) + slice_bytes
     else:
         by_bytes = fit = sg.vmm_fit(usable, nbytes, consumers)
-        per_worker_needed = sg.align_up(slice_bytes, request.vmm_granularity)
+        per_worker_needed = align_up(slice_bytes, request.vmm_granularity)
     limited_by: Literal["bytes", "slots"] = "slots" if by_bytes > fit else "bytes"
     if fit == 0:
         need = sg.smallest_budget_mb(1 if rel.split == "none" else request.workers, per_worker_needed)

@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass
 
 from mmpool_cli.core.excerpt import excerpt, shorten
+from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.sglang.args import BY_NAME, ENV_ONLY_NAMES, ENV_ONLY_PREFIXES, Token, resolve_option
 from mmpool_cli.engines.sglang.flags import FlagTable, table
-from mmpool_cli.engines.sglang.models import Finding, Severity
 from mmpool_cli.inputs.yamlsrc import Source, load
 
 

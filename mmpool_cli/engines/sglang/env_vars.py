@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mmpool_cli.core.excerpt import excerpt, shorten
-from mmpool_cli.core.units import MAX_BYTES
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.units import MAX_BYTES, MiB
 from mmpool_cli.engines.sglang import rules as sg
-from mmpool_cli.engines.sglang.models import Budget, Finding, Severity
+from mmpool_cli.engines.sglang.models import Budget
 
 ENV_LOCATION = "environment"
 # The variables whose SGL_ twin matters for the pools (the budget's own twin is reported by the plan).
@@ -101,15 +102,15 @@ def budget_from_env(environ: Mapping[str, str]) -> Budget:
     """
     found = sg.env_name(sg.ENV_BUDGET, environ)
     if found is None:
-        return Budget(bytes=sg.DEFAULT_BUDGET_MB * sg.MiB, source="default")
+        return Budget(bytes=sg.DEFAULT_BUDGET_MB * MiB, source="default")
     variable, raw = found
     shadowed = None
     if variable != sg.ENV_BUDGET and sg.ENV_BUDGET in environ:
         shadowed = (sg.ENV_BUDGET, environ[sg.ENV_BUDGET])
     mb = sg.parse_env_int(raw)
-    invalid = mb is None or abs(mb) * sg.MiB > MAX_BYTES
+    invalid = mb is None or abs(mb) * MiB > MAX_BYTES
     return Budget(
-        bytes=(sg.DEFAULT_BUDGET_MB if invalid or mb is None else mb) * sg.MiB,
+        bytes=(sg.DEFAULT_BUDGET_MB if invalid or mb is None else mb) * MiB,
         source="env",
         variable=variable,
         raw=raw,
@@ -219,5 +220,5 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
 def budget_override() -> Budget:
     """The budget after the Qwen3-VL override sets ``SGLANG_MM_FEATURE_CACHE_MB=3072``."""
     return Budget(
-        bytes=sg.QWEN3_VL_BUDGET_MB * sg.MiB, source="env", variable=sg.ENV_BUDGET, raw=str(sg.QWEN3_VL_BUDGET_MB)
+        bytes=sg.QWEN3_VL_BUDGET_MB * MiB, source="env", variable=sg.ENV_BUDGET, raw=str(sg.QWEN3_VL_BUDGET_MB)
     )

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from mmpool_cli.core.units import format_size
+from mmpool_cli.core.findings import Severity
+from mmpool_cli.core.units import MiB, format_size
 from mmpool_cli.engines.sglang import rules as sg
-from mmpool_cli.engines.sglang.models import Budget, HbmEstimate, PlanRequest, Severity
+from mmpool_cli.engines.sglang.models import Budget, HbmEstimate, PlanRequest
 from mmpool_cli.engines.sglang.versions import Release, first_with
 
 # How a part of make_plan reports: severity, code, message, subject.
@@ -29,7 +30,7 @@ def smallest(rel: Release, workers: int, transport: str, consumers: int, granula
 def release_budget(budget: Budget, rel: Release) -> Budget:
     """``budget`` with SGLang's default taken from ``rel`` where the default applies (unset or unparsable)."""
     if budget.source == "default" or budget.invalid:
-        return replace(budget, bytes=rel.default_budget_mb * sg.MiB)
+        return replace(budget, bytes=rel.default_budget_mb * MiB)
     return budget
 
 
@@ -82,7 +83,7 @@ def split_findings(rel: Release, effective: int, workers: int, per_worker: int, 
         add(
             Severity.warning,
             "split-floor",
-            f"SGLang {rel.version} gives each worker max(budget // workers, {rel.floor_bytes // sg.MiB} MiB): "
+            f"SGLang {rel.version} gives each worker max(budget // workers, {rel.floor_bytes // MiB} MiB): "
             f"the {workers} pools take "
             f"{format_size(total)}, {format_size(total - effective)} more than the budget",
             "budget",

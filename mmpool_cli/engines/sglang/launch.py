@@ -10,12 +10,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import replace
 
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.reports import FileResult
 from mmpool_cli.engines.sglang import env_vars as envmod
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.args import Reading, Token, cli_tokens, read
 from mmpool_cli.engines.sglang.config_merge import merge_config
 from mmpool_cli.engines.sglang.flags import table
-from mmpool_cli.engines.sglang.models import FileResult, Finding, Severity
 from mmpool_cli.engines.sglang.resolution import Assumptions, resolve
 from mmpool_cli.errors import MmpoolError
 

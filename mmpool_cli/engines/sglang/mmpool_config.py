@@ -14,10 +14,11 @@ from functools import cache
 from typing import Any
 
 from mmpool_cli.core.excerpt import excerpt, shorten
+from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.units import MAX_BYTES, SIZE_PATTERN, format_size, parse_size
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang.env_vars import LaunchEnv, read_launch_env, resolve_budget
-from mmpool_cli.engines.sglang.models import Budget, Finding, Plan, PlanRequest, Severity
+from mmpool_cli.engines.sglang.models import Budget, Plan, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.errors import SizeError
 from mmpool_cli.inputs.yamlsrc import Source

@@ -1,18 +1,17 @@
-"""Result and request models of the core: frozen dataclasses, cheap to import.
+"""SGLang's plan request and plan: frozen dataclasses, cheap to import.
 
-Pure core: no typer, rich or torch, and no pydantic either, so ``mmpool plan`` starts fast;
+No typer, rich or torch, and no pydantic either, so ``mmpool plan`` starts fast;
 pydantic validates config files (``mmpool_cli.engines.sglang.mmpool_config``). Sizes are integers of bytes
 everywhere; a number that cannot be computed is None (``null`` in JSON), never a made-up 0.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import re
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
+from mmpool_cli.core.findings import Finding, Severity, to_data
+from mmpool_cli.core.reports import Settings
 from mmpool_cli.engines.sglang.rules import DEFAULT_VMM_GRANULARITY
 from mmpool_cli.engines.sglang.versions import NEWEST
 
@@ -23,50 +22,6 @@ if TYPE_CHECKING:
 PLAN_SCHEMA_VERSION = 1
 
 Transport = Literal["cuda_ipc", "cuda_vmm"]
-
-
-def to_data(obj: Any) -> Any:
-    """A dataclass result as plain JSON-ready data (dicts, lists, str, int, bool, None).
-
-    Fields whose metadata says ``json: False`` stay out of the payload.
-    """
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.metadata.get("json", True)}
-    if isinstance(obj, list | tuple):
-        return [to_data(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: to_data(v) for k, v in obj.items()}
-    return obj
-
-
-class Severity(StrEnum):
-    """How much a finding matters: errors fail a run, warnings only under ``--strict``."""
-
-    error = "error"
-    warning = "warning"
-    info = "info"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One thing mmpool found, with a stable ``code`` scripts can match on.
-
-    ``subject`` names the input the finding is about (a ``PlanRequest`` field such as ``workers``,
-    or ``env`` for an environment variable), so that each front end can point at the flag, key or
-    variable that sets it; it is not part of the JSON payload, ``location`` is.
-    """
-
-    severity: Severity
-    code: str
-    message: str
-    location: str | None = None
-    subject: str | None = field(default=None, compare=False, metadata={"json": False})
-
-    def at(self, location: str | None) -> Finding:
-        """This finding located at ``location``, unless it is located already or there is none."""
-        if self.location or location is None:
-            return self
-        return Finding(self.severity, self.code, self.message, location, self.subject)
 
 
 @dataclass(frozen=True)
@@ -132,14 +87,6 @@ class HbmEstimate:
 
 
 @dataclass(frozen=True)
-class Settings:
-    """What to copy into the launch: environment variables and SGLang flags."""
-
-    env: dict[str, str]
-    args: list[str]
-
-
-@dataclass(frozen=True)
 class Plan:
     """What SGLang will do with a pool configuration, byte for byte. Field order is the JSON order."""
 
@@ -190,65 +137,3 @@ class Plan:
         return head | data
 
 
-ResultKind = Literal["mmpool", "sglang", "environment", "launch", "unknown"]
-REPORT_SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class FileResult:
-    """One checked input (a file, the environment, a launch command): its findings and plan."""
-
-    path: str
-    kind: ResultKind
-    findings: list[Finding]
-    plan: Plan | None = None
-    transport: str | None = None
-
-    def fails(self, strict: bool = False) -> bool:
-        """Whether this input fails: an error, or a warning under ``--strict``."""
-        failing = (Severity.error, Severity.warning) if strict else (Severity.error,)
-        return any(f.severity in failing for f in self.findings)
-
-
-_FILE_PLACE = re.compile(r"(?P<path>.*):(?P<line>[0-9]+):(?P<col>[0-9]+)")
-_ARGV_PLACE = re.compile(r"argv\[(?P<word>[0-9]+)\]")
-
-
-def _place(finding: Finding) -> tuple[str, int, int]:
-    """A finding's sort key: where it is, numbers compared as numbers; unlocated ones first."""
-    location = finding.location or ""
-    if m := _FILE_PLACE.fullmatch(location):
-        return m["path"], int(m["line"]), int(m["col"])
-    if m := _ARGV_PLACE.fullmatch(location):
-        return "", int(m["word"]), 0
-    return location, 0, 0
-
-
-@dataclass(frozen=True)
-class Report:
-    """What ``mmpool validate`` or ``mmpool check`` found, for every input, in input order."""
-
-    command: Literal["validate", "check"]
-    results: list[FileResult]
-    strict: bool = False
-    sglang_version: str = NEWEST
-    sglang_version_chosen: str = "newest"
-
-    def __post_init__(self) -> None:
-        # every format lists each input's findings by place: file, line, column (argv[N] by N)
-        ordered = [dataclasses.replace(r, findings=sorted(r.findings, key=_place)) for r in self.results]
-        object.__setattr__(self, "results", ordered)
-
-    @property
-    def ok(self) -> bool:
-        """Whether every input passes (exit code 0)."""
-        return not any(r.fails(self.strict) for r in self.results)
-
-    def counts(self) -> dict[str, int]:
-        """Inputs, valid and invalid inputs, and findings by severity."""
-        findings = [f for r in self.results for f in r.findings]
-        invalid = sum(r.fails(self.strict) for r in self.results)
-        counts = {"inputs": len(self.results), "valid": len(self.results) - invalid, "invalid": invalid}
-        for severity in Severity:
-            counts[f"{severity.value}s"] = sum(f.severity is severity for f in findings)
-        return counts

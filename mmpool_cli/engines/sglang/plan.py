@@ -11,13 +11,15 @@ configuration: every problem SGLang would hit becomes an error finding in the pl
 from __future__ import annotations
 
 from mmpool_cli.core.excerpt import shorten
-from mmpool_cli.core.units import format_size
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.reports import Settings
+from mmpool_cli.core.units import MiB, format_size
 from mmpool_cli.engines.sglang import eras, versions
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang.budget import check_budget
 from mmpool_cli.engines.sglang.capacity import check_bounds, feature_fit, hbm_estimate
 from mmpool_cli.engines.sglang.eras import Add
-from mmpool_cli.engines.sglang.models import Finding, Plan, PlanRequest, Settings, Severity
+from mmpool_cli.engines.sglang.models import Plan, PlanRequest
 from mmpool_cli.engines.sglang.versions import Release
 from mmpool_cli.engines.sglang.workload_findings import plan_kv_cost, workload_findings
 
@@ -37,7 +39,7 @@ def make_plan(request: PlanRequest) -> Plan:
     rel = versions.release(request.sglang_version)
     budget = eras.release_budget(request.budget, rel)
     mb = sg.budget_mb(budget.bytes)
-    effective = mb * sg.MiB
+    effective = mb * MiB
     floor_loss = budget.bytes - effective
     workers, transport = request.workers, request.transport
 

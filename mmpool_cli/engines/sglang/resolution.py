@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.units import format_size
 from mmpool_cli.engines.sglang import env_vars as envmod
 from mmpool_cli.engines.sglang import rules as sg
@@ -18,7 +19,7 @@ from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.args import Reading
 from mmpool_cli.engines.sglang.budget import budget_findings
 from mmpool_cli.engines.sglang.env_vars import LaunchEnv
-from mmpool_cli.engines.sglang.models import Budget, Finding, Plan, PlanRequest, Severity
+from mmpool_cli.engines.sglang.models import Budget, Plan, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.engines.sglang.startup import STARTUP_RELEASE, startup_errors
 

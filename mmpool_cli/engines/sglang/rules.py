@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mmpool_cli.core.units import BINARY_UNITS
+from mmpool_cli.core.units import MiB, align_up
 
 SGLANG_VERSION = "0.5.23"  # the release these constants were read from
 
-MiB = BINARY_UNITS["MiB"]
 ENV_BUDGET = "SGLANG_MM_FEATURE_CACHE_MB"
 ENV_RECYCLE = "SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC"
 DEFAULT_BUDGET_MB = 1024
@@ -35,15 +34,6 @@ _SMALL_SEGMENT = 2 * MiB
 _MIN_LARGE_ALLOC = 10 * MiB
 _LARGE_SEGMENT = 20 * MiB
 _LARGE_ROUND = 2 * MiB
-
-
-def align_up(value: int, alignment: int) -> int:
-    """``value`` rounded up to a multiple of ``alignment`` (both non-negative integers).
-
-    >>> align_up(50633856, 256), align_up(0, 256)
-    (50633984, 0)
-    """
-    return -(-value // alignment) * alignment
 
 
 def env_name(name: str, environ: Mapping[str, str]) -> tuple[str, str] | None:

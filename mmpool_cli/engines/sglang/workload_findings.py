@@ -5,9 +5,9 @@ Pure core: standard library only.
 
 from __future__ import annotations
 
+from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.units import format_size
 from mmpool_cli.engines.sglang import rules as sg
-from mmpool_cli.engines.sglang.models import Finding, Severity
 from mmpool_cli.workload.families import FAMILIES
 from mmpool_cli.workload.features import Workload
 from mmpool_cli.workload.items import shorten

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang.env_vars import budget_from_env
 from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
-from mmpool_cli.engines.sglang.rules import MiB
 
 SIX_MIB = 6 * MiB
 

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mmpool_cli.core.units import MiB, align_up
 from mmpool_cli.engines.sglang import rules as sg
 
 
@@ -18,10 +19,10 @@ def test_ipc_header_table(consumers: int, header: int) -> None:
 
 
 def test_align_up() -> None:
-    assert sg.align_up(0, 256) == 0
-    assert sg.align_up(1, 256) == 256
-    assert sg.align_up(256, 256) == 256
-    assert sg.align_up(257, 256) == 512
+    assert align_up(0, 256) == 0
+    assert align_up(1, 256) == 256
+    assert align_up(256, 256) == 256
+    assert align_up(257, 256) == 512
 
 
 @pytest.mark.parametrize(
@@ -127,8 +128,8 @@ def test_messages_are_sglangs() -> None:
 def test_smallest_valid_budget_is_the_threshold(workers: int, consumers: int) -> None:
     mb = sg.smallest_valid_budget_mb(workers, "cuda_ipc", consumers, 0)
     header = sg.ipc_header_bytes(consumers)
-    assert mb * sg.MiB // workers > header
-    assert mb == 1 or (mb - 1) * sg.MiB // workers <= header
+    assert mb * MiB // workers > header
+    assert mb == 1 or (mb - 1) * MiB // workers <= header
 
 
 @given(st.integers(1, 2**40), st.integers(1, 2**30))

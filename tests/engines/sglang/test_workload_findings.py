@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from mmpool_cli.core.units import MiB
+from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.env_vars import VlmCache, vlm_cache_from_env
 from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
-from mmpool_cli.engines.sglang.rules import MiB
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.workload.families import FAMILIES
 from mmpool_cli.workload.features import workload
@@ -24,7 +25,7 @@ def plan(workers: int = 1, tp: int = 8, **kv):
             budget=Budget(bytes=1024 * MiB, source="flag"),
             workers=workers,
             tp_size=tp,
-            kv=KvRequest(model=QWEN72, **kv),
+            kv=KvRequest(model=QWEN72, **({"vlm_cache_mb": versions.release(versions.NEWEST).default_vlm_cache_mb} | kv)),
         )
     )
 
