@@ -110,8 +110,8 @@ def _config_request(path: str, environ: Mapping[str, str], pool: PoolOptions, ou
     given = sorted(set(pool.given()) - {"--sglang-version"})
     if given:
         raise MmpoolError(f"--config takes the pool from the file; drop {', '.join(given)} or drop --config")
+    from mmpool_cli.engines.sglang.files import mmpool_config
     from mmpool_cli.probe.probe_report import ProbeReport
-    from mmpool_cli.usecases.validate import mmpool_config
 
     result, request = mmpool_config(path, environ)
     if request is None and result.fails(strict=False):

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from mmpool_cli.cli.options import with_options
+from mmpool_cli.engines import engine
 from mmpool_cli.errors import MmpoolError
 
 
@@ -72,7 +73,7 @@ class WorkloadOptions:
         settings = with_overrides(model.family, model.settings, overrides, _WORKLOAD_FLAGS)
         if "max_frames" in settings:
             settings["video_total_pixels"] = wenv.video_total_pixels(environ)
-        load = workload(model.name, model.family, settings, items)
+        load = workload(model.name, model.family, settings, items, engine().pooled(model.family.name))
         kv = None
         if model.kv is not None:
             vlm = vlm_cache_from_env(environ)

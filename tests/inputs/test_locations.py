@@ -10,12 +10,12 @@ import pytest
 from mmpool_cli.engines.sglang import budget, capacity, eras
 from mmpool_cli.engines.sglang import plan as planmod
 from mmpool_cli.engines.sglang.env_vars import budget_from_env, read_launch_env
+from mmpool_cli.engines.sglang.files import validate_file
 from mmpool_cli.engines.sglang.launch import check_launch
 from mmpool_cli.engines.sglang.mmpool_config import SUBJECT_PATHS
 from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.engines.sglang.resolution import SUBJECT_DESTS, Assumptions
-from mmpool_cli.usecases.validate import validate_file
 
 MiB = 2**20
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.sglang.env_vars import read_launch_env
-from mmpool_cli.usecases.validate import validate, validate_file
+from mmpool_cli.engines.sglang.files import validate_file
+from mmpool_cli.usecases.validate import validate
 
 NO_ENV = read_launch_env({})
 DATA = Path(__file__).parents[1] / "data" / "configs"

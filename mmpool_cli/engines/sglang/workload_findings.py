@@ -26,7 +26,7 @@ def workload_findings(
     if release != sg.SGLANG_VERSION:
         who += f" (the release mmpool's family table is read from; {release} is assumed alike)"
     fam = FAMILIES[workload.family]
-    if not fam.pooled:
+    if not workload.pooled:
         moved = sum(t.bytes for t in workload.unpooled)
         outside = f"; one request moves {format_size(moved)} of features outside it" if moved else ""
         return [

@@ -11,8 +11,8 @@ import yaml
 
 from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.sglang.env_vars import read_launch_env
+from mmpool_cli.engines.sglang.files import validate_file
 from mmpool_cli.engines.sglang.mmpool_config import json_schema
-from mmpool_cli.usecases.validate import validate_file
 
 NO_ENV = read_launch_env({})
 ROOT = Path(__file__).parents[3]

@@ -77,7 +77,7 @@ def test_invalid_vlm_env_and_qwen3_note_are_findings() -> None:
 
 def test_workload_slices_follow_the_transport() -> None:
     fam = FAMILIES["qwen2.5-vl"]
-    load = workload("qwen2.5-vl", fam, dict(fam.settings), [parse_image("1920x1080")])
+    load = workload("qwen2.5-vl", fam, dict(fam.settings), [parse_image("1920x1080")], True)
     for transport, slice_bytes in (("cuda_ipc", 50_633_984), ("cuda_vmm", 50_634_240)):
         result = make_plan(
             PlanRequest(budget=Budget(bytes=1024 * MiB, source="flag"), transport=transport, workload=load)
