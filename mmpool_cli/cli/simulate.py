@@ -278,7 +278,7 @@ def _model_items(workload: WorkloadOptions) -> tuple[int, ...]:
         return ()
     if not load.pooled:
         raise MmpoolError(
-            f"{load.model}: SGLang 0.5.23 (mmpool's family table) does not pool this family's features, "
+            f"{load.model}: SGLang {versions.TEXTS_FROM} (mmpool's family table) does not pool this family's features, "
             "so the pool never fills (see 'mmpool plan --model'); nothing to simulate"
         )
     if not load.tensors:

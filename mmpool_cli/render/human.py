@@ -13,7 +13,8 @@ from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.reports import FileResult, Report
 from mmpool_cli.core.units import format_binary, format_size, is_whole_binary
 from mmpool_cli.engines.sglang.models import Plan
-from mmpool_cli.engines.sglang.rules import ENV_BUDGET, SGLANG_VERSION
+from mmpool_cli.engines.sglang.rules import ENV_BUDGET
+from mmpool_cli.engines.sglang.versions import NEWEST
 from mmpool_cli.probe.probe_report import ProbeReport
 from mmpool_cli.render.text import summary_line, version_note
 from mmpool_cli.workload.kv import KvCost
@@ -176,7 +177,7 @@ def probe_human(report: ProbeReport) -> RenderableType:
     verdict = Text("OK", style="bold green") if report.status == "ok" else Text("FAIL", style="bold red")
     plan = report.plan
     release = (
-        f"SGLang {SGLANG_VERSION}" if plan is None else version_note(plan.sglang_version, plan.sglang_version_chosen)
+        f"SGLang {NEWEST}" if plan is None else version_note(plan.sglang_version, plan.sglang_version_chosen)
     )
     parts: list[RenderableType] = [Text.assemble("mmpool probe: ", verdict, f"  ({report.seconds:.1f} s, {release})")]
     for f in report.inputs:  # one line each, as a compiler prints them (a table would cut long paths)

@@ -13,8 +13,8 @@ from mmpool_cli.core.units import align_up, format_size
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang.eras import Add
 from mmpool_cli.engines.sglang.models import FeatureFit, HbmEstimate, PlanRequest
-from mmpool_cli.engines.sglang.startup import MSG_BASE_GPU_NEGATIVE, STARTUP_RELEASE
-from mmpool_cli.engines.sglang.versions import Release
+from mmpool_cli.engines.sglang.startup import MSG_BASE_GPU_NEGATIVE
+from mmpool_cli.engines.sglang.versions import TEXTS_FROM, Release
 
 # CUDA context plus PyTorch runtime that one tokenizer process adds on the base GPU
 # (``import torch`` + first allocation), measured by ``mmpool probe`` on an H200 with
@@ -35,7 +35,7 @@ def feature_fit(
     if request.transport == "cuda_ipc" or consumers is None:
         slice_bytes = rel.slice_bytes(nbytes)
     else:
-        slice_bytes = sg.vmm_slice_bytes(nbytes, consumers)
+        slice_bytes = rel.vmm_slice_bytes(nbytes, consumers)
     if nbytes <= 0:
         add(
             Severity.error,
@@ -55,7 +55,7 @@ def feature_fit(
         fit = rel.fit(usable, nbytes)
         per_worker_needed = rel.header_bytes(consumers) + slice_bytes
     else:
-        by_bytes = fit = sg.vmm_fit(usable, nbytes, consumers)
+        by_bytes = fit = rel.vmm_fit(usable, nbytes, consumers)
         per_worker_needed = align_up(slice_bytes, request.vmm_granularity)
     limited_by: Literal["bytes", "slots"] = "slots" if by_bytes > fit else "bytes"
     if fit == 0:
@@ -124,7 +124,7 @@ def check_bounds(request: PlanRequest, effective: int, hbm: HbmEstimate | None, 
     """What no GPU can hold, and a GPU index SGLang refuses."""
     if request.base_gpu_id < 0:
         refusal = "no GPU has a negative index"
-        if request.sglang_version == STARTUP_RELEASE:  # the release whose words are quoted
+        if request.sglang_version == TEXTS_FROM:  # the release whose words are quoted
             refusal = f"SGLang fails at start-up with '{MSG_BASE_GPU_NEGATIVE}'"
         add(
             Severity.error,

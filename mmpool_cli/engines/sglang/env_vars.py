@@ -1,4 +1,4 @@
-"""The launch environment, read exactly as SGLang 0.5.23 reads it, and what is wrong with it.
+"""The launch environment, read exactly as SGLang reads it, and what is wrong with it.
 
 SGLang copies every ``SGL_X`` over ``SGLANG_X`` at import, parses integers with Python's ``int()``,
 floats with ``float()`` and booleans case-insensitively without stripping, and on a parse error only
@@ -16,7 +16,9 @@ from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.units import MAX_BYTES, MiB
 from mmpool_cli.engines.sglang import rules as sg
+from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.models import Budget
+from mmpool_cli.engines.sglang.versions import Release
 
 ENV_LOCATION = "environment"
 # The variables whose SGL_ twin matters for the pools (the budget's own twin is reported by the plan).
@@ -52,10 +54,10 @@ def vlm_cache_from_env(environ: Mapping[str, str]) -> VlmCache:
     """``SGLANG_VLM_CACHE_SIZE_MB`` (or its ``SGL_`` twin), parsed with ``int()``; unset is the default."""
     found = sg.env_name(sg.ENV_VLM_CACHE, environ)
     if found is None:
-        return VlmCache(sg.DEFAULT_VLM_CACHE_MB)
+        return VlmCache(_newest().default_vlm_cache_mb)
     variable, raw = found
     mb = sg.parse_env_int(raw)
-    return VlmCache(sg.DEFAULT_VLM_CACHE_MB if mb is None else mb, variable, raw, mb is None)
+    return VlmCache(_newest().default_vlm_cache_mb if mb is None else mb, variable, raw, mb is None)
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ def budget_from_env(environ: Mapping[str, str]) -> Budget:
     """
     found = sg.env_name(sg.ENV_BUDGET, environ)
     if found is None:
-        return Budget(bytes=sg.DEFAULT_BUDGET_MB * MiB, source="default")
+        return Budget(bytes=_newest().default_budget_bytes, source="default")
     variable, raw = found
     shadowed = None
     if variable != sg.ENV_BUDGET and sg.ENV_BUDGET in environ:
@@ -110,7 +112,7 @@ def budget_from_env(environ: Mapping[str, str]) -> Budget:
     mb = sg.parse_env_int(raw)
     invalid = mb is None or abs(mb) * MiB > MAX_BYTES
     return Budget(
-        bytes=(sg.DEFAULT_BUDGET_MB if invalid or mb is None else mb) * MiB,
+        bytes=_newest().default_budget_bytes if invalid or mb is None else mb * MiB,
         source="env",
         variable=variable,
         raw=raw,
@@ -222,3 +224,9 @@ def budget_override() -> Budget:
     return Budget(
         bytes=sg.QWEN3_VL_BUDGET_MB * MiB, source="env", variable=sg.ENV_BUDGET, raw=str(sg.QWEN3_VL_BUDGET_MB)
     )
+
+
+def _newest() -> Release:
+    # The defaults of a reading made before a release is chosen; eras.release_budget gives a default
+    # budget the planned release's own value, from the same record.
+    return versions.release(versions.NEWEST)

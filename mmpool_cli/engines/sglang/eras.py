@@ -24,13 +24,13 @@ def smallest(rel: Release, workers: int, transport: str, consumers: int, granula
     # Before 0.5.18 the pool has no header: any budget of 1 MiB or more makes one.
     if not rel.stream_ordered and transport == "cuda_ipc":
         return 1
-    return sg.smallest_valid_budget_mb(workers, transport, consumers, granularity)
+    return rel.smallest_valid_budget_mb(workers, transport, consumers, granularity)
 
 
 def release_budget(budget: Budget, rel: Release) -> Budget:
     """``budget`` with SGLang's default taken from ``rel`` where the default applies (unset or unparsable)."""
     if budget.source == "default" or budget.invalid:
-        return replace(budget, bytes=rel.default_budget_mb * MiB)
+        return replace(budget, bytes=rel.default_budget_bytes)
     return budget
 
 

@@ -75,7 +75,7 @@ def make_plan(request: PlanRequest) -> Plan:
         if transport == "cuda_ipc":
             header, lease_control = rel.header_bytes(consumers), 0
             if rel.stream_ordered and per_worker <= header:
-                need = sg.smallest_valid_budget_mb(workers, transport, consumers, 0)
+                need = rel.smallest_valid_budget_mb(workers, transport, consumers, 0)
                 add(
                     Severity.error,
                     "pool-too-small",
@@ -87,10 +87,10 @@ def make_plan(request: PlanRequest) -> Plan:
             elif per_worker > 0:
                 allocation, usable = per_worker, per_worker - header
         else:
-            header, lease_control = 0, sg.vmm_lease_control_bytes(consumers)
+            header, lease_control = 0, rel.vmm_lease_control_bytes(consumers)
             allocation = sg.vmm_allocation_bytes(per_worker, request.vmm_granularity)
             if allocation == 0:
-                need = sg.smallest_valid_budget_mb(workers, transport, consumers, request.vmm_granularity)
+                need = rel.smallest_valid_budget_mb(workers, transport, consumers, request.vmm_granularity)
                 add(
                     Severity.error,
                     "vmm-below-granularity",
@@ -120,7 +120,7 @@ def make_plan(request: PlanRequest) -> Plan:
     if request.kv is not None and consumers is not None and transport in rel.kv_reserves:
         landing = hbm.pool_reserved_bytes + hbm.context_bytes if hbm is not None and workers == 1 else None
         _, attn_dp = sg.resolve_attention_dp(request.dp_size, request.attn_dp_size, request.enable_dp_attention)
-        kv, kv_notes = plan_kv_cost(request.kv, request.tp_size // attn_dp, mb, landing)
+        kv, kv_notes = plan_kv_cost(request.kv, request.tp_size // attn_dp, mb, landing, rel)
         findings += kv_notes
     if transport == "cuda_vmm" and rel.positional_pool:
         add(

@@ -21,7 +21,8 @@ from mmpool_cli.engines.sglang.budget import budget_findings
 from mmpool_cli.engines.sglang.env_vars import LaunchEnv
 from mmpool_cli.engines.sglang.models import Budget, Plan, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
-from mmpool_cli.engines.sglang.startup import STARTUP_RELEASE, startup_errors
+from mmpool_cli.engines.sglang.startup import startup_errors
+from mmpool_cli.engines.sglang.versions import TEXTS_FROM
 
 ENV = envmod.ENV_LOCATION
 # The option that sets each plan subject in a launch (the budget's findings stay with the input:
@@ -77,7 +78,7 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
 
     rel = versions.release(assume.sglang_version)
     # SGLang's start-up refusals whatever the transport, in the words of the release they were read from
-    refused = startup_errors(reading.get) if rel.version == STARTUP_RELEASE else []
+    refused = startup_errors(reading.get) if rel.version == TEXTS_FROM else []
     for error in refused:
         add(Severity.error, error.code, error.message, origin(error.dest))
     requested: str | None = reading.get("mm_feature_transport")

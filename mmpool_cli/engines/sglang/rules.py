@@ -1,6 +1,9 @@
-"""SGLang 0.5.23's rules for the multimodal feature-transport pools, as pure integer functions.
+"""SGLang's rules for the multimodal feature-transport pools that the generated tables do not hold.
 
-Each function states the SGLang behaviour it mirrors. Pure core: standard library only.
+The per-release facts (defaults, the cuda_ipc header, alignment and slot cap) are the chosen
+release's record (``versions.Release``); what is here was read from the releases that have it
+(``versions.TEXTS_FROM`` for the messages).
+Each function states the SGLang behaviour it mirrors. Standard library only.
 """
 
 from __future__ import annotations
@@ -9,17 +12,10 @@ from collections.abc import Mapping
 
 from mmpool_cli.core.units import MiB, align_up
 
-SGLANG_VERSION = "0.5.23"  # the release these constants were read from
-
 ENV_BUDGET = "SGLANG_MM_FEATURE_CACHE_MB"
 ENV_RECYCLE = "SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC"
-DEFAULT_BUDGET_MB = 1024
 ENV_VLM_CACHE = "SGLANG_VLM_CACHE_SIZE_MB"
-DEFAULT_VLM_CACHE_MB = 100
 
-CONTROL_WORD_BYTES = 4
-DATA_ALIGNMENT = 256
-MAX_INFLIGHT_SLICES = 4096
 VMM_CONTROL_ALIGNMENT = 256
 DEFAULT_VMM_GRANULARITY = 2 * MiB
 
@@ -83,17 +79,6 @@ def smallest_budget_mb(workers: int, minimum_per_worker: int) -> int:
     return max(1, -(-(minimum_per_worker * workers) // MiB))
 
 
-def smallest_valid_budget_mb(workers: int, transport: str, consumers: int, granularity: int) -> int:
-    """The smallest ``SGLANG_MM_FEATURE_CACHE_MB`` that SGLang accepts for this layout.
-
-    cuda_ipc needs each worker's share to exceed its control header; cuda_vmm needs it to
-    reach one VMM granule.
-    """
-    if transport == "cuda_vmm":
-        return smallest_budget_mb(workers, granularity)
-    return smallest_budget_mb(workers, ipc_header_bytes(consumers) + 1)
-
-
 def resolve_attention_dp(dp_size: int, attn_dp_size: int, enable_dp_attention: bool) -> tuple[int, int]:
     """``(dp_size, attn_dp_size)`` after SGLang rewrites the deprecated ``--enable-dp-attention``.
 
@@ -117,47 +102,9 @@ def consumer_count(tp_size: int, dp_size: int, attn_dp_size: int) -> int:
     return tp_size
 
 
-def ipc_header_bytes(consumers: int) -> int:
-    """The cuda_ipc control header: one ready word and one ack word per consumer for each slot.
-
-    >>> ipc_header_bytes(8)  # TP 8: 4096 slots x 9 words x 4 bytes
-    147456
-    """
-    return align_up(MAX_INFLIGHT_SLICES * (1 + consumers) * CONTROL_WORD_BYTES, DATA_ALIGNMENT)
-
-
-def ipc_slice_bytes(nbytes: int) -> int:
-    """Bytes one feature of ``nbytes`` takes in a cuda_ipc pool (256-byte aligned)."""
-    return align_up(nbytes, DATA_ALIGNMENT)
-
-
-def ipc_fit(usable: int, nbytes: int) -> int:
-    """How many features of ``nbytes`` fit in a fresh cuda_ipc pool with ``usable`` data bytes.
-
-    The best-fit allocator fills a fresh pool upward, so this is the slice count that fits,
-    capped at the 4096 in-flight slots.
-    """
-    return min(usable // ipc_slice_bytes(nbytes), MAX_INFLIGHT_SLICES)
-
-
 def vmm_allocation_bytes(per_worker: int, granularity: int) -> int:
     """A cuda_vmm pool's allocation: the per-worker share rounded down to the VMM granularity."""
     return per_worker // granularity * granularity
-
-
-def vmm_lease_control_bytes(consumers: int) -> int:
-    """Control bytes at the head of every cuda_vmm lease (one ack word per consumer)."""
-    return align_up(consumers * CONTROL_WORD_BYTES, VMM_CONTROL_ALIGNMENT)
-
-
-def vmm_slice_bytes(nbytes: int, consumers: int) -> int:
-    """Bytes one feature of ``nbytes`` takes in a cuda_vmm pool, its control words included."""
-    return align_up(vmm_lease_control_bytes(consumers) + nbytes, VMM_CONTROL_ALIGNMENT)
-
-
-def vmm_fit(allocation: int, nbytes: int, consumers: int) -> int:
-    """How many features of ``nbytes`` fit in a fresh cuda_vmm pool (it has no slot cap)."""
-    return allocation // vmm_slice_bytes(nbytes, consumers)
 
 
 def caching_allocator_reserved(nbytes: int, expandable_segments: bool = False) -> int:

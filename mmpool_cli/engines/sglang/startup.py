@@ -1,9 +1,10 @@
-"""SGLang 0.5.23's start-up refusals of the flags mmpool reads, in SGLang's own words.
+"""SGLang's start-up refusals of the flags mmpool reads, in SGLang's own words.
 
 ``ServerArgs.check_server_args`` (``arg_groups/validation_hook.py``) and the resolution hooks that
 run before it (``handle_deprecated_dp_attention``, ``handle_dwdp``, ``handle_data_parallelism`` in
 ``arg_groups/parallel_hook.py``) refuse these values whatever the feature transport, so a launch
 fails with them even when no pool exists. SGLang stops at the first; mmpool reports every one.
+They were read from ``versions.TEXTS_FROM``; other releases are not checked for them.
 Pure rules: no I/O.
 """
 
@@ -15,8 +16,6 @@ from typing import Any
 
 from mmpool_cli.engines.sglang import rules as sg
 
-# The release these refusals and their words were read from; other releases are not checked for them.
-STARTUP_RELEASE = "0.5.23"
 MSG_BASE_GPU_NEGATIVE = "base_gpu_id must be non-negative"
 MSG_GPU_ID_STEP = "gpu_id_step must be positive"
 MSG_TP_NODES = "tp_size must be divisible by number of nodes"

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from mmpool_cli.core.units import MiB, align_up
+from mmpool_cli.engines.sglang.rules import VMM_CONTROL_ALIGNMENT
 from mmpool_cli.errors import MmpoolError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -28,6 +30,10 @@ ENV_VERSION = "MMPOOL_SGLANG_VERSION"
 # The newest release in the tables (a test keeps it equal to the data): the default of a
 # PlanRequest, known without reading the table.
 NEWEST = "0.5.23"
+# The release mmpool's hand-written texts were read from: SGLang's messages and start-up refusals
+# (rules.py, startup.py) and the model-family table (workload.families). Other releases are assumed
+# to word them alike, and reports say so.
+TEXTS_FROM = "0.5.23"
 
 Split = Literal["none", "floor", "exact"]
 Chosen = Literal["--sglang-version", "MMPOOL_SGLANG_VERSION", "installed", "newest"]
@@ -96,6 +102,32 @@ class Release:
         """How many features of ``nbytes`` (> 0) fit in a fresh cuda_ipc pool of ``usable`` bytes."""
         count = usable // self.slice_bytes(nbytes)
         return count if self.max_inflight_slices is None else min(count, self.max_inflight_slices)
+
+    def vmm_lease_control_bytes(self, consumers: int) -> int:
+        """Control bytes at the head of every cuda_vmm lease (one ack word per consumer)."""
+        return align_up(consumers * self.control_word_bytes, VMM_CONTROL_ALIGNMENT)
+
+    def vmm_slice_bytes(self, nbytes: int, consumers: int) -> int:
+        """Bytes one feature of ``nbytes`` takes in a cuda_vmm pool, its control words included."""
+        return align_up(self.vmm_lease_control_bytes(consumers) + nbytes, VMM_CONTROL_ALIGNMENT)
+
+    def vmm_fit(self, allocation: int, nbytes: int, consumers: int) -> int:
+        """How many features of ``nbytes`` fit in a fresh cuda_vmm pool (it has no slot cap)."""
+        return allocation // self.vmm_slice_bytes(nbytes, consumers)
+
+    def smallest_valid_budget_mb(self, workers: int, transport: str, consumers: int, granularity: int) -> int:
+        """The smallest ``SGLANG_MM_FEATURE_CACHE_MB`` that SGLang accepts for this layout.
+
+        cuda_ipc needs each worker's share to exceed its control header; cuda_vmm needs it to
+        reach one VMM granule.
+        """
+        minimum = granularity if transport == "cuda_vmm" else self.header_bytes(consumers) + 1
+        return max(1, -(-(minimum * workers) // MiB))
+
+    @property
+    def default_budget_bytes(self) -> int:
+        """``SGLANG_MM_FEATURE_CACHE_MB``'s default, in bytes: the budget when it is unset or unreadable."""
+        return self.default_budget_mb * MiB
 
 
 def _facts() -> dict[str, Any]:

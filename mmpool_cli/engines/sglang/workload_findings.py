@@ -8,6 +8,8 @@ from __future__ import annotations
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.units import format_size
 from mmpool_cli.engines.sglang import rules as sg
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.versions import Release
 from mmpool_cli.workload.families import FAMILIES
 from mmpool_cli.workload.features import Workload
 from mmpool_cli.workload.items import shorten
@@ -15,15 +17,15 @@ from mmpool_cli.workload.kv import KvCost, KvRequest, kv_cost
 
 
 def workload_findings(
-    workload: Workload, budget_mb: int, base_gpu_id: int, slice_bytes: int, release: str = sg.SGLANG_VERSION
+    workload: Workload, budget_mb: int, base_gpu_id: int, slice_bytes: int, release: str = versions.TEXTS_FROM
 ) -> list[Finding]:
     """What one request of the workload does to the pool, or why the pool is pure cost for this model.
 
     ``slice_bytes`` is what the request's tensors take in the pool at the plan's transport. The
-    family table was read from SGLang 0.5.23; for another ``release`` the findings say so.
+    family table was read from SGLang ``versions.TEXTS_FROM``; for another ``release`` the findings say so.
     """
-    who = f"SGLang {sg.SGLANG_VERSION}"
-    if release != sg.SGLANG_VERSION:
+    who = f"SGLang {versions.TEXTS_FROM}"
+    if release != versions.TEXTS_FROM:
         who += f" (the release mmpool's family table is read from; {release} is assumed alike)"
     fam = FAMILIES[workload.family]
     if not workload.pooled:
@@ -54,7 +56,7 @@ def workload_findings(
 
 
 def plan_kv_cost(
-    request: KvRequest, attn_tp: int, budget_mb: int, landing_extra_bytes: int | None
+    request: KvRequest, attn_tp: int, budget_mb: int, landing_extra_bytes: int | None, rel: Release
 ) -> tuple[KvCost, list[Finding]]:
     """The KV cost at the plan's layout and budget, with the findings that explain it."""
     findings: list[Finding] = []
@@ -65,7 +67,7 @@ def plan_kv_cost(
                 Severity.warning,
                 "env-vlm-cache-invalid",
                 f"{request.vlm_cache_variable}={raw} is not an integer: SGLang only warns and "
-                f"uses its default {sg.DEFAULT_VLM_CACHE_MB} MiB; set it to a whole number of MiB",
+                f"uses its default {rel.default_vlm_cache_mb} MiB; set it to a whole number of MiB",
                 subject="env",
             )
         )
@@ -99,7 +101,7 @@ def plan_kv_cost(
                 Severity.info,
                 "qwen3-vl-vlm-cache",
                 f"on SM 9.0 GPUs with 60 GiB or more SGLang sets {sg.ENV_VLM_CACHE}=0 for Qwen3-VL when it is "
-                f"unset, which lowers the KV cost by {sg.DEFAULT_VLM_CACHE_MB} MiB per rank",
+                f"unset, which lowers the KV cost by {rel.default_vlm_cache_mb} MiB per rank",
                 subject="env",
             )
         )

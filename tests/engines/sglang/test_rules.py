@@ -1,4 +1,4 @@
-"""SGLang 0.5.23's rules as integer functions."""
+"""SGLang's pool rules as integer functions: rules.py and the newest release's record."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from hypothesis import strategies as st
 
 from mmpool_cli.core.units import MiB, align_up
 from mmpool_cli.engines.sglang import rules as sg
+from mmpool_cli.engines.sglang import versions
+
+REL = versions.release(versions.NEWEST)
 
 
 @pytest.mark.parametrize(
@@ -15,7 +18,7 @@ from mmpool_cli.engines.sglang import rules as sg
     [(1, 32_768), (2, 49_152), (4, 81_920), (8, 147_456), (16, 278_528), (32, 540_672), (64, 1_064_960)],
 )
 def test_ipc_header_table(consumers: int, header: int) -> None:
-    assert sg.ipc_header_bytes(consumers) == header
+    assert REL.header_bytes(consumers) == header
 
 
 def test_align_up() -> None:
@@ -109,10 +112,10 @@ def test_expandable_segments(conf: str | None, expected: bool) -> None:
 
 def test_vmm_rules() -> None:
     assert sg.vmm_allocation_bytes(357_913_941, 2 * 2**20) == 356_515_840
-    assert sg.vmm_lease_control_bytes(8) == 256
-    assert sg.vmm_lease_control_bytes(65) == 512
-    assert sg.vmm_slice_bytes(6 * 2**20, 8) == 6_291_712
-    assert sg.vmm_fit(268_435_456, 6 * 2**20, 8) == 42
+    assert REL.vmm_lease_control_bytes(8) == 256
+    assert REL.vmm_lease_control_bytes(65) == 512
+    assert REL.vmm_slice_bytes(6 * 2**20, 8) == 6_291_712
+    assert REL.vmm_fit(268_435_456, 6 * 2**20, 8) == 42
 
 
 def test_messages_are_sglangs() -> None:
@@ -126,15 +129,15 @@ def test_messages_are_sglangs() -> None:
 
 @given(st.integers(1, 256), st.integers(1, 128))
 def test_smallest_valid_budget_is_the_threshold(workers: int, consumers: int) -> None:
-    mb = sg.smallest_valid_budget_mb(workers, "cuda_ipc", consumers, 0)
-    header = sg.ipc_header_bytes(consumers)
+    mb = REL.smallest_valid_budget_mb(workers, "cuda_ipc", consumers, 0)
+    header = REL.header_bytes(consumers)
     assert mb * MiB // workers > header
     assert mb == 1 or (mb - 1) * MiB // workers <= header
 
 
 @given(st.integers(1, 2**40), st.integers(1, 2**30))
 def test_ipc_fit_never_overfills(usable: int, nbytes: int) -> None:
-    fit = sg.ipc_fit(usable, nbytes)
-    assert 0 <= fit <= sg.MAX_INFLIGHT_SLICES
-    assert fit * sg.ipc_slice_bytes(nbytes) <= usable
-    assert fit == sg.MAX_INFLIGHT_SLICES or (fit + 1) * sg.ipc_slice_bytes(nbytes) > usable
+    fit = REL.fit(usable, nbytes)
+    assert 0 <= fit <= REL.max_inflight_slices
+    assert fit * REL.slice_bytes(nbytes) <= usable
+    assert fit == REL.max_inflight_slices or (fit + 1) * REL.slice_bytes(nbytes) > usable
