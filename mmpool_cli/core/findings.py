@@ -48,6 +48,11 @@ class Finding:
     location: str | None = None
     subject: str | None = field(default=None, compare=False, metadata={"json": False})
 
+    def __post_init__(self) -> None:
+        from mmpool_cli.core import codes  # the registries import this module
+
+        codes.check(self.code, self.severity)
+
     def at(self, location: str | None) -> Finding:
         """This finding located at ``location``, unless it is located already or there is none."""
         if self.location or location is None:
