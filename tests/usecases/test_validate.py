@@ -11,6 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mmpool_cli.core import codes
 from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.sglang.env_vars import read_launch_env
 from mmpool_cli.engines.sglang.files import validate_file
@@ -238,7 +239,14 @@ def test_random_yaml_never_raises(tmp_path: Path, data: dict, kind: str) -> None
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(data))
     result = validate_file(str(path), NO_ENV, kind=kind)  # type: ignore[arg-type]
-    assert all(f.severity in Severity for f in result.findings)
+    assert result.path == str(path)
+    assert result.kind in ({"mmpool", "sglang", "unknown"} if kind == "auto" else {kind, "unknown"})
+    for f in result.findings:
+        # a registered code with a severity it takes, one line that says something, located in this file
+        assert f.severity in codes.ALL[f.code].severities, f
+        assert f.message and "\n" not in f.message, f
+        assert f.location is None or f.location.startswith(str(path)), f
+    assert result.fails() == any(f.severity is Severity.error for f in result.findings)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
