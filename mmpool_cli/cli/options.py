@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -28,6 +28,10 @@ from mmpool_cli.core.units import MAX_BYTES, format_binary, parse_size
 from mmpool_cli.engines.sglang import env_vars as envmod
 from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.errors import MmpoolError, SizeError
+
+if TYPE_CHECKING:
+    from mmpool_cli.core.findings import Finding
+    from mmpool_cli.inputs.dotenv import Environment
 
 
 class OutputFormat(StrEnum):
@@ -288,7 +292,9 @@ _POOL_DECLARATIONS: dict[str, Any] = {
 }
 
 
-def with_options(cls: type, declarations: dict[str, Any], argument: str) -> Callable[..., Any]:
+def with_options(
+    cls: type, declarations: dict[str, Any], argument: str
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """A decorator giving a command the flags of dataclass ``cls`` as one ``argument: cls`` parameter.
 
     The flags come before the command's own options in ``--help``.
@@ -321,7 +327,9 @@ def with_pool_options(command: Callable[..., None]) -> Callable[..., None]:
     return with_options(PoolOptions, _POOL_DECLARATIONS, "pool")(command)
 
 
-def environment(no_process_env: bool, env_file: list[str] | None, env: list[str] | None):
+def environment(
+    no_process_env: bool, env_file: list[str] | None, env: list[str] | None
+) -> tuple[Environment, list[Finding]]:
     """The environment a command checks: the process's (unless refused), then files, then ``--env``."""
     from mmpool_cli.inputs.dotenv import assemble
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from fractions import Fraction
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -22,11 +22,12 @@ from mmpool_cli.cli.options import (
     with_pool_options,
 )
 from mmpool_cli.engines.sglang.env_vars import read_launch_env
-from mmpool_cli.engines.sglang.models import PlanRequest
+from mmpool_cli.engines.sglang.models import Plan, PlanRequest
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
 
 MAX_TIMEOUT_S = 3600
+T = TypeVar("T")
 
 
 @app.command(
@@ -116,7 +117,8 @@ def _config_request(path: str, environ: Mapping[str, str], pool: PoolOptions, ou
     result, request = mmpool_config(path, environ)
     if request is None and result.fails(strict=False):
         # the probe's own report, with the file's findings as its inputs and no stage run
-        emit(render("probe", output.value, ProbeReport(result.plan, [], None, [], 0.0, list(result.findings))))
+        plan = result.plan if isinstance(result.plan, Plan) else None
+        emit(render("probe", output.value, ProbeReport(plan, [], None, [], 0.0, list(result.findings))))
         raise typer.Exit(EXIT_FINDINGS)
     if request is None:
         raise MmpoolError(f"{path}: pool.transport is cpu, so there is no pool to probe")
@@ -136,7 +138,7 @@ def _fraction(text: str | None) -> Fraction | None:
     return value
 
 
-def _with_progress(work, show: bool):
+def _with_progress(work: Callable[[Callable[[str], None]], T], show: bool) -> T:
     """Run ``work(note)`` with a spinner on stderr naming the current step (humans only)."""
     if not show or not sys.stderr.isatty():
         return work(lambda _message: None)

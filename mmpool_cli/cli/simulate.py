@@ -8,9 +8,14 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from fractions import Fraction
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from mmpool_cli.engines.sglang.models import Plan
+    from mmpool_cli.simulate.replay import Event
+    from mmpool_cli.simulate.sim_report import SimulationReport
 
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
@@ -186,7 +191,9 @@ def simulate(
     raise typer.Exit(EXIT_OK if report.meets_target else EXIT_FINDINGS)
 
 
-def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions):
+def _simulate(
+    pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions
+) -> SimulationReport:
     from mmpool_cli.engines.sglang.simulation import pool_rules, recycle_interval_ns, refusal
     from mmpool_cli.simulate.budget_search import smallest_budget
     from mmpool_cli.simulate.replay import PoolLayout
@@ -286,7 +293,9 @@ def _model_items(workload: WorkloadOptions) -> tuple[int, ...]:
     return tuple(t.bytes for t in load.tensors)
 
 
-def _synthetic(request: PlanRequest, model_items: tuple[int, ...], t: TrafficOptions):
+def _synthetic(
+    request: PlanRequest, model_items: tuple[int, ...], t: TrafficOptions
+) -> tuple[dict[str, Any], list[Event]]:
     from mmpool_cli.simulate.workload import Workload, synthesize
 
     workload = Workload(
@@ -305,5 +314,5 @@ def _synthetic(request: PlanRequest, model_items: tuple[int, ...], t: TrafficOpt
     return {"synthetic": dataclasses.asdict(workload) | {"items": list(workload.items)}}, timeline
 
 
-def _first_error(plan) -> str | None:
+def _first_error(plan: Plan) -> str | None:
     return next((f.message for f in plan.findings if f.severity is Severity.error), None)

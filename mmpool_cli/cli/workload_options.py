@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from mmpool_cli.workload.features import Workload
+    from mmpool_cli.workload.kv import KvRequest
 
 from mmpool_cli.cli.options import with_options
 from mmpool_cli.engines import engine
@@ -38,7 +42,7 @@ class WorkloadOptions:
     kv_cache_dtype: KvDtypeChoice = KvDtypeChoice.auto
     page_size: int = 1
 
-    def resolve(self, environ: Mapping[str, str]):
+    def resolve(self, environ: Mapping[str, str]) -> tuple[Workload | None, KvRequest | None]:
         """The workload and the KV-cost request these flags make (each None when not asked for).
 
         Raises:
@@ -60,7 +64,7 @@ class WorkloadOptions:
                 raise MmpoolError(f"{flag} needs --model NAME|PATH (a family or a model directory)")
             return None, None
         model = resolve(self.model)
-        items = [wi.parse_image(t) for t in self.image or ()]
+        items: list[wi.Item] = [wi.parse_image(t) for t in self.image or ()]
         items += [wi.parse_video(t) for t in self.video or ()]
         items += [wi.parse_audio(t) for t in self.audio or ()]
         overrides = {

@@ -238,7 +238,7 @@ def result_human(result: FileResult, strict: bool, verbose: bool) -> RenderableT
                     f" [{f.code}] {f.message}",
                 )
             )
-    if result.plan is not None and result.plan.status == "ok":
+    if isinstance(result.plan, Plan) and result.plan.status == "ok":
         parts.append(Text("  " + _plan_line(result.plan), style="dim"))
     return Group(*parts)
 
