@@ -296,9 +296,9 @@ def _model_items(workload: WorkloadOptions) -> tuple[int, ...]:
 def _synthetic(
     request: PlanRequest, model_items: tuple[int, ...], t: TrafficOptions
 ) -> tuple[dict[str, Any], list[Event]]:
-    from mmpool_cli.simulate.workload import Workload, synthesize
+    from mmpool_cli.simulate.synthetic import SyntheticWorkload, synthesize
 
-    workload = Workload(
+    workload = SyntheticWorkload(
         items=request.feature_sizes + model_items,
         requests=t.requests,
         rate=t.rate,

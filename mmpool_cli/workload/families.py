@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.workload.items import shorten
+from mmpool_cli.workload.items import quote_clipped
 
 
 class FamilyError(MmpoolError):
@@ -164,7 +164,7 @@ def family(name: str) -> Family:
     found = FAMILIES.get(name.strip().lower())
     if found is None:
         raise FamilyError(
-            f"--model {shorten(name)}: not a known model family or an existing path; known families: {KNOWN} "
+            f"--model {quote_clipped(name)}: not a known model family or an existing path; known families: {KNOWN} "
             "(or give a Hugging Face model directory or its config.json)"
         )
     return found
@@ -181,7 +181,7 @@ def family_of_model_type(model_type: str, where: str) -> Family:
             return f
     types = ", ".join(t for f in FAMILIES.values() for t in f.model_types)
     raise FamilyError(
-        f"{where}: model_type {shorten(model_type)} is not one mmpool knows the processor of; known: {types}"
+        f"{where}: model_type {quote_clipped(model_type)} is not one mmpool knows the processor of; known: {types}"
     )
 
 

@@ -11,7 +11,7 @@ from fractions import Fraction
 
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.workload import exact as fp
-from mmpool_cli.workload.items import shorten
+from mmpool_cli.workload.items import quote_clipped
 from mmpool_cli.workload.qwen import ENV_VIDEO_TOTAL_PIXELS, SGLANG_VIDEO_TOTAL_PIXELS
 
 
@@ -31,7 +31,7 @@ def video_total_pixels(environ: Mapping[str, str]) -> int:
         value = None
     if value is None or not value.is_finite() or value <= 0 or value > 10**15:
         raise MmpoolError(
-            f"{ENV_VIDEO_TOTAL_PIXELS}={shorten(raw)}: not a positive number of pixels that SGLang can read; "
+            f"{ENV_VIDEO_TOTAL_PIXELS}={quote_clipped(raw)}: not a positive number of pixels that SGLang can read; "
             f"unset it or use e.g. {SGLANG_VIDEO_TOTAL_PIXELS}"
         )
     return fp.floor(fp.f64(Fraction(value)))

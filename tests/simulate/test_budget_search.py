@@ -9,7 +9,7 @@ from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.simulation import pool_rules
 from mmpool_cli.simulate.budget_search import smallest_budget, trial
 from mmpool_cli.simulate.replay import ALLOC, FREE
-from mmpool_cli.simulate.workload import Workload, synthesize
+from mmpool_cli.simulate.synthetic import SyntheticWorkload, synthesize
 
 REL = versions.release(versions.NEWEST)
 RULES = pool_rules(REL)
@@ -48,7 +48,7 @@ def test_the_slot_cap_makes_a_zero_target_unreachable() -> None:
 
 
 def test_scan_and_bisect_agree_on_a_synthetic_workload() -> None:
-    w = Workload(items=(3 * MiB + 5, 700_000), requests=200, rate=50.0, duration_ns=TICK * 3, mode="deferred", seed=3)
+    w = SyntheticWorkload(items=(3 * MiB + 5, 700_000), requests=200, rate=50.0, duration_ns=TICK * 3, mode="deferred", seed=3)
     events = synthesize(w, workers=2)
     kwargs = {"workers": 2, "data_start": REL.header_bytes(2), "recycle_ns": TICK, "rules": RULES}
     bisect = smallest_budget(events, **kwargs)

@@ -12,7 +12,7 @@ from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.versions import Release
 from mmpool_cli.workload.families import FAMILIES
 from mmpool_cli.workload.features import Workload
-from mmpool_cli.workload.items import shorten
+from mmpool_cli.workload.items import quote_clipped
 from mmpool_cli.workload.kv import KvCost, KvRequest, kv_cost
 
 
@@ -61,7 +61,7 @@ def plan_kv_cost(
     """The KV cost at the plan's layout and budget, with the findings that explain it."""
     findings: list[Finding] = []
     if request.vlm_cache_invalid:
-        raw = shorten(request.vlm_cache_raw or "")
+        raw = quote_clipped(request.vlm_cache_raw or "")
         findings.append(
             Finding(
                 Severity.warning,

@@ -32,7 +32,7 @@ MAX_RATE = 1e9
 
 
 @dataclass(frozen=True)
-class Workload:
+class SyntheticWorkload:
     """The traffic to simulate. Times in integer nanoseconds, sizes in bytes."""
 
     items: tuple[int, ...]  # bytes of each pooled feature of one request
@@ -47,7 +47,7 @@ class Workload:
     seed: int = 0
 
 
-def check_workload(w: Workload) -> None:
+def check_workload(w: SyntheticWorkload) -> None:
     """Raise MmpoolError (exit 2) for a workload that cannot be simulated."""
     if not w.items:
         raise MmpoolError("a synthetic workload needs --feature-size at least once (the features of one request)")
@@ -72,7 +72,7 @@ def check_workload(w: Workload) -> None:
         raise MmpoolError("--duration, --ack-delay and --hold must not be negative")
 
 
-def synthesize(w: Workload, workers: int) -> list[Event]:
+def synthesize(w: SyntheticWorkload, workers: int) -> list[Event]:
     """The alloc and free events of ``w`` over ``workers`` pools, in time order."""
     check_workload(w)
     rng = random.Random(w.seed)
