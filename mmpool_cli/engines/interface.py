@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from mmpool_cli.core.findings import Finding
-from mmpool_cli.core.reports import FileResult, PlanResult
+from mmpool_cli.core.reports import FileResult, PlanResult, Settings
+from mmpool_cli.simulate.sim_report import PoolSetup
 
 RequestT = TypeVar("RequestT")
 PlanT = TypeVar("PlanT", bound=PlanResult)
@@ -66,3 +67,11 @@ class Engine(ABC, Generic[RequestT, PlanT]):
     @abstractmethod
     def simulation_refusal(self, version: str, allocator: str) -> str | None:
         """Why the simulator cannot replay ``allocator`` of release ``version``; None when it can."""
+
+    @abstractmethod
+    def simulation_setup(self, request: RequestT, environ: Mapping[str, str]) -> PoolSetup:
+        """The pools ``request`` makes, for the simulator; a layout that makes none raises ``MmpoolError``."""
+
+    @abstractmethod
+    def settings_for_budget(self, request: RequestT, budget_mb: int) -> Settings | None:
+        """What to copy into the launch for ``request`` with a budget of ``budget_mb`` MiB."""

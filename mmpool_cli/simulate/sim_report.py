@@ -7,8 +7,28 @@ from fractions import Fraction
 from typing import Any
 
 from mmpool_cli.core.reports import Settings
+from mmpool_cli.simulate.allocator import PoolRules
 from mmpool_cli.simulate.budget_search import Basis, BudgetSearch
 from mmpool_cli.simulate.replay import SIM_SCHEMA_VERSION, SimResult
+
+
+@dataclass(frozen=True)
+class PoolSetup:
+    """The pools an engine's plan makes, as the simulator takes them (``Engine.simulation_setup``)."""
+
+    workers: int
+    per_worker_bytes: int | None  # None where the engine refuses the budget (``refused`` says why)
+    header_bytes: int
+    consumers: int
+    tp_size: int
+    rules: PoolRules
+    recycle_ns: int
+    recycle_source: str
+    budget_bytes: int
+    budget_mb: int
+    refused: str | None
+    version: str
+    chosen: str
 
 
 def _rate(part: int, whole: int) -> float:

@@ -7,10 +7,11 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from mmpool_cli.core.findings import Finding
-from mmpool_cli.core.reports import FileResult
+from mmpool_cli.core.reports import FileResult, Settings
 from mmpool_cli.engines.interface import Engine, FileKind
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.models import Plan, PlanRequest
+from mmpool_cli.simulate.sim_report import PoolSetup
 
 # The families whose features SGLang moves through the pool (every release mmpool knows); the
 # others' processors keep their features on the CPU path, so a pool for them is pure cost.
@@ -70,3 +71,15 @@ class SGLangEngine(Engine[PlanRequest, Plan]):
         from mmpool_cli.engines.sglang.simulation import refusal
 
         return refusal(versions.release(version), allocator)
+
+    def simulation_setup(self, request: PlanRequest, environ: Mapping[str, str]) -> PoolSetup:
+        from mmpool_cli.engines.sglang.simulation import setup
+
+        return setup(request, self.plan(request), environ)
+
+    def settings_for_budget(self, request: PlanRequest, budget_mb: int) -> Settings | None:
+        from mmpool_cli.core.units import MiB
+        from mmpool_cli.engines.sglang.models import Budget
+
+        budget = Budget(bytes=budget_mb * MiB, source="flag")
+        return self.plan(replace(request, budget=budget, feature_sizes=())).settings

@@ -10,13 +10,17 @@ import math
 from collections.abc import Mapping
 from fractions import Fraction
 
+from mmpool_cli.core.bounds import MAX_WORKERS
+from mmpool_cli.core.findings import Severity
 from mmpool_cli.core.units import NS_PER_S
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.env_vars import recycle_from_env
+from mmpool_cli.engines.sglang.models import Plan, PlanRequest
 from mmpool_cli.engines.sglang.versions import Release
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.simulate.allocator import PoolRules
+from mmpool_cli.simulate.sim_report import PoolSetup
 
 
 def refusal(rel: Release, transport: str) -> str | None:
@@ -61,3 +65,36 @@ def recycle_interval_ns(environ: Mapping[str, str]) -> tuple[int, str]:
     if ns <= 0:
         raise MmpoolError(f"{source}: the interval is under a nanosecond; set e.g. 0.05")
     return ns, source
+
+
+def setup(request: PlanRequest, plan: Plan, environ: Mapping[str, str]) -> PoolSetup:
+    """The pools of ``plan`` for the simulator; a layout SGLang refuses (no consumers) is a usage error."""
+    if plan.consumers is None or request.workers < 1:  # a layout SGLang refuses: nothing to simulate
+        raise MmpoolError(_first_error(plan) or "the parallel layout has no consumers")
+    if request.workers > MAX_WORKERS:
+        raise MmpoolError(f"--workers {request.workers}: simulate handles at most {MAX_WORKERS} tokenizer workers")
+    rel = versions.release(request.sglang_version)
+    header = rel.header_bytes(plan.consumers)
+    recycle_ns, recycle_source = recycle_interval_ns(environ)
+    refused = None
+    if plan.per_worker_bytes is None or plan.per_worker_bytes <= header:
+        refused = _first_error(plan) or "SGLang refuses this budget"
+    return PoolSetup(
+        workers=request.workers,
+        per_worker_bytes=None if refused else plan.per_worker_bytes,
+        header_bytes=header,
+        consumers=plan.consumers,
+        tp_size=request.tp_size,
+        rules=pool_rules(rel),
+        recycle_ns=recycle_ns,
+        recycle_source=recycle_source,
+        budget_bytes=plan.budget_bytes,
+        budget_mb=plan.sglang_mm_feature_cache_mb,
+        refused=refused,
+        version=request.sglang_version,
+        chosen=request.sglang_version_chosen,
+    )
+
+
+def _first_error(plan: Plan) -> str | None:
+    return next((f.message for f in plan.findings if f.severity is Severity.error), None)
