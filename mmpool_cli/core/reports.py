@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.findings import Finding, Severity, to_data
 
 
 class PlanResult(Protocol):
@@ -47,6 +47,17 @@ class FileResult:
         """Whether this input fails: an error, or a warning under ``--strict``."""
         failing = (Severity.error, Severity.warning) if strict else (Severity.error,)
         return any(f.severity in failing for f in self.findings)
+
+    def to_data(self, strict: bool = False) -> dict[str, Any]:
+        """This input's part of the report's JSON payload."""
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "status": "invalid" if self.fails(strict) else "valid",
+            "transport": self.transport,
+            "findings": [to_data(f) for f in self.findings],
+            "plan": None if self.plan is None else self.plan.to_data(),
+        }
 
 
 _FILE_PLACE = re.compile(r"(?P<path>.*):(?P<line>[0-9]+):(?P<col>[0-9]+)")
@@ -91,3 +102,19 @@ class Report:
         for severity in Severity:
             counts[f"{severity.value}s"] = sum(f.severity is severity for f in findings)
         return counts
+
+    def to_data(self, launch: list[str] | None = None) -> dict[str, Any]:
+        """The versioned JSON payload: every input with its findings and plan, then the summary."""
+        data: dict[str, Any] = {
+            "schema_version": REPORT_SCHEMA_VERSION,
+            "command": self.command,
+            "status": "ok" if self.ok else "fail",
+            "strict": self.strict,
+            "sglang_version": self.sglang_version,
+            "sglang_version_chosen": self.sglang_version_chosen,
+        }
+        if launch is not None:
+            data["launch"] = launch
+        data["files"] = [r.to_data(self.strict) for r in self.results]
+        data["summary"] = self.counts()
+        return data
