@@ -17,6 +17,7 @@ from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.units import MAX_BYTES, SIZE_PATTERN, format_size, parse_size
 from mmpool_cli.engines.sglang import rules as sg
+from mmpool_cli.engines.sglang import settings
 from mmpool_cli.engines.sglang.env_vars import LaunchEnv, read_launch_env, resolve_budget
 from mmpool_cli.engines.sglang.models import Budget, Plan, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
@@ -25,17 +26,8 @@ from mmpool_cli.inputs.yamlsrc import Source
 
 SECTIONS = ("pool", "parallel", "gpu", "workload")
 
-# The key that sets each plan subject in a config file.
-SUBJECT_PATHS: dict[str, tuple[str, ...]] = {
-    "budget": ("pool", "size"),
-    "workers": ("pool", "tokenizer_workers"),
-    "tp_size": ("parallel", "tp"),
-    "dp_size": ("parallel", "dp"),
-    "attn_dp_size": ("parallel", "attn_dp"),
-    "feature_sizes": ("workload", "feature_sizes"),
-    "transport": ("pool", "transport"),
-    "base_gpu_id": ("parallel", "base_gpu_id"),
-}
+# The key that sets each plan subject in a config file (declared once, in settings.py).
+SUBJECT_PATHS = settings.SUBJECT_PATHS
 
 
 def _byte_count(value: Any) -> int:

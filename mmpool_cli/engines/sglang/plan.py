@@ -20,6 +20,7 @@ from mmpool_cli.engines.sglang.budget import check_budget
 from mmpool_cli.engines.sglang.capacity import check_bounds, feature_fit, hbm_estimate
 from mmpool_cli.engines.sglang.eras import Add
 from mmpool_cli.engines.sglang.models import Plan, PlanRequest
+from mmpool_cli.engines.sglang.settings import sglang_flag
 from mmpool_cli.engines.sglang.versions import Release
 from mmpool_cli.engines.sglang.workload_findings import plan_kv_cost, workload_findings
 
@@ -172,8 +173,7 @@ def _consumers(tp_size: int, dp_size: int, attn_dp_size: int, add: Add) -> int |
     sizes = (("tp_size", tp_size), ("dp_size", dp_size), ("attn_dp_size", attn_dp_size))
     bad = [(subject, v) for subject, v in sizes if v <= 0]
     for subject, value in bad:
-        flag = "--" + subject.replace("_", "-")
-        add(Severity.error, "parallel-not-positive", f"{flag} {value}: use 1 or more", subject)
+        add(Severity.error, "parallel-not-positive", f"{sglang_flag(subject)} {value}: use 1 or more", subject)
     if bad:
         return None
     if dp_size > 1 and attn_dp_size > 1:

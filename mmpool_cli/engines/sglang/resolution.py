@@ -15,7 +15,7 @@ from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.units import format_size
 from mmpool_cli.engines.sglang import env_vars as envmod
 from mmpool_cli.engines.sglang import rules as sg
-from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang import settings, versions
 from mmpool_cli.engines.sglang.args import Reading
 from mmpool_cli.engines.sglang.budget import budget_findings
 from mmpool_cli.engines.sglang.env_vars import LaunchEnv
@@ -27,14 +27,7 @@ from mmpool_cli.engines.sglang.versions import TEXTS_FROM
 ENV = envmod.ENV_LOCATION
 # The option that sets each plan subject in a launch (the budget's findings stay with the input:
 # the launch command, or the SGLang config file that validate reads).
-SUBJECT_DESTS = {
-    "workers": "tokenizer_worker_num",
-    "tp_size": "tp_size",
-    "dp_size": "dp_size",
-    "attn_dp_size": "attn_dp_size",
-    "transport": "mm_feature_transport",
-    "base_gpu_id": "base_gpu_id",
-}
+SUBJECT_DESTS = settings.SUBJECT_DESTS  # where each plan subject is on a launch command (settings.py)
 
 
 @dataclass(frozen=True)
