@@ -47,7 +47,7 @@ def simulate_human(report: SimulationReport) -> RenderableType:
         Text.assemble(
             "mmpool simulate: ",
             verdict,
-            f"  ({version_note(report.sglang_version, report.sglang_version_chosen)}, cuda_ipc, {source})",
+            f"  ({version_note(report.sglang_version, report.sglang_version_chosen)}, {report.transport}, {source})",
         )
     )
     rows = [

@@ -51,6 +51,7 @@ class SimulationReport:
     basis: Basis
     search: BudgetSearch | None = None
     settings: Settings | None = None  # for the smallest budget found
+    transport: str = field(kw_only=True)  # the allocator simulated (PoolRules.allocator)
     # the release whose pool is simulated, and how it was chosen
     sglang_version: str = field(kw_only=True)
     sglang_version_chosen: str = "newest"
@@ -78,7 +79,7 @@ class SimulationReport:
             "status": "ok" if self.meets_target else "fail",
             "sglang_version": self.sglang_version,
             "sglang_version_chosen": self.sglang_version_chosen,
-            "transport": "cuda_ipc",
+            "transport": self.transport,
             "source": self.source,
             "budget_bytes": self.budget_bytes,
             "sglang_mm_feature_cache_mb": self.sglang_mm_feature_cache_mb,

@@ -60,6 +60,7 @@ def simulate(request: SimulateRequest) -> SimulationReport:
         refused=pools.refused,
         target=request.target,
         basis=request.basis,
+        transport=pools.rules.allocator,
         sglang_version=pools.version,
         sglang_version_chosen=pools.chosen,
     )

@@ -34,6 +34,7 @@ def report(target: Fraction = Fraction(0), basis: str = "items") -> SimulationRe
         refused=None,
         target=target,
         basis=basis,  # type: ignore[arg-type]
+        transport=RULES.allocator,
         sglang_version=REL.version,
     )
 
