@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mmpool_cli.core.units import MiB, align_up
-from mmpool_cli.engines.sglang.rules import VMM_CONTROL_ALIGNMENT
+from mmpool_cli.engines.sglang.rules import VMM_CONTROL_ALIGNMENT, smallest_budget_mb
 from mmpool_cli.errors import MmpoolError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -92,11 +92,11 @@ class Release:
         if not self.stream_ordered or self.max_inflight_slices is None:
             return 0
         words = self.max_inflight_slices * (1 + consumers) * self.control_word_bytes
-        return -(-words // self.data_alignment) * self.data_alignment
+        return align_up(words, self.data_alignment)
 
     def slice_bytes(self, nbytes: int) -> int:
         """Bytes one feature takes in a cuda_ipc pool (the shm pool does not align)."""
-        return -(-nbytes // self.data_alignment) * self.data_alignment
+        return align_up(nbytes, self.data_alignment)
 
     def fit(self, usable: int, nbytes: int) -> int:
         """How many features of ``nbytes`` (> 0) fit in a fresh cuda_ipc pool of ``usable`` bytes."""
@@ -122,7 +122,7 @@ class Release:
         reach one VMM granule.
         """
         minimum = granularity if transport == "cuda_vmm" else self.header_bytes(consumers) + 1
-        return max(1, -(-(minimum * workers) // MiB))
+        return smallest_budget_mb(workers, minimum)
 
     @property
     def default_budget_bytes(self) -> int:
