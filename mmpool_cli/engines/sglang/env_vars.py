@@ -28,7 +28,7 @@ _TWINNED = (sg.ENV_RECYCLE, sg.ENV_LEGACY_TRANSPORT, sg.ENV_VLM_CACHE)
 def where(environ: Mapping[str, str], variable: str | None) -> str:
     """Where ``variable`` was set: its ``--env-file`` line (``file:line:col``) when it came from one.
 
-    ``environ`` says so through a ``places`` mapping (``inputs.envfile.Environment``); any other
+    ``environ`` says so through a ``places`` mapping (``inputs.dotenv.Environment``); any other
     mapping, and a variable from the process or ``--env``, is located at ``environment``.
     """
     places: Mapping[str, str] = getattr(environ, "places", {})
