@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from mmpool_cli.core.findings import Finding
 from mmpool_cli.core.reports import FileResult, PlanResult, Settings
-from mmpool_cli.simulate.sim_report import PoolSetup
+
+if TYPE_CHECKING:  # the simulator loads only for simulate
+    from mmpool_cli.simulate.sim_report import PoolSetup
 
 RequestT = TypeVar("RequestT")
 PlanT = TypeVar("PlanT", bound=PlanResult)

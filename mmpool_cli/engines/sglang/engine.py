@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from mmpool_cli.core.findings import Finding
 from mmpool_cli.core.reports import FileResult, Settings
 from mmpool_cli.engines.interface import Engine, FileKind
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.models import Plan, PlanRequest
-from mmpool_cli.simulate.sim_report import PoolSetup
+
+if TYPE_CHECKING:  # the simulator loads only for simulate
+    from mmpool_cli.simulate.sim_report import PoolSetup
 
 # The families whose features SGLang moves through the pool (every release mmpool knows); the
 # others' processors keep their features on the CPU path, so a pool for them is pure cost.
