@@ -11,7 +11,8 @@ EXIF. The scheduler's ``ReqTimeStats`` lines follow their format
 
     pip download --no-deps sglang==0.5.23 -d /tmp/sglang-whl
     cd /tmp/sglang-whl && unzip -q -o sglang-0.5.23-*.whl 'sglang/*' -d unpacked
-    python scripts/sglang_request_logs.py --wheel /tmp/sglang-whl/unpacked --out tests/traffic/data/sglang-0.5.23
+    python scripts/sglang_request_logs.py --wheel /tmp/sglang-whl/unpacked \
+        --out tests/engines/sglang/traffic/data/sglang-0.5.23
 
 Needs torch (CPU), msgspec and Pillow; SGLang's other dependencies are never imported.
 """

@@ -142,7 +142,7 @@ def test_simulate_readme_qwen_example() -> None:
 
 
 def test_readme_walkthrough_from_a_server_log(tmp_path: Path) -> None:
-    log = Path(__file__).resolve().parent / "traffic" / "data" / "sglang-0.5.23" / "server-json-level2.log"
+    log = Path(__file__).resolve().parent / "engines/sglang/traffic/data/sglang-0.5.23/server-json-level2.log"
     (tmp_path / "server.log").write_text(log.read_text())
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("SGLANG_", "SGL_", "PYTORCH_"))}
     result = subprocess.run(

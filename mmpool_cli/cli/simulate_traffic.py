@@ -3,16 +3,22 @@ assumptions of a synthetic workload."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import typer
 
 from mmpool_cli.cli.options import OutputFormat
-from mmpool_cli.cli.traffic_options import SourceChoice, convert, seconds
+from mmpool_cli.cli.traffic_options import DEFAULT_RECV_DELAY, SourceChoice, convert, seconds
 from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions
-from mmpool_cli.core.models import PlanRequest
+from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.errors import MmpoolError
 
+if TYPE_CHECKING:
+    from mmpool_cli.cli.simulate import RunOptions, TrafficOptions
+    from mmpool_cli.simulate.replay import Event
 
-def assumptions(t) -> str:
+
+def assumptions(t: TrafficOptions) -> str:
     """The synthetic workload's assumptions, in one line."""
     if t.rate is not None:
         arrivals = f"Poisson arrivals at {t.rate:g}/s"
@@ -30,9 +36,11 @@ def assumptions(t) -> str:
     return f"{arrivals}; {residency}; {lifetime}"
 
 
-def from_traffic(request: PlanRequest, workload: WorkloadOptions, traffic, o):
+def from_traffic(
+    request: PlanRequest, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions
+) -> tuple[dict[str, Any], list[Event]]:
     """Convert --from traffic into events, as 'mmpool trace' does, and say what was assumed."""
-    from mmpool_cli.traffic import writer
+    from mmpool_cli.inputs.traffic import writer
 
     allowed = {"--ack-delay", "--hold"}
     given = [f for f in traffic.given() if f not in allowed]
@@ -65,7 +73,8 @@ def from_traffic(request: PlanRequest, workload: WorkloadOptions, traffic, o):
         workers=request.workers,
         tp=request.tp_size,
         dp_encoder=o.dp_encoder,
-        recv_delay_ns=seconds("--recv-delay", traffic.ack_delay),
+        # the flag's default is the engine's stated step: let the engine say so in the summary
+        recv_delay_ns=None if traffic.ack_delay == DEFAULT_RECV_DELAY else seconds("--recv-delay", traffic.ack_delay),
         hold_ns=None if traffic.hold is None else seconds("--hold", traffic.hold),
         assume_image=o.assume_image,
         request_time=o.request_time,

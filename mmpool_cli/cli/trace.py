@@ -6,7 +6,7 @@ import json
 import os
 import sys
 import tempfile
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,6 +23,9 @@ from mmpool_cli.cli.traffic_options import (
 )
 from mmpool_cli.core.bounds import MAX_PARALLEL, MAX_WORKERS
 from mmpool_cli.errors import EXIT_OK, MmpoolError
+
+if TYPE_CHECKING:
+    from mmpool_cli.inputs.traffic.model import Conversion
 
 
 @app.command(
@@ -67,9 +70,13 @@ def trace(
     ] = 1,
     dp_encoder: DpEncoderOpt = False,
     recv_delay: Annotated[
-        str,
-        typer.Option("--recv-delay", metavar="SECONDS", help="Tokenizer's copy to the scheduler's receipt."),
-    ] = DEFAULT_RECV_DELAY,
+        str | None,
+        typer.Option(
+            "--recv-delay",
+            metavar="SECONDS",
+            help=f"Tokenizer's copy to the scheduler's receipt (default {DEFAULT_RECV_DELAY}: one scheduler step).",
+        ),
+    ] = None,
     hold: Annotated[
         str | None,
         typer.Option("--hold", metavar="SECONDS", help="Deferred leases without ReqTimeStats or Finish: their hold."),
@@ -97,7 +104,7 @@ def trace(
             workers=workers,
             tp=tp,
             dp_encoder=dp_encoder,
-            recv_delay_ns=seconds("--recv-delay", recv_delay),
+            recv_delay_ns=None if recv_delay is None else seconds("--recv-delay", recv_delay),
             hold_ns=None if hold is None else seconds("--hold", hold),
             assume_image=assume_image,
             request_time=request_time,
@@ -111,8 +118,8 @@ def trace(
     raise typer.Exit(EXIT_OK)
 
 
-def _write(conversion, output: str | None) -> None:
-    from mmpool_cli.traffic import writer
+def _write(conversion: Conversion, output: str | None) -> None:
+    from mmpool_cli.inputs.traffic import writer
 
     timeline = writer.events(conversion.leases)
     if output is None:

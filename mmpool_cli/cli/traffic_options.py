@@ -6,11 +6,14 @@ import os
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from mmpool_cli.errors import MmpoolError
+
+if TYPE_CHECKING:
+    from mmpool_cli.inputs.traffic.model import Conversion
 
 NS_PER_S = 10**9
 MAX_SECONDS = 10**6
@@ -72,45 +75,27 @@ def convert(
     workers: int,
     tp: int,
     dp_encoder: bool,
-    recv_delay_ns: int,
+    recv_delay_ns: int | None,
     hold_ns: int | None,
     assume_image: str | None,
     request_time: str,
     overrides: Mapping[str, Any] | None = None,
     override_flags: Mapping[str, str] | None = None,
-):
+) -> Conversion:
     """Read the traffic and return its Conversion (leases, item names, summary).
 
     Raises:
         MmpoolError: a usage error or traffic that cannot be sized (exit 2).
     """
-    from mmpool_cli.traffic.sglang.convert import Options
-    from mmpool_cli.traffic.sglang.convert import convert as run
-    from mmpool_cli.workload.families import with_overrides
-    from mmpool_cli.workload.hf import resolve
+    from mmpool_cli.inputs.traffic.model import TrafficRequest
+    from mmpool_cli.usecases.trace import resolve_model, trace
 
-    if model is None:
-        raise MmpoolError("--model NAME|PATH is needed: the model family decides every item's bytes")
-    if not inputs:
+    if not inputs:  # before the model: say what is missing first
         what = "bench_serving's arguments after --" if source is SourceChoice.bench_serving else "a log FILE"
         raise MmpoolError(f"no input: give {what}")
-    if source is not SourceChoice.bench_serving:
-        for path in inputs:
-            if path.startswith("--"):
-                raise MmpoolError(
-                    f"{path}: an option where a FILE belongs (bench_serving arguments need --from bench-serving)"
-                )
-    resolved = resolve(model)
-    if not resolved.family.pooled:
-        raise MmpoolError(
-            f"{resolved.name}: SGLang 0.5.23 (mmpool's family table) does not pool this family's features, "
-            "so its traffic never fills the pool (see 'mmpool plan --model'); nothing to trace"
-        )
-    settings = dict(resolved.settings)
-    if overrides:
-        settings = with_overrides(resolved.family, settings, dict(overrides), dict(override_flags or {}))
-    options = Options(
-        family=resolved.family,
+    family, settings = resolve_model(model, overrides or {}, override_flags or {})
+    request = TrafficRequest(
+        family=family,
         settings=settings,
         source=source.value,
         inputs=list(inputs),
@@ -123,4 +108,4 @@ def convert(
         request_time_ns=seconds("--request-time", request_time),
         environ=os.environ,
     )
-    return run(options)
+    return trace(request)

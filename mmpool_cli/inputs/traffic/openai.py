@@ -1,0 +1,154 @@
+"""OpenAI chat-completions request bodies, one JSON object per line, as gateways log them.
+
+Each line is a body (``{"model": ..., "messages": [...]}``, or one wrapped as ``{"body": {...}}``
+or ``{"request": {...}}``) with an optional ``timestamp``: epoch seconds or ISO-8601. Items are
+the content parts ``image_url``, ``video_url`` and ``audio_url``; their per-item fields are kept
+for the family to honour or ignore. Pure core: standard library only.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from mmpool_cli.inputs.traffic.lines import open_lines
+from mmpool_cli.inputs.traffic.model import NS_PER_S, ItemRef, Request, Summary
+
+ITEM_FIELDS = (
+    "max_dynamic_patch",
+    "min_dynamic_patch",
+    "max_long_side_pixel",
+    "fps",
+    "max_frames",
+    "max_tokens_per_frame",
+    "max_image_tokens",
+)
+MAX_ID_CHARS = 200
+_PARTS = {"image_url": "image", "video_url": "video", "audio_url": "audio"}
+
+
+class LineError(ValueError):
+    """A line that is not a chat-completions body."""
+
+
+def looks_like(first: bytes) -> bool:
+    """Whether the start of a file reads as JSON-lines request bodies (for ``--from auto``)."""
+    return first.lstrip().startswith(b"{") and b'"messages"' in first
+
+
+def read(path: str, summary: Summary) -> Iterator[Request | tuple[str, str]]:
+    """The requests of the body log at ``path``; a bad line is ``(where, message)``."""
+    last_t = 0
+    untimed = 0
+    for lineno, raw in open_lines(path):
+        where = f"{path}:{lineno}"
+        if raw is None:
+            yield where, "a line longer than 256 MiB"
+            continue
+        if not raw.strip():
+            summary.skipped["blank"] += 1
+            continue
+        try:
+            request, t = parse(raw, lineno)
+        except LineError as e:
+            yield where, str(e)
+            continue
+        if t is None:
+            untimed += 1
+            t = last_t
+        last_t = t
+        request.t_ns = t
+        request.where = where
+        yield request
+    if untimed:
+        summary.notes.append(
+            f"{untimed} bodies without a timestamp were given the previous line's time (0 for the first): "
+            "they arrive together, a burst; log a timestamp per body for real arrivals"
+        )
+
+
+def parse(raw: bytes, lineno: int) -> tuple[Request, int | None]:
+    """One body line -> its request (id: the body's ``id``, else ``user``, else ``line<N>``) and time."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise LineError(f"not a JSON object ({str(e).splitlines()[0]})") from None
+    if not isinstance(obj, dict):
+        raise LineError(f"a body is a JSON object, not {type(obj).__name__}")
+    body = obj
+    for wrapper in ("body", "request"):
+        if isinstance(obj.get(wrapper), dict) and "messages" in obj[wrapper]:
+            body = obj[wrapper]
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise LineError('no "messages" list: not a chat-completions body')
+    t = _timestamp(obj.get("timestamp", body.get("timestamp")))
+    rid = f"line{lineno}"
+    for key in ("id", "user"):
+        value = obj.get(key, body.get(key))
+        if isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS:
+            rid = value
+            break
+    items: list[ItemRef] = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") not in _PARTS:
+                continue
+            kind = _PARTS[part["type"]]
+            spec = part.get(part["type"])
+            if isinstance(spec, str):
+                spec = {"url": spec}
+            if not isinstance(spec, dict) or not isinstance(spec.get("url"), str):
+                raise LineError(f"a {part['type']} part without a url string")
+            fields = {k: spec[k] for k in ITEM_FIELDS if spec.get(k) is not None}
+            items.append(ItemRef(kind, spec["url"], None, fields))
+    return Request(rid, 0, "", items), t
+
+
+MAX_EPOCH_SECONDS = 10**11  # the year 5138: a larger epoch is milliseconds or microseconds
+
+
+def _epoch(seconds: Decimal, value: Any) -> int:
+    if seconds > MAX_EPOCH_SECONDS:
+        raise LineError(f"timestamp {str(value)[:40]} is after the year 5000: epoch milliseconds? give seconds")
+    return int(seconds * NS_PER_S)
+
+
+def _timestamp(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise LineError("timestamp must be epoch seconds or ISO-8601, not a boolean")
+    if isinstance(value, int | float):
+        try:
+            seconds = Decimal(str(value))
+        except InvalidOperation:
+            raise LineError(f"timestamp {value!r} is not a number") from None
+        if not seconds.is_finite() or seconds < 0:
+            raise LineError(f"timestamp {value!r} is not a time")
+        return _epoch(seconds, value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = Decimal(text)
+        except InvalidOperation:
+            number = None
+        if number is not None:
+            if not number.is_finite() or number < 0:
+                raise LineError(f"timestamp {text[:40]!r} is not a time")
+            return _epoch(number, text)
+        try:
+            dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise LineError(f"timestamp {text[:40]!r} is neither epoch seconds nor ISO-8601") from None
+        if dt.tzinfo is not None:
+            dt = dt.astimezone(UTC)
+        return calendar.timegm(dt.utctimetuple()) * NS_PER_S + dt.microsecond * 1000
+    raise LineError(f"timestamp must be epoch seconds or ISO-8601, not {type(value).__name__}")

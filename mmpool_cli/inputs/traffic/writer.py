@@ -1,0 +1,65 @@
+"""Leases -> mmpool's JSON-lines trace (the ``simulate --trace`` format) and the simulator's events.
+
+Pure core: standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TextIO
+
+from mmpool_cli.simulate.replay import ALLOC, FREE, Event
+
+NS_PER_S = 10**9
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One pooled tensor: leased at ``t_ns`` on ``worker``, acknowledged at ``free_ns``."""
+
+    id: str
+    t_ns: int
+    nbytes: int
+    worker: int
+    item: str
+    free_ns: int
+
+
+def events(leases: Iterable[Lease]) -> list[Event]:
+    """The alloc and free events of ``leases``, time-ordered (an alloc before its own free)."""
+    timed: list[tuple[int, int, Event]] = []
+    for n, lease in enumerate(leases):
+        timed.append((lease.t_ns, 2 * n, (lease.t_ns, ALLOC, lease.id, lease.nbytes, lease.worker)))
+        timed.append((lease.free_ns, 2 * n + 1, (lease.free_ns, FREE, lease.id, 0, 0)))
+    timed.sort(key=lambda e: (e[0], e[1]))
+    return [e for _, _, e in timed]
+
+
+def seconds(ns: int) -> str:
+    """Nanoseconds as exact decimal seconds: ``1500000000`` -> ``1.5``."""
+    whole, frac = divmod(ns, NS_PER_S)
+    return f"{whole}.{frac:09d}".rstrip("0").rstrip(".") if frac else str(whole)
+
+
+def lines(timeline: Iterable[Event], items: dict[object, str]) -> Iterator[str]:
+    """The trace's JSON lines for ``timeline``; ``items`` names each alloc id's item."""
+    for t, op, key, nbytes, worker in timeline:
+        stamp = seconds(t)
+        ident = json.dumps(key, ensure_ascii=False)
+        if op == FREE:
+            yield f'{{"t": {stamp}, "op": "free", "id": {ident}}}'
+        else:
+            item = json.dumps(items.get(key, ""), ensure_ascii=False)
+            head = f'{{"t": {stamp}, "op": "alloc", "id": {ident}, "bytes": {nbytes}'
+            yield f'{head}, "worker": {worker}, "item": {item}}}'
+
+
+def write(out: TextIO, timeline: Iterable[Event], items: dict[object, str]) -> int:
+    """Write the trace to ``out``; returns the number of lines."""
+    n = 0
+    for line in lines(timeline, items):
+        out.write(line + "\n")
+        n += 1
+    return n
