@@ -73,7 +73,7 @@ def test_trace_json_summary(run_line) -> None:
     summary = json.loads(result.stderr)
     assert summary["requests"] == 7 and summary["warmup_requests_skipped"] == 1
     assert summary["lifetimes"] == {"deferred: ReqTimeStats queue_duration": 7}
-    assert summary["requests_sglang_would_fail"] == 1
+    assert summary["requests_engine_would_fail"] == 1
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """Traffic users already have, turned into mmpool traces: image headers, request bodies, the trace writer.
 
-Knows no engine: the readers of one engine's logs live in its own subpackage (``traffic.sglang``).
+Knows no engine: the readers of one engine's logs live in its package (``engines/sglang/traffic/``).
 Pure core: standard library only.
 """

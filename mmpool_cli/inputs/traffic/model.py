@@ -43,7 +43,7 @@ class Request:
     warmup: bool = False
     finish_ns: int | None = None  # the request's Finish, same clock
     queue_ns: int | None = None  # ReqTimeStats' queue_duration
-    coarse: bool = False  # its time is to the second only (SGLang's text request log)
+    coarse: bool = False  # its time is to the second only (e.g. an engine's text request log)
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,8 @@ class Summary:
     warmup: int = 0
     skipped: Counter[str] = field(default_factory=Counter)  # reason -> lines
     lifetimes: Counter[str] = field(default_factory=Counter)  # rule -> requests
-    failing: int = 0  # requests SGLang itself would fail (not pooled)
+    failing: int = 0  # requests the engine itself would fail (not pooled)
+    engine: str = "the server"  # how messages name the engine that served the traffic
     ignored_fields: Counter[str] = field(default_factory=Counter)
     decoders: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
@@ -113,7 +114,7 @@ class Summary:
             "allocs": self.allocs,
             "bytes": self.bytes,
             "warmup_requests_skipped": self.warmup,
-            "requests_sglang_would_fail": self.failing,
+            "requests_engine_would_fail": self.failing,
             "lines_skipped": dict(sorted(self.skipped.items())),
             "lifetimes": dict(sorted(self.lifetimes.items())),
             "decoders": dict(sorted(self.decoders.items())),
@@ -132,7 +133,7 @@ class Summary:
             f"{self.bytes:,} B from {', '.join(self.files)} ({self.source})"
         ]
         if self.warmup:
-            lines.append(f"  skipped SGLang's warm-up request ({self.warmup})")
+            lines.append(f"  skipped {self.engine}'s warm-up request ({self.warmup})")
         if self.skipped:
             parts = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
             lines.append(f"  lines skipped: {parts}")
@@ -143,7 +144,7 @@ class Summary:
             parts = ", ".join(f"{n} {d}" for d, n in sorted(self.decoders.items()))
             lines.append(f"  images decoded by: {parts}")
         if self.failing:
-            lines.append(f"  {self.failing} requests SGLang would fail (not pooled; see the warnings)")
+            lines.append(f"  {self.failing} requests {self.engine} would fail (not pooled; see the warnings)")
         if self.ignored_fields:
             parts = ", ".join(f"{name} ({n})" for name, n in sorted(self.ignored_fields.items()))
             lines.append(f"  per-item fields this family does not use (ignored): {parts}")

@@ -90,7 +90,7 @@ def measure(
         # get_image_bytes (common.py:2192) opens every string that starts with '/' as a file
         what = "a raw base64 JPEG ('/9j/...')" if ref.startswith("/9j/") else "a string starting with '/'"
         return Unsized(
-            f"{what}: SGLang 0.5.23 opens it as a file path and fails the request; "
+            f"{what}: the server opens it as a file path and fails the request; "
             "send it as a data:image/jpeg;base64, URL",
             fails=True,
         )
@@ -108,7 +108,7 @@ def _base64(encoded: str, tail: str | None, decode: Decode) -> Measured:
     if cut is None and header.format == "webp" and tail is None:
         cut = riff_truncation(b64decode_prefix(encoded, 16), base64_size(encoded))
     if cut is not None:
-        return Unsized(f"{cut}: SGLang could not decode it, or the log cut it; mmpool cannot tell which")
+        return Unsized(f"{cut}: the server could not decode it, or the log cut it; mmpool cannot tell which")
     return _sized(header, last.endswith(b"\xff\xd9"), decode)
 
 
@@ -135,7 +135,7 @@ def _file(path: str, decode: Decode, base_dir: str) -> Measured:
             if cut is None and header.format == "webp":
                 cut = riff_truncation(data, size)
             if cut is not None:
-                return Unsized(f"{path}: {cut}: SGLang could not decode it either")
+                return Unsized(f"{path}: {cut}: the server could not decode it either")
     except ImageError as e:
         return Unsized(f"{path}: {e}")
     except OSError as e:

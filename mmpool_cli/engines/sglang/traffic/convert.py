@@ -90,7 +90,9 @@ def convert(o: TrafficRequest) -> Conversion:
         default_delay = False
     rule = leases.lease_rule(o.family.name, o.tp_size, o.dp_encoder)
     decode = leases.decode_mode(o.family.name, o.environ)
-    summary = Summary(source=o.source, files=list(o.inputs) if o.source != "bench-serving" else ["bench_serving"])
+    summary = Summary(
+        engine="SGLang", source=o.source, files=list(o.inputs) if o.source != "bench-serving" else ["bench_serving"]
+    )
     sizer = _Sizer(o.family, o.settings)
     reqs: list[_Req] = []
     if o.source == "bench-serving":
