@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from typing import NoReturn
 
 import typer
@@ -47,5 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> NoReturn:
-    """``[project.scripts]`` target."""
-    sys.exit(main())
+    """The console target of earlier installs; ``mmpool_cli.entry.run`` is the entry point now."""
+    from mmpool_cli.entry import run as entry_run
+
+    entry_run()
