@@ -17,6 +17,7 @@ from fractions import Fraction
 from mmpool_cli.core.models import Plan, PlanRequest, Severity
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.core.units import format_size
+from mmpool_cli.origin import probe_install_hint
 from mmpool_cli.probe import devices as dv
 from mmpool_cli.probe import stages as st
 from mmpool_cli.probe.processes import RELEASE_GRACE_S, Child, ChildFailed, Children, Deadline, server_started_at
@@ -53,7 +54,7 @@ def run_probe(request: ProbeRequest, on_event: Event | None = None) -> ProbeRepo
     deadline = Deadline(request.timeout)
     plan = make_plan(request.plan)
     if importlib.util.find_spec("torch") is None:
-        raise dv.ProbeUnavailable(f"torch is not installed: {dv.INSTALL_HINT}")
+        raise dv.ProbeUnavailable(f"torch is not installed: {probe_install_hint()}")
     server_started_at()  # the fork server imports torch (the probe's longest wait) while NVML is read
     note("reading the GPUs through NVML")
     nvml = dv.read_nvml()

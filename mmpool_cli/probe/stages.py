@@ -12,6 +12,7 @@ from typing import Any
 
 from mmpool_cli.core.models import Plan, Severity
 from mmpool_cli.core.units import format_size
+from mmpool_cli.origin import pip_install
 from mmpool_cli.probe import devices as dv
 from mmpool_cli.probe.processes import Child, ChildFailed
 from mmpool_cli.probe.report import GpuInfo, Stage
@@ -91,12 +92,13 @@ def _kv_headroom(stage: Stage, fraction: Fraction, plan: Plan, base: GpuInfo) ->
 def stage_vmm(stage: Stage, facts: dict[str, Any], plan: Plan) -> None:
     """Stage 4: the VMM granularity and handle types a child found, against the plan."""
     if not facts.get("available"):
-        stage.figures["skipped"] = "cuda-bindings is not installed (pip install cuda-bindings)"
+        stage.figures["skipped"] = f"cuda-bindings is not installed ({pip_install('cuda-bindings')})"
         if plan.transport == "cuda_vmm":
             stage.add(
                 Severity.warning,
                 "vmm-unchecked",
-                "cuda_vmm is planned but cuda-bindings is missing, and SGLang needs it too: pip install cuda-bindings",
+                "cuda_vmm is planned but cuda-bindings is missing, and SGLang needs it too: "
+                f"{pip_install('cuda-bindings')}",
             )
         return
     stage.status = "pass"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mmpool_cli.errors import MmpoolError
+from mmpool_cli.origin import tables_hint
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 ENV_VERSION = "MMPOOL_SGLANG_VERSION"
@@ -127,8 +128,7 @@ def release(version: str) -> Release:
     if found is None:
         shown = version if len(version) <= 40 else version[:40] + "…"
         raise MmpoolError(
-            f"SGLang {shown!r} is not a release mmpool knows: pick one of {', '.join(table)} "
-            "(scripts/gen_sglang_tables.py adds newer ones)"
+            f"SGLang {shown!r} is not a release mmpool knows: pick one of {', '.join(table)} ({tables_hint()})"
         )
     return found
 

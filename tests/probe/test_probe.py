@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from mmpool_cli import origin
 from mmpool_cli.core.models import Budget, PlanRequest, Severity
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.probe import devices as dv
@@ -55,9 +56,10 @@ def test_gpu_infos_number_visible_devices() -> None:
 
 def test_missing_nvml_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    with pytest.raises(dv.ProbeUnavailable, match=r"pip install 'mmpool\[probe\]'") as info:
+    with pytest.raises(dv.ProbeUnavailable) as info:
         dv.read_nvml()
     assert info.value.exit_code == 3
+    assert str(info.value) == f"nvidia-ml-py is not installed: {origin.probe_install_hint()}"
 
 
 def test_probe_without_nvml_exits_3(run_line, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,10 +69,10 @@ def test_probe_without_nvml_exits_3(run_line, monkeypatch: pytest.MonkeyPatch) -
     data = json.loads(result.stdout)  # one JSON document for every exit status
     assert data["status"] == "unavailable"
     assert [f["code"] for f in data["findings"]] == ["probe-unavailable"]
-    assert "mmpool[probe]" in data["findings"][0]["message"]
+    assert origin.probe_install_hint() in data["findings"][0]["message"]
     assert data["plan"]["per_worker_bytes"] == 2**30
     assert data["stages"] == []
-    assert "mmpool[probe]" in result.stderr
+    assert origin.probe_install_hint() in result.stderr
     human = run_line(["mmpool", "probe"])
     assert human.exit_code == 3
     assert human.stdout == ""
@@ -86,7 +88,7 @@ def test_probe_without_torch_exits_3(run_line, monkeypatch: pytest.MonkeyPatch) 
     )
     result = run_line(["mmpool", "probe"])
     assert result.exit_code == 3
-    assert "torch is not installed: pip install 'mmpool[probe]'" in result.stderr
+    assert f"torch is not installed: {origin.probe_install_hint()}" in result.stderr
 
 
 def _nvml_works() -> bool:
@@ -115,7 +117,7 @@ def test_real_probe_on_a_machine_without_gpu_exits_3_with_a_hint() -> None:
             assert result.stdout == ""
         assert "Traceback" not in result.stderr
         assert result.stderr.startswith("mmpool: error: ")
-        assert "pip install 'mmpool[probe]'" in result.stderr or "NVML cannot start" in result.stderr
+        assert origin.probe_install_hint() in result.stderr or "NVML cannot start" in result.stderr
 
 
 def test_bad_mem_fraction_is_a_usage_error(run_line) -> None:
