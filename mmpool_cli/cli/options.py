@@ -15,6 +15,7 @@ import typer
 
 from mmpool_cli.core.bounds import (
     MAX_GRANULARITY,
+    MAX_IDLE_TIMEOUT_S,
     MAX_PARALLEL,
     MAX_WORKERS,
     MIN_CONTEXT,
@@ -157,6 +158,20 @@ SglangVersionOpt = Annotated[
         "$MMPOOL_SGLANG_VERSION, else the installed sglang, else the newest mmpool knows.",
     ),
 ]
+IdleTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--idle-timeout", metavar="SECONDS", help="Give up on a silent pipe (- reads stdin) after this many seconds."
+    ),
+]
+
+
+def check_idle_timeout(seconds: float) -> None:
+    """``--idle-timeout`` takes the bounds of every command that reads a pipe (NaN fails them too)."""
+    if not 0 < seconds <= MAX_IDLE_TIMEOUT_S:
+        raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_IDLE_TIMEOUT_S}, not {seconds}")
+
+
 NoProcessEnvOpt = Annotated[
     bool, typer.Option("--no-process-env", help="Ignore mmpool's own environment; only --env and --env-file.")
 ]

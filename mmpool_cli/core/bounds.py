@@ -21,6 +21,10 @@ MAX_WORKERS = 1024
 MAX_PARALLEL = 4096
 MIN_GRANULARITY, MAX_GRANULARITY = 4 * KiB, 1 * GiB
 MIN_CONTEXT = 1 * MiB
+# How long a pipe or FIFO (stdin included) may stay silent before reading it is given up, and the
+# most a user may allow (simulate's --idle-timeout takes the same bounds).
+IDLE_TIMEOUT_S = 30.0
+MAX_IDLE_TIMEOUT_S = 10**6
 
 
 def largest_gpu() -> str:

@@ -49,7 +49,7 @@ def validate_file(
     name: str,
     launch: LaunchEnv,
     kind: Kind = "auto",
-    stdin: bytes | None = None,
+    stdin: bytes | Finding | None = None,
     sglang_version: str = versions.NEWEST,
 ) -> FileResult:
     """Read one file and check it as an mmpool config or an SGLang ``--config`` file of ``sglang_version``."""
@@ -160,7 +160,7 @@ def validate(
     environ: Mapping[str, str],
     *,
     kind: Kind = "auto",
-    stdin: bytes | None = None,
+    stdin: bytes | Finding | None = None,
     env_file_findings: list[Finding] | None = None,
     strict: bool = False,
     sglang_version: str = versions.NEWEST,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import select
 import stat
 import sys
 from collections.abc import Hashable, Iterator
@@ -23,6 +24,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from mmpool_cli.core.bounds import IDLE_TIMEOUT_S
 from mmpool_cli.core.excerpt import excerpt
 from mmpool_cli.core.models import Finding, Severity
 
@@ -92,12 +94,14 @@ class Source:
         self.findings.append(Finding(severity, code, message, location or self.name))
 
 
-def read_bytes(name: str, stdin: bytes | None = None) -> tuple[bytes | None, Finding | None]:
-    """A file's bytes (``-`` is ``stdin``), or the finding that says why they cannot be read.
+def read_bytes(name: str, stdin: bytes | Finding | None = None) -> tuple[bytes | None, Finding | None]:
+    """A file's bytes (``-`` is ``stdin``: what ``read_stdin`` gave), or the finding that says why they cannot be read.
 
     Only regular files are read, and never more than ``MAX_FILE_BYTES + 1`` bytes of them.
     """
-    raw: bytes | None = stdin or b""
+    if name == STDIN and isinstance(stdin, Finding):
+        return None, stdin
+    raw: bytes | None = stdin if isinstance(stdin, bytes) else b""
     problem = None
     if name != STDIN:
         raw, problem = _read_regular(name)
@@ -112,9 +116,44 @@ def read_bytes(name: str, stdin: bytes | None = None) -> tuple[bytes | None, Fin
     return raw, problem
 
 
-def read_stdin(stream: BinaryIO) -> bytes:
-    """Standard input's bytes, at most one more than ``MAX_FILE_BYTES`` (enough to tell it is too large)."""
-    return stream.read(MAX_FILE_BYTES + 1)
+def read_stdin(stream: BinaryIO, idle_timeout: float = IDLE_TIMEOUT_S) -> bytes | Finding:
+    """Standard input's bytes, at most one more than ``MAX_FILE_BYTES`` (enough to tell it is too large).
+
+    A pipe, FIFO or terminal that stays silent for ``idle_timeout`` seconds gives a ``file-unreadable``
+    finding instead of a wait without end; a redirected regular file is read at once.
+    """
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (io.UnsupportedOperation): it cannot wait
+        return stream.read(MAX_FILE_BYTES + 1)
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError as e:
+        return Finding(Severity.error, "file-unreadable", f"cannot read stdin: {e.strerror}", STDIN)
+    if regular:
+        return stream.read(MAX_FILE_BYTES + 1)
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_FILE_BYTES:
+        if not select.select([fd], [], [], idle_timeout)[0]:
+            return Finding(
+                Severity.error,
+                "file-unreadable",
+                f"no data for {idle_timeout:g} s after {size} bytes: is the writer still running? "
+                "(--idle-timeout SECONDS waits longer)",
+                STDIN,
+            )
+        try:
+            chunk = os.read(fd, min(1 << 16, MAX_FILE_BYTES + 1 - size))
+        except BlockingIOError:
+            continue
+        except OSError as e:
+            return Finding(Severity.error, "file-unreadable", f"cannot read stdin: {e.strerror}", STDIN)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _read_regular(name: str) -> tuple[bytes | None, Finding | None]:
@@ -181,7 +220,7 @@ def decode(name: str, raw: bytes) -> tuple[str | None, Finding | None]:
         )
 
 
-def load(name: str, stdin: bytes | None = None) -> Source:
+def load(name: str, stdin: bytes | Finding | None = None) -> Source:
     """Read, decode and parse one file into a located mapping; every problem is a finding."""
     src = Source(name)
     raw, problem = read_bytes(name, stdin)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mmpool_cli.core.models import Finding
 from mmpool_cli.inputs.validate import validate_file
 from mmpool_cli.inputs.yamlsrc import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES, load, parse_text, read_stdin
 from mmpool_cli.sglang.environment import read_launch_env
@@ -181,3 +182,61 @@ def test_nesting_within_the_bound_is_read() -> None:
 def test_aliases_that_nest_deep_are_caught_too() -> None:
     text = "a0: &a0 [1]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}]\n" for i in range(1, MAX_DEPTH + 5))
     assert [f.code for f in parse_text("f.yaml", text).findings] == ["yaml-too-deep"]
+
+
+def _silent_pipe(first: bytes) -> tuple[int, int]:
+    """A pipe holding ``first`` whose write end stays open (the writer that never says more)."""
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, first)
+    return read_fd, write_fd
+
+
+def test_a_silent_stdin_pipe_is_a_finding_after_the_idle_timeout() -> None:
+    read_fd, write_fd = _silent_pipe(b"pool:\n  size: 1GiB\n")
+    try:
+        with os.fdopen(read_fd, "rb") as stream:
+            got = read_stdin(stream, idle_timeout=0.3)
+    finally:
+        os.close(write_fd)
+    assert isinstance(got, Finding), got
+    assert got.code == "file-unreadable"
+    assert got.location == "-"
+    assert "no data for 0.3 s after 19 bytes" in got.message
+    assert "--idle-timeout" in got.message
+    src = load("-", got)
+    assert [f.code for f in src.findings] == ["file-unreadable"]
+
+
+def test_a_pipe_that_ends_is_read_whole() -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"pool: {size: 1GiB}\n")
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as stream:
+        assert read_stdin(stream, idle_timeout=5) == b"pool: {size: 1GiB}\n"
+
+
+def test_validate_dash_on_a_silent_pipe_ends_with_the_finding() -> None:
+    read_fd, write_fd = _silent_pipe(b"")
+    root = Path(__file__).resolve().parents[2]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "mmpool_cli", "validate", "-", "--idle-timeout", "0.5", "--no-process-env"],
+            stdin=read_fd,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1"},
+            cwd=root,
+        )
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+    assert done.returncode == 1, done.stderr
+    assert "no data for 0.5 s" in done.stdout
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "2000000"])
+def test_validate_idle_timeout_has_simulates_bounds(run_line, value: str) -> None:
+    result = run_line(["mmpool", "validate", "-", "--idle-timeout", value], input=b"")
+    assert result.exit_code == 2
+    assert "--idle-timeout" in result.stderr
