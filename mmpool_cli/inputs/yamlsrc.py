@@ -25,7 +25,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from mmpool_cli.core.bounds import IDLE_TIMEOUT_S
-from mmpool_cli.core.excerpt import excerpt
+from mmpool_cli.core.excerpt import duplicate_key, excerpt
 from mmpool_cli.core.models import Finding, Severity
 
 # NOTE: the C loader is 5-10x faster; its marks carry the same line and column.
@@ -292,8 +292,7 @@ def _duplicates(src: Source, root: Node) -> None:
                         src.add(
                             Severity.error,
                             "yaml-duplicate-key",
-                            f"key {excerpt(str(key))} appears again (first on line {prev}); "
-                            "only the last one counts: keep one",
+                            duplicate_key(str(key), f"on line {prev}"),
                             src.at(k),
                         )
                     else:

@@ -240,3 +240,12 @@ def test_validate_idle_timeout_has_simulates_bounds(run_line, value: str) -> Non
     result = run_line(["mmpool", "validate", "-", "--idle-timeout", value], input=b"")
     assert result.exit_code == 2
     assert "--idle-timeout" in result.stderr
+
+
+def test_a_duplicate_key_has_the_one_message_traces_use_too() -> None:
+    from mmpool_cli.core.excerpt import duplicate_key
+
+    src = parse_text("c.yaml", "tp-size: 1\ntp-size: 2\n")
+    assert [(f.code, f.message, f.location) for f in src.findings] == [
+        ("yaml-duplicate-key", duplicate_key("tp-size", "on line 1"), "c.yaml:2:1")
+    ]
