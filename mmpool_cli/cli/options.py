@@ -24,9 +24,9 @@ from mmpool_cli.core.bounds import (
     granularity_problem,
     largest_gpu,
 )
-from mmpool_cli.core.excerpt import excerpt, shorten
+from mmpool_cli.core.excerpt import shorten
 from mmpool_cli.core.models import Budget, PlanRequest
-from mmpool_cli.core.units import MAX_BYTES, format_binary, parse_size
+from mmpool_cli.core.units import MAX_BYTES, format_binary, parse_int, parse_size
 from mmpool_cli.errors import MmpoolError, SizeError
 from mmpool_cli.sglang import environment as envmod
 
@@ -65,9 +65,9 @@ def size_arg(flag: str, text: str) -> int:
 def int_arg(text: str) -> int:
     """An integer flag's text as click reads it, but a 64-bit bound and a short quote when it is huge."""
     try:
-        value = int(text)
-    except ValueError:
-        raise typer.BadParameter(f"{excerpt(text)} is not an integer") from None
+        value = parse_int(text)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     if abs(value) > MAX_BYTES:
         raise typer.BadParameter(f"{shorten(text)} is beyond the 64-bit integers SGLang, torch and CUDA use")
     return value

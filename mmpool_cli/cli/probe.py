@@ -77,7 +77,10 @@ def probe(
 
     with reported():
         if not 0 < timeout <= MAX_TIMEOUT_S:  # NaN fails this too
-            raise MmpoolError(f"--timeout: {timeout:g} is not between 0 and {MAX_TIMEOUT_S} seconds; use e.g. 120")
+            raise MmpoolError(
+                f"--timeout: {timeout:g} seconds is out of range: use more than 0 and at most {MAX_TIMEOUT_S} "
+                "seconds, e.g. 120"
+            )
         environ, _ = environment(False, env_file, env)
         launch = read_launch_env(environ)
         plan_request = pool.request(environ) if config is None else _config_request(config, environ, pool, output)
