@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import select
 import stat
 import sys
@@ -252,7 +253,8 @@ def parse_text(name: str, text: str) -> Source:
         mark = e.problem_mark or e.context_mark
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark is not None else name
         problem = " ".join(str(part) for part in (e.context, e.problem) if part) or "invalid YAML"
-        src.add(Severity.error, "yaml-syntax", f"YAML syntax error: {problem}", where)
+        message = _long_key(text, mark) or _not_yaml(text) or f"YAML syntax error: {problem}"
+        src.add(Severity.error, "yaml-syntax", message, where)
         return src
     except (yaml.YAMLError, RecursionError, ValueError, TypeError, OverflowError) as e:
         src.add(Severity.error, "yaml-syntax", f"YAML cannot be read: {type(e).__name__}: {excerpt(str(e), 200)}")
@@ -261,16 +263,52 @@ def parse_text(name: str, text: str) -> Source:
         loader.dispose()
     if not isinstance(data, dict):
         kind = "empty" if data is None else type(data).__name__
+        other = _not_yaml(text) if isinstance(data, str) else None
         src.add(
             Severity.error,
             "root-not-mapping",
-            f"the top level is {_a(kind)}, not a mapping of keys to values "
+            (f"{other}; " if other else "") + f"the top level is {_a(kind)}, not a mapping of keys to values "
             "(SGLang: 'Config file must contain a dictionary at root level')",
             src.at(root),
         )
         return src
     src.data = data
     return src
+
+
+# PyYAML (C and Python loaders alike, so SGLang's too) reads a key of at most this many characters.
+MAX_KEY_CHARS = 1024
+_TOML_LINE = re.compile(
+    r"""^[ \t]*(?:\[\[?[ \t]*[A-Za-z0-9_.\-"' ]+\]\]?[ \t]*(?:\#.*)?|[A-Za-z0-9_.\-"']+[ \t]*=[ \t]*\S.*)$""",
+    re.MULTILINE,
+)
+
+
+def _long_key(text: str, mark: Any) -> str | None:
+    """The message for a key past PyYAML's 1024-character limit, which it reports as a misplaced ':'."""
+    index = getattr(mark, "index", None)
+    if not isinstance(index, int) or not 0 <= index < len(text) or text[index] != ":":
+        return None
+    start = text.rfind("\n", 0, index) + 1
+    key = text[start:index].strip().lstrip("-? ").strip()
+    if len(key) <= MAX_KEY_CHARS:
+        return None
+    return (
+        f"a key of {len(key):,} characters: YAML reads keys of at most {MAX_KEY_CHARS} characters "
+        "(SGLang's loader fails on it too); shorten the key"
+    )
+
+
+def _not_yaml(text: str) -> str | None:
+    """What to say when YAML cannot read ``text`` and it looks like TOML or INI (``[section]``, ``key = value``)."""
+    match = _TOML_LINE.search(text)
+    if match is None:
+        return None
+    line = text.count("\n", 0, match.start()) + 1
+    return (
+        f"this is not YAML: line {line} ({excerpt(match.group(0).strip())}) reads as TOML or INI; SGLang's "
+        "--config files and mmpool configs are YAML (or JSON): write 'key: value', a section as a nested mapping"
+    )
 
 
 def _duplicates(src: Source, root: Node) -> None:

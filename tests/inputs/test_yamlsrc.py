@@ -249,3 +249,41 @@ def test_a_duplicate_key_has_the_one_message_traces_use_too() -> None:
     assert [(f.code, f.message, f.location) for f in src.findings] == [
         ("yaml-duplicate-key", duplicate_key("tp-size", "on line 1"), "c.yaml:2:1")
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ('[pool]\nsize = "1GiB"\ntokenizer_workers = 4\n', "yaml-syntax"),
+        ("tp-size = 8\n", "root-not-mapping"),
+        ('# a comment\n[server]\n"tp-size" = 8\n', "yaml-syntax"),
+    ],
+)
+def test_toml_is_said_to_be_toml_not_yaml(text: str, code: str) -> None:
+    src = parse_text("sglang.toml", text)
+    assert [f.code for f in src.findings] == [code]
+    message = src.findings[0].message
+    assert "not YAML" in message
+    assert "TOML" in message
+    assert "document start" not in message
+
+
+def test_yaml_errors_that_are_not_toml_keep_their_words() -> None:
+    src = parse_text("c.yaml", "a: [1, 2\n")
+    assert [f.code for f in src.findings] == ["yaml-syntax"]
+    assert "TOML" not in src.findings[0].message
+
+
+@pytest.mark.parametrize("key", ["k" * 1_000_000, "k" * 1030, '"' + "k" * 1030 + '"'])
+def test_a_key_past_1024_characters_names_the_limit(key: str) -> None:
+    src = parse_text("c.yaml", f"{key}: 1\n")
+    assert [f.code for f in src.findings] == ["yaml-syntax"]
+    message = src.findings[0].message
+    assert "1024 characters" in message
+    assert f"{len(key):,}" in message
+    assert "mapping values are not allowed" not in message
+    assert len(message) < 300
+
+
+def test_a_key_of_1024_characters_is_still_read() -> None:
+    assert parse_text("c.yaml", "k" * 1000 + ": 1\n").data == {"k" * 1000: 1}
