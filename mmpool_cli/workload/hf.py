@@ -8,7 +8,10 @@ weights are read. Pure core: standard library only.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -59,6 +62,8 @@ def resolve(text: str) -> Model:
         raise ModelConfigError(f"--model {shown}: not a usable path ({getattr(e, 'strerror', None) or e})") from None
     if exists:
         return load(path)
+    if path.is_symlink():
+        raise ModelConfigError(f"--model {shown}: {_broken_link(path)}; give the model directory itself")
     if text.endswith(".json") or text.startswith((".", "/", "~")):
         raise ModelConfigError(f"--model {shown}: no such file or directory")
     if "/" in text:
@@ -68,6 +73,31 @@ def resolve(text: str) -> Model:
         )
     fam = family(text)
     return Model(name=fam.name, family=fam, settings=dict(fam.settings), kv=None, config_path=None)
+
+
+def _broken_link(path: Path) -> str:
+    """Why a symbolic link leads nowhere: it loops, or its target is missing."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "a symbolic link that loops (it leads back to itself)"
+        return f"a symbolic link to a missing path ({os.readlink(path)})"
+    return "a symbolic link that cannot be followed"
+
+
+def _special_kind(path: Path) -> str:
+    """What a path that is neither a directory nor a regular file is: a device, a FIFO, a socket."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        return f"unreadable ({e.strerror or e})"
+    kinds = (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    )
+    return next((name for test, name in kinds if test(mode)), "a socket" if stat.S_ISSOCK(mode) else "a special file")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -95,6 +125,11 @@ def load(path: Path) -> Model:
         FamilyError: a ``model_type`` mmpool has no processor rules for.
     """
     config_path = path / CONFIG if path.is_dir() else path
+    if not path.is_dir() and not path.is_file():
+        raise ModelConfigError(
+            f"--model {shorten(str(path))}: this is {_special_kind(path)}, not a model directory or its {CONFIG}; "
+            "give a Hugging Face model directory, its config.json, or a family name"
+        )
     if not config_path.is_file():
         raise ModelConfigError(
             f"--model {shorten(str(path))}: the directory has no {CONFIG}; give a Hugging Face model directory, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,35 @@ def test_a_hub_id_is_not_looked_up() -> None:
 def test_config_json_path_itself(tmp_path: Path) -> None:
     model = resolve(str(model_dir(tmp_path, QWEN25_72B, {"max_pixels": 1_003_520}) / "config.json"))
     assert model.settings["max_pixels"] == 1_003_520
+
+
+def _loop(tmp_path: Path) -> str:
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    return str(tmp_path / "loop")
+
+
+def _dangling(tmp_path: Path) -> str:
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    return str(tmp_path / "gone")
+
+
+def _fifo(tmp_path: Path) -> str:
+    os.mkfifo(tmp_path / "fifo")
+    return str(tmp_path / "fifo")
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (_loop, "a symbolic link that loops"),
+        (_dangling, "a symbolic link to a missing path"),
+        (lambda _tmp: "/dev/zero", "a character device, not a model directory or its config.json"),
+        (_fifo, "a FIFO (named pipe), not a model directory or its config.json"),
+    ],
+)
+def test_a_model_path_that_is_not_a_directory_or_file_says_what_it_is(tmp_path: Path, make, says: str) -> None:
+    with pytest.raises(MmpoolError) as info:
+        resolve(make(tmp_path))
+    assert says in str(info.value)
+    assert "the directory has no config.json" not in str(info.value)
+    assert info.value.exit_code == EXIT_USAGE
