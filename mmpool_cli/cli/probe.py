@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
@@ -140,9 +141,18 @@ def _fraction(text: str | None) -> Fraction | None:
 
 
 def _with_progress(work, show: bool):
-    """Run ``work(note)`` with a spinner on stderr naming the current step (humans only)."""
+    """Run ``work(note)`` with a spinner on stderr naming the current step (humans on a terminal only).
+
+    A terminal that should get no escapes (``NO_COLOR`` set, ``TERM=dumb``) gets one plain line per step.
+    """
     if not show or not sys.stderr.isatty():
         return work(lambda _message: None)
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+
+        def line(message: str) -> None:
+            print(f"mmpool probe: {message}", file=sys.stderr, flush=True)
+
+        return work(line)
     from rich.console import Console
 
     with Console(stderr=True).status("probing") as status:
