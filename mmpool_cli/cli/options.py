@@ -21,6 +21,7 @@ from mmpool_cli.core.bounds import (
     MIN_CONTEXT,
     MIN_GRANULARITY,
     context_problem,
+    count_problem,
     granularity_problem,
     largest_gpu,
 )
@@ -78,8 +79,9 @@ def bounded_int(limit: int, what: str) -> Callable[[str], int]:
 
     def parse(text: str) -> int:
         value = int_arg(text)
-        if value > limit:
-            raise typer.BadParameter(f"{value}: mmpool plans at most {limit} {what}")
+        problem = count_problem(value, limit, what)
+        if problem:
+            raise typer.BadParameter(problem)
         return value
 
     return parse

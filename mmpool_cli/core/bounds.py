@@ -27,6 +27,15 @@ IDLE_TIMEOUT_S = 30.0
 MAX_IDLE_TIMEOUT_S = 10**6
 
 
+def count_problem(value: int, limit: int, what: str) -> str | None:
+    """Why ``value`` workers or ranks is more than any deployment has, or None (the same words from every front end).
+
+    >>> count_problem(99999999999, MAX_WORKERS, "tokenizer workers")
+    '99999999999: mmpool plans at most 1024 tokenizer workers'
+    """
+    return f"{value}: mmpool plans at most {limit} {what}" if value > limit else None
+
+
 def largest_gpu() -> str:
     """``288 GiB (NVIDIA B300)``: how messages name the bound."""
     return f"{format_binary(LARGEST_GPU_HBM_BYTES)} ({LARGEST_GPU})"
