@@ -40,7 +40,7 @@ def bind(parent: int) -> bool:
 
 def _bind_fork_server() -> None:
     global SERVER_PID
-    parent = os.environ.get(PARENT_ENV, "")
+    parent = os.environ.pop(PARENT_ENV, "")  # the server's children must not inherit it
     if parent.isdigit() and int(parent) != os.getpid():
         SERVER_PID = os.getpid()
         bind(int(parent))

@@ -74,11 +74,14 @@ def server_started_at() -> float:
     parent-death signal follows the thread that started it (``lifeline``).
     """
     multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    # only the server gets the variable: a later child of this process must not take it for itself
     if threading.current_thread() is threading.main_thread():
         os.environ[lifeline.PARENT_ENV] = str(os.getpid())
-    else:  # a thread that may end first: the server's alive pipe is then its only tie to this process
+    # (from another thread, which may end first, the server's alive pipe is its only tie to this process)
+    try:
+        forkserver.ensure_running()
+    finally:
         os.environ.pop(lifeline.PARENT_ENV, None)
-    forkserver.ensure_running()
     return time.time()
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from mmpool_cli.core.models import Budget, PlanRequest
 from mmpool_cli.probe import devices as dv
-from mmpool_cli.probe import processes, runner
+from mmpool_cli.probe import lifeline, processes, runner
 from mmpool_cli.probe.processes import ChildFailed, Deadline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ def _kill(pid: int) -> None:
 def _mmpool_stand_in(tmp_path: Path, body: str = "", preload: str = "torch") -> subprocess.Popen[str]:
     """A process that starts the probe's fork server as ``mmpool probe`` does, then runs ``body``."""
     script = (
-        "import sys, time\n"
+        "import os, sys, time\n"
         "from multiprocessing import forkserver\n"
         "from mmpool_cli.probe import processes\n"
         "def main():\n"
@@ -111,6 +111,7 @@ def _mmpool_stand_in(tmp_path: Path, body: str = "", preload: str = "torch") -> 
         "    while forkserver._forkserver._forkserver_pid is None:\n"
         "        time.sleep(0.01)\n"
         "    print(forkserver._forkserver._forkserver_pid, flush=True)\n"
+        f"    print(os.environ.get({lifeline.PARENT_ENV!r}), flush=True)\n"
         f"{textwrap.indent(body, '    ')}\n"
         "    time.sleep(120)\n"
         "if __name__ == '__main__':\n"
@@ -133,6 +134,9 @@ def test_the_fork_server_dies_with_mmpool_even_while_it_imports_torch(tmp_path: 
         while not marker.exists():
             assert time.monotonic() < end, "the fork server never started its imports"
             time.sleep(0.02)
+        # the variable that binds the server is the server's alone: left in mmpool's environment, a
+        # later subprocess of mmpool would take it for itself
+        assert mmpool.stdout.readline().strip() == "None"
         mmpool.kill()  # as SIGKILL of mmpool probe, while the fork server is inside the import
         mmpool.wait()
         assert _gone(server, 3.0), "the fork server outlived mmpool"
@@ -154,6 +158,7 @@ def test_a_child_dies_with_the_fork_server_and_everything_with_mmpool(tmp_path: 
     try:
         assert mmpool.stdout is not None
         server = int(mmpool.stdout.readline())
+        assert mmpool.stdout.readline().strip() == "None"
         child = int(mmpool.stdout.readline())
         assert not _gone(child, 0.2)
         _kill(server)
