@@ -25,7 +25,7 @@ from decimal import Decimal, InvalidOperation
 from json.scanner import make_scanner
 from typing import Any, cast
 
-from mmpool_cli.core.excerpt import duplicate_key, excerpt
+from mmpool_cli.core.excerpt import SHOWN, duplicate_key, shorten
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.simulate.engine import ALLOC, FREE, Event
 from mmpool_cli.simulate.pool import MAX_POOL_BYTES
@@ -67,10 +67,12 @@ def _json(value: object) -> str:
     """A value as the trace wrote it (``100.0``, ``true``, ``null``), not as Python shows it."""
     if isinstance(value, Decimal):
         return str(value)
+    if isinstance(value, str) and len(value) > SHOWN:
+        return f'{json.dumps(value[:SHOWN])[:-1]}…" ({len(value):,} characters)'
     try:
-        return excerpt(json.dumps(value), 40)[1:-1] if isinstance(value, str) else json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
+        return shorten(json.dumps(value), 2 * SHOWN)
+    except (TypeError, ValueError):  # an object holding a Decimal
+        return "an object"
 
 
 class _Float(str):

@@ -243,3 +243,11 @@ def test_a_key_given_twice_is_an_error_as_in_validate(tmp_path: Path, line: str)
     with pytest.raises(TraceError) as info:
         read_trace(_write(tmp_path, '{"t": 0, "op": "alloc", "id": "a", "bytes": 1}', line), workers=1)
     assert str(info.value) == f"{tmp_path / 'trace.jsonl'}:2: {duplicate_key(key)}"
+
+
+def test_a_long_bad_value_is_quoted_short(tmp_path: Path) -> None:
+    line = '{"t": 0, "op": "alloc", "id": "a", "bytes": "' + "9" * 3000 + '"}'
+    with pytest.raises(TraceError) as info:
+        read_trace(_write(tmp_path, line), workers=1)
+    assert "(3,000 characters)" in str(info.value)
+    assert len(str(info.value)) < 300
