@@ -7,7 +7,8 @@ Only the standard library's ``os``, ``signal`` and ``sys`` are imported here.
 
 from __future__ import annotations
 
-import _signal  # the C function: signal.signal's Python wrapper is itself a window for a KeyboardInterrupt
+# the C function: signal.signal's Python wrapper is itself a window for a KeyboardInterrupt
+import _signal  # type: ignore[import-not-found]
 import os
 import signal
 import sys

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import NoReturn
 
 import typer
@@ -47,6 +48,4 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> NoReturn:
     """The console target of earlier installs; ``mmpool_cli.entry.run`` is the entry point now."""
-    from mmpool_cli.entry import run as entry_run
-
-    entry_run()
+    sys.exit(main())

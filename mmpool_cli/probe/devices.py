@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mmpool_cli.core.origin import probe_install_hint
 from mmpool_cli.errors import EXIT_UNAVAILABLE, MmpoolError
-from mmpool_cli.origin import probe_install_hint
-from mmpool_cli.probe.report import GpuInfo
+from mmpool_cli.probe.probe_report import GpuInfo
 
 
 class ProbeUnavailable(MmpoolError):

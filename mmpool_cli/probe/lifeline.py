@@ -30,7 +30,8 @@ def bind(parent: int) -> bool:
     has no parent-death signal (not Linux); the pipes to the parent remain the only tie there.
     """
     try:
-        bound = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        answer: int = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        bound = answer == 0
     except (OSError, AttributeError):
         bound = False
     if os.getppid() != parent:  # it died before the request was made: nothing would ever signal us

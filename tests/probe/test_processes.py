@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mmpool_cli.core.models import Budget, PlanRequest
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.probe import devices as dv
 from mmpool_cli.probe import lifeline, processes, runner
 from mmpool_cli.probe.processes import ChildFailed, Deadline
