@@ -21,6 +21,16 @@ DELAYS_S = [0.0, 0.002, 0.01, 0.03, 0.06, 0.1, 0.15, 0.25, 0.4, 0.7]
 
 
 def _interrupted(argv: list[str], delay: float) -> tuple[int, bytes, bytes]:
+    for _ in range(10):
+        code, out, err = _once(argv, delay)
+        # a signal sent at once may still land in the child's own two lines before run(), outside
+        # mmpool (a traceback with no mmpool_cli frame): that one does not count, send it again
+        if not (err.startswith(b"Traceback") and b"mmpool_cli" not in err):
+            return code, out, err
+    raise AssertionError(f"every SIGINT landed before the entry point: {err.decode(errors='replace')}")
+
+
+def _once(argv: list[str], delay: float) -> tuple[int, bytes, bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, *argv],
