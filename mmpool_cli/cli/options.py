@@ -124,13 +124,62 @@ GranularityOpt = Annotated[
         f"to {format_binary(MAX_GRANULARITY)}.",
     ),
 ]
-FormatOpt = Annotated[OutputFormat, typer.Option("--format", envvar="MMPOOL_FORMAT", help="Output format.")]
+
+
+def format_twin(choices: type[StrEnum]) -> dict[str, Any]:
+    """``--format``'s declaration for a command printing ``choices``, and its twin ``MMPOOL_FORMAT``.
+
+    The twin is shared: set for ``validate`` in a CI job (``MMPOOL_FORMAT=github``) it reaches
+    ``plan`` too, where it means nothing. There it is ignored, said once on stderr, never an
+    error; a value no command takes stays a usage error naming the variable, and on the command
+    line only the command's own formats are accepted.
+    """
+    names = [c.value for c in choices]
+    everywhere = [c.value for c in ReportFormat]
+
+    def callback(ctx: typer.Context, param: typer.CallbackParam, value: str) -> StrEnum:
+        if value in names:
+            return choices(value)
+        # typer carries its own click: its ParameterSource is compared by name
+        from_env = getattr(ctx.get_parameter_source(param.name or ""), "name", None) == "ENVIRONMENT"
+        if from_env and value in everywhere:
+            typer.echo(
+                f"mmpool: note: ignoring MMPOOL_FORMAT={value}: mmpool {ctx.info_name} prints {' or '.join(names)}",
+                err=True,
+            )
+            return choices(names[0])
+        if from_env:
+            raise typer.BadParameter(
+                f"MMPOOL_FORMAT={excerpt(value)} is not a format of any mmpool command ({', '.join(everywhere)}); "
+                "fix or unset it"
+            )
+        raise typer.BadParameter(f"{excerpt(value)} is not one of {', '.join(repr(n) for n in names)}")
+
+    def complete(incomplete: str) -> list[str]:
+        return [n for n in names if n.startswith(incomplete)]
+
+    return {
+        "envvar": "MMPOOL_FORMAT",
+        "metavar": f"<{'|'.join(names)}>",
+        "callback": callback,
+        "autocompletion": complete,
+    }
+
+
+def spelled(ctx: typer.Context, name: str, flag: str, variable: str) -> str:
+    """How the user set option ``name``: its flag, or its environment twin with the value it holds."""
+    if getattr(ctx.get_parameter_source(name), "name", None) == "ENVIRONMENT":
+        return f"{variable}={shorten(os.environ.get(variable, ''))} (the environment twin of {flag})"
+    return flag
+
+
+FormatOpt = Annotated[str, typer.Option("--format", help="Output format.", **format_twin(OutputFormat))]
 ReportFormatOpt = Annotated[
-    ReportFormat,
+    str,
     typer.Option(
         "--format",
-        envvar="MMPOOL_FORMAT",
         help="human, json (versioned), github (workflow annotations) or sarif (SARIF 2.1.0).",
+        **format_twin(ReportFormat),
     ),
 ]
 StrictOpt = Annotated[bool, typer.Option("--strict", envvar="MMPOOL_STRICT", help="Warnings fail too (exit 1).")]
