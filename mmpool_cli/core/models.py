@@ -118,7 +118,13 @@ class FeatureFit:
 
 @dataclass(frozen=True)
 class HbmEstimate:
-    """What the pools are predicted to take from the base GPU, beyond the budget's arithmetic."""
+    """What the pools are predicted to take from the base GPU, beyond the budget's arithmetic.
+
+    ``total_bytes`` is the feature pools and contexts; ``max_total_bytes`` adds the
+    positional-embeds pools a release may create later (cuda_vmm from 0.5.22: one cuda_ipc
+    ``budget // workers`` pool per worker, on the first request with CUDA embedding overrides),
+    so it is the most the tokenizer processes can take.
+    """
 
     base_gpu_id: int
     allocator: Literal["caching", "caching-expandable", "vmm"]
@@ -129,6 +135,9 @@ class HbmEstimate:
     context_bytes_per_process: int
     context_bytes: int
     total_bytes: int
+    positional_pool_bytes_per_worker: int
+    positional_pool_bytes: int
+    max_total_bytes: int
 
 
 @dataclass(frozen=True)

@@ -340,24 +340,26 @@ def extra_findings(src: Source, cfg: Any, plan: Plan | None, launch: LaunchEnv) 
                 src.where(("gpu", "free_hbm")),
             )
         )
-    elif free is not None and plan.hbm.total_bytes > free:
+    elif free is not None and plan.hbm.max_total_bytes > free:
+        # the larger figure: under cuda_vmm the positional-embeds pools may come on top
         findings.append(
             Finding(
                 Severity.error,
                 "hbm-exceeds-free",
-                f"the pools and tokenizer contexts take {format_size(plan.hbm.total_bytes)} on GPU "
+                f"the pools and tokenizer contexts take up to {format_size(plan.hbm.max_total_bytes)} on GPU "
                 f"{plan.hbm.base_gpu_id}, more than its {format_size(free)} free; lower pool.size or "
                 "pool.tokenizer_workers",
                 src.where(("gpu", "free_hbm")),
             )
         )
     elif total:
-        share = plan.hbm.total_bytes * 1000 // total
+        share = plan.hbm.max_total_bytes * 1000 // total
         findings.append(
             Finding(
                 Severity.info,
                 "hbm-share",
-                f"the pools and tokenizer contexts take {format_size(plan.hbm.total_bytes)}, "
+                f"the pools and tokenizer contexts take {'up to ' if plan.hbm.positional_pool_bytes else ''}"
+                f"{format_size(plan.hbm.max_total_bytes)}, "
                 f"{share // 10}.{share % 10}% of GPU {plan.hbm.base_gpu_id}'s {format_size(total)}",
                 src.where(("gpu", "total_hbm")),
             )

@@ -120,23 +120,28 @@ def plan_human(plan: Plan) -> RenderableType:
 
     if plan.hbm is not None:
         h = plan.hbm
-        parts.append(
-            _kv_table(
-                f"Predicted HBM on GPU {h.base_gpu_id}",
-                [
-                    (
-                        "pools",
-                        f"{h.processes} × {_size(h.pool_reserved_bytes_per_worker)} = "
-                        f"{_size(h.pool_reserved_bytes)}  [{h.allocator} allocator]",
-                    ),
-                    (
-                        "CUDA contexts",
-                        f"{h.processes} × {_size(h.context_bytes_per_process)} = {_size(h.context_bytes)}  [estimate]",
-                    ),
-                    ("total", _size(h.total_bytes)),
-                ],
-            )
-        )
+        hbm_rows = [
+            (
+                "pools",
+                f"{h.processes} × {_size(h.pool_reserved_bytes_per_worker)} = "
+                f"{_size(h.pool_reserved_bytes)}  [{h.allocator} allocator]",
+            ),
+            (
+                "CUDA contexts",
+                f"{h.processes} × {_size(h.context_bytes_per_process)} = {_size(h.context_bytes)}  [estimate]",
+            ),
+            ("total", _size(h.total_bytes)),
+        ]
+        if h.positional_pool_bytes:
+            hbm_rows += [
+                (
+                    "positional-embeds pools",
+                    f"{h.processes} × {_size(h.positional_pool_bytes_per_worker)} = "
+                    f"{_size(h.positional_pool_bytes)}  [cuda_ipc, on the first CUDA embedding override]",
+                ),
+                ("at most", f"{_size(h.max_total_bytes)}  [with the positional-embeds pools]"),
+            ]
+        parts.append(_kv_table(f"Predicted HBM on GPU {h.base_gpu_id}", hbm_rows))
 
     if plan.kv_cost is not None:
         parts.append(_kv_cost_table(plan.kv_cost))
@@ -214,6 +219,8 @@ def _plan_line(plan: Plan) -> str:
     )
     if plan.hbm is not None:
         line += f"; about {_size(plan.hbm.total_bytes)} on GPU {plan.hbm.base_gpu_id} with contexts"
+        if plan.hbm.positional_pool_bytes:
+            line += f", at most {_size(plan.hbm.max_total_bytes)} with the positional-embeds pools"
     return line
 
 
