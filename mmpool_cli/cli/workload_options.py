@@ -111,7 +111,8 @@ _WORKLOAD_DECLARATIONS: dict[str, Any] = {
             "--model",
             metavar="NAME|PATH",
             help="A model family (qwen2-vl, qwen2.5-vl, qwen3-vl, gemma3, llama4, kimi-k2.5, internvl, "
-            "llava-onevision, minicpm-v, kimi-vl, whisper), or a local model directory or its config.json.",
+            "llava-onevision, minicpm-v, kimi-vl, whisper), a local model directory or its config.json, or a "
+            "hub id in the local Hugging Face cache (never downloaded).",
         ),
     ],
     "image": Annotated[
