@@ -22,6 +22,7 @@ from mmpool_cli.cli.options import (
     ReportFormatOpt,
     SglangVersionOpt,
     StrictOpt,
+    VerboseOpt,
     context_arg,
     environment,
     granularity_arg,
@@ -79,6 +80,7 @@ def check(
     no_process_env: NoProcessEnvOpt = False,
     output: ReportFormatOpt = ReportFormat.human,
     strict: StrictOpt = False,
+    verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
     exit_zero: ExitZeroOpt = False,
     sglang_version: SglangVersionOpt = None,
@@ -121,7 +123,7 @@ def check(
         command="check", results=[result], strict=strict, sglang_version=version, sglang_version_chosen=chosen
     )
     # With --exec the server owns stdout: the report goes to stderr.
-    emit(render("report", output.value, report, launch=command, quiet=quiet), err=exec_)
+    emit(render("report", output.value, report, launch=command, quiet=quiet, verbose=verbose), err=exec_)
     if not report.ok:
         raise typer.Exit(EXIT_OK if exit_zero else EXIT_FINDINGS)
     if exec_:

@@ -182,6 +182,7 @@ ReportFormatOpt = Annotated[
         **format_twin(ReportFormat),
     ),
 ]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Human output: show info findings too.")]
 StrictOpt = Annotated[bool, typer.Option("--strict", envvar="MMPOOL_STRICT", help="Warnings fail too (exit 1).")]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", envvar="MMPOOL_QUIET", help="Human output: only warning and error lines.")

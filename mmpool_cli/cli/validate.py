@@ -19,6 +19,7 @@ from mmpool_cli.cli.options import (
     ReportFormatOpt,
     SglangVersionOpt,
     StrictOpt,
+    VerboseOpt,
     environment,
     sglang_release,
 )
@@ -52,7 +53,7 @@ def validate(
     no_process_env: NoProcessEnvOpt = False,
     output: ReportFormatOpt = ReportFormat.human,
     strict: StrictOpt = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show info findings too.")] = False,
+    verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
     exit_zero: ExitZeroOpt = False,
     sglang_version: SglangVersionOpt = None,

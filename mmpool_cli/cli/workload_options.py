@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -72,7 +72,7 @@ class WorkloadOptions:
         settings = with_overrides(model.family, model.settings, overrides, _WORKLOAD_FLAGS)
         if "max_frames" in settings:
             settings["video_total_pixels"] = wenv.video_total_pixels(environ)
-        load = workload(model.name, model.family, settings, items)
+        load = replace(workload(model.name, model.family, settings, items), model_path=model.model_path)
         kv = None
         if model.kv is not None:
             vlm = vlm_cache_from_env(environ)

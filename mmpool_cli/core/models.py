@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
@@ -146,6 +147,13 @@ class Settings:
 
     env: dict[str, str]
     args: list[str]
+    # the model directory or hub id to launch (--model-path), None when only a family was given
+    model_path: str | None = None
+
+    def launch_line(self) -> str:
+        """``sglang serve --model-path ...`` with the flags, quoted for a shell; MODEL where the model is unknown."""
+        path = "MODEL" if self.model_path is None else shlex.quote(self.model_path)
+        return " ".join(["sglang serve --model-path", path, *(shlex.quote(a) for a in self.args)])
 
 
 @dataclass(frozen=True)

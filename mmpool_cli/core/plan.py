@@ -222,4 +222,5 @@ def _settings(request: PlanRequest, rel: Release, mb: int) -> Settings:
         args += ["--dp-size", str(dp_size)]
     if request.base_gpu_id:
         args += ["--base-gpu-id", str(request.base_gpu_id)]
-    return Settings(env=env, args=args)
+    model_path = None if request.workload is None else request.workload.model_path
+    return Settings(env=env, args=args, model_path=model_path)

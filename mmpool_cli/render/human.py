@@ -151,7 +151,7 @@ def plan_human(plan: Plan) -> RenderableType:
     if plan.settings is not None:
         parts.append(Text("Settings to copy", style="bold"))
         lines = [f"export {k}={shlex.quote(v)}" for k, v in plan.settings.env.items()]
-        lines.append("sglang serve --model-path MODEL " + " ".join(shlex.quote(a) for a in plan.settings.args))
+        lines.append(plan.settings.launch_line())
         # never wrapped: a pasted line break would run the rest of the command as a command of its own
         parts += [Text(line, no_wrap=True, overflow="ignore") for line in lines]
     return Group(*parts)
@@ -247,7 +247,7 @@ def report_human(report: Report, verbose: bool = False) -> RenderableType:
     """Every input, then the summary line; valid inputs without findings take one line each."""
     parts: list[RenderableType] = []
     for result in report.results:
-        parts.append(result_human(result, report.strict, verbose or report.command == "check"))
+        parts.append(result_human(result, report.strict, verbose))
     verdict = Text("OK", style="bold green") if report.ok else Text("FAIL", style="bold red")
     release = version_note(report.sglang_version, report.sglang_version_chosen)
     parts.append(Text.assemble(f"mmpool {report.command}: ", verdict, f"  {summary_line(report)}; {release}"))

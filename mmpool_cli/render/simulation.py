@@ -154,6 +154,6 @@ def _search_human(report: SimulationReport) -> RenderableType:
     if report.settings is not None:
         parts.append(Text("Settings to copy", style="bold"))
         lines = [f"export {k}={shlex.quote(v)}" for k, v in report.settings.env.items()]
-        lines.append("sglang serve --model-path MODEL " + " ".join(shlex.quote(a) for a in report.settings.args))
+        lines.append(report.settings.launch_line())
         parts.append(Text("\n".join(lines)))
     return Group(*parts)

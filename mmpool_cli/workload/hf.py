@@ -45,6 +45,8 @@ class Model:
     settings: dict[str, Any]
     kv: KvModel | None
     config_path: str | None
+    # what sglang serve --model-path takes for it: the directory given, or the hub id; None for a family
+    model_path: str | None = None
 
 
 def resolve(text: str, hub_cache: str | None = None) -> Model:
@@ -106,7 +108,7 @@ def _from_hub_cache(repo_id: str, shown: str, hub_cache: str | None) -> Model:
             f"HF_HUB_CACHE or HF_HOME moves the cache) and nothing is downloaded: fetch the two files "
             f"(hf download {repo_id} {CONFIG} {PREPROCESSOR}), or give the model's directory"
         )
-    return dataclasses.replace(load(Path(found).parent), name=repo_id)
+    return dataclasses.replace(load(Path(found).parent), name=repo_id, model_path=repo_id)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -151,7 +153,10 @@ def load(path: Path) -> Model:
     video_cfg = _read_json(video_file) if video_file.is_file() else image_cfg
     _apply_processor(fam, settings, image_cfg, video_cfg, image_file)
     kv = kv_model(config, str(config_path))
-    return Model(name=str(path), family=fam, settings=settings, kv=kv, config_path=str(config_path))
+    directory = str(path if path.is_dir() else path.parent)
+    return Model(
+        name=str(path), family=fam, settings=settings, kv=kv, config_path=str(config_path), model_path=directory
+    )
 
 
 def _positive(value: Any, where: str) -> int:

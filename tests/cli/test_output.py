@@ -261,3 +261,14 @@ def test_probe_output_keeps_numbers_whole(columns: int) -> None:
     assert "…" not in narrow
     for number in _numbers(wide):
         assert any(number in line for line in narrow.splitlines()), (number, columns)
+
+
+def test_check_shows_info_findings_only_with_verbose_as_validate_does(run_line) -> None:
+    launch = ["--", "sglang", "serve", "m", "--tp", "8", "--mm-feature-transport", "cuda_ipc"]
+    quiet = run_line(["mmpool", "check", *launch])
+    verbose = run_line(["mmpool", "check", "-v", *launch])
+    assert quiet.exit_code == verbose.exit_code == 0
+    assert "info [" not in quiet.stdout
+    assert "info [abbreviated-option]" in verbose.stdout
+    # the summary counts the infos either way
+    assert quiet.stdout.splitlines()[-1] == verbose.stdout.splitlines()[-1]

@@ -173,7 +173,7 @@ def test_a_hub_id_is_read_from_the_local_hub_cache(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(socket.socket, "connect", no_network)
     cache = hub_cache(tmp_path, {"config.json": QWEN25_7B, "preprocessor_config.json": {"max_pixels": 1_003_520}})
     model = resolve(HUB_ID, hub_cache=str(cache))
-    assert model.name == HUB_ID  # what sglang serve --model-path takes
+    assert model.name == model.model_path == HUB_ID  # what sglang serve --model-path takes
     assert model.family.name == "qwen2.5-vl"
     assert model.settings["max_pixels"] == 1_003_520
     assert cost(model, 1).cell_bytes == 57_344
