@@ -8,12 +8,15 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.segment import Segment
 from rich.text import Text
 
-from mmpool_cli.core.models import FileResult, Finding, Plan, Report, Severity
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.reports import FileResult, Report, Settings
 from mmpool_cli.core.units import format_binary, format_size, is_whole_binary
-from mmpool_cli.probe.report import ProbeReport
+from mmpool_cli.engines.sglang.models import Plan
+from mmpool_cli.engines.sglang.rules import ENV_BUDGET
+from mmpool_cli.engines.sglang.versions import NEWEST
+from mmpool_cli.probe.probe_report import ProbeReport
 from mmpool_cli.render.layout import Block, Grid, Paragraph, Rows, Span
 from mmpool_cli.render.text import summary_line, version_note
-from mmpool_cli.sglang.rules import ENV_BUDGET, SGLANG_VERSION
 from mmpool_cli.workload.kv import KvCost
 
 SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
@@ -22,6 +25,12 @@ SEVERITY_MARK = {Severity.error: "error", Severity.warning: "warning", Severity.
 
 def _size(n: int | None) -> str:
     return "n/a" if n is None else format_size(n)
+
+
+def launch_line(settings: Settings) -> str:
+    """``sglang serve --model-path ...`` with the flags, quoted for a shell; MODEL where the model is unknown."""
+    path = "MODEL" if settings.model_path is None else shlex.quote(settings.model_path)
+    return " ".join(["sglang serve --model-path", path, *(shlex.quote(a) for a in settings.args)])
 
 
 class Laid:
@@ -151,7 +160,7 @@ def plan_human(plan: Plan) -> RenderableType:
     if plan.settings is not None:
         parts.append(Text("Settings to copy", style="bold"))
         lines = [f"export {k}={shlex.quote(v)}" for k, v in plan.settings.env.items()]
-        lines.append(plan.settings.launch_line())
+        lines.append(launch_line(plan.settings))
         # never wrapped: a pasted line break would run the rest of the command as a command of its own
         parts += [Text(line, no_wrap=True, overflow="ignore") for line in lines]
     return Group(*parts)
@@ -177,7 +186,7 @@ def probe_human(report: ProbeReport) -> RenderableType:
     verdict = ("OK", "bold green") if report.status == "ok" else ("FAIL", "bold red")
     plan = report.plan
     release = (
-        f"SGLang {SGLANG_VERSION}" if plan is None else version_note(plan.sglang_version, plan.sglang_version_chosen)
+        f"SGLang {NEWEST}" if plan is None else version_note(plan.sglang_version, plan.sglang_version_chosen)
     )
     parts: list[RenderableType] = [paragraph("mmpool probe: ", verdict, f"  ({report.seconds:.1f} s, {release})")]
     for f in report.inputs:  # one line each, as a compiler prints them (a table would cut long paths)
@@ -238,7 +247,7 @@ def result_human(result: FileResult, strict: bool, verbose: bool) -> RenderableT
                     f" [{f.code}] {f.message}",
                 )
             )
-    if result.plan is not None and result.plan.status == "ok":
+    if isinstance(result.plan, Plan) and result.plan.status == "ok":
         parts.append(Text("  " + _plan_line(result.plan), style="dim"))
     return Group(*parts)
 

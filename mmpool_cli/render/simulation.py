@@ -8,10 +8,10 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from mmpool_cli.core.units import format_binary
-from mmpool_cli.render.human import Laid, _kv_table, paragraph
+from mmpool_cli.render.human import Laid, _kv_table, launch_line, paragraph
 from mmpool_cli.render.layout import Grid, Span
 from mmpool_cli.render.text import version_note
-from mmpool_cli.simulate.report import SimulationReport, result_data
+from mmpool_cli.simulate.sim_report import SimulationReport, result_data
 
 
 def _pct(part: int, whole: int) -> str:
@@ -47,7 +47,7 @@ def simulate_human(report: SimulationReport) -> RenderableType:
         paragraph(
             "mmpool simulate: ",
             verdict,
-            f"  ({version_note(report.sglang_version, report.sglang_version_chosen)}, cuda_ipc, {source})",
+            f"  ({version_note(report.sglang_version, report.sglang_version_chosen)}, {report.transport}, {source})",
         )
     )
     rows = [
@@ -154,6 +154,6 @@ def _search_human(report: SimulationReport) -> RenderableType:
     if report.settings is not None:
         parts.append(Text("Settings to copy", style="bold"))
         lines = [f"export {k}={shlex.quote(v)}" for k, v in report.settings.env.items()]
-        lines.append(report.settings.launch_line())
+        lines.append(launch_line(report.settings))
         parts.append(Text("\n".join(lines)))
     return Group(*parts)

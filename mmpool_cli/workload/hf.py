@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -19,7 +20,7 @@ from typing import Any
 
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.workload.families import Family, family, family_of_model_type
-from mmpool_cli.workload.items import shorten
+from mmpool_cli.workload.items import quote_clipped
 from mmpool_cli.workload.kv import KvModel
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
@@ -60,7 +61,7 @@ def resolve(text: str, hub_cache: str | None = None) -> Model:
         FamilyError: neither a known family nor an existing path.
         ModelConfigError: a path whose config is missing or unreadable, a hub id not in the cache.
     """
-    shown = shorten(text)
+    shown = quote_clipped(text)
     path = Path(text).expanduser()
     try:
         exists = path.exists()
@@ -96,7 +97,8 @@ def _from_hub_cache(repo_id: str, shown: str, hub_cache: str | None) -> Model:
             "which is not installed here: pip install huggingface_hub (nothing is downloaded), or give the "
             "model's directory"
         ) from None
-    cache = hub_cache or constants.HF_HUB_CACHE
+    # HF_HUB_CACHE is read now, as huggingface_hub reads it first (its constants are fixed at import)
+    cache = hub_cache or os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE
     try:
         found = try_to_load_from_cache(repo_id, CONFIG, cache_dir=cache)
     except ValueError:  # huggingface_hub's HFValidationError: not a repository id after all
@@ -138,7 +140,7 @@ def load(path: Path) -> Model:
     config_path = path / CONFIG if path.is_dir() else path
     if not config_path.is_file():
         raise ModelConfigError(
-            f"--model {shorten(str(path))}: the directory has no {CONFIG}; give a Hugging Face model directory, "
+            f"--model {quote_clipped(str(path))}: the directory has no {CONFIG}; give a Hugging Face model directory, "
             f"its {CONFIG}, or a family name"
         )
     config = _read_json(config_path)
@@ -161,7 +163,7 @@ def load(path: Path) -> Model:
 
 def _positive(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ModelConfigError(f"{where}: expected a positive integer, got {shorten(repr(value))}")
+        raise ModelConfigError(f"{where}: expected a positive integer, got {quote_clipped(repr(value))}")
     return value
 
 

@@ -240,9 +240,10 @@ def test_probe_output_keeps_numbers_whole(columns: int) -> None:
 
     from rich.console import Console
 
-    from mmpool_cli.core.models import Budget, PlanRequest, Severity
-    from mmpool_cli.core.plan import make_plan
-    from mmpool_cli.probe.report import GpuInfo, ProbeReport, Stage
+    from mmpool_cli.core.findings import Severity
+    from mmpool_cli.engines.sglang.models import Budget, PlanRequest
+    from mmpool_cli.engines.sglang.plan import make_plan
+    from mmpool_cli.probe.probe_report import GpuInfo, ProbeReport, Stage
     from mmpool_cli.render.human import probe_human
 
     plan = make_plan(PlanRequest(budget=Budget(bytes=2**30, source="flag"), workers=4, tp_size=8))

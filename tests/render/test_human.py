@@ -7,8 +7,8 @@ import json
 
 from rich.console import Console
 
-from mmpool_cli.core.models import Budget, PlanRequest
-from mmpool_cli.core.plan import make_plan
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest
+from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.render.human import plan_human
 from mmpool_cli.render.text import to_json
 
@@ -62,7 +62,7 @@ def test_vmm_plan_shows_hbm_without_and_at_most_with_the_positional_pools() -> N
 
 
 def test_the_one_line_plan_of_validate_gives_the_larger_figure_too() -> None:
-    from mmpool_cli.core.models import FileResult
+    from mmpool_cli.core.reports import FileResult
     from mmpool_cli.render.human import result_human
 
     text = render(result_human(FileResult("m.yaml", "mmpool", [], example_plan(transport="cuda_vmm")), False, False))
