@@ -110,7 +110,7 @@ def hbm_estimate(request: PlanRequest, rel: Release, per_worker: int | None, all
     # SGLang's PositionalEmbedsTransport: under cuda_vmm no feature pool can be reused, so the first
     # request with CUDA embedding overrides makes a cuda_ipc pool (torch.empty of the same share)
     positional = 0
-    if request.transport == "cuda_vmm" and rel.positional_pool and per_worker:
+    if request.transport == "cuda_vmm" and rel.positional_pool and request.nnodes == 1 and per_worker:
         positional = sg.caching_allocator_reserved(per_worker, request.expandable_segments)
     return HbmEstimate(
         base_gpu_id=gpu,

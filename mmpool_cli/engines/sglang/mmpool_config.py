@@ -285,6 +285,7 @@ def request(cfg: Any, launch: LaunchEnv) -> PlanRequest:
         base_gpu_id=cfg.parallel.base_gpu_id,
         expandable_segments=launch.expandable_segments,
         context_bytes=cfg.gpu.context_size,
+        nnodes=cfg.parallel.nnodes,
     )
 
 

@@ -52,6 +52,8 @@ class PlanRequest:
     base_gpu_id: int = 0
     expandable_segments: bool = False
     context_bytes: int | None = None
+    # SGLang's --nnodes: its positional-embeds transport (and so its second pool) needs one node
+    nnodes: int = 1
     workload: Workload | None = None
     kv: KvRequest | None = None
     # The SGLang release whose rules apply, and how it was chosen (versions.choose).

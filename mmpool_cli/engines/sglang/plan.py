@@ -123,7 +123,7 @@ def make_plan(request: PlanRequest) -> Plan:
         _, attn_dp = sg.resolve_attention_dp(request.dp_size, request.attn_dp_size, request.enable_dp_attention)
         kv, kv_notes = plan_kv_cost(request.kv, request.tp_size // attn_dp, mb, landing, rel)
         findings += kv_notes
-    if transport == "cuda_vmm" and rel.positional_pool:
+    if transport == "cuda_vmm" and rel.positional_pool and request.nnodes == 1:  # off on several nodes
         add(
             Severity.info,
             "positional-embeds-pool",

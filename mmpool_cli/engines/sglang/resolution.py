@@ -269,6 +269,7 @@ def _request(reading: Reading, launch: LaunchEnv, budget: Budget, transport: str
         vmm_granularity=assume.vmm_granularity,
         feature_sizes=assume.feature_sizes,
         base_gpu_id=reading.get("base_gpu_id"),
+        nnodes=reading.get("nnodes"),
         expandable_segments=launch.expandable_segments,
         context_bytes=assume.context_bytes,
         sglang_version=assume.sglang_version,

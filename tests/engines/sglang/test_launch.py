@@ -68,6 +68,11 @@ def test_vmm_hbm_counts_the_positional_embeds_pools_too() -> None:
     assert "3,283,353,600 B" in hbm.message
     assert "at most 4,357,095,424 B" in hbm.message
     assert "40.5% of its 10,737,418,240 B (10 GiB)" in hbm.message  # the share of the larger figure
+    # on two nodes SGLang's positional-embeds transport is off: one figure
+    result, _ = run([*launch, "--nnodes", "2"], assume=Assumptions(gpu_memory=10 * 2**30))
+    assert result.plan is not None and result.plan.hbm is not None
+    assert result.plan.hbm.max_total_bytes == result.plan.hbm.total_bytes
+    assert "at most" not in next(f for f in result.findings if f.code == "hbm-base-gpu").message
 
 
 @pytest.mark.parametrize(

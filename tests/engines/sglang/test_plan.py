@@ -277,9 +277,16 @@ def test_the_positional_pool_rounds_as_the_caching_allocator_does() -> None:
     assert hbm.max_total_bytes == hbm.total_bytes + 4 * 13 * 20 * 2**20
 
 
-@pytest.mark.parametrize("plan", [_vmm("0.5.21"), make_plan(PlanRequest(budget=Budget(bytes=2**30, source="flag")))])
-def test_no_second_pool_before_0_5_22_or_under_cuda_ipc(plan) -> None:
-    # before 0.5.22 there is no positional-embeds transport; under cuda_ipc it reuses the feature pool
+SEVERAL_NODES = make_plan(PlanRequest(budget=Budget(bytes=2**30, source="flag"), transport="cuda_vmm", nnodes=2))
+
+
+@pytest.mark.parametrize(
+    "plan", [_vmm("0.5.21"), make_plan(PlanRequest(budget=Budget(bytes=2**30, source="flag"))), SEVERAL_NODES]
+)
+def test_no_second_pool_before_0_5_22_under_cuda_ipc_or_on_several_nodes(plan) -> None:
+    # before 0.5.22 there is no positional-embeds transport; under cuda_ipc it reuses the feature pool;
+    # on several nodes it is off (PositionalEmbedsTransport.enabled needs nnodes == 1)
+    assert "positional-embeds-pool" not in {f.code for f in plan.findings}
     assert plan.hbm is not None
     assert plan.hbm.positional_pool_bytes == 0
     assert plan.hbm.max_total_bytes == plan.hbm.total_bytes
