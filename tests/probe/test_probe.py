@@ -197,3 +197,24 @@ def test_probe_config_and_pool_flags_do_not_mix(run_line) -> None:
     result = run_line(["mmpool", "probe", "--config", str(EXAMPLES / "mmpool.yaml"), "--workers", "3"])
     assert result.exit_code == 2
     assert "drop --workers or drop --config" in result.stderr
+
+
+def test_probe_compares_the_larger_hbm_figure_with_free_memory() -> None:
+    from types import SimpleNamespace
+
+    from mmpool_cli.probe.stages import stage_gpu
+
+    request = PlanRequest(budget=Budget(bytes=2**30, source="flag"), workers=4, tp_size=8, transport="cuda_vmm")
+    plan = make_plan(request)
+    assert plan.hbm is not None and plan.hbm.max_total_bytes > plan.hbm.total_bytes
+    free = plan.hbm.total_bytes + 1  # room for the feature pools, not for the positional-embeds pools too
+    gpu = GpuInfo(
+        cuda_index=0, nvml_index=0, name="NVIDIA H200", uuid="GPU-1", total_bytes=free, free_bytes=free, used_bytes=0
+    )
+    stage = Stage("gpu", "Read the GPUs through NVML")
+    probe = SimpleNamespace(plan=request, cuda_visible_devices=None, mem_fraction_static=None)
+    stage_gpu(stage, probe, plan, [gpu], gpu)
+    [finding] = [f for f in stage.findings if f.severity is Severity.error]
+    assert finding.code == "does-not-fit"
+    assert "positional-embeds" in finding.message
+    assert stage.figures["predicted_bytes"] == plan.hbm.max_total_bytes
