@@ -5,7 +5,8 @@
 (exit 1). ``tests/test_corpus.py`` replays the same cases. Each case runs in-process through
 ``mmpool_cli.cli.main`` (the console entry point, so usage errors are formatted as a user sees them)
 inside click's isolation: its own stdin, stdout, stderr and a fixed environment (no SGLang, PyTorch or
-mmpool variables unless the case sets them, ``NO_COLOR=1``, ``COLUMNS=100``, ``TERM=dumb``). Run it from
+mmpool variables unless the case sets them, ``NO_COLOR=1``, ``COLUMNS=100``, ``TERM=dumb``, and an
+empty Hugging Face cache in ``HF_HUB_CACHE``). Run it from
 anywhere: it works in the repository root, so every path in a case (and in its output) is relative.
 Nothing in the output is scrubbed.
 """
@@ -28,8 +29,13 @@ CORPUS = ROOT / "tests" / "data" / "corpus" / "corpus.json"
 INPUTS = "tests/data/corpus/inputs"
 
 # Variables a case starts without: they change what mmpool reads or how it prints.
-CLEARED_PREFIXES = ("SGLANG_", "SGL_", "MMPOOL_", "PYTORCH_", "CUDA_", "FORCE_COLOR", "CLICOLOR", "VIDEO_")
-FIXED_ENV = {"NO_COLOR": "1", "COLUMNS": "100", "LINES": "50", "TERM": "dumb"}
+CLEARED_PREFIXES = (
+    "SGLANG_", "SGL_", "MMPOOL_", "PYTORCH_", "CUDA_", "FORCE_COLOR", "CLICOLOR", "VIDEO_", "HF_", "HUGGINGFACE_",
+)  # fmt: skip
+# a Hugging Face cache that holds nothing, so a hub id's lookup reads the same everywhere
+FIXED_ENV = {
+    "NO_COLOR": "1", "COLUMNS": "100", "LINES": "50", "TERM": "dumb", "HF_HUB_CACHE": "tests/data/corpus/hf-cache",
+}  # fmt: skip
 
 RELEASES = [f"0.5.{n}" for n in range(10, 24)]
 FORMATS = ["human", "json", "github", "sarif"]

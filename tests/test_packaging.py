@@ -4,6 +4,7 @@ fresh virtual environment."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import venv
@@ -54,11 +55,31 @@ def test_wheel_installs_and_plans_in_a_fresh_environment(dist: Path, tmp_path: P
     venv.create(env_dir, with_pip=True)
     bindir = env_dir / "bin"
     wheel = next(dist.glob("*.whl"))
+    # without PYTHONPATH: a checkout on it (with the build's mmpool.egg-info) would pass for installed
+    fresh = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run(
-        [str(bindir / "pip"), "install", "--quiet", str(wheel)], check=True, capture_output=True, timeout=600
+        [str(bindir / "pip"), "install", "--quiet", str(wheel)], check=True, capture_output=True, timeout=600, env=fresh
     )
     result = subprocess.run(
         [str(bindir / "mmpool"), "plan", "--format", "json"], capture_output=True, text=True, cwd=tmp_path, env={}
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["sglang_mm_feature_cache_mb"] == 1024
+    # the hints of an installed wheel name what works there: that environment's pip, no checkout's script
+    probe = subprocess.run([str(bindir / "mmpool"), "probe"], capture_output=True, text=True, cwd=tmp_path, env={})
+    assert probe.returncode == 3, probe.stderr
+    assert f"torch is not installed: {bindir}/python" in probe.stderr  # this environment's python, as its shebang
+    assert " -m pip install 'torch>=2.1' 'nvidia-ml-py>=12.535'" in probe.stderr
+    assert "[probe]" not in probe.stderr
+    release = subprocess.run(
+        [str(bindir / "mmpool"), "plan", "--sglang-version", "0.9.1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={},
+    )
+    assert release.returncode == 2
+    assert "scripts/" not in release.stderr
+    assert "a newer mmpool" in release.stderr
+    # the console script is the entry point that makes Ctrl-C a silent 130 from its start
+    assert "from mmpool_cli.entry import run" in (bindir / "mmpool").read_text()

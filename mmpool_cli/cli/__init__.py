@@ -47,5 +47,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> NoReturn:
-    """``[project.scripts]`` target."""
+    """The console target of earlier installs; ``mmpool_cli.entry.run`` is the entry point now."""
     sys.exit(main())

@@ -9,10 +9,26 @@ from contextlib import contextmanager
 from typing import Annotated
 
 import typer
+import typer.main
+import typer.models
 
 from mmpool_cli import __version__
+from mmpool_cli.core.units import parse_int
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.render import Rendered, Rich, escape_undecodable
+
+
+def _ascii_int(value: str | int) -> int:
+    try:
+        return parse_int(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
+# One rule for every integer option, the one sizes follow: typer reads each ``int`` option through
+# its click's IntParamType (IntRange derives from it), whose int() takes '٤' and '1_000'.
+_INT_TYPE = type(typer.main.get_click_type(annotation=int, parameter_info=typer.models.OptionInfo()))
+_INT_TYPE._number_class = staticmethod(_ascii_int)  # type: ignore[attr-defined]
 
 app = typer.Typer(
     no_args_is_help=True,

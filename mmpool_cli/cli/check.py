@@ -22,11 +22,13 @@ from mmpool_cli.cli.options import (
     ReportFormatOpt,
     SglangVersionOpt,
     StrictOpt,
+    VerboseOpt,
     context_arg,
     environment,
     granularity_arg,
     sglang_release,
     size_arg,
+    spelled,
 )
 from mmpool_cli.core.bounds import gpu_memory_problem, largest_gpu
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, MmpoolError
@@ -46,6 +48,7 @@ from mmpool_cli.render import render
     ),
 )
 def check(
+    ctx: typer.Context,
     command: Annotated[
         list[str], typer.Argument(metavar="-- LAUNCH COMMAND...", help="The SGLang launch command, after --.")
     ],
@@ -77,6 +80,7 @@ def check(
     no_process_env: NoProcessEnvOpt = False,
     output: ReportFormatOpt = ReportFormat.human,
     strict: StrictOpt = False,
+    verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
     exit_zero: ExitZeroOpt = False,
     sglang_version: SglangVersionOpt = None,
@@ -87,7 +91,11 @@ def check(
 
     with reported():
         if exec_ and exit_zero:
-            raise MmpoolError("--exec runs the launch only when the check passes; drop --exit-zero")
+            given = spelled(ctx, "exit_zero", "--exit-zero", "MMPOOL_EXIT_ZERO")
+            fix = "drop --exit-zero" if given == "--exit-zero" else "unset MMPOOL_EXIT_ZERO for this call"
+            raise MmpoolError(
+                f"--exec runs the launch only when the check passes, and {given} passes every check; {fix}"
+            )
         if exec_ and (env or env_file or no_process_env):
             raise MmpoolError(
                 "--exec runs the launch with mmpool's own environment, so --env, --env-file and "
@@ -116,7 +124,7 @@ def check(
             sglang_version_chosen=chosen,
         )
     # With --exec the server owns stdout: the report goes to stderr.
-    emit(render("report", output.value, report, launch=command, quiet=quiet), err=exec_)
+    emit(render("report", output.value, report, launch=command, quiet=quiet, verbose=verbose), err=exec_)
     if not report.ok:
         raise typer.Exit(EXIT_OK if exit_zero else EXIT_FINDINGS)
     if exec_:

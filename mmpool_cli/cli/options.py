@@ -15,16 +15,18 @@ import typer
 
 from mmpool_cli.core.bounds import (
     MAX_GRANULARITY,
+    MAX_IDLE_TIMEOUT_S,
     MAX_PARALLEL,
     MAX_WORKERS,
     MIN_CONTEXT,
     MIN_GRANULARITY,
     context_problem,
+    count_problem,
     granularity_problem,
     largest_gpu,
 )
 from mmpool_cli.core.excerpt import excerpt, shorten
-from mmpool_cli.core.units import MAX_BYTES, format_binary, parse_size
+from mmpool_cli.core.units import MAX_BYTES, format_binary, parse_int, parse_size
 from mmpool_cli.engines.sglang import env_vars as envmod
 from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.engines.sglang.settings import SETTINGS
@@ -72,9 +74,9 @@ def size_arg(flag: str, text: str) -> int:
 def int_arg(text: str) -> int:
     """An integer flag's text as click reads it, but a 64-bit bound and a short quote when it is huge."""
     try:
-        value = int(text)
-    except ValueError:
-        raise typer.BadParameter(f"{excerpt(text)} is not an integer") from None
+        value = parse_int(text)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     if abs(value) > MAX_BYTES:
         raise typer.BadParameter(f"{shorten(text)} is beyond the 64-bit integers SGLang, torch and CUDA use")
     return value
@@ -85,8 +87,9 @@ def bounded_int(limit: int, what: str) -> Callable[[str], int]:
 
     def parse(text: str) -> int:
         value = int_arg(text)
-        if value > limit:
-            raise typer.BadParameter(f"{value}: mmpool plans at most {limit} {what}")
+        problem = count_problem(value, limit, what)
+        if problem:
+            raise typer.BadParameter(problem)
         return value
 
     return parse
@@ -134,15 +137,69 @@ GranularityOpt = Annotated[
         f"to {format_binary(MAX_GRANULARITY)}.",
     ),
 ]
-FormatOpt = Annotated[OutputFormat, typer.Option("--format", envvar="MMPOOL_FORMAT", help="Output format.")]
-ReportFormatOpt = Annotated[
-    ReportFormat,
-    typer.Option(
-        "--format",
-        envvar="MMPOOL_FORMAT",
-        help="human, json (versioned), github (workflow annotations) or sarif (SARIF 2.1.0).",
-    ),
-]
+
+
+def format_twin(choices: type[StrEnum]) -> dict[str, Any]:
+    """``--format``'s declaration for a command printing ``choices``, and its twin ``MMPOOL_FORMAT``.
+
+    The twin is shared: set for ``validate`` in a CI job (``MMPOOL_FORMAT=github``) it reaches
+    ``plan`` too, where it means nothing. There it is ignored, said once on stderr, never an
+    error; a value no command takes stays a usage error naming the variable, and on the command
+    line only the command's own formats are accepted.
+    """
+    names = [c.value for c in choices]
+    everywhere = [c.value for c in ReportFormat]
+
+    def callback(ctx: typer.Context, param: typer.CallbackParam, value: str) -> StrEnum:
+        if value in names:
+            return choices(value)
+        # typer carries its own click: its ParameterSource is compared by name
+        from_env = getattr(ctx.get_parameter_source(param.name or ""), "name", None) == "ENVIRONMENT"
+        if from_env and value in everywhere:
+            typer.echo(
+                f"mmpool: note: ignoring MMPOOL_FORMAT={value}: mmpool {ctx.info_name} prints {' or '.join(names)}",
+                err=True,
+            )
+            return choices(names[0])
+        if from_env:
+            raise typer.BadParameter(
+                f"MMPOOL_FORMAT={excerpt(value)} is not a format of any mmpool command ({', '.join(everywhere)}); "
+                "fix or unset it"
+            )
+        raise typer.BadParameter(f"{excerpt(value)} is not one of {', '.join(repr(n) for n in names)}.")
+
+    def complete(incomplete: str) -> list[str]:
+        return [n for n in names if n.startswith(incomplete)]
+
+    return {
+        "envvar": "MMPOOL_FORMAT",
+        "metavar": f"<{'|'.join(names)}>",
+        "callback": callback,
+        "autocompletion": complete,
+    }
+
+
+def spelled(ctx: typer.Context, name: str, flag: str, variable: str) -> str:
+    """How the user set option ``name``: its flag, or its environment twin with the value it holds."""
+    if getattr(ctx.get_parameter_source(name), "name", None) == "ENVIRONMENT":
+        return f"{variable}={shorten(os.environ.get(variable, ''))} (the environment twin of {flag})"
+    return flag
+
+
+if TYPE_CHECKING:  # the callback of format_twin gives the command the enum member
+    FormatOpt = OutputFormat
+    ReportFormatOpt = ReportFormat
+else:
+    FormatOpt = Annotated[str, typer.Option("--format", help="Output format.", **format_twin(OutputFormat))]
+    ReportFormatOpt = Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="human, json (versioned), github (workflow annotations) or sarif (SARIF 2.1.0).",
+            **format_twin(ReportFormat),
+        ),
+    ]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Human output: show info findings too.")]
 StrictOpt = Annotated[bool, typer.Option("--strict", envvar="MMPOOL_STRICT", help="Warnings fail too (exit 1).")]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", envvar="MMPOOL_QUIET", help="Human output: only warning and error lines.")
@@ -167,6 +224,20 @@ SglangVersionOpt = Annotated[
         "$MMPOOL_SGLANG_VERSION, else the installed sglang, else the newest mmpool knows.",
     ),
 ]
+IdleTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--idle-timeout", metavar="SECONDS", help="Give up on a silent pipe (- reads stdin) after this many seconds."
+    ),
+]
+
+
+def check_idle_timeout(seconds: float) -> None:
+    """``--idle-timeout`` takes the bounds of every command that reads a pipe (NaN fails them too)."""
+    if not 0 < seconds <= MAX_IDLE_TIMEOUT_S:
+        raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_IDLE_TIMEOUT_S}, not {seconds}")
+
+
 NoProcessEnvOpt = Annotated[
     bool, typer.Option("--no-process-env", help="Ignore mmpool's own environment; only --env and --env-file.")
 ]

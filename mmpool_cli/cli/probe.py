@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -79,7 +80,10 @@ def probe(
 
     with reported():
         if not 0 < timeout <= MAX_TIMEOUT_S:  # NaN fails this too
-            raise MmpoolError(f"--timeout: {timeout:g} is not between 0 and {MAX_TIMEOUT_S} seconds; use e.g. 120")
+            raise MmpoolError(
+                f"--timeout: {timeout:g} seconds is out of range: use more than 0 and at most {MAX_TIMEOUT_S} "
+                "seconds, e.g. 120"
+            )
         environ, _ = environment(False, env_file, env)
         launch = read_launch_env(environ)
         plan_request = pool.request(environ) if config is None else _config_request(config, environ, pool, output)
@@ -134,9 +138,18 @@ def _fraction(text: str | None) -> Fraction | None:
 
 
 def _with_progress(work: Callable[[Callable[[str], None]], T], show: bool) -> T:
-    """Run ``work(note)`` with a spinner on stderr naming the current step (humans only)."""
+    """Run ``work(note)`` with a spinner on stderr naming the current step (humans on a terminal only).
+
+    A terminal that should get no escapes (``NO_COLOR`` set, ``TERM=dumb``) gets one plain line per step.
+    """
     if not show or not sys.stderr.isatty():
         return work(lambda _message: None)
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+
+        def line(message: str) -> None:
+            print(f"mmpool probe: {message}", file=sys.stderr, flush=True)
+
+        return work(line)
     from rich.console import Console
 
     with Console(stderr=True).status("probing") as status:

@@ -12,6 +12,7 @@ from mmpool_cli.cli.options import (
     EnvFileOpt,
     EnvOpt,
     ExitZeroOpt,
+    IdleTimeoutOpt,
     KindChoice,
     NoProcessEnvOpt,
     QuietOpt,
@@ -19,9 +20,12 @@ from mmpool_cli.cli.options import (
     ReportFormatOpt,
     SglangVersionOpt,
     StrictOpt,
+    VerboseOpt,
+    check_idle_timeout,
     environment,
     sglang_release,
 )
+from mmpool_cli.core.bounds import IDLE_TIMEOUT_S
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK
 from mmpool_cli.inputs.yamlsrc import read_stdin
 from mmpool_cli.render import render
@@ -52,10 +56,11 @@ def validate(
     no_process_env: NoProcessEnvOpt = False,
     output: ReportFormatOpt = ReportFormat.human,
     strict: StrictOpt = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show info findings too.")] = False,
+    verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
     exit_zero: ExitZeroOpt = False,
     sglang_version: SglangVersionOpt = None,
+    idle_timeout: IdleTimeoutOpt = IDLE_TIMEOUT_S,
 ) -> None:
     """Validate mmpool configs, SGLang --config files and the environment; report every finding."""
     from mmpool_cli.usecases.validate import validate as run_validate
@@ -63,8 +68,9 @@ def validate(
     with reported():
         environ, env_findings = environment(no_process_env, env_file, env)
         version, chosen = sglang_release(sglang_version, environ)
+        check_idle_timeout(idle_timeout)
     files = files or []
-    stdin = read_stdin(sys.stdin.buffer) if "-" in files else None
+    stdin = read_stdin(sys.stdin.buffer, idle_timeout) if "-" in files else None
     report = run_validate(
         files,
         environ,

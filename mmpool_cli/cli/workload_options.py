@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -77,7 +77,10 @@ class WorkloadOptions:
         settings = with_overrides(model.family, model.settings, overrides, _WORKLOAD_FLAGS)
         if "max_frames" in settings:
             settings["video_total_pixels"] = wenv.video_total_pixels(environ)
-        load = workload(model.name, model.family, settings, items, engine().pooled(model.family.name))
+        load = replace(
+            workload(model.name, model.family, settings, items, engine().pooled(model.family.name)),
+            model_path=model.model_path,
+        )
         kv = None
         if model.kv is not None:
             vlm = vlm_cache_from_env(environ)
@@ -116,7 +119,8 @@ _WORKLOAD_DECLARATIONS: dict[str, Any] = {
             "--model",
             metavar="NAME|PATH",
             help="A model family (qwen2-vl, qwen2.5-vl, qwen3-vl, gemma3, llama4, kimi-k2.5, internvl, "
-            "llava-onevision, minicpm-v, kimi-vl, whisper), or a local model directory or its config.json.",
+            "llava-onevision, minicpm-v, kimi-vl, whisper), a local model directory or its config.json, or a "
+            "hub id in the local Hugging Face cache (never downloaded).",
         ),
     ],
     "image": Annotated[

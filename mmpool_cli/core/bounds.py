@@ -21,6 +21,19 @@ MAX_WORKERS = 1024
 MAX_PARALLEL = 4096
 MIN_GRANULARITY, MAX_GRANULARITY = 4 * KiB, 1 * GiB
 MIN_CONTEXT = 1 * MiB
+# How long a pipe or FIFO (stdin included) may stay silent before reading it is given up, and the
+# most a user may allow (simulate's --idle-timeout takes the same bounds).
+IDLE_TIMEOUT_S = 30.0
+MAX_IDLE_TIMEOUT_S = 10**6
+
+
+def count_problem(value: int, limit: int, what: str) -> str | None:
+    """Why ``value`` workers or ranks is more than any deployment has, or None (the same words from every front end).
+
+    >>> count_problem(99999999999, MAX_WORKERS, "tokenizer workers")
+    '99999999999: mmpool plans at most 1024 tokenizer workers'
+    """
+    return f"{value}: mmpool plans at most {limit} {what}" if value > limit else None
 
 
 def largest_gpu() -> str:

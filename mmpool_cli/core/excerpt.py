@@ -29,3 +29,13 @@ def shorten(text: str, shown: int = SHOWN) -> str:
     '9999…'
     """
     return text if len(text) <= shown else text[:shown] + "…"
+
+
+def duplicate_key(key: str, first: str | None = None) -> str:
+    """The one message for a key given twice in one mapping (YAML configs, JSON trace lines).
+
+    >>> duplicate_key("tp-size", "on line 1")
+    "key 'tp-size' appears again (first on line 1); only the last one would count: keep one"
+    """
+    where = f" (first {first})" if first else ""
+    return f"key {excerpt(key)} appears again{where}; only the last one would count: keep one"

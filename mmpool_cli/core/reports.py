@@ -25,6 +25,8 @@ class Settings:
 
     env: dict[str, str]
     args: list[str]
+    # the model directory or hub id to launch, None when only a family was given
+    model_path: str | None = None
 
 
 

@@ -107,6 +107,33 @@ def parse_size(text: str) -> int:
     return whole
 
 
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_int(text: str | int) -> int:
+    """An integer option's text by the rule sizes follow: ASCII digits, an optional sign, ASCII spaces around.
+
+    ``int()`` alone would read ``'٤'`` as 4 and ``'1_000'`` as 1000; one rule for every integer.
+
+    >>> parse_int(" 8")
+    8
+    >>> parse_int("٤")
+    Traceback (most recent call last):
+    ...
+    ValueError: '٤': only the ASCII digits 0-9 are accepted
+    """
+    if isinstance(text, int):  # a default, already an integer
+        return text
+    stripped = text.strip(" \t")
+    if _INT_RE.fullmatch(stripped):
+        return int(stripped)
+    if any(ch.isdigit() or unicodedata.category(ch) == "Nd" for ch in stripped if ch not in "0123456789"):
+        raise ValueError(f"{excerpt(text)}: only the ASCII digits 0-9 are accepted")
+    if "_" in stripped:
+        raise ValueError(f"{excerpt(text)}: underscores are not accepted in numbers")
+    raise ValueError(f"{excerpt(text)} is not an integer")
+
+
 def _char_name(ch: str) -> str:
     return unicodedata.name(ch, "a control character")
 

@@ -54,7 +54,13 @@ class Engine(ABC, Generic[RequestT, PlanT]):
 
     @abstractmethod
     def read_file(
-        self, name: str, environ: Mapping[str, str], kind: FileKind, stdin: bytes | None, version: str, chosen: str
+        self,
+        name: str,
+        environ: Mapping[str, str],
+        kind: FileKind,
+        stdin: bytes | Finding | None,
+        version: str,
+        chosen: str,
     ) -> FileResult:
         """Read one config file (an mmpool config, or the engine's own) and plan what it sets with the
         rules of ``version`` (chosen as ``choose_release`` said: ``chosen``)."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
+import select
 import stat
 import sys
 from collections.abc import Hashable, Iterator
@@ -23,7 +25,8 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from mmpool_cli.core.excerpt import excerpt
+from mmpool_cli.core.bounds import IDLE_TIMEOUT_S
+from mmpool_cli.core.excerpt import duplicate_key, excerpt
 from mmpool_cli.core.findings import Finding, Severity
 
 # NOTE: the C loader is 5-10x faster; its marks carry the same line and column.
@@ -92,12 +95,14 @@ class Source:
         self.findings.append(Finding(severity, code, message, location or self.name))
 
 
-def read_bytes(name: str, stdin: bytes | None = None) -> tuple[bytes | None, Finding | None]:
-    """A file's bytes (``-`` is ``stdin``), or the finding that says why they cannot be read.
+def read_bytes(name: str, stdin: bytes | Finding | None = None) -> tuple[bytes | None, Finding | None]:
+    """A file's bytes (``-`` is ``stdin``: what ``read_stdin`` gave), or the finding that says why they cannot be read.
 
     Only regular files are read, and never more than ``MAX_FILE_BYTES + 1`` bytes of them.
     """
-    raw: bytes | None = stdin or b""
+    if name == STDIN and isinstance(stdin, Finding):
+        return None, stdin
+    raw: bytes | None = stdin if isinstance(stdin, bytes) else b""
     problem = None
     if name != STDIN:
         raw, problem = _read_regular(name)
@@ -112,9 +117,44 @@ def read_bytes(name: str, stdin: bytes | None = None) -> tuple[bytes | None, Fin
     return raw, problem
 
 
-def read_stdin(stream: BinaryIO) -> bytes:
-    """Standard input's bytes, at most one more than ``MAX_FILE_BYTES`` (enough to tell it is too large)."""
-    return stream.read(MAX_FILE_BYTES + 1)
+def read_stdin(stream: BinaryIO, idle_timeout: float = IDLE_TIMEOUT_S) -> bytes | Finding:
+    """Standard input's bytes, at most one more than ``MAX_FILE_BYTES`` (enough to tell it is too large).
+
+    A pipe, FIFO or terminal that stays silent for ``idle_timeout`` seconds gives a ``file-unreadable``
+    finding instead of a wait without end; a redirected regular file is read at once.
+    """
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (io.UnsupportedOperation): it cannot wait
+        return stream.read(MAX_FILE_BYTES + 1)
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError as e:
+        return Finding(Severity.error, "file-unreadable", f"cannot read stdin: {e.strerror}", STDIN)
+    if regular:
+        return stream.read(MAX_FILE_BYTES + 1)
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_FILE_BYTES:
+        if not select.select([fd], [], [], idle_timeout)[0]:
+            return Finding(
+                Severity.error,
+                "file-unreadable",
+                f"no data for {idle_timeout:g} s after {size} bytes: is the writer still running? "
+                "(--idle-timeout SECONDS waits longer)",
+                STDIN,
+            )
+        try:
+            chunk = os.read(fd, min(1 << 16, MAX_FILE_BYTES + 1 - size))
+        except BlockingIOError:
+            continue
+        except OSError as e:
+            return Finding(Severity.error, "file-unreadable", f"cannot read stdin: {e.strerror}", STDIN)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _read_regular(name: str) -> tuple[bytes | None, Finding | None]:
@@ -181,7 +221,7 @@ def decode(name: str, raw: bytes) -> tuple[str | None, Finding | None]:
         )
 
 
-def load(name: str, stdin: bytes | None = None) -> Source:
+def load(name: str, stdin: bytes | Finding | None = None) -> Source:
     """Read, decode and parse one file into a located mapping; every problem is a finding."""
     src = Source(name)
     raw, problem = read_bytes(name, stdin)
@@ -213,7 +253,8 @@ def parse_text(name: str, text: str) -> Source:
         mark = e.problem_mark or e.context_mark
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark is not None else name
         problem = " ".join(str(part) for part in (e.context, e.problem) if part) or "invalid YAML"
-        src.add(Severity.error, "yaml-syntax", f"YAML syntax error: {problem}", where)
+        message = _long_key(text, mark) or _not_yaml(text) or f"YAML syntax error: {problem}"
+        src.add(Severity.error, "yaml-syntax", message, where)
         return src
     except (yaml.YAMLError, RecursionError, ValueError, TypeError, OverflowError) as e:
         src.add(Severity.error, "yaml-syntax", f"YAML cannot be read: {type(e).__name__}: {excerpt(str(e), 200)}")
@@ -222,16 +263,52 @@ def parse_text(name: str, text: str) -> Source:
         loader.dispose()
     if not isinstance(data, dict):
         kind = "empty" if data is None else type(data).__name__
+        other = _not_yaml(text) if isinstance(data, str) else None
         src.add(
             Severity.error,
             "root-not-mapping",
-            f"the top level is {_a(kind)}, not a mapping of keys to values "
+            (f"{other}; " if other else "") + f"the top level is {_a(kind)}, not a mapping of keys to values "
             "(SGLang: 'Config file must contain a dictionary at root level')",
             src.at(root),
         )
         return src
     src.data = data
     return src
+
+
+# PyYAML (C and Python loaders alike, so SGLang's too) reads a key of at most this many characters.
+MAX_KEY_CHARS = 1024
+_TOML_LINE = re.compile(
+    r"""^[ \t]*(?:\[\[?[ \t]*[A-Za-z0-9_.\-"' ]+\]\]?[ \t]*(?:\#.*)?|[A-Za-z0-9_.\-"']+[ \t]*=[ \t]*\S.*)$""",
+    re.MULTILINE,
+)
+
+
+def _long_key(text: str, mark: Any) -> str | None:
+    """The message for a key past PyYAML's 1024-character limit, which it reports as a misplaced ':'."""
+    index = getattr(mark, "index", None)
+    if not isinstance(index, int) or not 0 <= index < len(text) or text[index] != ":":
+        return None
+    start = text.rfind("\n", 0, index) + 1
+    key = text[start:index].strip().lstrip("-? ").strip()
+    if len(key) <= MAX_KEY_CHARS:
+        return None
+    return (
+        f"a key of {len(key):,} characters: YAML reads keys of at most {MAX_KEY_CHARS} characters "
+        "(SGLang's loader fails on it too); shorten the key"
+    )
+
+
+def _not_yaml(text: str) -> str | None:
+    """What to say when YAML cannot read ``text`` and it looks like TOML or INI (``[section]``, ``key = value``)."""
+    match = _TOML_LINE.search(text)
+    if match is None:
+        return None
+    line = text.count("\n", 0, match.start()) + 1
+    return (
+        f"this is not YAML: line {line} ({excerpt(match.group(0).strip())}) reads as TOML or INI; SGLang's "
+        "--config files and mmpool configs are YAML (or JSON): write 'key: value', a section as a nested mapping"
+    )
 
 
 def _duplicates(src: Source, root: Node) -> None:
@@ -253,8 +330,7 @@ def _duplicates(src: Source, root: Node) -> None:
                         src.add(
                             Severity.error,
                             "yaml-duplicate-key",
-                            f"key {excerpt(str(key))} appears again (first on line {prev}); "
-                            "only the last one counts: keep one",
+                            duplicate_key(str(key), f"on line {prev}"),
                             src.at(k),
                         )
                     else:

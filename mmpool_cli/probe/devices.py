@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mmpool_cli.core.origin import probe_install_hint
 from mmpool_cli.errors import EXIT_UNAVAILABLE, MmpoolError
 from mmpool_cli.probe.probe_report import GpuInfo
-
-INSTALL_HINT = "pip install 'mmpool[probe]'"
 
 
 class ProbeUnavailable(MmpoolError):
@@ -61,7 +60,7 @@ def read_nvml() -> list[NvmlDevice]:
     try:
         import pynvml
     except ImportError:
-        raise ProbeUnavailable(f"nvidia-ml-py is not installed: {INSTALL_HINT}") from None
+        raise ProbeUnavailable(f"nvidia-ml-py is not installed: {probe_install_hint()}") from None
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as e:

@@ -19,9 +19,18 @@ from functools import cache
 from multiprocessing import forkserver
 from typing import Any
 
-# Modules the fork server imports before it forks anyone: torch (seconds), the child's own code,
-# and what the children import later (sharing a pool, the VMM facts), so no child pays for it.
-PRELOAD = ["torch", "torch.multiprocessing.reductions", "cuda.bindings.driver", "mmpool_cli.probe.worker"]
+from mmpool_cli.probe import lifeline
+
+# Modules the fork server imports before it forks anyone: first its tie to mmpool's life, then torch
+# (seconds), the child's own code, and what the children import later (sharing a pool, the VMM
+# facts), so no child pays for it.
+PRELOAD = [
+    "mmpool_cli.probe.lifeline",
+    "torch",
+    "torch.multiprocessing.reductions",
+    "cuda.bindings.driver",
+    "mmpool_cli.probe.worker",
+]
 # After the deadline, the most the children get to exit and the GPU to be seen released.
 RELEASE_GRACE_S = 5.0
 EXIT_WAIT_S = 10.0
@@ -61,9 +70,18 @@ def server_started_at() -> float:
     """Start the fork server that preloads torch, without waiting for it; once per process.
 
     Returns the wall-clock time it was asked for, so that the children can say how long the import took.
+    Started from the main thread (a few milliseconds), the server dies with this process: the kernel's
+    parent-death signal follows the thread that started it (``lifeline``).
     """
     multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
-    threading.Thread(target=forkserver.ensure_running, daemon=True).start()
+    # only the server gets the variable: a later child of this process must not take it for itself
+    if threading.current_thread() is threading.main_thread():
+        os.environ[lifeline.PARENT_ENV] = str(os.getpid())
+    # (from another thread, which may end first, the server's alive pipe is its only tie to this process)
+    try:
+        forkserver.ensure_running()
+    finally:
+        os.environ.pop(lifeline.PARENT_ENV, None)
     return time.time()
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from mmpool_cli.core.findings import Severity
+from mmpool_cli.core.origin import probe_install_hint
 from mmpool_cli.core.units import MiB, format_size
 from mmpool_cli.engines.sglang.models import Plan, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
@@ -52,7 +53,7 @@ def run_probe(request: ProbeRequest, on_event: Event | None = None) -> ProbeRepo
     deadline = Deadline(request.timeout)
     plan = make_plan(request.plan)
     if importlib.util.find_spec("torch") is None:
-        raise dv.ProbeUnavailable(f"torch is not installed: {dv.INSTALL_HINT}")
+        raise dv.ProbeUnavailable(f"torch is not installed: {probe_install_hint()}")
     server_started_at()  # the fork server imports torch (the probe's longest wait) while NVML is read
     note("reading the GPUs through NVML")
     nvml = dv.read_nvml()

@@ -11,6 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from mmpool_cli.core.findings import Severity
+from mmpool_cli.core.origin import pip_install
 from mmpool_cli.core.units import MiB, format_size
 from mmpool_cli.engines.sglang.models import Plan
 from mmpool_cli.engines.sglang.pidfd import FIXES, check_pidfd_getfd
@@ -43,13 +44,18 @@ def stage_gpu(stage: Stage, request: Any, plan: Plan, gpus: list[GpuInfo], base:
         stage.add(Severity.error, "plan-failed", "the plan has errors; fix them first (see the plan's findings)")
         stage.seconds = time.perf_counter() - start
         return
-    need = plan.hbm.total_bytes
+    # the larger figure: the positional-embeds pools a cuda_vmm launch may add later count too
+    need = plan.hbm.max_total_bytes
+    second = plan.hbm.positional_pool_bytes
+    what = "the pools and tokenizer contexts"
+    if second:
+        what = f"the pools, the positional-embeds pools ({format_size(second)}) and the tokenizer contexts"
     stage.figures.update(predicted_bytes=need, headroom_bytes=base.free_bytes - need)
     if need > base.free_bytes:
         stage.add(
             Severity.error,
             "does-not-fit",
-            f"the pools and tokenizer contexts need {format_size(need)} on GPU {base.cuda_index} but "
+            f"{what} need up to {format_size(need)} on GPU {base.cuda_index} but "
             f"{format_size(base.free_bytes)} is free; free memory there or lower the budget or the workers",
         )
     else:
@@ -70,13 +76,17 @@ def _kv_headroom(stage: Stage, fraction: Fraction, plan: Plan, base: GpuInfo) ->
     # takes the budget itself out of the KV cache; the contexts and allocator rounding on the base
     # GPU are not in that reservation, so they come out of the (1 - fraction) headroom.
     headroom = base.free_bytes - base.free_bytes * fraction.numerator // fraction.denominator
-    unreserved = plan.hbm.context_bytes + plan.hbm.allocator_overhead_bytes
+    # the positional-embeds pools, when a release can create them, are not reserved either
+    unreserved = plan.hbm.context_bytes + plan.hbm.allocator_overhead_bytes + plan.hbm.positional_pool_bytes
     stage.figures.update(kv_headroom_bytes=headroom, unreserved_bytes=unreserved)
     share = Fraction(unreserved, headroom) if headroom else Fraction(1)
     largest = 1 - Fraction(2 * unreserved, base.free_bytes)
     hint = f"--mem-fraction-static {float(largest) - 0.005:.2f} or lower, or fewer tokenizer workers"
+    parts = "the tokenizer contexts and allocator rounding"
+    if plan.hbm.positional_pool_bytes:
+        parts = "the tokenizer contexts, allocator rounding and positional-embeds pools"
     text = (
-        f"the tokenizer contexts and allocator rounding ({format_size(unreserved)}) are not in SGLang's "
+        f"{parts} ({format_size(unreserved)}) are not in SGLang's "
         f"reservation and take {float(share):.0%} of the {format_size(headroom)} that "
         f"--mem-fraction-static {float(fraction):g} leaves on GPU {base.cuda_index}"
     )
@@ -91,12 +101,13 @@ def _kv_headroom(stage: Stage, fraction: Fraction, plan: Plan, base: GpuInfo) ->
 def stage_vmm(stage: Stage, facts: dict[str, Any], plan: Plan) -> None:
     """Stage 4: the VMM granularity and handle types a child found, against the plan."""
     if not facts.get("available"):
-        stage.figures["skipped"] = "cuda-bindings is not installed (pip install cuda-bindings)"
+        stage.figures["skipped"] = f"cuda-bindings is not installed ({pip_install('cuda-bindings')})"
         if plan.transport == "cuda_vmm":
             stage.add(
                 Severity.warning,
                 "vmm-unchecked",
-                "cuda_vmm is planned but cuda-bindings is missing, and SGLang needs it too: pip install cuda-bindings",
+                "cuda_vmm is planned but cuda-bindings is missing, and SGLang needs it too: "
+                f"{pip_install('cuda-bindings')}",
             )
         return
     stage.status = "pass"

@@ -14,6 +14,8 @@ import time
 import traceback
 from typing import Any
 
+from mmpool_cli.probe import lifeline
+
 BLOCK_BYTES = 256 << 10  # the pool is checked block by block; this size reads fastest on an H200
 PATTERN_MULTIPLIER = 0x9E3779B97F4A7C15  # golden-ratio odd constant: neighbouring words differ
 WORD_MASK = (1 << 63) - 1
@@ -27,6 +29,7 @@ def serve(conn: Any, device: int, alloc_conf: str | None, log_path: str) -> None
     Replies hold only plain Python values: the parent never imports torch to read them.
     """
     entered_at = time.time()  # with LOADED_AT: how long the fork itself took
+    lifeline.bind(lifeline.SERVER_PID or os.getppid())  # this child dies with the fork server
     _quiet(log_path)
     if alloc_conf:
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf

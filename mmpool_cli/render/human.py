@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import shlex
 
-from rich import box
-from rich.console import Group, RenderableType
-from rich.table import Table
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.text import Text
 
 from mmpool_cli.core.findings import Finding, Severity
-from mmpool_cli.core.reports import FileResult, Report
+from mmpool_cli.core.reports import FileResult, Report, Settings
 from mmpool_cli.core.units import format_binary, format_size, is_whole_binary
 from mmpool_cli.engines.sglang.models import Plan
 from mmpool_cli.engines.sglang.rules import ENV_BUDGET
 from mmpool_cli.engines.sglang.versions import NEWEST
 from mmpool_cli.probe.probe_report import ProbeReport
+from mmpool_cli.render.layout import Block, Grid, Paragraph, Rows, Span
 from mmpool_cli.render.text import summary_line, version_note
 from mmpool_cli.workload.kv import KvCost
 
@@ -27,40 +27,53 @@ def _size(n: int | None) -> str:
     return "n/a" if n is None else format_size(n)
 
 
-def _kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
-    table = Table(
-        title=title or None, title_justify="left", title_style="bold", box=None, show_header=False, pad_edge=False
-    )
-    table.add_column(style="dim", no_wrap=True)
-    table.add_column()
-    for key, value in rows:
-        table.add_row(Text(key), Text(value))
-    return table
+def launch_line(settings: Settings) -> str:
+    """``sglang serve --model-path ...`` with the flags, quoted for a shell; MODEL where the model is unknown."""
+    path = "MODEL" if settings.model_path is None else shlex.quote(settings.model_path)
+    return " ".join(["sglang serve --model-path", path, *(shlex.quote(a) for a in settings.args)])
 
 
-def findings_table(findings: list[Finding]) -> Table:
+class Laid:
+    """A block of ``render.layout`` as a rich renderable: laid out at the console's width, never cut."""
+
+    def __init__(self, block: Block) -> None:
+        self.block = block
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in self.block.lines(options.max_width):
+            for text, style in line:
+                yield Segment(text, console.get_style(style) if style else None)
+            yield Segment.line()
+
+
+def paragraph(*spans: str | tuple[str, str]) -> Laid:
+    """Text wrapped at whitespace and never inside a number; a span is text or (text, style)."""
+    return Laid(Paragraph([(s, None) if isinstance(s, str) else s for s in spans]))
+
+
+def _kv_table(title: str, rows: list[tuple[str, str]]) -> Laid:
+    return Laid(Rows(title or None, [(key, [(value, None)]) for key, value in rows]))
+
+
+def findings_table(findings: list[Finding], title: str | None = None) -> Laid:
     """Findings as a table: severity, code, location (when any) and message."""
     located = any(f.location for f in findings)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    table.add_column("severity", no_wrap=True)
-    table.add_column("code", no_wrap=True)
-    if located:
-        table.add_column("where", no_wrap=True)
-    table.add_column("message")
+    headers = ["severity", "code", *(["where"] if located else []), "message"]
+    rows: list[list[list[Span]]] = []
     for f in findings:
-        row = [Text(SEVERITY_MARK[f.severity], style=SEVERITY_STYLE[f.severity]), Text(f.code)]
+        row: list[list[Span]] = [[(SEVERITY_MARK[f.severity], SEVERITY_STYLE[f.severity])], [(f.code, None)]]
         if located:
-            row.append(Text(f.location or ""))
-        table.add_row(*row, Text(f.message))
-    return table
+            row.append([(f.location or "", None)])
+        rows.append([*row, [(f.message, None)]])
+    return Laid(Grid(title, headers, rows))
 
 
 def plan_human(plan: Plan) -> RenderableType:
     """The plan for people: budget, split, capacity, HBM, findings and the settings to copy."""
     parts: list[RenderableType] = []
-    verdict = Text("OK", style="bold green") if plan.status == "ok" else Text("FAIL", style="bold red")
+    verdict = ("OK", "bold green") if plan.status == "ok" else ("FAIL", "bold red")
     release = version_note(plan.sglang_version, plan.sglang_version_chosen)
-    parts.append(Text.assemble("mmpool plan: ", verdict, f"  ({release}, {plan.transport})"))
+    parts.append(paragraph("mmpool plan: ", verdict, f"  ({release}, {plan.transport})"))
 
     source = {
         "flag": "from --size",
@@ -100,58 +113,54 @@ def plan_human(plan: Plan) -> RenderableType:
     parts.append(_kv_table("Per worker pool", rows))
 
     if plan.features:
-        table = Table(
-            title="Features in one fresh worker pool",
-            title_justify="left",
-            title_style="bold",
-            box=box.SIMPLE_HEAD,
-            pad_edge=False,
-            show_edge=False,
-        )
         named = any(f.item for f in plan.features)
-        columns = (("item",) if named else ()) + ("feature", "slice", "fit per worker", "fit per node")
-        for name in columns:
-            table.add_column(name, justify="right" if name.startswith("fit") else "left")
+        columns = (["item"] if named else []) + ["feature", "slice", "fit per worker", "fit per node"]
+        cells: list[list[list[Span]]] = []
         for f in plan.features:
             fit = "n/a" if f.fit_per_worker is None else f"{f.fit_per_worker:,}"
             if f.limited_by == "slots":
                 fit += " (slot cap)"
             node = "n/a" if f.fit_per_node is None else f"{f.fit_per_node:,}"
-            cells = ((f.item or "--feature-size",) if named else ()) + (_size(f.bytes), _size(f.slice_bytes), fit, node)
-            table.add_row(*(Text(v) for v in cells))
-        parts.append(table)
+            row = ([f.item or "--feature-size"] if named else []) + [_size(f.bytes), _size(f.slice_bytes), fit, node]
+            cells.append([[(v, None)] for v in row])
+        fits = {i for i, name in enumerate(columns) if name.startswith("fit")}
+        parts.append(Laid(Grid("Features in one fresh worker pool", columns, cells, right=fits)))
 
     if plan.hbm is not None:
         h = plan.hbm
-        parts.append(
-            _kv_table(
-                f"Predicted HBM on GPU {h.base_gpu_id}",
-                [
-                    (
-                        "pools",
-                        f"{h.processes} × {_size(h.pool_reserved_bytes_per_worker)} = "
-                        f"{_size(h.pool_reserved_bytes)}  [{h.allocator} allocator]",
-                    ),
-                    (
-                        "CUDA contexts",
-                        f"{h.processes} × {_size(h.context_bytes_per_process)} = {_size(h.context_bytes)}  [estimate]",
-                    ),
-                    ("total", _size(h.total_bytes)),
-                ],
-            )
-        )
+        hbm_rows = [
+            (
+                "pools",
+                f"{h.processes} × {_size(h.pool_reserved_bytes_per_worker)} = "
+                f"{_size(h.pool_reserved_bytes)}  [{h.allocator} allocator]",
+            ),
+            (
+                "CUDA contexts",
+                f"{h.processes} × {_size(h.context_bytes_per_process)} = {_size(h.context_bytes)}  [estimate]",
+            ),
+            ("total", _size(h.total_bytes)),
+        ]
+        if h.positional_pool_bytes:
+            hbm_rows += [
+                (
+                    "positional-embeds pools",
+                    f"{h.processes} × {_size(h.positional_pool_bytes_per_worker)} = "
+                    f"{_size(h.positional_pool_bytes)}  [cuda_ipc, on the first CUDA embedding override]",
+                ),
+                ("at most", f"{_size(h.max_total_bytes)}  [with the positional-embeds pools]"),
+            ]
+        parts.append(_kv_table(f"Predicted HBM on GPU {h.base_gpu_id}", hbm_rows))
 
     if plan.kv_cost is not None:
         parts.append(_kv_cost_table(plan.kv_cost))
 
     if plan.findings:
-        parts.append(Text("Findings", style="bold"))
-        parts.append(findings_table(plan.findings))
+        parts.append(findings_table(plan.findings, "Findings"))
 
     if plan.settings is not None:
         parts.append(Text("Settings to copy", style="bold"))
         lines = [f"export {k}={shlex.quote(v)}" for k, v in plan.settings.env.items()]
-        lines.append("sglang serve --model-path MODEL " + " ".join(shlex.quote(a) for a in plan.settings.args))
+        lines.append(launch_line(plan.settings))
         # never wrapped: a pasted line break would run the rest of the command as a command of its own
         parts += [Text(line, no_wrap=True, overflow="ignore") for line in lines]
     return Group(*parts)
@@ -174,12 +183,12 @@ def _figure(key: str, value: object) -> str:
 
 def probe_human(report: ProbeReport) -> RenderableType:
     """The probe for people: the GPUs, then each stage with its figures and findings."""
-    verdict = Text("OK", style="bold green") if report.status == "ok" else Text("FAIL", style="bold red")
+    verdict = ("OK", "bold green") if report.status == "ok" else ("FAIL", "bold red")
     plan = report.plan
     release = (
         f"SGLang {NEWEST}" if plan is None else version_note(plan.sglang_version, plan.sglang_version_chosen)
     )
-    parts: list[RenderableType] = [Text.assemble("mmpool probe: ", verdict, f"  ({report.seconds:.1f} s, {release})")]
+    parts: list[RenderableType] = [paragraph("mmpool probe: ", verdict, f"  ({report.seconds:.1f} s, {release})")]
     for f in report.inputs:  # one line each, as a compiler prints them (a table would cut long paths)
         where = f"{f.location}: " if f.location else ""
         line = Text.assemble(f"  {where}", (f.severity.value, SEVERITY_STYLE[f.severity]), f" [{f.code}] {f.message}")
@@ -187,23 +196,21 @@ def probe_human(report: ProbeReport) -> RenderableType:
         parts.append(line)
     if not report.gpus:
         return Group(*parts)
-    gpus = Table(title="GPUs (NVML)", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
-    for name in ("cuda", "nvml", "name", "free", "total"):
-        gpus.add_column(name, no_wrap=True)
+    rows: list[list[list[Span]]] = []
     for g in report.gpus:
         cuda = "-" if g.cuda_index is None else str(g.cuda_index)
         base = " (base)" if report.base_gpu is not None and g.nvml_index == report.base_gpu.nvml_index else ""
         free, total = (("" if is_whole_binary(n) else "≈") + format_binary(n) for n in (g.free_bytes, g.total_bytes))
-        gpus.add_row(*(Text(v) for v in (cuda + base, str(g.nvml_index), g.name, free, total)))
-    parts.append(gpus)
+        rows.append([[(v, None)] for v in (cuda + base, str(g.nvml_index), g.name, free, total)])
+    parts.append(Laid(Grid("GPUs (NVML)", ["cuda", "nvml", "name", "free", "total"], rows)))
     for stage in report.stages:
         seconds = "" if stage.seconds is None else f"  {stage.seconds:.2f} s"
         parts.append(
-            Text.assemble((f"{stage.title}: ", "bold"), (stage.status.upper(), STAGE_STYLE[stage.status]), seconds)
+            paragraph((f"{stage.title}: ", "bold"), (stage.status.upper(), STAGE_STYLE[stage.status]), seconds)
         )
-        rows = [(k, _figure(k, v)) for k, v in stage.figures.items() if v is not None]
-        if rows:
-            parts.append(_kv_table("", rows))
+        figures = [(k, _figure(k, v)) for k, v in stage.figures.items() if v is not None]
+        if figures:
+            parts.append(_kv_table("", figures))
         if stage.findings:
             parts.append(findings_table(stage.findings))
     return Group(*parts)
@@ -217,6 +224,8 @@ def _plan_line(plan: Plan) -> str:
     )
     if plan.hbm is not None:
         line += f"; about {_size(plan.hbm.total_bytes)} on GPU {plan.hbm.base_gpu_id} with contexts"
+        if plan.hbm.positional_pool_bytes:
+            line += f", at most {_size(plan.hbm.max_total_bytes)} with the positional-embeds pools"
     return line
 
 
@@ -247,14 +256,14 @@ def report_human(report: Report, verbose: bool = False) -> RenderableType:
     """Every input, then the summary line; valid inputs without findings take one line each."""
     parts: list[RenderableType] = []
     for result in report.results:
-        parts.append(result_human(result, report.strict, verbose or report.command == "check"))
+        parts.append(result_human(result, report.strict, verbose))
     verdict = Text("OK", style="bold green") if report.ok else Text("FAIL", style="bold red")
     release = version_note(report.sglang_version, report.sglang_version_chosen)
     parts.append(Text.assemble(f"mmpool {report.command}: ", verdict, f"  {summary_line(report)}; {release}"))
     return Group(*parts)
 
 
-def _kv_cost_table(kv: KvCost) -> Table:
+def _kv_cost_table(kv: KvCost) -> Laid:
     if kv.attention == "mla":
         shape = f"MLA, {kv.layers} layers, kv_lora_rank {kv.kv_lora_rank} + rope {kv.qk_rope_head_dim}"
     else:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import shlex
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from mmpool_cli.core.units import format_binary
-from mmpool_cli.render.human import _kv_table
+from mmpool_cli.render.human import Laid, _kv_table, launch_line, paragraph
+from mmpool_cli.render.layout import Grid, Span
 from mmpool_cli.render.text import version_note
 from mmpool_cli.simulate.sim_report import SimulationReport, result_data
 
@@ -41,10 +41,10 @@ def _interval(report: SimulationReport) -> str:
 def simulate_human(report: SimulationReport) -> RenderableType:
     """The simulation for people: the pools, fallback, occupancy, fragmentation, and the budget search."""
     parts: list[RenderableType] = []
-    verdict = Text("OK", style="bold green") if report.meets_target else Text("FALLBACK", style="bold red")
+    verdict = ("OK", "bold green") if report.meets_target else ("FALLBACK", "bold red")
     source = report.source.get("trace") or "synthetic workload"
     parts.append(
-        Text.assemble(
+        paragraph(
             "mmpool simulate: ",
             verdict,
             f"  ({version_note(report.sglang_version, report.sglang_version_chosen)}, {report.transport}, {source})",
@@ -139,27 +139,26 @@ def simulate_human(report: SimulationReport) -> RenderableType:
 def _search_human(report: SimulationReport) -> RenderableType:
     s = report.search
     assert s is not None
-    parts: list[RenderableType] = [Text("Smallest budget", style="bold")]
+    parts: list[RenderableType] = [paragraph(("Smallest budget", "bold"))]
     if s.smallest_mb is None:
         parts.append(
-            Text(
+            paragraph(
                 f"No budget up to {s.trials[-1].mb} MiB meets the target: the misses left are slot-cap misses "
                 "or features larger than a worker's share."
             )
         )
         return Group(*parts)
     how = "bisection, checked one MiB below" if s.method == "bisect" else "every budget scanned"
-    parts.append(Text(f"SGLANG_MM_FEATURE_CACHE_MB={s.smallest_mb} ({how}; {len(s.trials)} budgets simulated)"))
-    table = Table(box=None, pad_edge=False)
-    table.add_column("MiB", justify="right")
-    table.add_column("fallback items", justify="right")
-    table.add_column("fallback bytes", justify="right")
-    for t in s.trials:
-        table.add_row(str(t.mb), f"{t.fallback_items} / {t.items}", f"{_size(t.fallback_bytes)}")
-    parts.append(table)
+    parts.append(paragraph(f"SGLANG_MM_FEATURE_CACHE_MB={s.smallest_mb} ({how}; {len(s.trials)} budgets simulated)"))
+    rows: list[list[list[Span]]] = [
+        [[(str(t.mb), None)], [(f"{t.fallback_items} / {t.items}", None)], [(_size(t.fallback_bytes), None)]]
+        for t in s.trials
+    ]
+    headers = ["MiB", "fallback items", "fallback bytes"]
+    parts.append(Laid(Grid(None, headers, rows, right={0, 1, 2}, gap=2, rule=False)))
     if report.settings is not None:
         parts.append(Text("Settings to copy", style="bold"))
         lines = [f"export {k}={shlex.quote(v)}" for k, v in report.settings.env.items()]
-        lines.append("sglang serve --model-path MODEL " + " ".join(shlex.quote(a) for a in report.settings.args))
+        lines.append(launch_line(report.settings))
         parts.append(Text("\n".join(lines)))
     return Group(*parts)

@@ -15,6 +15,7 @@ for ``idle_timeout`` seconds is an error rather than a hang.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import select
@@ -25,6 +26,7 @@ from decimal import Decimal, InvalidOperation
 from json.scanner import make_scanner
 from typing import Any, cast
 
+from mmpool_cli.core.excerpt import SHOWN, duplicate_key, shorten
 from mmpool_cli.core.units import NS_PER_S
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.simulate.cuda_ipc import MAX_POOL_BYTES
@@ -48,11 +50,38 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+class _DuplicateKey(ValueError):
+    """A key given twice in one object: JSON readers keep the last, validate refuses it, so does this."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+def _json(value: object) -> str:
+    """A value as the trace wrote it (``100.0``, ``true``, ``null``), not as Python shows it."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, str) and len(value) > SHOWN:
+        return f'{json.dumps(value[:SHOWN])[:-1]}…" ({len(value):,} characters)'
+    try:
+        return shorten(json.dumps(value), 2 * SHOWN)
+    except (TypeError, ValueError):  # an object holding a Decimal
+        return "an object"
+
+
 class _Float(str):
     """A JSON number with a fraction or exponent, kept as its text so that no float rounds it."""
 
 
-_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant)
+_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant, object_pairs_hook=_unique)
 # the C scanner alone, without decode()'s whitespace regexes: the common line takes this path
 # (typeshed types make_scanner's argument as itself; at run time it takes the decoder's settings)
 _SCAN: Callable[[str, int], tuple[object, int]] = make_scanner(
@@ -87,6 +116,8 @@ def read_trace(
                 continue
             try:
                 obj = _DECODER.decode(raw.decode("utf-8"))
+            except _DuplicateKey as e:
+                raise TraceError(f"{where}: {duplicate_key(str(e))}") from None
             except (ValueError, UnicodeDecodeError) as e:
                 raise TraceError(f"{where}: not a JSON object ({_reason(e)})") from None
             event = _event(obj, where, workers)
@@ -123,8 +154,8 @@ def _fast_event(raw: bytes, workers: int) -> Event | None:
         obj, end = _SCAN(text, 0)
     except (ValueError, UnicodeDecodeError, StopIteration):
         return None
-    if end != len(text) or type(obj) is not dict:
-        return None
+    if end != len(text) or type(obj) is not dict or text.count(":") != len(obj):
+        return None  # one colon per key, or a key may be given twice (or a string holds one): look closer
     key = obj.get("id")
     if type(key) is not str or not 0 < len(key) <= MAX_ID_CHARS:
         return None
@@ -172,23 +203,26 @@ def _event(obj: object, where: str, workers: int) -> Event:
     unknown = obj.keys() - _KEYS[op]
     if unknown:
         allowed = ", ".join(sorted(_KEYS[op]))
-        raise TraceError(f"{where}: unknown key {sorted(unknown)[0]!r} in a {op} event; its keys are {allowed}")
+        article = "an" if op == "alloc" else "a"
+        raise TraceError(f"{where}: unknown key {sorted(unknown)[0]!r} in {article} {op} event; its keys are {allowed}")
     t = _time(obj.get("t"), where)
     key = obj.get("id")
     if not isinstance(key, str) or not 0 < len(key) <= MAX_ID_CHARS:
         raise TraceError(f"{where}: id must be a non-empty string of at most {MAX_ID_CHARS} characters")
     if op == "free":
         return t, FREE, key, 0, 0
-    nbytes = obj.get("bytes")
+    if "bytes" not in obj:
+        raise TraceError(f"{where}: bytes is missing: an alloc event gives the tensor's bytes")
+    nbytes = obj["bytes"]
     if type(nbytes) is not int or not 0 < nbytes <= MAX_POOL_BYTES:
-        raise TraceError(f"{where}: bytes must be a whole number from 1 to {MAX_POOL_BYTES}, not {nbytes!r}")
+        raise TraceError(f"{where}: bytes must be a whole number from 1 to {MAX_POOL_BYTES}, not {_json(nbytes)}")
     item = obj.get("item", "")
     if not isinstance(item, str) or len(item) > MAX_ITEM_CHARS:
         raise TraceError(f"{where}: item must be a string of at most {MAX_ITEM_CHARS} characters ('image 1920x1080')")
     worker = obj.get("worker", 0)
     if type(worker) is not int or not 0 <= worker < workers:
         raise TraceError(
-            f"{where}: worker must be a whole number from 0 to {workers - 1} (--workers {workers}), not {worker!r}"
+            f"{where}: worker must be a whole number from 0 to {workers - 1} (--workers {workers}), not {_json(worker)}"
         )
     return t, ALLOC, key, nbytes, worker
 
@@ -199,7 +233,7 @@ def _time(value: object, where: str) -> int:
     elif isinstance(value, Decimal):
         seconds = value
     else:
-        raise TraceError(f"{where}: t must be a number of seconds, not {value!r}")
+        raise TraceError(f"{where}: t must be a number of seconds, not {_json(value)}")
     if not 0 <= seconds <= MAX_T_SECONDS:
         raise TraceError(f"{where}: t must be from 0 to {MAX_T_SECONDS} seconds, not {value}")
     try:
@@ -243,6 +277,7 @@ def _lines(path: str, name: str, idle_timeout: float) -> Iterator[tuple[int, byt
         waits = not stat.S_ISREG(mode)
         lineno = 0
         pending = b""
+        bom_checked = False
         while True:
             if waits and not select.select([fd], [], [], idle_timeout)[0]:
                 raise TraceError(f"{name}: no data for {idle_timeout:g} s; is the writer still running?")
@@ -254,6 +289,12 @@ def _lines(path: str, name: str, idle_timeout: float) -> Iterator[tuple[int, byt
                 raise TraceError(f"{name}: cannot read the trace ({e.strerror})") from None
             if not chunk:
                 break
+            if not bom_checked:  # a UTF-8 BOM may start the file, as it may start a config
+                head = pending + chunk
+                if len(head) < len(codecs.BOM_UTF8) and codecs.BOM_UTF8.startswith(head):
+                    pending = head  # too short to tell yet: decide with the next chunk
+                    continue
+                pending, chunk, bom_checked = b"", head.removeprefix(codecs.BOM_UTF8), True
             lines = (pending + chunk).split(b"\n")
             pending = lines.pop()
             for line in lines:

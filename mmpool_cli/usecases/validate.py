@@ -62,7 +62,7 @@ def validate(
     environ: Mapping[str, str],
     *,
     kind: Kind = "auto",
-    stdin: bytes | None = None,
+    stdin: bytes | Finding | None = None,
     env_file_findings: list[Finding] | None = None,
     strict: bool = False,
     sglang_version: str | None = None,

@@ -6,7 +6,7 @@ each). Pure core: standard library only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mmpool_cli.workload import qwen, tiles, unpooled
@@ -39,6 +39,8 @@ class Workload:
     tensors: list[FeatureTensor]  # what enters the pool
     request_bytes: int
     unpooled: list[FeatureTensor]  # what a family that is never pooled moves outside the pool
+    # the model directory or hub id SGLang launches (--model-path), None for a family name
+    model_path: str | None = field(default=None, metadata={"json": False})
 
 
 def _tensor(item: Item, name: str, shape: tuple[int, ...], dtype: Dtype) -> FeatureTensor:

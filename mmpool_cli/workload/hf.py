@@ -3,12 +3,18 @@
 ``config.json`` names the family (``model_type``) and holds the text model's shape for the KV
 cost; ``preprocessor_config.json`` (and ``video_preprocessor_config.json``, which transformers
 falls back from to the former) holds the processor settings. Nothing is downloaded and no
-weights are read. Pure core: standard library only.
+weights are read. Pure core: standard library only, and huggingface_hub's cache lookup for a hub
+id (imported only then).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import json
+import os
+import re
+import stat
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -42,14 +48,20 @@ class Model:
     settings: dict[str, Any]
     kv: KvModel | None
     config_path: str | None
+    # what sglang serve --model-path takes for it: the directory given, or the hub id; None for a family
+    model_path: str | None = None
 
 
-def resolve(text: str) -> Model:
-    """``--model``: a family name, or a model directory or its ``config.json``.
+def resolve(text: str, hub_cache: str | None = None) -> Model:
+    """``--model``: a family name, a model directory or its ``config.json``, or a hub id in the local cache.
+
+    A hub id (``owner/name``) is looked up in the Hugging Face cache with huggingface_hub's own
+    cache lookup (``hub_cache``, else the cache ``HF_HUB_CACHE``/``HF_HOME`` name); nothing is
+    downloaded.
 
     Raises:
         FamilyError: neither a known family nor an existing path.
-        ModelConfigError: a path whose config is missing or unreadable.
+        ModelConfigError: a path whose config is missing or unreadable, a hub id not in the cache.
     """
     shown = quote_clipped(text)
     path = Path(text).expanduser()
@@ -59,15 +71,73 @@ def resolve(text: str) -> Model:
         raise ModelConfigError(f"--model {shown}: not a usable path ({getattr(e, 'strerror', None) or e})") from None
     if exists:
         return load(path)
+    if path.is_symlink():
+        raise ModelConfigError(f"--model {shown}: {_broken_link(path)}; give the model directory itself")
     if text.endswith(".json") or text.startswith((".", "/", "~")):
         raise ModelConfigError(f"--model {shown}: no such file or directory")
+    if _HUB_ID.fullmatch(text):
+        return _from_hub_cache(text, shown, hub_cache)
     if "/" in text:
         raise ModelConfigError(
-            f"--model {shown}: no such local directory; mmpool reads no model hub: download the model's "
-            "config.json and preprocessor_config.json and give their directory, or give a family name"
+            f"--model {shown}: no such local directory, and not a hub id (owner/name): give a model directory, "
+            "a hub id in the local Hugging Face cache, or a family name"
         )
     fam = family(text)
     return Model(name=fam.name, family=fam, settings=dict(fam.settings), kv=None, config_path=None)
+
+
+def _broken_link(path: Path) -> str:
+    """Why a symbolic link leads nowhere: it loops, or its target is missing."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "a symbolic link that loops (it leads back to itself)"
+        return f"a symbolic link to a missing path ({os.readlink(path)})"
+    return "a symbolic link that cannot be followed"
+
+
+def _special_kind(path: Path) -> str:
+    """What a path that is neither a directory nor a regular file is: a device, a FIFO, a socket."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        return f"unreadable ({e.strerror or e})"
+    kinds = (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    )
+    return next((name for test, name in kinds if test(mode)), "a socket" if stat.S_ISSOCK(mode) else "a special file")
+# A Hugging Face repository id, as huggingface_hub validates it (which has the last word).
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+
+
+def _from_hub_cache(repo_id: str, shown: str, hub_cache: str | None) -> Model:
+    """The model of a hub id from the local cache, its snapshot directory read like any other."""
+    try:
+        # only for a hub id: family names and paths never load it
+        from huggingface_hub import constants, try_to_load_from_cache
+    except ImportError:
+        raise ModelConfigError(
+            f"--model {shown}: a hub id is read from the local Hugging Face cache through huggingface_hub, "
+            "which is not installed here: pip install huggingface_hub (nothing is downloaded), or give the "
+            "model's directory"
+        ) from None
+    # HF_HUB_CACHE is read now, as huggingface_hub reads it first (its constants are fixed at import)
+    cache = hub_cache or os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE
+    try:
+        found = try_to_load_from_cache(repo_id, CONFIG, cache_dir=cache)
+    except ValueError:  # huggingface_hub's HFValidationError: not a repository id after all
+        found = None
+    if not isinstance(found, str) or not Path(found).is_file():
+        raise ModelConfigError(
+            f"--model {shown}: no such local directory, and not in the local Hugging Face cache {cache} "
+            f"(no {CONFIG} of its main revision; "
+            f"HF_HUB_CACHE or HF_HOME moves the cache) and nothing is downloaded: fetch the two files "
+            f"(hf download {repo_id} {CONFIG} {PREPROCESSOR}), or give the model's directory"
+        )
+    return dataclasses.replace(load(Path(found).parent), name=repo_id, model_path=repo_id)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -95,6 +165,11 @@ def load(path: Path) -> Model:
         FamilyError: a ``model_type`` mmpool has no processor rules for.
     """
     config_path = path / CONFIG if path.is_dir() else path
+    if not path.is_dir() and not path.is_file():
+        raise ModelConfigError(
+            f"--model {quote_clipped(str(path))}: this is {_special_kind(path)}, not a model directory or its "
+            f"{CONFIG}; give a Hugging Face model directory, its config.json, or a family name"
+        )
     if not config_path.is_file():
         raise ModelConfigError(
             f"--model {quote_clipped(str(path))}: the directory has no {CONFIG}; give a Hugging Face model directory, "
@@ -112,7 +187,10 @@ def load(path: Path) -> Model:
     video_cfg = _read_json(video_file) if video_file.is_file() else image_cfg
     _apply_processor(fam, settings, image_cfg, video_cfg, image_file)
     kv = kv_model(config, str(config_path))
-    return Model(name=str(path), family=fam, settings=settings, kv=kv, config_path=str(config_path))
+    directory = str(path if path.is_dir() else path.parent)
+    return Model(
+        name=str(path), family=fam, settings=settings, kv=kv, config_path=str(config_path), model_path=directory
+    )
 
 
 def _positive(value: Any, where: str) -> int:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+from mmpool_cli.core.excerpt import excerpt
 from mmpool_cli.errors import MmpoolError
 
 # Bounds that keep every size computation small and exact (products stay below 2**53).
@@ -19,9 +20,10 @@ MAX_SIDE = 1 << 17  # 131072 px
 MAX_SECONDS = 24 * 3600
 MAX_FPS = 1000
 
-_SIZE = re.compile(r"(\d{1,9})[xX×](\d{1,9})")
+_SIZE = re.compile(r"([0-9]+)[xX×]([0-9]+)")  # ASCII digits, as every number mmpool reads
 # Decimal text longer than this is refused before it is turned into an exact Fraction ("1e-99999").
 _MAX_NUMBER_TEXT = 24
+_SCIENTIFIC = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][+-]?[0-9]+")
 
 
 def quote_clipped(text: str, limit: int = 60) -> str:
@@ -91,6 +93,8 @@ def _size(flag: str, text: str, example: str) -> tuple[int, int]:
     m = _SIZE.fullmatch(text.strip())
     if m is None:
         raise ItemError(f"{flag} {quote_clipped(text)}: expected WIDTHxHEIGHT in pixels, e.g. {example}")
+    if max(len(m.group(1)), len(m.group(2))) > len(str(MAX_SIDE)):  # int() of 5000 digits costs, and fails
+        raise ItemError(f"{flag} {quote_clipped(text)}: a side above {MAX_SIDE} pixels is out of range")
     width, height = int(m.group(1)), int(m.group(2))
     if width == 0 or height == 0:
         raise ItemError(f"{flag} {quote_clipped(text)}: width and height must be at least 1 pixel, e.g. {example}")
@@ -100,8 +104,13 @@ def _size(flag: str, text: str, example: str) -> tuple[int, int]:
 
 
 def _number(flag: str, text: str, what: str, limit: int, example: str) -> Fraction:
+    if _SCIENTIFIC.fullmatch(text.strip()):
+        raise ItemError(
+            f"{flag} {quote_clipped(text)}: {what} {excerpt(text.strip())} is in scientific notation: "
+            f"write it in plain digits (at most {limit}), e.g. {example}"
+        )
     try:
-        if len(text.strip()) > _MAX_NUMBER_TEXT or "e" in text.lower():
+        if len(text.strip()) > _MAX_NUMBER_TEXT or "e" in text.lower() or not text.strip().isascii():
             raise InvalidOperation
         value = Decimal(text.strip())
     except InvalidOperation:

@@ -88,3 +88,39 @@ def test_granularity_and_context_bounds() -> None:
     assert granularity_problem(2**10) is not None
     assert context_problem(552_402_944) is None
     assert context_problem(0) is not None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "--workers", "٤"],  # ARABIC-INDIC DIGIT FOUR: int() reads it as 4
+        ["plan", "--tp", "１"],  # FULLWIDTH DIGIT ONE
+        ["plan", "--base-gpu-id", "٠"],
+        ["plan", "--workers", "1_0"],
+        ["plan", "--model", "qwen2.5-vl", "--image", "64x64", "--max-frames", "٤"],
+        ["plan", "--model", "qwen2.5-vl", "--image", "64x64", "--page-size", "٤"],
+        ["simulate", "--feature-size", "1MiB", "--rate", "1", "--requests", "٤"],
+        ["simulate", "--feature-size", "1MiB", "--rate", "1", "--seed", "٤"],
+    ],
+)
+def test_every_integer_option_takes_ascii_digits_only_as_sizes_do(run_line, argv: list[str]) -> None:
+    result = run_line(["mmpool", *argv])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert "ASCII digits" in result.stderr or "underscores are not accepted" in result.stderr, result.stderr
+    size = run_line(["mmpool", "plan", "--size", "٤GiB"])  # the rule sizes already follow
+    assert size.exit_code == 2
+
+
+def test_ascii_integers_still_work(run_line) -> None:
+    result, data = plan_json(run_line, "--workers", "4", "--tp", " 8", "--base-gpu-id", "0")
+    assert result.exit_code == 0, result.output
+    assert (data["workers"], data["tp_size"]) == (4, 8)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "3601", "nan"])
+def test_probe_timeout_says_more_than_0(run_line, value: str) -> None:
+    result = run_line(["mmpool", "probe", "--timeout", value])
+    assert result.exit_code == 2
+    assert "more than 0 and at most 3600 seconds" in result.stderr
+    assert "between 0 and" not in result.stderr

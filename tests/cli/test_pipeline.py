@@ -32,6 +32,45 @@ def test_format_and_strict_from_the_environment(run_line, monkeypatch: pytest.Mo
     assert result.stdout.startswith("environment")
 
 
+@pytest.mark.parametrize("value", ["github", "sarif"])
+@pytest.mark.parametrize(
+    "argv", [["plan"], ["simulate", "--feature-size", "1MiB", "--requests", "2", "--rate", "1"], ["probe"]]
+)
+def test_a_format_twin_meant_for_validate_is_ignored_elsewhere(
+    run_line, monkeypatch: pytest.MonkeyPatch, argv: list[str], value: str
+) -> None:
+    # a CI job sets MMPOOL_FORMAT=github for validate; plan, simulate and probe print their own human output
+    monkeypatch.setenv("MMPOOL_FORMAT", value)
+    result = run_line(["mmpool", *argv])
+    assert result.exit_code != 2, result.stderr
+    notes = [line for line in result.stderr.splitlines() if "MMPOOL_FORMAT" in line]
+    assert notes == [f"mmpool: note: ignoring MMPOOL_FORMAT={value}: mmpool {argv[0]} prints human or json"]
+    if argv[0] != "probe":  # no GPU here: the probe stops at its first stage, with its own message
+        assert result.stdout.startswith(f"mmpool {argv[0]}: ")
+    # on the command line the same value is still a usage error
+    assert run_line(["mmpool", *argv, "--format", value]).exit_code == 2
+
+
+def test_a_format_twin_no_command_takes_is_an_error_naming_it(run_line, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MMPOOL_FORMAT", "xml")
+    for argv in (["plan"], ["validate"]):
+        result = run_line(["mmpool", *argv])
+        assert result.exit_code == 2
+        assert "MMPOOL_FORMAT" in result.stderr
+
+
+def test_exit_zero_twin_with_exec_is_refused_by_its_name(run_line, monkeypatch: pytest.MonkeyPatch) -> None:
+    launch = ["--", "sglang", "serve", "m", "--mm-feature-transport", "cuda_ipc"]
+    monkeypatch.setenv("MMPOOL_EXIT_ZERO", "1")
+    result = run_line(["mmpool", "check", "--exec", *launch])
+    assert result.exit_code == 2
+    assert "MMPOOL_EXIT_ZERO" in result.stderr
+    monkeypatch.delenv("MMPOOL_EXIT_ZERO")
+    flag = run_line(["mmpool", "check", "--exec", "--exit-zero", *launch])
+    assert flag.exit_code == 2
+    assert "--exit-zero" in flag.stderr and "MMPOOL_EXIT_ZERO" not in flag.stderr
+
+
 def test_env_twins_are_listed_in_help(run_line) -> None:
     out = " ".join(run_line(["mmpool", "validate", "--help"]).stdout.split())
     for name in ("MMPOOL_FORMAT", "MMPOOL_STRICT", "MMPOOL_QUIET", "MMPOOL_EXIT_ZERO"):

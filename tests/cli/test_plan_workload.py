@@ -44,7 +44,11 @@ def test_not_pooled_family_says_the_pool_is_pure_cost(run_line) -> None:
     finding = next(f for f in data["findings"] if f["code"] == "model-not-pooled")
     assert "--mm-feature-transport cpu" in finding["message"]
     # and the settings to copy say the same, with no budget to set
-    assert data["settings"] == {"env": {}, "args": ["--tokenizer-worker-num", "1", "--mm-feature-transport", "cpu"]}
+    assert data["settings"] == {
+        "env": {},
+        "args": ["--tokenizer-worker-num", "1", "--mm-feature-transport", "cpu"],
+        "model_path": None,
+    }
 
 
 def test_kv_cost_from_a_model_directory(run_line, tmp_path: Path, monkeypatch) -> None:
@@ -85,7 +89,7 @@ def test_vmm_notes_the_positional_embeds_pool(run_line) -> None:
         (["--model", "qwen2.5-vl", "--kv-cache-dtype", "fp8_e4m3"], "need --model PATH"),
         (["--model", "qwen2.5-vl", "--video", "640x480:1:1"], "SGLang samples 0 frame(s)"),
         (["--model", "a" * 5000], "not a usable path"),
-        (["--model", "Qwen/Qwen2.5-VL-7B-Instruct"], "reads no model hub"),
+        (["--model", "mmpool-tests/no-such-model"], "not in the local Hugging Face cache"),
     ],
 )
 def test_bad_workloads_exit_2_with_one_line(run_line, args: list[str], says: str) -> None:
@@ -100,3 +104,21 @@ def test_model_dir_without_config_json(run_line, tmp_path: Path) -> None:
     result = run_line(["mmpool", "plan", "--model", str(tmp_path)])
     assert result.exit_code == 2
     assert "has no config.json" in result.stderr
+
+
+@pytest.mark.parametrize("given", ["{dir}", "{dir}/config.json", "{dir}/"])
+def test_settings_launch_the_model_directory_given(run_line, tmp_path: Path, given: str) -> None:
+    model = tmp_path / "Qwen2.5-VL 7B"  # a space: the copied line must quote it
+    model.mkdir()
+    (model / "config.json").write_text(
+        json.dumps({"model_type": "qwen2_5_vl", "num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 8})
+    )
+    text = given.format(dir=model)
+    result = run_line(["mmpool", "plan", "--model", text, "--image", "640x480"])
+    assert result.exit_code == 0, result.output
+    launch = f"sglang serve --model-path '{model}' --tokenizer-worker-num 1 --mm-feature-transport cuda_ipc"
+    assert launch in result.stdout.splitlines()
+    assert plan_json(run_line, "--model", text)["settings"]["model_path"] == str(model)
+    # a family name is no model: the placeholder stays
+    data = plan_json(run_line, "--model", "qwen2.5-vl")
+    assert data["settings"]["model_path"] is None

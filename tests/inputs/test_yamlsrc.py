@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mmpool_cli.core.findings import Finding
 from mmpool_cli.engines.sglang.env_vars import read_launch_env
 from mmpool_cli.engines.sglang.files import validate_file
 from mmpool_cli.inputs.yamlsrc import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES, load, parse_text, read_stdin
@@ -181,3 +182,108 @@ def test_nesting_within_the_bound_is_read() -> None:
 def test_aliases_that_nest_deep_are_caught_too() -> None:
     text = "a0: &a0 [1]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}]\n" for i in range(1, MAX_DEPTH + 5))
     assert [f.code for f in parse_text("f.yaml", text).findings] == ["yaml-too-deep"]
+
+
+def _silent_pipe(first: bytes) -> tuple[int, int]:
+    """A pipe holding ``first`` whose write end stays open (the writer that never says more)."""
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, first)
+    return read_fd, write_fd
+
+
+def test_a_silent_stdin_pipe_is_a_finding_after_the_idle_timeout() -> None:
+    read_fd, write_fd = _silent_pipe(b"pool:\n  size: 1GiB\n")
+    try:
+        with os.fdopen(read_fd, "rb") as stream:
+            got = read_stdin(stream, idle_timeout=0.3)
+    finally:
+        os.close(write_fd)
+    assert isinstance(got, Finding), got
+    assert got.code == "file-unreadable"
+    assert got.location == "-"
+    assert "no data for 0.3 s after 19 bytes" in got.message
+    assert "--idle-timeout" in got.message
+    src = load("-", got)
+    assert [f.code for f in src.findings] == ["file-unreadable"]
+
+
+def test_a_pipe_that_ends_is_read_whole() -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"pool: {size: 1GiB}\n")
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as stream:
+        assert read_stdin(stream, idle_timeout=5) == b"pool: {size: 1GiB}\n"
+
+
+def test_validate_dash_on_a_silent_pipe_ends_with_the_finding() -> None:
+    read_fd, write_fd = _silent_pipe(b"")
+    root = Path(__file__).resolve().parents[2]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "mmpool_cli", "validate", "-", "--idle-timeout", "0.5", "--no-process-env"],
+            stdin=read_fd,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "PYTHONPATH": str(root), "NO_COLOR": "1"},
+            cwd=root,
+        )
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+    assert done.returncode == 1, done.stderr
+    assert "no data for 0.5 s" in done.stdout
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "2000000"])
+def test_validate_idle_timeout_has_simulates_bounds(run_line, value: str) -> None:
+    result = run_line(["mmpool", "validate", "-", "--idle-timeout", value], input=b"")
+    assert result.exit_code == 2
+    assert "--idle-timeout" in result.stderr
+
+
+def test_a_duplicate_key_has_the_one_message_traces_use_too() -> None:
+    from mmpool_cli.core.excerpt import duplicate_key
+
+    src = parse_text("c.yaml", "tp-size: 1\ntp-size: 2\n")
+    assert [(f.code, f.message, f.location) for f in src.findings] == [
+        ("yaml-duplicate-key", duplicate_key("tp-size", "on line 1"), "c.yaml:2:1")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ('[pool]\nsize = "1GiB"\ntokenizer_workers = 4\n', "yaml-syntax"),
+        ("tp-size = 8\n", "root-not-mapping"),
+        ('# a comment\n[server]\n"tp-size" = 8\n', "yaml-syntax"),
+    ],
+)
+def test_toml_is_said_to_be_toml_not_yaml(text: str, code: str) -> None:
+    src = parse_text("sglang.toml", text)
+    assert [f.code for f in src.findings] == [code]
+    message = src.findings[0].message
+    assert "not YAML" in message
+    assert "TOML" in message
+    assert "document start" not in message
+
+
+def test_yaml_errors_that_are_not_toml_keep_their_words() -> None:
+    src = parse_text("c.yaml", "a: [1, 2\n")
+    assert [f.code for f in src.findings] == ["yaml-syntax"]
+    assert "TOML" not in src.findings[0].message
+
+
+@pytest.mark.parametrize("key", ["k" * 1_000_000, "k" * 1030, '"' + "k" * 1030 + '"'])
+def test_a_key_past_1024_characters_names_the_limit(key: str) -> None:
+    src = parse_text("c.yaml", f"{key}: 1\n")
+    assert [f.code for f in src.findings] == ["yaml-syntax"]
+    message = src.findings[0].message
+    assert "1024 characters" in message
+    assert f"{len(key):,}" in message
+    assert "mapping values are not allowed" not in message
+    assert len(message) < 300
+
+
+def test_a_key_of_1024_characters_is_still_read() -> None:
+    assert parse_text("c.yaml", "k" * 1000 + ": 1\n").data == {"k" * 1000: 1}

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from mmpool_cli.core import origin
 from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
@@ -56,9 +57,10 @@ def test_gpu_infos_number_visible_devices() -> None:
 
 def test_missing_nvml_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    with pytest.raises(dv.ProbeUnavailable, match=r"pip install 'mmpool\[probe\]'") as info:
+    with pytest.raises(dv.ProbeUnavailable) as info:
         dv.read_nvml()
     assert info.value.exit_code == 3
+    assert str(info.value) == f"nvidia-ml-py is not installed: {origin.probe_install_hint()}"
 
 
 def test_probe_without_nvml_exits_3(run_line, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,10 +70,10 @@ def test_probe_without_nvml_exits_3(run_line, monkeypatch: pytest.MonkeyPatch) -
     data = json.loads(result.stdout)  # one JSON document for every exit status
     assert data["status"] == "unavailable"
     assert [f["code"] for f in data["findings"]] == ["probe-unavailable"]
-    assert "mmpool[probe]" in data["findings"][0]["message"]
+    assert origin.probe_install_hint() in data["findings"][0]["message"]
     assert data["plan"]["per_worker_bytes"] == 2**30
     assert data["stages"] == []
-    assert "mmpool[probe]" in result.stderr
+    assert origin.probe_install_hint() in result.stderr
     human = run_line(["mmpool", "probe"])
     assert human.exit_code == 3
     assert human.stdout == ""
@@ -87,7 +89,7 @@ def test_probe_without_torch_exits_3(run_line, monkeypatch: pytest.MonkeyPatch) 
     )
     result = run_line(["mmpool", "probe"])
     assert result.exit_code == 3
-    assert "torch is not installed: pip install 'mmpool[probe]'" in result.stderr
+    assert f"torch is not installed: {origin.probe_install_hint()}" in result.stderr
 
 
 def _nvml_works() -> bool:
@@ -116,7 +118,7 @@ def test_real_probe_on_a_machine_without_gpu_exits_3_with_a_hint() -> None:
             assert result.stdout == ""
         assert "Traceback" not in result.stderr
         assert result.stderr.startswith("mmpool: error: ")
-        assert "pip install 'mmpool[probe]'" in result.stderr or "NVML cannot start" in result.stderr
+        assert origin.probe_install_hint() in result.stderr or "NVML cannot start" in result.stderr
 
 
 def test_bad_mem_fraction_is_a_usage_error(run_line) -> None:
@@ -195,3 +197,24 @@ def test_probe_config_and_pool_flags_do_not_mix(run_line) -> None:
     result = run_line(["mmpool", "probe", "--config", str(EXAMPLES / "mmpool.yaml"), "--workers", "3"])
     assert result.exit_code == 2
     assert "drop --workers or drop --config" in result.stderr
+
+
+def test_probe_compares_the_larger_hbm_figure_with_free_memory() -> None:
+    from types import SimpleNamespace
+
+    from mmpool_cli.probe.stages import stage_gpu
+
+    request = PlanRequest(budget=Budget(bytes=2**30, source="flag"), workers=4, tp_size=8, transport="cuda_vmm")
+    plan = make_plan(request)
+    assert plan.hbm is not None and plan.hbm.max_total_bytes > plan.hbm.total_bytes
+    free = plan.hbm.total_bytes + 1  # room for the feature pools, not for the positional-embeds pools too
+    gpu = GpuInfo(
+        cuda_index=0, nvml_index=0, name="NVIDIA H200", uuid="GPU-1", total_bytes=free, free_bytes=free, used_bytes=0
+    )
+    stage = Stage("gpu", "Read the GPUs through NVML")
+    probe = SimpleNamespace(plan=request, cuda_visible_devices=None, mem_fraction_static=None)
+    stage_gpu(stage, probe, plan, [gpu], gpu)
+    [finding] = [f for f in stage.findings if f.severity is Severity.error]
+    assert finding.code == "does-not-fit"
+    assert "positional-embeds" in finding.message
+    assert stage.figures["predicted_bytes"] == plan.hbm.max_total_bytes

@@ -51,3 +51,21 @@ def test_json_leads_with_schema_version_and_status() -> None:
     assert list(data)[:3] == ["schema_version", "status", "sglang_version"]
     assert data["per_worker_bytes"] == plan.per_worker_bytes
     assert data["findings"][0]["severity"] in {"error", "warning", "info"}
+
+
+def test_vmm_plan_shows_hbm_without_and_at_most_with_the_positional_pools() -> None:
+    text = render(plan_human(example_plan(transport="cuda_vmm")))
+    assert "total                    3,283,353,600 B (≈3.06 GiB)" in text
+    assert "positional-embeds pools  4 × 268,435,456 B (256 MiB) = 1,073,741,824 B (1 GiB)" in text
+    assert "at most                  4,357,095,424 B (≈4.06 GiB)  [with the positional-embeds pools]" in text
+    assert "at most" not in render(plan_human(example_plan()))  # cuda_ipc reuses its feature pool
+
+
+def test_the_one_line_plan_of_validate_gives_the_larger_figure_too() -> None:
+    from mmpool_cli.core.reports import FileResult
+    from mmpool_cli.render.human import result_human
+
+    text = render(result_human(FileResult("m.yaml", "mmpool", [], example_plan(transport="cuda_vmm")), False, False))
+    line = " ".join(text.split())  # the console here wraps; mmpool's own is soft-wrapped
+    assert "about 3,283,353,600 B (≈3.06 GiB) on GPU 0 with contexts" in line
+    assert "at most 4,357,095,424 B (≈4.06 GiB) with the positional-embeds pools" in line

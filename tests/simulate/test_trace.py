@@ -48,7 +48,7 @@ def test_events_come_back_with_integer_nanoseconds(tmp_path: Path) -> None:
         ("[1]", "an event is a JSON object, not list"),
         ('{"t": 0, "op": "take", "id": "x"}', "op must be"),
         ('{"t": 0, "op": "alloc", "id": "x", "bytes": 1, "wroker": 1}', "unknown key 'wroker'"),
-        ('{"t": 0, "op": "alloc", "id": "x"}', "bytes must be a whole number"),
+        ('{"t": 0, "op": "alloc", "id": "x"}', "bytes is missing"),
         ('{"t": 0, "op": "alloc", "id": "x", "bytes": 0}', "bytes must be a whole number"),
         ('{"t": 0, "op": "alloc", "id": "x", "bytes": 1.0}', "bytes must be a whole number"),
         ('{"t": 0, "op": "alloc", "id": "x", "bytes": true}', "bytes must be a whole number"),
@@ -190,3 +190,64 @@ def test_the_fast_path_agrees_with_the_careful_one(t, op, nbytes, worker, extra)
         careful = None
     if fast is not None:
         assert fast == careful
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"t": 0, "op": "alloc", "id": "a", "bytes": 100.0}', "bytes must be a whole number from 1 to"),
+        ('{"t": 0, "op": "alloc", "id": "a", "bytes": 100.0}', ", not 100.0"),
+        ('{"t": 0, "op": "alloc", "id": "a", "bytes": true}', ", not true"),
+        ('{"t": 0, "op": "alloc", "id": "a", "bytes": null}', ", not null"),
+        ('{"t": 0, "op": "alloc", "id": "a", "bytes": "6MiB"}', ', not "6MiB"'),
+        ('{"t": 0, "op": "alloc", "id": "a"}', "bytes is missing"),
+        ('{"t": 0, "op": "alloc", "id": "a", "bytes": 1, "worker": false}', ", not false"),
+        ('{"t": true, "op": "free", "id": "a"}', "t must be a number of seconds, not true"),
+        ('{"t": 0, "op": "alloc", "id": "a", "bytes": 1, "x": 1}', "unknown key 'x' in an alloc event"),
+        ('{"t": 0, "op": "free", "id": "a", "x": 1}', "unknown key 'x' in a free event"),
+    ],
+)
+def test_bad_values_are_quoted_as_json_writes_them(tmp_path: Path, line: str, message: str) -> None:
+    with pytest.raises(TraceError) as info:
+        read_trace(_write(tmp_path, line), workers=1)
+    assert message in str(info.value)
+    assert "Decimal(" not in str(info.value)
+    assert "True" not in str(info.value)
+
+
+def test_a_utf8_bom_starts_a_trace_as_it_starts_a_config(tmp_path: Path) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"t": 0, "op": "alloc", "id": "a", "bytes": 1}\n{"t": 1, "op": "free", "id": "a"}\n')
+    assert read_trace(str(path), workers=1) == [(0, ALLOC, "a", 1, 0), (1_000_000_000, FREE, "a", 0, 0)]
+    later = tmp_path / "bom-later.jsonl"  # only at the start of the file: elsewhere it is junk
+    later.write_bytes(
+        b'{"t": 0, "op": "alloc", "id": "a", "bytes": 1}\n\xef\xbb\xbf{"t": 1, "op": "free", "id": "a"}\n'
+    )
+    with pytest.raises(TraceError, match=r":2: not a JSON object"):
+        read_trace(str(later), workers=1)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"t": 0, "op": "alloc", "id": "a", "bytes": 100, "bytes": 200}',
+        '{"t": 0, "op": "alloc", "id": "a:b", "bytes": 100, "bytes": 200}',  # a colon in a string too
+        '{"t": 0, "t": 5, "op": "alloc", "id": "a", "bytes": 100}',
+        '{"t": 0, "op": "free", "op": "free", "id": "a"}',
+    ],
+)
+def test_a_key_given_twice_is_an_error_as_in_validate(tmp_path: Path, line: str) -> None:
+    from mmpool_cli.core.excerpt import duplicate_key
+
+    key = line.split('"')[1] if line.count('"t"') > 1 else ("op" if line.count('"op"') > 1 else "bytes")
+    with pytest.raises(TraceError) as info:
+        read_trace(_write(tmp_path, '{"t": 0, "op": "alloc", "id": "a", "bytes": 1}', line), workers=1)
+    assert str(info.value) == f"{tmp_path / 'trace.jsonl'}:2: {duplicate_key(key)}"
+
+
+def test_a_long_bad_value_is_quoted_short(tmp_path: Path) -> None:
+    line = '{"t": 0, "op": "alloc", "id": "a", "bytes": "' + "9" * 3000 + '"}'
+    with pytest.raises(TraceError) as info:
+        read_trace(_write(tmp_path, line), workers=1)
+    assert "(3,000 characters)" in str(info.value)
+    assert len(str(info.value)) < 300

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,11 +140,140 @@ def test_unknown_family_lists_the_known_ones() -> None:
         resolve("qwen9-vl")
 
 
-def test_a_hub_id_is_not_looked_up() -> None:
-    with pytest.raises(MmpoolError, match="reads no model hub"):
-        resolve("Qwen/Qwen2.5-VL-7B-Instruct")
+QWEN25_7B = QWEN25_72B | {
+    "hidden_size": 3584,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 28,
+}
+HUB_ID = "Qwen/Qwen2.5-VL-7B-Instruct"
+
+
+def hub_cache(root: Path, files: dict[str, dict]) -> Path:
+    """A Hugging Face hub cache as huggingface_hub lays it out: refs/main names a snapshot of blobs."""
+    repo = root / "models--Qwen--Qwen2.5-VL-7B-Instruct"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0123abcd")
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    for name, data in files.items():
+        blob = repo / "blobs" / f"blob-{name}"
+        blob.write_text(json.dumps(data))
+        (snapshot / name).symlink_to(Path("../../blobs") / blob.name)
+    return root
+
+
+def test_a_hub_id_is_read_from_the_local_hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    def no_network(*_args: object) -> None:
+        raise AssertionError("the hub cache lookup touched the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    cache = hub_cache(tmp_path, {"config.json": QWEN25_7B, "preprocessor_config.json": {"max_pixels": 1_003_520}})
+    model = resolve(HUB_ID, hub_cache=str(cache))
+    assert model.name == model.model_path == HUB_ID  # what sglang serve --model-path takes
+    assert model.family.name == "qwen2.5-vl"
+    assert model.settings["max_pixels"] == 1_003_520
+    assert cost(model, 1).cell_bytes == 57_344
+
+
+def test_a_hub_id_not_in_the_cache_says_where_it_looked(tmp_path: Path) -> None:
+    with pytest.raises(MmpoolError) as e:
+        resolve(HUB_ID, hub_cache=str(tmp_path))
+    assert e.value.exit_code == EXIT_USAGE
+    message = str(e.value)
+    assert f"not in the local Hugging Face cache {tmp_path}" in message
+    assert "nothing is downloaded" in message
+    # only the config: the cache may hold other files of the repository and not config.json
+    cache = hub_cache(tmp_path / "other", {"preprocessor_config.json": {}})
+    with pytest.raises(MmpoolError, match="not in the local Hugging Face cache"):
+        resolve(HUB_ID, hub_cache=str(cache))
+
+
+def test_a_name_with_a_slash_that_is_no_hub_id_is_no_lookup(tmp_path: Path) -> None:
+    with pytest.raises(MmpoolError, match="no such local directory"):
+        resolve("qwen//x--y", hub_cache=str(tmp_path))
+
+
+def _plan_in_a_fresh_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_", "XDG_CACHE"))}
+    return subprocess.run(
+        [sys.executable, "-m", "mmpool_cli", "plan", "--model", HUB_ID, "--image", "1920x1080", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=environ | {"HOME": env.pop("HOME", environ.get("HOME", "/")), **env},
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("variable", ["HF_HOME", "HF_HUB_CACHE"])
+def test_the_hub_cache_follows_hf_home_and_hf_hub_cache(tmp_path: Path, variable: str) -> None:
+    root = tmp_path / "hf"
+    hub_cache(root / "hub" if variable == "HF_HOME" else root, {"config.json": QWEN25_7B})
+    done = _plan_in_a_fresh_process({variable: str(root), "HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["workload"]["model"] == HUB_ID
+    assert data["kv_cost"]["cell_bytes"] == 57_344
+    assert data["features"][0]["bytes"] == 50_633_856
+    # absent: the error names the directory it looked in
+    done = _plan_in_a_fresh_process({variable: str(tmp_path / "empty"), "HOME": str(tmp_path / "home")})
+    assert done.returncode == 2
+    assert str(tmp_path / "empty") in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_family_names_and_paths_never_import_huggingface_hub(tmp_path: Path) -> None:
+    code = (
+        "import sys\nfrom mmpool_cli.workload.hf import resolve\n"
+        f"resolve('qwen2.5-vl'); resolve({str(model_dir(tmp_path, QWEN25_72B))!r})\n"
+        "assert 'huggingface_hub' not in sys.modules, 'imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
 
 
 def test_config_json_path_itself(tmp_path: Path) -> None:
     model = resolve(str(model_dir(tmp_path, QWEN25_72B, {"max_pixels": 1_003_520}) / "config.json"))
     assert model.settings["max_pixels"] == 1_003_520
+
+
+def _loop(tmp_path: Path) -> str:
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    return str(tmp_path / "loop")
+
+
+def _dangling(tmp_path: Path) -> str:
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    return str(tmp_path / "gone")
+
+
+def _fifo(tmp_path: Path) -> str:
+    os.mkfifo(tmp_path / "fifo")
+    return str(tmp_path / "fifo")
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (_loop, "a symbolic link that loops"),
+        (_dangling, "a symbolic link to a missing path"),
+        (lambda _tmp: "/dev/zero", "a character device, not a model directory or its config.json"),
+        (_fifo, "a FIFO (named pipe), not a model directory or its config.json"),
+    ],
+)
+def test_a_model_path_that_is_not_a_directory_or_file_says_what_it_is(tmp_path: Path, make, says: str) -> None:
+    with pytest.raises(MmpoolError) as info:
+        resolve(make(tmp_path))
+    assert says in str(info.value)
+    assert "the directory has no config.json" not in str(info.value)
+    assert info.value.exit_code == EXIT_USAGE
+
+
+def test_without_huggingface_hub_a_hub_id_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    with pytest.raises(MmpoolError, match="pip install huggingface_hub") as e:
+        resolve(HUB_ID)
+    assert e.value.exit_code == EXIT_USAGE

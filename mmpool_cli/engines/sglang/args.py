@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import bisect
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mmpool_cli.core.bounds import MAX_PARALLEL, MAX_WORKERS, count_problem
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.sglang.flags import FlagTable, table
@@ -63,6 +65,14 @@ POOL_FLAGS = (
 )
 BY_NAME = {name: flag for flag in POOL_FLAGS for name in flag.names}
 BY_DEST = {flag.dest: flag for flag in POOL_FLAGS}
+# The bounds mmpool plan puts on its own flags, applied to the same numbers in a launch or config.
+COUNT_BOUNDS = {
+    "tokenizer_worker_num": (MAX_WORKERS, "tokenizer workers"),
+    "tp_size": (MAX_PARALLEL, "ranks"),
+    "dp_size": (MAX_PARALLEL, "ranks"),
+    "attn_dp_size": (MAX_PARALLEL, "ranks"),
+    "base_gpu_id": (MAX_PARALLEL, "ranks"),
+}
 # What to write instead of a flag that the chosen release lacks, where there is a replacement.
 INSTEAD = {
     "--keep-mm-feature-on-device": "write --mm-feature-transport cuda_ipc instead",
@@ -251,9 +261,29 @@ def _unknown(reading: Reading, tok: Token, ambiguous: list[str]) -> None:
             Severity.error,
             "unrecognized-argument",
             f"SGLang {reading.flags.version} has no option {shorten(name)}: it fails with "
-            f"'unrecognized arguments: {shorten(tok.text)}'",
+            f"'unrecognized arguments: {shorten(tok.text)}'{_dash_fix(name, tok.origin, reading.flags)}",
             tok.origin,
         )
+
+
+def _is_dash(ch: str) -> bool:
+    return ch != "-" and (unicodedata.category(ch) == "Pd" or ch == "\u2212")  # U+2212 MINUS SIGN is a math sign
+
+
+def _dash_fix(name: str, origin: str, flags: FlagTable) -> str:
+    """The fix for an option spelled with a dash that is not ASCII's '-' (U+2010 from a word processor)."""
+    odd = next((ch for ch in name if _is_dash(ch)), None)
+    if odd is None:
+        return ""
+    ascii_name = "".join("-" if _is_dash(ch) else ch for ch in name)
+    option = resolve_option(ascii_name, flags)[0]
+    if option is None:
+        return ""
+    fix = ascii_name if origin.startswith("argv[") else ascii_name.removeprefix("--")
+    return (
+        f"; it holds U+{ord(odd):04X} ({unicodedata.name(odd, 'a dash')}) where SGLang needs the ASCII "
+        f"hyphen-minus: write '{fix}'"
+    )
 
 
 def _some(names: list[str], shown: int = 6) -> str:
@@ -288,6 +318,12 @@ def _store(reading: Reading, flag: Flag, tok: Token, value_tok: Token) -> None:
             f"{flag.label} {shorten(text)} (a {len(text):,}-character number): argparse's int() reads it, but it "
             "is beyond the 64-bit integers torch and CUDA use, and SGLang cannot run with it; use a realistic value",
             value_tok.origin,
+        )
+        return
+    problem = count_problem(value, *COUNT_BOUNDS[flag.dest]) if flag.dest in COUNT_BOUNDS else None
+    if problem:
+        reading.add(
+            Severity.error, "flag-bad-value", f"{flag.label} {problem}: no deployment has more", value_tok.origin
         )
         return
     choices = flag.choices and (reading.flags.choices(flag.names[0]) or flag.choices)

@@ -107,6 +107,11 @@ def hbm_estimate(request: PlanRequest, rel: Release, per_worker: int | None, all
             f"on GPU {gpu}, {format_size(overhead * workers)} more than the budget",
             "budget",
         )
+    # SGLang's PositionalEmbedsTransport: under cuda_vmm no feature pool can be reused, so the first
+    # request with CUDA embedding overrides makes a cuda_ipc pool (torch.empty of the same share)
+    positional = 0
+    if request.transport == "cuda_vmm" and rel.positional_pool and request.nnodes == 1 and per_worker:
+        positional = sg.caching_allocator_reserved(per_worker, request.expandable_segments)
     return HbmEstimate(
         base_gpu_id=gpu,
         allocator=allocator,
@@ -117,6 +122,9 @@ def hbm_estimate(request: PlanRequest, rel: Release, per_worker: int | None, all
         context_bytes_per_process=context,
         context_bytes=context * workers,
         total_bytes=(reserved + context) * workers,
+        positional_pool_bytes_per_worker=positional,
+        positional_pool_bytes=positional * workers,
+        max_total_bytes=(reserved + context + positional) * workers,
     )
 
 

@@ -82,6 +82,16 @@ def config_tokens(src: Source, flags: FlagTable | None = None) -> tuple[list[Tok
             )
             continue
         option = resolve_option(f"--{key}", flags)[0]
+        if option == "--config":
+            add(
+                Severity.error,
+                "config-not-merged",
+                f"a {excerpt(key)} key inside a config file is not merged: SGLang merges only the file named "
+                f"after --config on the command line, so {excerpt(str(value))} is never read (the key only sets "
+                "args.config); remove the key and move that file's settings into this one",
+                where_key,
+            )
+            continue
         flag = BY_NAME.get(option or "")
         if isinstance(value, bool) and flag is not None and flag.kind == "store_true":
             if value:

@@ -47,7 +47,13 @@ class SGLangEngine(Engine[PlanRequest, Plan]):
         return environment_result(environ, envmod.read_launch_env(environ), file_findings, version)
 
     def read_file(
-        self, name: str, environ: Mapping[str, str], kind: FileKind, stdin: bytes | None, version: str, chosen: str
+        self,
+        name: str,
+        environ: Mapping[str, str],
+        kind: FileKind,
+        stdin: bytes | Finding | None,
+        version: str,
+        chosen: str,
     ) -> FileResult:
         from mmpool_cli.engines.sglang import env_vars as envmod
         from mmpool_cli.engines.sglang.files import validate_file

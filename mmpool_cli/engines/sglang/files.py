@@ -45,7 +45,7 @@ def validate_file(
     name: str,
     launch: LaunchEnv,
     kind: Kind = "auto",
-    stdin: bytes | None = None,
+    stdin: bytes | Finding | None = None,
     sglang_version: str = versions.NEWEST,
 ) -> FileResult:
     """Read one file and check it as an mmpool config or an SGLang ``--config`` file of ``sglang_version``."""

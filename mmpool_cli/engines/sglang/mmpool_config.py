@@ -9,10 +9,18 @@ offending key or value. No typer, rich or torch.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
+from mmpool_cli.core.bounds import (
+    LARGEST_GPU_HBM_BYTES,
+    MAX_GRANULARITY,
+    MIN_CONTEXT,
+    MIN_GRANULARITY,
+    context_problem,
+    granularity_problem,
+)
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.units import MAX_BYTES, SIZE_PATTERN, format_size, parse_size
@@ -49,12 +57,23 @@ def _byte_count(value: Any) -> int:
     raise ValueError("expected a size such as 1GiB or a whole number of bytes")
 
 
+def _within(problem: Callable[[int], str | None]) -> Callable[[int | None], int | None]:
+    """A validator applying one of ``core.bounds``' rules, the same the command-line flags apply."""
+
+    def check(value: int | None) -> int | None:
+        if value is not None and (why := problem(value)):
+            raise ValueError(why)
+        return value
+
+    return check
+
+
 @cache
 def models() -> Any:
     """The pydantic models, built on first use (``models().Config`` is the root)."""
     from typing import Annotated, Literal
 
-    from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+    from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
     # The schema says what JSON Schema can of the validator: the size grammar, the integer ranges.
     size_schema = {
@@ -65,6 +84,25 @@ def models() -> Any:
         "description": "bytes: an integer, or a size string (kB/MB/GB = 1000^n, KiB/MiB/GiB = 1024^n)",
     }
     ByteCount = Annotated[int, BeforeValidator(_byte_count), WithJsonSchema(size_schema)]
+
+    def bounded(integers: dict[str, Any]) -> dict[str, Any]:
+        # what JSON Schema can say of a bound: on integers; a size string is checked by mmpool alone
+        return {**size_schema, "anyOf": [{"type": "integer", **integers}, size_schema["anyOf"][1]]}
+
+    # the bounds of --context-size and --vmm-granularity (core.bounds), for the keys that set them
+    ContextSize = Annotated[
+        int,
+        BeforeValidator(_byte_count),
+        AfterValidator(_within(context_problem)),
+        WithJsonSchema(bounded({"minimum": MIN_CONTEXT, "maximum": LARGEST_GPU_HBM_BYTES})),
+    ]
+    powers = [1 << n for n in range(MIN_GRANULARITY.bit_length() - 1, MAX_GRANULARITY.bit_length())]
+    Granularity = Annotated[
+        int,
+        BeforeValidator(_byte_count),
+        AfterValidator(_within(granularity_problem)),
+        WithJsonSchema(bounded({"enum": powers})),
+    ]
     # SGLang needs at least 1 of each; the plan says so with SGLang's own words, the schema with a minimum.
     Count = Annotated[int, Field(le=MAX_BYTES, json_schema_extra={"minimum": 1})]
     Integer = Annotated[int, Field(ge=-MAX_BYTES, le=MAX_BYTES)]
@@ -77,7 +115,9 @@ def models() -> Any:
         size: ByteCount | None = Field(None, description="pool budget; unset: SGLANG_MM_FEATURE_CACHE_MB")
         tokenizer_workers: Count = Field(1, description="--tokenizer-worker-num: one pool per worker")
         transport: Literal["cuda_ipc", "cuda_vmm", "cpu"] = Field("cuda_ipc", description="--mm-feature-transport")
-        vmm_granularity: ByteCount = Field(sg.DEFAULT_VMM_GRANULARITY, description="CUDA VMM granularity")
+        vmm_granularity: Granularity = Field(
+            sg.DEFAULT_VMM_GRANULARITY, description="CUDA VMM granularity: a power of two from 4 KiB to 1 GiB"
+        )
 
     class Parallel(BaseModel):
         """The parallel layout: it sets the consumers per feature and the transport's limits."""
@@ -97,7 +137,9 @@ def models() -> Any:
         model_config = strict
         total_hbm: ByteCount | None = Field(None, description="total memory of the base GPU")
         free_hbm: ByteCount | None = Field(None, description="memory free on the base GPU before the launch")
-        context_size: ByteCount | None = Field(None, description="CUDA context per tokenizer process")
+        context_size: ContextSize | None = Field(
+            None, description="CUDA context per tokenizer process: 1 MiB to 288 GiB"
+        )
 
     class Workload(BaseModel):
         """The features the pools must hold."""
@@ -243,6 +285,7 @@ def request(cfg: Any, launch: LaunchEnv) -> PlanRequest:
         base_gpu_id=cfg.parallel.base_gpu_id,
         expandable_segments=launch.expandable_segments,
         context_bytes=cfg.gpu.context_size,
+        nnodes=cfg.parallel.nnodes,
     )
 
 
@@ -291,24 +334,27 @@ def extra_findings(src: Source, cfg: Any, plan: Plan | None, launch: LaunchEnv) 
                 src.where(("gpu", "free_hbm")),
             )
         )
-    elif free is not None and plan.hbm.total_bytes > free:
+    elif free is not None and plan.hbm.max_total_bytes > free:
+        # the larger figure: under cuda_vmm the positional-embeds pools may come on top
         findings.append(
             Finding(
                 Severity.error,
                 "hbm-exceeds-free",
-                f"the pools and tokenizer contexts take {format_size(plan.hbm.total_bytes)} on GPU "
+                f"the pools and tokenizer contexts take {'up to ' if plan.hbm.positional_pool_bytes else ''}"
+                f"{format_size(plan.hbm.max_total_bytes)} on GPU "
                 f"{plan.hbm.base_gpu_id}, more than its {format_size(free)} free; lower pool.size or "
                 "pool.tokenizer_workers",
                 src.where(("gpu", "free_hbm")),
             )
         )
     elif total:
-        share = plan.hbm.total_bytes * 1000 // total
+        share = plan.hbm.max_total_bytes * 1000 // total
         findings.append(
             Finding(
                 Severity.info,
                 "hbm-share",
-                f"the pools and tokenizer contexts take {format_size(plan.hbm.total_bytes)}, "
+                f"the pools and tokenizer contexts take {'up to ' if plan.hbm.positional_pool_bytes else ''}"
+                f"{format_size(plan.hbm.max_total_bytes)}, "
                 f"{share // 10}.{share % 10}% of GPU {plan.hbm.base_gpu_id}'s {format_size(total)}",
                 src.where(("gpu", "total_hbm")),
             )

@@ -52,6 +52,8 @@ class PlanRequest:
     base_gpu_id: int = 0
     expandable_segments: bool = False
     context_bytes: int | None = None
+    # SGLang's --nnodes: its positional-embeds transport (and so its second pool) needs one node
+    nnodes: int = 1
     workload: Workload | None = None
     kv: KvRequest | None = None
     # The SGLang release whose rules apply, and how it was chosen (versions.choose).
@@ -73,7 +75,13 @@ class FeatureFit:
 
 @dataclass(frozen=True)
 class HbmEstimate:
-    """What the pools are predicted to take from the base GPU, beyond the budget's arithmetic."""
+    """What the pools are predicted to take from the base GPU, beyond the budget's arithmetic.
+
+    ``total_bytes`` is the feature pools and contexts; ``max_total_bytes`` adds the
+    positional-embeds pools a release may create later (cuda_vmm from 0.5.22: one cuda_ipc
+    ``budget // workers`` pool per worker, on the first request with CUDA embedding overrides),
+    so it is the most the tokenizer processes can take.
+    """
 
     base_gpu_id: int
     allocator: Literal["caching", "caching-expandable", "vmm"]
@@ -84,6 +92,9 @@ class HbmEstimate:
     context_bytes_per_process: int
     context_bytes: int
     total_bytes: int
+    positional_pool_bytes_per_worker: int
+    positional_pool_bytes: int
+    max_total_bytes: int
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ def make_plan(request: PlanRequest) -> Plan:
         _, attn_dp = sg.resolve_attention_dp(request.dp_size, request.attn_dp_size, request.enable_dp_attention)
         kv, kv_notes = plan_kv_cost(request.kv, request.tp_size // attn_dp, mb, landing, rel)
         findings += kv_notes
-    if transport == "cuda_vmm" and rel.positional_pool:
+    if transport == "cuda_vmm" and rel.positional_pool and request.nnodes == 1:  # off on several nodes
         add(
             Severity.info,
             "positional-embeds-pool",
@@ -223,4 +223,5 @@ def _settings(request: PlanRequest, rel: Release, mb: int) -> Settings:
         args += ["--dp-size", str(dp_size)]
     if request.base_gpu_id:
         args += ["--base-gpu-id", str(request.base_gpu_id)]
-    return Settings(env=env, args=args)
+    model_path = None if request.workload is None else request.workload.model_path
+    return Settings(env=env, args=args, model_path=model_path)

@@ -204,15 +204,21 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
     if plan.hbm is not None:
         h = plan.hbm
         share = ""
-        if assume.gpu_memory:
-            permille = h.total_bytes * 1000 // assume.gpu_memory
+        if assume.gpu_memory:  # of the larger figure, the most the tokenizer processes can take
+            permille = h.max_total_bytes * 1000 // assume.gpu_memory
             share = f", {permille // 10}.{permille % 10}% of its {format_size(assume.gpu_memory)}"
+        second = ""
+        if h.positional_pool_bytes:
+            second = (
+                f"; at most {format_size(h.max_total_bytes)} with the {format_size(h.positional_pool_bytes)} of "
+                "positional-embeds pools a request with CUDA embedding overrides creates"
+            )
         add(
             Severity.info,
             "hbm-base-gpu",
             f"{transport} reserves {format_size(h.pool_reserved_bytes)} for {h.processes} pool(s) on GPU "
             f"{h.base_gpu_id}, plus about {format_size(h.context_bytes)} of tokenizer CUDA contexts: "
-            f"{format_size(h.total_bytes)}{share}",
+            f"{format_size(h.total_bytes)}{second}{share}",
             origin("base_gpu_id"),
         )
     if transport == "cuda_ipc" and launch.expandable_segments:
@@ -263,6 +269,7 @@ def _request(reading: Reading, launch: LaunchEnv, budget: Budget, transport: str
         vmm_granularity=assume.vmm_granularity,
         feature_sizes=assume.feature_sizes,
         base_gpu_id=reading.get("base_gpu_id"),
+        nnodes=reading.get("nnodes"),
         expandable_segments=launch.expandable_segments,
         context_bytes=assume.context_bytes,
         sglang_version=assume.sglang_version,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from mmpool_cli.core import origin
 from mmpool_cli.core.units import MiB, align_up
 from mmpool_cli.engines.sglang.rules import VMM_CONTROL_ALIGNMENT, smallest_budget_mb
 from mmpool_cli.errors import MmpoolError
@@ -159,10 +160,15 @@ def release(version: str) -> Release:
     if found is None:
         shown = version if len(version) <= 40 else version[:40] + "…"
         raise MmpoolError(
-            f"SGLang {shown!r} is not a release mmpool knows: pick one of {', '.join(table)} "
-            "(scripts/gen_sglang_tables.py adds newer ones)"
+            f"SGLang {shown!r} is not a release mmpool knows: pick one of {', '.join(table)} ({_newer_releases()})"
         )
     return found
+
+
+def _newer_releases() -> str:
+    """What adds an SGLang release mmpool does not know yet, from where mmpool runs."""
+    script = origin.script("scripts/gen_sglang_tables.py")
+    return f"{script} adds newer ones" if script else "a newer SGLang release needs a newer mmpool"
 
 
 def first_with(option: str) -> str | None:

@@ -117,3 +117,58 @@ def test_config_merge_command_line_wins(tmp_path: Path) -> None:
 )
 def test_config_merge_errors(argv: list[str], code: str) -> None:
     assert [f.code for f in merge_config(cli_tokens(argv)).findings] == [code]
+
+
+def _validated(tmp_path: Path, text: str) -> list[tuple[str, str, str]]:
+    from mmpool_cli.engines.sglang.env_vars import read_launch_env
+    from mmpool_cli.engines.sglang.files import validate_file
+
+    path = write(tmp_path, "sglang.yaml", text)
+    result = validate_file(path, read_launch_env({}), "sglang")
+    return [(f.code, f.message, f.location.removeprefix(path)) for f in result.findings]
+
+
+def test_a_config_key_inside_a_config_file_is_said_to_be_ignored(tmp_path: Path) -> None:
+    found = _validated(tmp_path, "tp-size: 2\nconfig: other.yaml\n")
+    nested = [f for f in found if f[0] == "config-not-merged"]
+    assert len(nested) == 1, found
+    code, message, where = nested[0]
+    assert where == ":2:1"
+    assert "'other.yaml' is never read" in message
+    assert "remove the key" in message
+    assert "two words" not in message
+
+
+@pytest.mark.parametrize("dash", ["\u2010", "\u2011", "\u2013", "\u2212"])
+def test_a_unicode_dash_in_a_key_is_named_with_the_ascii_key(tmp_path: Path, dash: str) -> None:
+    key = "tokenizer-worker-num".replace("-", dash)
+    found = _validated(tmp_path, f"{key}: 4\n")
+    wrong = [f for f in found if f[0] == "unrecognized-argument"]
+    assert len(wrong) == 1, found
+    message = wrong[0][1]
+    assert f"U+{ord(dash):04X}" in message
+    assert "write 'tokenizer-worker-num'" in message
+
+
+def test_a_unicode_dash_on_the_command_line_is_named_with_the_ascii_flag() -> None:
+    reading = read(cli_tokens(["--tp\u2010size", "2"]))
+    (finding,) = [f for f in reading.findings if f.code == "unrecognized-argument"]
+    assert "U+2010" in finding.message
+    assert "write '--tp-size'" in finding.message
+    assert finding.location == "argv[0]"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "bound"),
+    [("tokenizer-worker-num", "99999999999", "1024 tokenizer workers"), ("tp-size", "5000", "4096 ranks")],
+)
+def test_counts_past_the_plans_bounds_are_located_errors(tmp_path: Path, key: str, value: str, bound: str) -> None:
+    found = _validated(tmp_path, f"{key}: {value}\nmm-feature-transport: cuda_ipc\n")
+    bad = [f for f in found if f[0] == "flag-bad-value"]
+    assert len(bad) == 1, found
+    assert f"mmpool plans at most {bound}" in bad[0][1]
+    assert bad[0][2] == ":1:" + str(len(key) + 3)  # at the value
+    assert not [f for f in found if "PiB" in f[1]]
+    argv = read(cli_tokens([f"--{key}", value]))
+    assert [f.code for f in argv.findings] == ["flag-bad-value"]
+    assert argv.findings[0].location == "argv[1]"

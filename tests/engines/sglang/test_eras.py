@@ -58,7 +58,7 @@ def test_split_findings_per_era() -> None:
 
 
 def test_release_findings_kv_reservation_and_device() -> None:
-    hbm = HbmEstimate(3, "caching", MiB, MiB, 0, 1, MiB, MiB, 2 * MiB)
+    hbm = HbmEstimate(3, "caching", MiB, MiB, 0, 1, MiB, MiB, 2 * MiB, 0, 0, 2 * MiB)
     request = PlanRequest(budget=Budget(bytes=MiB, source="flag"), base_gpu_id=3)
     add = Found()
     eras.release_findings(request, NEWEST, 1, hbm, add)

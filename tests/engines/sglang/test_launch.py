@@ -59,6 +59,22 @@ def test_explicit_cuda_ipc_plans_the_pool() -> None:
     assert "1,073,741,824 B (1 GiB) for 4 pool(s) on GPU 0" in hbm.message
 
 
+def test_vmm_hbm_counts_the_positional_embeds_pools_too() -> None:
+    launch = ["--tp", "8", "--tokenizer-worker-num", "4", "--mm-feature-transport", "cuda_vmm"]
+    result, _ = run(launch, assume=Assumptions(gpu_memory=10 * 2**30))
+    assert result.plan is not None and result.plan.hbm is not None
+    hbm = next(f for f in result.findings if f.code == "hbm-base-gpu")
+    # 4 x 256 MiB (VMM) + 4 contexts = 3,283,353,600 B; the positional-embeds pools add 4 x 256 MiB
+    assert "3,283,353,600 B" in hbm.message
+    assert "at most 4,357,095,424 B" in hbm.message
+    assert "40.5% of its 10,737,418,240 B (10 GiB)" in hbm.message  # the share of the larger figure
+    # on two nodes SGLang's positional-embeds transport is off: one figure
+    result, _ = run([*launch, "--nnodes", "2"], assume=Assumptions(gpu_memory=10 * 2**30))
+    assert result.plan is not None and result.plan.hbm is not None
+    assert result.plan.hbm.max_total_bytes == result.plan.hbm.total_bytes
+    assert "at most" not in next(f for f in result.findings if f.code == "hbm-base-gpu").message
+
+
 @pytest.mark.parametrize(
     ("extra", "code"),
     [

@@ -133,6 +133,13 @@ SNIPPETS = [
     ("gpu", "total_hbm", "141 gigs"),
     ("workload", "feature_sizes", ["6MiB", 1000]),
     ("workload", "feature_sizes", ["6MB", "6 potatoes"]),
+    # the bounds --context-size and --vmm-granularity have (core.bounds), where JSON Schema can say them
+    ("gpu", "context_size", 1000),
+    ("gpu", "context_size", 2**40),
+    ("gpu", "context_size", 552402944),
+    ("pool", "vmm_granularity", 3000),
+    ("pool", "vmm_granularity", 2**31),
+    ("pool", "vmm_granularity", 2**21),
 ]
 
 
@@ -146,6 +153,31 @@ def test_the_schema_flags_exactly_what_mmpool_flags(tmp_path: Path, section: str
     result = validate_file(str(path), NO_ENV, kind="mmpool")
     flagged = any(f.severity is Severity.error for f in result.findings)
     assert _schema_ok(data) is not flagged, [f.message for f in result.findings]
+
+
+@pytest.mark.parametrize(
+    ("text", "flag"),
+    [
+        ("gpu:\n  context_size: 1KiB\n", "--context-size"),
+        ("gpu:\n  context_size: 300GiB\n", "--context-size"),
+        ("pool:\n  vmm_granularity: 3KiB\n", "--vmm-granularity"),
+        ("pool:\n  vmm_granularity: 2GiB\n", "--vmm-granularity"),
+    ],
+)
+def test_config_keys_have_the_bounds_of_their_flags(run_line, tmp_path: Path, text: str, flag: str) -> None:
+    path = tmp_path / "mmpool.yaml"
+    path.write_text(text)
+    result = validate_file(str(path), NO_ENV, kind="mmpool")
+    [error] = [f for f in result.findings if f.severity is Severity.error]
+    assert (error.code, error.location) == (
+        "config-invalid-value",
+        f"{path}:2:17" if "context" in text else f"{path}:2:20",
+    )
+    # the same words as the flag's usage error
+    value = text.split(": ")[1].strip()
+    cli = run_line(["mmpool", "plan", flag, value])
+    assert cli.exit_code == 2
+    assert error.message.split(": ", 1)[1] in cli.stderr
 
 
 def test_a_deeply_nested_unknown_key_is_one_finding(tmp_path: Path) -> None:

@@ -242,3 +242,51 @@ def test_plan_invariants(mb: int, workers: int, tp: int, transport: str, feature
             assert f.fit_per_worker * f.slice_bytes <= plan.usable_bytes_per_worker
     else:
         assert plan.errors and plan.settings is None
+
+
+# --- the positional-embeds pool under cuda_vmm (0.5.22 and later) -------------------------------
+
+
+def _vmm(version: str = "0.5.23", expandable: bool = False):
+    request = PlanRequest(
+        budget=Budget(bytes=2**30, source="flag"),
+        workers=4,
+        tp_size=8,
+        transport="cuda_vmm",
+        expandable_segments=expandable,
+        sglang_version=version,
+    )
+    return make_plan(request)
+
+
+def test_vmm_hbm_gives_both_figures_with_the_positional_pools() -> None:
+    hbm = _vmm().hbm
+    assert hbm is not None
+    # the feature pools (VMM) and contexts, as before
+    assert hbm.total_bytes == 4 * (268_435_456 + 552_402_944)
+    # SGLang's PositionalEmbedsTransport: one torch.empty(B // W) per worker on the base GPU, caching allocator
+    assert hbm.positional_pool_bytes_per_worker == 268_435_456
+    assert hbm.positional_pool_bytes == 4 * 268_435_456
+    assert hbm.max_total_bytes == hbm.total_bytes + 4 * 268_435_456
+
+
+def test_the_positional_pool_rounds_as_the_caching_allocator_does() -> None:
+    hbm = _vmm(expandable=True).hbm
+    assert hbm is not None
+    assert hbm.positional_pool_bytes_per_worker == 13 * 20 * 2**20  # 20 MiB pages with expandable segments
+    assert hbm.max_total_bytes == hbm.total_bytes + 4 * 13 * 20 * 2**20
+
+
+SEVERAL_NODES = make_plan(PlanRequest(budget=Budget(bytes=2**30, source="flag"), transport="cuda_vmm", nnodes=2))
+
+
+@pytest.mark.parametrize(
+    "plan", [_vmm("0.5.21"), make_plan(PlanRequest(budget=Budget(bytes=2**30, source="flag"))), SEVERAL_NODES]
+)
+def test_no_second_pool_before_0_5_22_under_cuda_ipc_or_on_several_nodes(plan) -> None:
+    # before 0.5.22 there is no positional-embeds transport; under cuda_ipc it reuses the feature pool;
+    # on several nodes it is off (PositionalEmbedsTransport.enabled needs nnodes == 1)
+    assert "positional-embeds-pool" not in {f.code for f in plan.findings}
+    assert plan.hbm is not None
+    assert plan.hbm.positional_pool_bytes == 0
+    assert plan.hbm.max_total_bytes == plan.hbm.total_bytes
