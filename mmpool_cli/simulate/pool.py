@@ -56,6 +56,7 @@ class Pool:
         "_by_end",
         "_appended",
         "_counter",
+        "slack",
     )
 
     def __init__(self, memory_size: int, data_start: int, max_leases: int = MAX_INFLIGHT_SLICES) -> None:
@@ -76,6 +77,10 @@ class Pool:
         self._by_end = {memory_size: data_start}  # end -> start
         self._appended: dict[int, int] = {}  # start -> append counter, for ranges appended since the merge
         self._counter = 0
+        # how many bytes more at the end of the pool would leave every decision so far unchanged
+        # (exclusive): a larger pool differs only in its last free range, the one ending at
+        # ``memory_size``, and only a decision that range took part in could go another way
+        self.slack = MAX_POOL_BYTES
 
     @property
     def usable_bytes(self) -> int:
@@ -108,6 +113,9 @@ class Pool:
         i = bisect_left(keys, size << _SHIFT)
         n = len(keys)
         if i == n:
+            tail = self._by_end.get(self.memory_size)
+            if tail is not None:  # a last range grown by ``size - its size`` would hold it
+                self._limit(size - (self.memory_size - tail))
             return MISS_SPACE
         if self.leases >= self.max_leases:
             return MISS_SLOTS
@@ -123,6 +131,12 @@ class Pool:
             appended.pop(start, None)
         del self._by_start[start]
         end = start + found
+        if end == self.memory_size:
+            self._took_last(keys, i, found, size)
+        else:
+            tail = self._by_end.get(self.memory_size)
+            if tail is not None and self.memory_size - tail < size:
+                self._limit(size - (self.memory_size - tail))  # a grown last range would fit, and win
         rest = start + size
         if rest < end:
             rest_key = (end - rest) << _SHIFT | rest
@@ -136,6 +150,22 @@ class Pool:
         self.leases += 1
         self.leased_bytes += size
         return start
+
+    def _limit(self, slack: int) -> None:
+        if slack < self.slack:
+            self.slack = slack
+
+    def _took_last(self, keys: list[int], i: int, found: int, size: int) -> None:
+        """The last range held the lease (its key already removed, at ``i``): how much larger it may be."""
+        # any other range that fits would win over a larger last range once the last is larger
+        # than it: the smallest other fitting range bounds the growth (equal size: no growth)
+        if (i and keys[i - 1] >> _SHIFT == found) or (i < len(keys) and keys[i] >> _SHIFT == found):
+            self._limit(0)
+        elif i < len(keys):
+            self._limit((keys[i] >> _SHIFT) - found)
+        if found == size:
+            # taken whole: a larger pool keeps a remnant, harmless while it is too small for any lease
+            self._limit(DATA_ALIGNMENT)
 
     def _earliest(self, i: int, size: int) -> int:
         """Among the equal-size keys from ``i``, the one earliest in SGLang's list."""
