@@ -1,14 +1,16 @@
-"""``mmpool simulate``: replay a trace or a synthetic workload through SGLang's cuda_ipc pools."""
+"""``mmpool simulate``: replay a trace or a synthetic workload through SGLang's feature pools."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from fractions import Fraction
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,17 +19,18 @@ from mmpool_cli.cli.options import (
     FormatOpt,
     OutputFormat,
     PoolOptions,
-    TransportChoice,
     with_options,
     with_pool_options,
 )
-from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions, with_workload_options
-from mmpool_cli.core.bounds import MAX_WORKERS
-from mmpool_cli.core.models import Budget, PlanRequest, Severity
+from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
+from mmpool_cli.core.bounds import LARGEST_GPU_HBM_BYTES, MAX_WORKERS
+from mmpool_cli.core.models import Budget, Finding, PlanRequest, Severity
 from mmpool_cli.core.plan import make_plan
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
+from mmpool_cli.sglang import rules as sg
 from mmpool_cli.sglang import versions
+from mmpool_cli.sglang.environment import env_findings
 from mmpool_cli.sglang.rules import MiB, ipc_header_bytes
 
 
@@ -42,8 +45,9 @@ class ResidencyChoice(StrEnum):
 
 
 class SearchChoice(StrEnum):
-    bisect = "bisect"
+    safe = "safe"
     scan = "scan"
+    bisect = "bisect"
 
 
 class BasisChoice(StrEnum):
@@ -131,18 +135,19 @@ class RunOptions:
     max_events: int
     idle_timeout: float
     output: OutputFormat
+    plot: str | None = None
 
 
 @app.command(
-    short_help="Replay traffic through SGLang's cuda_ipc pools: fallback, the smallest budget.",
+    short_help="Replay traffic through SGLang's cuda_ipc or cuda_vmm pools: fallback, the budget to set.",
     epilog=epilog(
         [
             "mmpool simulate --trace prod.jsonl --workers 2 --tp 2",
             "mmpool simulate --feature-size 48MiB --concurrency 32 --smallest-budget",
             "mmpool simulate --model qwen2.5-vl --image 1920x1080 --rate 4",
         ],
-        "0 the fallback meets the target (default 0); 1 it does not, or SGLang refuses the budget "
-        "(the report is still printed); 2 usage error or a bad trace line; 70 internal error.",
+        "0 the fallback meets the target (default 0); 1 it does not, or the budget has an error finding "
+        "that plan reports (the report is still printed); 2 usage error or a bad trace line; 70 internal error.",
     ),
 )
 @with_pool_options
@@ -165,40 +170,50 @@ def simulate(
         BasisChoice.items
     ),
     search: Annotated[
-        SearchChoice, typer.Option(help="bisect (checks one MiB below) or scan (every budget below: exact).")
-    ] = SearchChoice.bisect,
+        SearchChoice,
+        typer.Option(
+            help="safe: the smallest budget with every budget up to twice it meeting the target (exact); "
+            "scan: the smallest that meets it at all (exact); bisect: an estimate of that."
+        ),
+    ] = SearchChoice.safe,
     events: Annotated[bool, typer.Option("--events", help="JSON: the decision for every alloc, in order.")] = False,
     max_events: Annotated[int, typer.Option(metavar="N", help="Refuse traces with more events.")] = 10_000_000,
     idle_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Give up on a silent pipe.")] = 30.0,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot", metavar="FILE", help="Draw occupancy and fallback against the budget (.svg or .png; matplotlib)."
+        ),
+    ] = None,
     output: FormatOpt = OutputFormat.human,
 ) -> None:
-    """Simulate SGLang 0.5.23's cuda_ipc pools under load: fallback, occupancy, the smallest budget.
+    """Simulate SGLang 0.5.23's feature pools under load: fallback, occupancy, the smallest safe budget.
 
     The features of one synthetic request are --feature-size bytes and the pooled tensors of
     --model with its --image, --video and --audio items; a --trace carries its own.
     """
     run_options = RunOptions(
-        trace, smallest_budget, target_fallback, target_basis, search, events, max_events, idle_timeout, output
+        trace, smallest_budget, target_fallback, target_basis, search, events, max_events, idle_timeout, output, plot
     )
     with reported():
         report = _simulate(pool, workload, traffic, run_options)
+        if plot is not None:
+            from mmpool_cli.render.plot import write_plot
+
+            write_plot(report, plot)
     emit(render("simulate", output.value, report, events=events))
-    raise typer.Exit(EXIT_OK if report.meets_target else EXIT_FINDINGS)
+    raise typer.Exit(EXIT_OK if report.status == "ok" else EXIT_FINDINGS)
 
 
 def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions):
-    from mmpool_cli.simulate.budget import smallest_budget
-    from mmpool_cli.simulate.engine import PoolLayout
     from mmpool_cli.simulate.engine import simulate as run
+    from mmpool_cli.simulate.events import as_events
     from mmpool_cli.simulate.report import SimulationReport, recycle_interval_ns
 
-    if pool.transport is TransportChoice.cuda_vmm:
-        raise MmpoolError("simulate models cuda_ipc only: the cuda_vmm allocator (packed leases, no slot cap) is not")
-    ignored = {"--vmm-granularity", "--context-size"} & set(pool.given())
-    if ignored:
-        raise MmpoolError(f"{sorted(ignored)[0]} does not change the simulation; drop it")
     if o.events and o.output is not OutputFormat.json:
         raise MmpoolError("--events needs --format json")
+    if o.plot is not None:
+        _check_plot(o.plot)
     target = rate_arg("--target-fallback", o.target_fallback)
     if not 0 < o.idle_timeout <= MAX_SECONDS:
         raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_SECONDS}, not {o.idle_timeout}")
@@ -211,34 +226,42 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
             f"through 0.5.23); SGLang {request.sglang_version} has the older shm-counter pool: pick "
             "--sglang-version 0.5.18 or later"
         )
-    plan = make_plan(request)
-    if plan.consumers is None or request.workers < 1:  # a layout SGLang refuses: nothing to simulate
-        raise MmpoolError(_first_error(plan) or "the parallel layout has no consumers")
     if request.workers > MAX_WORKERS:
         raise MmpoolError(f"--workers {request.workers}: simulate handles at most {MAX_WORKERS} tokenizer workers")
-    header = ipc_header_bytes(plan.consumers)
-    recycle_ns, recycle_source = recycle_interval_ns(os.environ)
-    workers = request.workers
-    if workload.kv_cache_dtype is not KvDtypeChoice.auto or workload.page_size != 1:
-        raise MmpoolError("--kv-cache-dtype and --page-size do not change the simulation; use them with plan")
     if o.trace is not None:
         given = traffic.given()
         if given or pool.feature_size or workload.model is not None:
             flag = "--feature-size" if pool.feature_size else "--model" if workload.model else sorted(given)[0]
             raise MmpoolError(f"{flag} describes a synthetic workload; a --trace carries its own events")
+        load, kv = None, None
+    else:
+        load, kv = workload.resolve(os.environ)
+        _check_pooled(load)
+    request = dataclasses.replace(request, workload=load, kv=kv)
+    plan = make_plan(request)
+    if plan.consumers is None or request.workers < 1:  # a layout SGLang refuses: nothing to simulate
+        raise MmpoolError(_first_error(plan) or "the parallel layout has no consumers")
+    recycle_ns, recycle_source = recycle_interval_ns(os.environ)
+    layouts = _layouts(request, plan.consumers, recycle_ns)
+    findings = _findings(plan.findings + env_findings(os.environ))
+    if o.trace is not None:
         from mmpool_cli.simulate.trace import read_trace
 
-        source = {"trace": o.trace}
-        timeline = read_trace(o.trace, workers, max_events=o.max_events, idle_timeout=o.idle_timeout)
+        source: dict[str, Any] = {"trace": o.trace}
+        timeline = read_trace(o.trace, request.workers, max_events=o.max_events, idle_timeout=o.idle_timeout)
     else:
-        source, timeline = _synthetic(request, _model_items(workload), traffic)
+        source, timeline = _synthetic(request, load, traffic)
+    events = as_events(timeline)
     refused = None
     result = None
-    if plan.per_worker_bytes is None or plan.per_worker_bytes <= header:
-        refused = _first_error(plan) or "SGLang refuses this budget"
+    errors = [f for f in findings if f.severity is Severity.error]
+    if plan.allocation_bytes_per_worker is None or errors:
+        # what plan refuses is not simulated: SGLang would fail, or mmpool cannot trust the budget
+        refused = errors[0].message if errors else "SGLang refuses this budget"
     else:
-        layout = PoolLayout(workers, plan.per_worker_bytes, header, recycle_ns)
-        result = run(timeline, layout, record=o.events)
+        with _progress(o, "simulating", None) as tick:
+            result = run(events, layouts(plan.sglang_mm_feature_cache_mb), record=o.events or o.plot is not None)
+            tick(1)
     report = SimulationReport(
         source=source,
         budget_bytes=plan.budget_bytes,
@@ -252,44 +275,128 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         basis=o.target_basis.value,
         sglang_version=request.sglang_version,
         sglang_version_chosen=request.sglang_version_chosen,
+        transport=request.transport,
+        findings=findings,
+        model=None if load is None else load.model,
     )
     if o.smallest_budget:
-        found = smallest_budget(
-            timeline,
-            workers=workers,
-            data_start=header,
-            recycle_ns=recycle_ns,
-            target=target,
-            basis=o.target_basis.value,
-            method=o.search.value,
+        from mmpool_cli.simulate.budget import smallest_budget
+
+        lowest = sg.smallest_valid_budget_mb(
+            request.workers, request.transport, plan.consumers, request.vmm_granularity
         )
+        highest = _largest_planned_mb(request, lowest)
+        if highest < lowest:
+            raise MmpoolError(f"plan refuses every budget for this layout: {_first_error(plan) or 'no valid budget'}")
+        with _progress(o, "searching budgets", None) as tick:
+            found = smallest_budget(
+                events,
+                layouts=layouts,
+                lowest=lowest,
+                highest=highest,
+                target=target,
+                basis=o.target_basis.value,
+                method=o.search.value,
+                progress=tick,
+            )
         report.search = found
         if found.smallest_mb is not None:
             budget = Budget(bytes=found.smallest_mb * MiB, source="flag")
-            report.settings = make_plan(dataclasses.replace(request, budget=budget, feature_sizes=())).settings
+            chosen = make_plan(dataclasses.replace(request, budget=budget, feature_sizes=()))
+            report.settings = chosen.settings
+            report.kv_cost = chosen.kv_cost
+    report.events_data = events if o.plot is not None else None
     return report
 
 
-def _model_items(workload: WorkloadOptions) -> tuple[int, ...]:
-    """The bytes of each tensor that --model's items of one request put in the pool."""
-    load, _ = workload.resolve(os.environ)
-    if load is None:
-        return ()
-    if not load.pooled:
+def _layouts(request: PlanRequest, consumers: int, recycle_ns: int):
+    """``mb -> PoolLayout``: the pools SGLang creates for each budget, under the request's transport."""
+    from mmpool_cli.simulate.budget import layout_for
+    from mmpool_cli.simulate.vmm import vmm_layout
+
+    workers = request.workers
+    if request.transport == "cuda_vmm":
+        granularity = request.vmm_granularity
+        return lambda mb: vmm_layout(workers, mb * MiB // workers, granularity, consumers, recycle_ns)
+    header = ipc_header_bytes(consumers)
+    return lambda mb: layout_for(mb, workers, header, recycle_ns)
+
+
+def _largest_planned_mb(request: PlanRequest, lowest: int) -> int:
+    """The largest whole-MiB budget ``plan`` accepts for this layout (no error finding)."""
+
+    def accepted(mb: int) -> bool:
+        budget = Budget(bytes=mb * MiB, source="flag")
+        plan = make_plan(dataclasses.replace(request, budget=budget, feature_sizes=(), workload=None, kv=None))
+        return plan.status == "ok"
+
+    lo, hi = lowest - 1, LARGEST_GPU_HBM_BYTES // MiB
+    if accepted(hi):
+        return hi
+    while hi - lo > 1:  # lo accepted (or below the range), hi refused
+        mid = (lo + hi) // 2
+        if accepted(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _findings(findings: list[Finding]) -> list[Finding]:
+    seen = set()
+    out = []
+    for f in findings:
+        if (f.code, f.message) not in seen:
+            seen.add((f.code, f.message))
+            out.append(f)
+    return out
+
+
+@contextlib.contextmanager
+def _progress(o: RunOptions, what: str, total: int | None):
+    """A progress line on stderr for a terminal and human output; nothing otherwise."""
+    if o.output is not OutputFormat.human or not sys.stderr.isatty():
+        yield lambda _done: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = [SpinnerColumn(), TextColumn(what), BarColumn(), TextColumn("{task.completed} done"), TimeElapsedColumn()]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda done: bar.update(task, completed=done)
+
+
+def _check_plot(path: str) -> None:
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in (".svg", ".png"):
+        raise MmpoolError(f"--plot {path}: the file name must end in .svg or .png (the format is taken from it)")
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise MmpoolError(
+            "--plot needs matplotlib: pip install matplotlib (or, from an mmpool checkout, pip install '.[plot]')"
+        )
+
+
+def _check_pooled(load) -> None:
+    if load is not None and not load.pooled:
         raise MmpoolError(
             f"{load.model}: SGLang 0.5.23 (mmpool's family table) does not pool this family's features, "
             "so the pool never fills (see 'mmpool plan --model'); nothing to simulate"
         )
-    if not load.tensors:
-        raise MmpoolError("--model needs the items of one request: --image, --video or --audio")
-    return tuple(t.bytes for t in load.tensors)
 
 
-def _synthetic(request: PlanRequest, model_items: tuple[int, ...], t: TrafficOptions):
+def _synthetic(request: PlanRequest, load, t: TrafficOptions):
     from mmpool_cli.simulate.workload import Workload, synthesize
 
+    if load is not None and not load.tensors:
+        raise MmpoolError("--model needs the items of one request: --image, --video or --audio")
+    tensors = () if load is None else tuple(load.tensors)
     workload = Workload(
-        items=request.feature_sizes + model_items,
+        items=request.feature_sizes + tuple(x.bytes for x in tensors),
+        packable=(True,) * len(request.feature_sizes) + tuple(_visual(x) for x in tensors),
+        element_sizes=(1,) * len(request.feature_sizes) + tuple(_element_size(x) for x in tensors),
         requests=t.requests,
         rate=t.rate,
         concurrency=t.concurrency,
@@ -301,7 +408,20 @@ def _synthetic(request: PlanRequest, model_items: tuple[int, ...], t: TrafficOpt
         seed=t.seed,
     )
     timeline = synthesize(workload, request.workers)
-    return {"synthetic": dataclasses.asdict(workload) | {"items": list(workload.items)}}, timeline
+    data = dataclasses.asdict(workload)
+    del data["packable"], data["element_sizes"]
+    return {"synthetic": data | {"items": list(workload.items)}}, timeline
+
+
+def _visual(tensor) -> bool:
+    """An image or video feature (cuda_vmm packs those of a request into one chunk)."""
+    return tensor.item.split()[0].lower() in ("image", "video") if tensor.item else True
+
+
+def _element_size(tensor) -> int:
+    from mmpool_cli.workload.features import DTYPE_BYTES
+
+    return DTYPE_BYTES.get(tensor.dtype, 1)
 
 
 def _first_error(plan) -> str | None:

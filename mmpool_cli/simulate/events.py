@@ -40,8 +40,18 @@ class Events:
         self.elem = array("b")
         self.ids: list[object] | None = [] if keep_ids else None
 
-    def alloc(self, t: int, key: int, nbytes: int, worker: int, group: int, *, ident: object = None,
-              pack: bool = True, elem: int = 1) -> None:
+    def alloc(
+        self,
+        t: int,
+        key: int,
+        nbytes: int,
+        worker: int,
+        group: int,
+        *,
+        ident: object = None,
+        pack: bool = True,
+        elem: int = 1,
+    ) -> None:
         self.t.append(t)
         self.op.append(ALLOC)
         self.key.append(key)

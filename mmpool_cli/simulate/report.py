@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from mmpool_cli.core.models import Settings
+from mmpool_cli.core.models import Finding, Settings, Severity
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.sglang import rules as sg
 from mmpool_cli.sglang.environment import recycle_from_env
@@ -63,6 +64,17 @@ class SimulationReport:
     settings: Settings | None = None  # for the smallest budget found
     sglang_version: str = sg.SGLANG_VERSION  # the release whose pool is simulated, and how it was chosen
     sglang_version_chosen: str = "newest"
+    transport: str = "cuda_ipc"
+    findings: list[Finding] = field(default_factory=list)  # what plan finds for this budget and layout
+    model: str | None = None
+    kv_cost: Any = None  # the KV-cache cost of the budget found (with --model DIR)
+    events_data: Any = None  # the events, kept for a picture
+
+    @property
+    def status(self) -> str:
+        """``ok`` when the fallback meets the target and no finding is an error."""
+        errors = any(f.severity is Severity.error for f in self.findings)
+        return "ok" if self.meets_target and not errors else "fail"
 
     def fallback_rate(self) -> Fraction | None:
         r = self.result
@@ -84,10 +96,10 @@ class SimulationReport:
         """The versioned JSON payload; bytes are integers, rates are derived from the counts beside them."""
         data: dict[str, Any] = {
             "schema_version": SIM_SCHEMA_VERSION,
-            "status": "ok" if self.meets_target else "fail",
+            "status": self.status,
             "sglang_version": self.sglang_version,
             "sglang_version_chosen": self.sglang_version_chosen,
-            "transport": "cuda_ipc",
+            "transport": self.transport,
             "source": self.source,
             "budget_bytes": self.budget_bytes,
             "sglang_mm_feature_cache_mb": self.sglang_mm_feature_cache_mb,
@@ -97,11 +109,13 @@ class SimulationReport:
             "recycle_interval_source": self.recycle_source,
             "refused": self.refused,
             "target": {"basis": self.basis, "fallback_rate": float(self.target), "met": self.meets_target},
+            "findings": [_finding_data(f) for f in self.findings],
         }
         if self.result is not None:
             data |= result_data(self.result)
         if self.search is not None:
             data["smallest_budget"] = search_data(self.search, self.settings)
+            data["smallest_budget"]["kv_cost"] = None if self.kv_cost is None else dataclasses.asdict(self.kv_cost)
         offsets = None if self.result is None else self.result.offsets
         if events and self.result is not None and offsets is not None:
             r = self.result
@@ -110,6 +124,10 @@ class SimulationReport:
                 for key, w, off in zip(r.alloc_ids or (), r.alloc_workers or (), offsets, strict=True)
             ]
         return data
+
+
+def _finding_data(f: Finding) -> dict[str, Any]:
+    return {"severity": f.severity.value, "code": f.code, "message": f.message, "location": f.location}
 
 
 def result_data(r: SimResult) -> dict[str, Any]:
@@ -124,7 +142,8 @@ def result_data(r: SimResult) -> dict[str, Any]:
         "per_worker_bytes": layout.memory_size,
         "header_bytes": layout.data_start,
         "usable_bytes_per_worker": layout.usable_bytes,
-        "max_inflight_slices": layout.max_leases,
+        "max_inflight_slices": layout.max_leases if layout.transport == "cuda_ipc" else None,
+        "lease_control_bytes": layout.control_bytes,
         "event_count": r.events,
         "duration_ns": r.duration_ns,
         "items": {
@@ -169,8 +188,13 @@ def search_data(search: BudgetSearch, settings: Settings | None) -> dict[str, An
     """The budget search: the answer, how it was found, and every budget it simulated."""
     return {
         "sglang_mm_feature_cache_mb": search.smallest_mb,
+        "upper_mb": search.upper_mb,
+        "fragile_mb": search.fragile_mb,
         "method": search.method,
+        "estimate": search.method == "bisect",
         "lowest_valid_mb": search.lowest_valid_mb,
+        "top_mb": search.top_mb,
+        "no_miss_mb": search.no_miss_mb,
         "settings": None if settings is None else {"env": settings.env, "args": settings.args},
         "trials": [
             {
@@ -179,6 +203,7 @@ def search_data(search: BudgetSearch, settings: Settings | None) -> dict[str, An
                 "fallback": t.fallback_items,
                 "bytes": t.bytes,
                 "fallback_bytes": t.fallback_bytes,
+                "same_until_mb": t.same_until_mb,
             }
             for t in search.trials
         ],

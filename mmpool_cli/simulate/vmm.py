@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mmpool_cli.sglang.rules import DATA_ALIGNMENT, vmm_allocation_bytes, vmm_lease_control_bytes
+from mmpool_cli.simulate.allocator import Allocator
 from mmpool_cli.simulate.events import FREE, Events
 from mmpool_cli.simulate.pool import MISS_SPACE, Pool
 
@@ -31,9 +32,7 @@ def vmm_layout(workers: int, per_worker: int, granularity: int, consumers: int, 
     from mmpool_cli.simulate.engine import PoolLayout
 
     allocation = vmm_allocation_bytes(per_worker, granularity)
-    return PoolLayout(
-        workers, allocation, 0, recycle_ns, NO_SLOT_CAP, "cuda_vmm", vmm_lease_control_bytes(consumers)
-    )
+    return PoolLayout(workers, allocation, 0, recycle_ns, NO_SLOT_CAP, "cuda_vmm", vmm_lease_control_bytes(consumers))
 
 
 def packed_offsets(sizes: list[int], elems: list[int]) -> tuple[list[int], int]:
@@ -54,7 +53,7 @@ def simulate_vmm(ev: Events, layout: PoolLayout, record: bool = False) -> SimRes
     interval = layout.recycle_ns
     control = layout.control_bytes
     n = layout.workers
-    pools = [Pool(layout.memory_size, 0, NO_SLOT_CAP) for _ in range(n)]
+    pools: list[Allocator] = [Pool(layout.memory_size, 0, NO_SLOT_CAP) for _ in range(n)]
     items, nbytes_in, fb_items, fb_bytes, slot_misses = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
     peak_bytes, peak_leases = [0] * n, [0] * n
     miss_free, miss_largest, fragmented = [0] * n, [0] * n, [0] * n
@@ -67,7 +66,7 @@ def simulate_vmm(ev: Events, layout: PoolLayout, record: bool = False) -> SimRes
     offsets: list[int | None] = []
     workers_of: list[int] = []
     times, ops, keys, sizes, owners = ev.t, ev.op, ev.key, ev.nbytes, ev.worker
-    groups, packs, elems = ev.group, ev.pack, ev.elem
+    groups = ev.group
     total = len(ev)
     run_end = 0
     requests: dict[int, list[int]] = {}  # group -> the indexes of its allocs, in this run of equal t

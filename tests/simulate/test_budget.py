@@ -1,15 +1,37 @@
-"""The smallest budget: whole MiB, checked one MiB below, and the scan for non-monotonic cases."""
+"""The budget search: the safe budget, the scan and the bisection's estimate, whole MiB."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
 from mmpool_cli.sglang.rules import MiB, ipc_header_bytes
-from mmpool_cli.simulate.budget import smallest_budget, trial
+from mmpool_cli.simulate import budget
+from mmpool_cli.simulate.budget import layout_for
 from mmpool_cli.simulate.engine import ALLOC, FREE
 from mmpool_cli.simulate.workload import Workload, synthesize
 
 TICK = 50_000_000
+HIGHEST = 4096
+
+
+def layouts(workers: int, data_start: int, recycle_ns: int):
+    return lambda mb: layout_for(mb, workers, data_start, recycle_ns)
+
+
+def smallest_budget(events, *, workers, data_start, recycle_ns, jobs=1, **options):
+    lowest = -(-((data_start + 1) * workers) // MiB)
+    return budget.smallest_budget(
+        events,
+        layouts=layouts(workers, data_start, recycle_ns),
+        lowest=lowest,
+        highest=HIGHEST,
+        jobs=jobs,
+        **options,
+    )
+
+
+def trial(events, mb, *, workers, data_start, recycle_ns):
+    return budget.trial(events, mb, layouts(workers, data_start, recycle_ns))
 
 
 def test_the_smallest_budget_for_ten_six_mib_features_in_flight() -> None:
@@ -17,9 +39,11 @@ def test_the_smallest_budget_for_ten_six_mib_features_in_flight() -> None:
     events = [(0, ALLOC, i, 6 * MiB, 0) for i in range(10)] + [(1, FREE, i, 0, 0) for i in range(10)]
     search = smallest_budget(events, workers=1, data_start=ipc_header_bytes(1), recycle_ns=TICK)
     assert search.smallest_mb == 61
-    by_mb = {t.mb: t for t in search.trials}
-    assert by_mb[61].fallback_items == 0
-    assert by_mb[60].fallback_items == 1
+    deciding = {
+        mb: next(t for t in reversed(search.trials) if t.mb <= mb <= max(t.mb, t.same_until_mb)) for mb in (60, 61)
+    }
+    assert deciding[61].fallback_items == 0
+    assert deciding[60].fallback_items == 1
 
 
 def test_two_workers_split_the_budget() -> None:
@@ -46,7 +70,7 @@ def test_scan_and_bisect_agree_on_a_synthetic_workload() -> None:
     w = Workload(items=(3 * MiB + 5, 700_000), requests=200, rate=50.0, duration_ns=TICK * 3, mode="deferred", seed=3)
     events = synthesize(w, workers=2)
     kwargs = {"workers": 2, "data_start": ipc_header_bytes(2), "recycle_ns": TICK}
-    bisect = smallest_budget(events, **kwargs)
+    bisect = smallest_budget(events, method="bisect", **kwargs)
     scan = smallest_budget(events, method="scan", **kwargs)
     assert bisect.smallest_mb is not None
     assert scan.smallest_mb <= bisect.smallest_mb
@@ -74,5 +98,18 @@ def test_fallback_can_rise_with_the_budget_and_scan_finds_the_smaller_answer() -
     ]
     kwargs = {"workers": 1, "data_start": ipc_header_bytes(1), "recycle_ns": TICK}
     assert [trial(events, mb, **kwargs).fallback_items for mb in range(13, 19)] == [2, 0, 0, 1, 0, 0]
-    assert smallest_budget(events, **kwargs).smallest_mb == 17  # bisection: 16 misses, 17 meets
+    assert smallest_budget(events, method="bisect", **kwargs).smallest_mb == 17  # 16 misses, 17 meets
     assert smallest_budget(events, method="scan", **kwargs).smallest_mb == 14
+    safe = smallest_budget(events, **kwargs)
+    # 14 meets the target but 16, within twice it, does not: 17 is the safe answer, 14 fragile
+    assert (safe.smallest_mb, safe.fragile_mb) == (17, 14)
+    assert safe.upper_mb == min(34, safe.no_miss_mb)
+    assert smallest_budget(events, jobs=2, **kwargs).smallest_mb == 17
+
+
+def test_the_safe_budget_is_capped_by_the_highest_budget_allowed() -> None:
+    events = [(0, ALLOC, i, 6 * MiB, 0) for i in range(10)]
+    search = budget.smallest_budget(events, layouts=layouts(1, ipc_header_bytes(1), TICK), lowest=1, highest=40, jobs=1)
+    assert search.smallest_mb is None  # 61 MiB would be needed; plan's top is 40
+    assert search.top_mb == 40
+    assert max(t.mb for t in search.trials) <= 40

@@ -1,0 +1,93 @@
+"""Properties of the budget search on random traces: the safe budget, and the runs it skips."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mmpool_cli.sglang.rules import MiB
+from mmpool_cli.simulate import budget
+from mmpool_cli.simulate.budget import layout_for
+from mmpool_cli.simulate.engine import ALLOC, FREE, PoolLayout, simulate
+from mmpool_cli.simulate.vmm import vmm_layout
+
+TICK = 4
+HEADER = 32768
+
+
+@st.composite
+def traces(draw, unit: int = 256, most: int = 3000):
+    workers = draw(st.integers(1, 2))
+    steps = draw(
+        st.lists(
+            st.tuples(
+                st.booleans(),
+                st.integers(0, 5),
+                st.integers(1, most),
+                st.integers(0, workers - 1),
+                st.integers(0, 10**6),
+            ),
+            max_size=60,
+        )
+    )
+    events, live, t, next_id = [], [], 0, 0
+    for is_alloc, dt, size, worker, pick in steps:
+        t += dt
+        if is_alloc or not live:
+            events.append((t, ALLOC, f"r{next_id // 2}/{next_id}", size * unit, worker))
+            live.append(f"r{next_id // 2}/{next_id}")
+            next_id += 1
+        else:
+            events.append((t, FREE, live.pop(pick % len(live)), 0, 0))
+    return workers, events
+
+
+@settings(max_examples=300, deadline=None)
+@given(traces(), st.integers(1, 40), st.sampled_from(["cuda_ipc", "cuda_vmm"]))
+def test_every_pool_within_the_slack_decides_every_alloc_alike(trace, units, transport) -> None:
+    workers, events = trace
+
+    def layout(size: int) -> PoolLayout:
+        if transport == "cuda_vmm":
+            return vmm_layout(workers, size, 256, 2, TICK)
+        return PoolLayout(workers, size, 512, TICK)
+
+    base = layout(512 + 256 * units)
+    result = simulate(events, base, record=True)
+    slack = min(result.slack_bytes, 64 * 256)
+    for grow in sorted({0, 1, slack // 2, slack - 1} - {-1}):
+        bigger = simulate(events, layout(base.memory_size + grow), record=True)
+        assert bigger.offsets == result.offsets
+
+
+def _meets(events, mb, layouts, target) -> bool:
+    return budget.trial(events, mb, layouts).rate("items") <= target
+
+
+@settings(max_examples=60, deadline=None)
+@given(traces(unit=MiB // 8, most=40), st.sampled_from([Fraction(0), Fraction(1, 10), Fraction(1, 4)]))
+def test_the_safe_budget_meets_the_target_up_to_the_top_and_is_the_smallest_that_does(trace, target) -> None:
+    workers, events = trace
+
+    def layouts(mb: int) -> PoolLayout:
+        return layout_for(mb, workers, HEADER, TICK)
+
+    lowest, highest = 1, 48
+    search = budget.smallest_budget(events, layouts=layouts, lowest=lowest, highest=highest, target=target, jobs=1)
+    top = search.top_mb
+    assert top == min(search.no_miss_mb, highest)
+    if search.smallest_mb is None:
+        assert not _meets(events, top, layouts, target)
+        return
+    safe, upper = search.smallest_mb, search.upper_mb
+    assert upper == min(2 * safe, top)
+    assert all(_meets(events, mb, layouts, target) for mb in range(safe, upper + 1))
+    meets = {mb: _meets(events, mb, layouts, target) for mb in range(lowest, top + 1)}
+    for mb in range(lowest, safe):  # no smaller budget has every budget up to its own top meeting
+        assert not all(meets[x] for x in range(mb, min(2 * mb, top) + 1))
+    lowest_meeting = min(mb for mb in meets if meets[mb])
+    assert search.fragile_mb == (lowest_meeting if lowest_meeting < safe else None)
+    if search.no_miss_mb <= highest:  # from there on no alloc misses for space
+        assert budget.trial(events, search.no_miss_mb, layouts).fallback_items == 0
