@@ -57,6 +57,7 @@ class BasisChoice(StrEnum):
 
 NS_PER_S = 10**9
 MAX_SECONDS = 10**6
+MAX_SEARCH_LIMIT = 1_000_000
 
 
 def seconds_arg(flag: str, text: str) -> int:
@@ -136,6 +137,7 @@ class RunOptions:
     idle_timeout: float
     output: OutputFormat
     plot: str | None = None
+    search_limit: int = 200
 
 
 @app.command(
@@ -176,6 +178,14 @@ def simulate(
             "scan: the smallest that meets it at all (exact); bisect: an estimate of that."
         ),
     ] = SearchChoice.safe,
+    search_limit: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            help="Simulate at most N budgets to prove the safe (or scan) answer; past it the answer is "
+            "labelled not exact.",
+        ),
+    ] = 200,
     events: Annotated[bool, typer.Option("--events", help="JSON: the decision for every alloc, in order.")] = False,
     max_events: Annotated[int, typer.Option(metavar="N", help="Refuse traces with more events.")] = 10_000_000,
     idle_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Give up on a silent pipe.")] = 30.0,
@@ -193,7 +203,17 @@ def simulate(
     --model with its --image, --video and --audio items; a --trace carries its own.
     """
     run_options = RunOptions(
-        trace, smallest_budget, target_fallback, target_basis, search, events, max_events, idle_timeout, output, plot
+        trace,
+        smallest_budget,
+        target_fallback,
+        target_basis,
+        search,
+        events,
+        max_events,
+        idle_timeout,
+        output,
+        plot,
+        search_limit,
     )
     with reported():
         report = _simulate(pool, workload, traffic, run_options)
@@ -219,6 +239,8 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_SECONDS}, not {o.idle_timeout}")
     if o.max_events < 1:
         raise MmpoolError(f"--max-events: must be at least 1, not {o.max_events}")
+    if not 1 <= o.search_limit <= MAX_SEARCH_LIMIT:
+        raise MmpoolError(f"--search-limit: must be from 1 to {MAX_SEARCH_LIMIT}, not {o.search_limit}")
     request = pool.request(os.environ)
     if not versions.release(request.sglang_version).stream_ordered:
         raise MmpoolError(
@@ -298,6 +320,7 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
                 basis=o.target_basis.value,
                 method=o.search.value,
                 progress=tick,
+                max_trials=o.search_limit,
             )
         report.search = found
         if found.smallest_mb is not None:

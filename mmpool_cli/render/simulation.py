@@ -156,7 +156,17 @@ def _search_human(report: SimulationReport) -> RenderableType:
         )
         return Group(*parts)
     simulated = f"{len(s.trials)} budgets simulated"
-    if s.method == "safe":
+    if not s.exact and s.checked_mb is not None:
+        lo, hi = s.checked_mb
+        parts.append(
+            Text(
+                f"SGLANG_MM_FEATURE_CACHE_MB={s.smallest_mb} (not proven: the search stopped at --search-limit "
+                f"after {simulated}; every budget from {lo} to {hi} MiB meets the target; raise --search-limit "
+                "to finish)",
+                style="yellow",
+            )
+        )
+    elif s.method == "safe":
         top = (
             "twice it"
             if s.upper_mb == 2 * s.smallest_mb

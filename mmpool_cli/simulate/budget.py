@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
-from mmpool_cli.sglang.rules import DATA_ALIGNMENT, MiB
-from mmpool_cli.simulate.engine import ALLOC, Event, Events, PoolLayout, SimResult, simulate
+from mmpool_cli.sglang.rules import MiB
+from mmpool_cli.simulate.engine import Event, Events, PoolLayout, SimResult, simulate
 
 Basis = Literal["items", "bytes"]
 Method = Literal["safe", "scan", "bisect"]
@@ -67,6 +67,8 @@ class BudgetSearch:
     fragile_mb: int | None = None  # a lower budget that meets the target, with a failing one above it
     top_mb: int = 0  # the largest budget considered (no alloc can miss, or the most plan accepts)
     no_miss_mb: int = 0  # the budget from which no alloc of the trace can miss for space
+    exact: bool = True  # False: the simulation limit stopped the check (see checked_mb)
+    checked_mb: tuple[int, int] | None = None  # the budgets decided, every one meeting the target, when not exact
     trials: list[Trial] = field(default_factory=list)
 
 
@@ -87,11 +89,21 @@ def _same_until(mb: int, size: int, slack: int, layouts: LayoutFor, cap: int) ->
     return lo
 
 
-def trial(events: Sequence[Event] | Events, mb: int, layouts: LayoutFor, cap: int | None = None) -> Trial:
-    """Simulate ``events`` at budget ``mb``."""
+def trial(
+    events: Sequence[Event] | Events, mb: int, layouts: LayoutFor, cap: int | None = None, alike_from: int = 0
+) -> Trial:
+    """Simulate ``events`` at budget ``mb``; with ``cap``, say up to which budget it decides alike.
+
+    ``alike_from``: the budget from which every budget makes the same run (``no_miss_budget``).
+    """
     layout = layouts(mb)
     result: SimResult = simulate(events, layout)
-    same = mb if cap is None else _same_until(mb, layout.memory_size, result.slack_bytes, layouts, cap)
+    if cap is None:
+        same = mb
+    elif alike_from and mb >= alike_from:
+        same = cap
+    else:
+        same = _same_until(mb, layout.memory_size, result.slack_bytes, layouts, cap)
     return Trial(
         mb,
         result.total("items"),
@@ -102,22 +114,27 @@ def trial(events: Sequence[Event] | Events, mb: int, layouts: LayoutFor, cap: in
     )
 
 
-def no_miss_budget(events: Iterable[Event] | Events, layouts: LayoutFor, lowest: int, highest: int) -> int:
-    """The smallest budget whose every pool holds all of its worker's allocs at once (then none can miss).
+def no_miss_budget(events: Sequence[Event] | Events, layouts: LayoutFor, lowest: int, highest: int) -> int:
+    """The smallest budget from which every budget decides every alloc alike, with no miss for space.
 
-    Best fit always leaves the last range, the one at the end of the pool, at least the bytes
-    not yet taken from it; a pool as large as the sum of its allocs never runs out.
+    It is the run of pools too large to fill (``pool.UnboundedPool``): from the budget whose pools
+    reach ``enough`` bytes on, every larger budget makes exactly that run. ``highest + 1`` if
+    that is beyond ``highest``.
     """
+    from mmpool_cli.simulate.pool import UnboundedPool
+
     probe = layouts(lowest)
-    control = probe.control_bytes
-    need = [probe.data_start] * probe.workers
-    for _, op, _, nbytes, worker in events:
-        if op == ALLOC:
-            need[worker] += -(-(control + nbytes) // DATA_ALIGNMENT) * DATA_ALIGNMENT
-    most = max(need)
+    pools: list[UnboundedPool] = []
+
+    def unbounded(memory_size: int, data_start: int, max_leases: int) -> UnboundedPool:
+        pools.append(UnboundedPool(memory_size, data_start, max_leases))
+        return pools[-1]
+
+    simulate(events, probe, pool_factory=unbounded)
+    most = max(pool.enough for pool in pools)
+    if layouts(highest).memory_size < most:
+        return highest + 1
     lo, hi = lowest, highest
-    if layouts(hi).memory_size < most:
-        return highest + 1  # beyond what can be set
     while lo < hi:
         mid = (lo + hi) // 2
         if layouts(mid).memory_size >= most:
@@ -131,26 +148,38 @@ def no_miss_budget(events: Iterable[Event] | Events, layouts: LayoutFor, lowest:
 _SHARED: dict[str, Any] = {}
 
 
-def _walk(bounds: tuple[int, int]) -> list[Trial]:
-    """Decide every budget from ``lo`` to ``hi``: simulate one, skip those it decides alike, repeat."""
-    lo, hi = bounds
-    events, layouts, cap = _SHARED["events"], _SHARED["layouts"], _SHARED["cap"]
-    out = []
+def _walk(bounds: tuple[int, int, int]) -> list[Trial]:
+    """Decide the budgets from ``lo`` to ``hi``, at most ``most`` simulations: simulate one, skip those
+    it decides alike, repeat."""
+    lo, hi, most = bounds
+    events, layouts, cap, alike = _SHARED["events"], _SHARED["layouts"], _SHARED["cap"], _SHARED["alike"]
+    out: list[Trial] = []
     mb = lo
-    while mb <= hi:
-        tr = trial(events, mb, layouts, cap)
+    while mb <= hi and len(out) < most:
+        tr = trial(events, mb, layouts, cap, alike)
         out.append(tr)
         mb = tr.same_until_mb + 1
     return out
+
+
+class SearchLimit(Exception):
+    """More simulations than the search may make."""
 
 
 class _Evaluator:
     """Simulates budgets, in parallel where there is more than one core, and remembers what it learnt."""
 
     def __init__(
-        self, events: Sequence[Event] | Events, layouts: LayoutFor, cap: int, jobs: int, progress: Progress | None
+        self,
+        events: Sequence[Event] | Events,
+        layouts: LayoutFor,
+        cap: int,
+        jobs: int,
+        progress: Progress | None,
+        alike_from: int = 0,
     ) -> None:
-        self.events, self.layouts, self.cap = events, layouts, cap
+        self.events, self.layouts, self.cap, self.alike = events, layouts, cap, alike_from
+        self.limit = 1 << 62
         self.jobs = max(1, jobs)
         self.progress = progress
         self.trials: dict[int, Trial] = {}
@@ -167,7 +196,7 @@ class _Evaluator:
 
     def _workers(self) -> Any:
         if self._pool is None and self.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
-            _SHARED.update(events=self.events, layouts=self.layouts, cap=self.cap)
+            _SHARED.update(events=self.events, layouts=self.layouts, cap=self.cap, alike=self.alike)
             self._pool = multiprocessing.get_context("fork").Pool(self.jobs)
         return self._pool
 
@@ -191,7 +220,7 @@ class _Evaluator:
     def get(self, mb: int) -> Trial:
         tr = self.known(mb)
         if tr is None:
-            self._add([trial(self.events, mb, self.layouts, self.cap)])
+            self._add([trial(self.events, mb, self.layouts, self.cap, self.alike)])
             tr = self.trials[mb]
         return tr
 
@@ -202,31 +231,31 @@ class _Evaluator:
             for mb in todo:
                 self.get(mb)
         else:
-            _SHARED["cap"] = self.cap
-            self._add(tr for part in pool.map(_walk, [(mb, mb) for mb in todo]) for tr in part)
+            self._add(tr for part in pool.map(_walk, [(mb, mb, 1) for mb in todo]) for tr in part)
         return [self.get(mb) for mb in mbs]
 
     def walk(self, lo: int, hi: int) -> None:
-        """Decide every budget from ``lo`` to ``hi``."""
-        gaps = self._gaps(lo, hi)
-        if not gaps:
-            return
-        pool = self._workers()
-        if pool is None:
-            for a, b in gaps:
-                mb = a
-                while mb <= b:
-                    tr = self.known(mb) or self.get(mb)
-                    mb = tr.same_until_mb + 1
-            return
-        # pieces small enough to keep every core busy and the progress moving
-        span = sum(b - a + 1 for a, b in gaps)
-        step = max(1, -(-span // (4 * self.jobs)))
-        pieces = [(a, min(a + step - 1, b)) for a, b in gaps for a in range(a, b + 1, step)]
-        for part in pool.imap_unordered(_walk, pieces):
-            self._add(part)
-        # a piece's last trial may stop short of the next piece's start: decide what is left
-        self.walk(lo, hi)
+        """Decide every budget from ``lo`` to ``hi``; raises ``SearchLimit`` past ``self.limit`` simulations."""
+        while True:
+            gaps = self._gaps(lo, hi)
+            if not gaps:
+                return
+            left = self.limit - len(self.trials)
+            if left <= 0:
+                raise SearchLimit
+            pool = self._workers()
+            if pool is None:
+                a = gaps[0][0]
+                self.get(a)
+                continue
+            # pieces small enough to keep every core busy and the progress moving; the same pieces
+            # (and so the same trials) for the same input on the same number of cores
+            span = sum(b - a + 1 for a, b in gaps)
+            step = max(1, -(-span // (4 * self.jobs)))
+            pieces = [(a, min(a + step - 1, b)) for a, b in gaps for a in range(a, b + 1, step)]
+            most = max(1, left // len(pieces))
+            for part in pool.imap(_walk, [(a, b, most) for a, b in pieces]):
+                self._add(part)
 
     def _gaps(self, lo: int, hi: int) -> list[tuple[int, int]]:
         gaps = []
@@ -262,15 +291,18 @@ def smallest_budget(
     method: Method = "safe",
     jobs: int | None = None,
     progress: Progress | None = None,
+    max_trials: int | None = None,
 ) -> BudgetSearch:
     """Search the whole-MiB budgets from ``lowest`` to ``highest`` (those SGLang and plan accept).
 
-    ``layouts(mb)`` is the pools SGLang creates for ``mb``.
+    ``layouts(mb)`` is the pools SGLang creates for ``mb``. ``max_trials`` bounds the simulations
+    of the safe and scan searches: past it the answer is the candidate so far, ``exact`` False,
+    with the budgets checked in ``checked_mb``.
     """
     no_miss = no_miss_budget(events, layouts, lowest, highest)
     top = min(no_miss, highest)
     search = BudgetSearch(target, basis, method, None, lowest, top_mb=top, no_miss_mb=no_miss)
-    with _Evaluator(events, layouts, top, default_jobs() if jobs is None else jobs, progress) as ev:
+    with _Evaluator(events, layouts, top, default_jobs() if jobs is None else jobs, progress, no_miss) as ev:
 
         def meets(mb: int) -> bool:
             return ev.get(mb).rate(basis) <= target
@@ -285,19 +317,37 @@ def smallest_budget(
         if method == "bisect":
             search.smallest_mb = estimate
             return done()
+        if max_trials is not None:
+            ev.limit = len(ev.trials) + max_trials
         if method == "scan":
-            ev.walk(lowest, estimate)
+            try:
+                ev.walk(lowest, estimate)
+            except SearchLimit:
+                search.smallest_mb, search.exact = estimate, False
+                search.checked_mb = (_decided_down(ev, estimate, lowest), estimate)
+                return done()
             search.smallest_mb = next(mb for mb in range(lowest, estimate + 1) if meets(mb))
             return done()
         safe = estimate
-        while True:  # move up past every failing budget within reach of the candidate
-            upper = min(2 * safe, top)
-            ev.walk(safe, upper)
-            failing = [mb for mb in range(safe, upper + 1) if not meets(mb)]
-            if not failing:
-                break
-            safe = failing[-1] + 1
-        ev.walk(lowest, safe)  # and below it: a lower budget may be safe too, or fragile
+        try:
+            while True:  # move up past every failing budget within reach of the candidate
+                upper = min(2 * safe, top)
+                ev.walk(safe, upper)
+                failing = [mb for mb in range(safe, upper + 1) if not meets(mb)]
+                if not failing:
+                    break
+                safe = failing[-1] + 1
+        except SearchLimit:
+            search.smallest_mb, search.exact = safe, False
+            search.checked_mb = (safe, _decided_up(ev, safe, basis, target))
+            return done()
+        search.upper_mb = min(2 * safe, top)
+        try:
+            ev.walk(lowest, safe)  # and below it: a lower budget may be safe too, or fragile
+        except SearchLimit:
+            search.smallest_mb, search.exact = safe, False  # safe as stated; a lower one is not ruled out
+            search.checked_mb = (_decided_down(ev, safe, lowest), search.upper_mb)
+            return done()
         lowest_meeting = next(mb for mb in range(lowest, safe + 1) if meets(mb))
         fail_above = top + 1  # the lowest failing budget above mb, walking down
         for mb in range(safe, lowest - 1, -1):
@@ -309,6 +359,22 @@ def smallest_budget(
         search.upper_mb = min(2 * safe, top)
         search.fragile_mb = lowest_meeting if lowest_meeting < safe else None
         return done()
+
+
+def _decided_up(ev: _Evaluator, mb: int, basis: Basis, target: Fraction) -> int:
+    """The last budget of the run from ``mb`` up that is decided and meets the target."""
+    while True:
+        tr = ev.known(mb + 1)
+        if tr is None or tr.rate(basis) > target:
+            return mb
+        mb = max(mb + 1, min(tr.same_until_mb, ev.cap))
+
+
+def _decided_down(ev: _Evaluator, mb: int, lowest: int) -> int:
+    """The first budget of the run down from ``mb`` that is decided."""
+    while mb > lowest and ev.known(mb - 1) is not None:
+        mb -= 1
+    return mb
 
 
 def _bisect(ev: _Evaluator, lowest: int, top: int, basis: Basis, target: Fraction) -> int:

@@ -9,7 +9,7 @@ is ignored. Ticks that change nothing are skipped, since SGLang's would change n
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -87,15 +87,23 @@ class SimResult:
         return sum(getattr(w, name) for w in self.workers)
 
 
-def simulate(events: Iterable[Event] | Events, layout: PoolLayout, record: bool = False) -> SimResult:
-    """Run ``events`` through ``layout.workers`` pools; ``record`` keeps every alloc's decision."""
+PoolFactory = Callable[[int, int, int], Allocator]  # (memory_size, data_start, max_leases) -> a pool
+
+
+def simulate(
+    events: Iterable[Event] | Events, layout: PoolLayout, record: bool = False, pool_factory: PoolFactory = Pool
+) -> SimResult:
+    """Run ``events`` through ``layout.workers`` pools; ``record`` keeps every alloc's decision.
+
+    ``pool_factory`` makes each worker's pool (an instrumented ``Pool``, say, for a picture).
+    """
     if layout.transport == "cuda_vmm":
         from mmpool_cli.simulate.vmm import simulate_vmm
 
-        return simulate_vmm(as_events(events), layout, record)
+        return simulate_vmm(as_events(events), layout, record, pool_factory)
     interval = layout.recycle_ns
     n = layout.workers
-    pools: list[Allocator] = [Pool(layout.memory_size, layout.data_start, layout.max_leases) for _ in range(n)]
+    pools = [pool_factory(layout.memory_size, layout.data_start, layout.max_leases) for _ in range(n)]
     allocs = [p.alloc for p in pools]
     acks = [p.acked.append for p in pools]
     # per-worker counters in plain lists: the loop below is the hot path of every simulation

@@ -219,3 +219,31 @@ class Pool:
         self.area += area
         self.acked.clear()
         return released
+
+
+class UnboundedPool(Pool):
+    """A pool as large as starts allow: the run every large enough pool makes, and how large is enough.
+
+    ``enough`` is the smallest ``memory_size`` whose run decides every alloc as this one does:
+    the last range (which here always holds the lease) must hold every lease it gave, and must
+    stay larger than every other range best fit chose instead of it.
+    """
+
+    __slots__ = ("enough",)
+
+    def __init__(self, memory_size: int, data_start: int, max_leases: int = MAX_INFLIGHT_SLICES) -> None:
+        super().__init__(MAX_POOL_BYTES - 1, data_start, max_leases)
+        self.enough = data_start + 1
+
+    def alloc(self, nbytes: int) -> int:
+        size = (nbytes + _ROUND) & _TRUNC
+        keys = self._keys
+        last = self._by_end[self.memory_size]  # the last range's start: it holds any lease here
+        found = keys[bisect_left(keys, size << _SHIFT)]
+        if found & _START == last:
+            end = last + size  # taken from the last range: a pool must reach past it
+        else:
+            end = last + (found >> _SHIFT) + 1  # a last range this large still loses to the one chosen
+        if end > self.enough:
+            self.enough = end
+        return super().alloc(nbytes)

@@ -192,6 +192,8 @@ def search_data(search: BudgetSearch, settings: Settings | None) -> dict[str, An
         "fragile_mb": search.fragile_mb,
         "method": search.method,
         "estimate": search.method == "bisect",
+        "exact": search.exact and search.method != "bisect",
+        "checked_mb": None if search.checked_mb is None else list(search.checked_mb),
         "lowest_valid_mb": search.lowest_valid_mb,
         "top_mb": search.top_mb,
         "no_miss_mb": search.no_miss_mb,

@@ -14,7 +14,7 @@ is occupied (``_recycle_chunks``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mmpool_cli.sglang.rules import DATA_ALIGNMENT, vmm_allocation_bytes, vmm_lease_control_bytes
 from mmpool_cli.simulate.allocator import Allocator
@@ -46,14 +46,14 @@ def packed_offsets(sizes: list[int], elems: list[int]) -> tuple[list[int], int]:
     return offsets, end
 
 
-def simulate_vmm(ev: Events, layout: PoolLayout, record: bool = False) -> SimResult:
+def simulate_vmm(ev: Events, layout: PoolLayout, record: bool = False, pool_factory: Any = Pool) -> SimResult:
     """Replay ``ev`` through ``layout.workers`` cuda_vmm pools (``engine.simulate`` calls this)."""
     from mmpool_cli.simulate.engine import _tick, finish
 
     interval = layout.recycle_ns
     control = layout.control_bytes
     n = layout.workers
-    pools: list[Allocator] = [Pool(layout.memory_size, 0, NO_SLOT_CAP) for _ in range(n)]
+    pools: list[Allocator] = [pool_factory(layout.memory_size, 0, NO_SLOT_CAP) for _ in range(n)]
     items, nbytes_in, fb_items, fb_bytes, slot_misses = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
     peak_bytes, peak_leases = [0] * n, [0] * n
     miss_free, miss_largest, fragmented = [0] * n, [0] * n, [0] * n

@@ -113,3 +113,16 @@ def test_the_safe_budget_is_capped_by_the_highest_budget_allowed() -> None:
     assert search.smallest_mb is None  # 61 MiB would be needed; plan's top is 40
     assert search.top_mb == 40
     assert max(t.mb for t in search.trials) <= 40
+
+
+def test_a_search_stopped_by_its_limit_says_it_is_not_exact() -> None:
+    w = Workload(items=(3 * MiB + 5, 700_000), requests=200, rate=50.0, duration_ns=TICK * 3, mode="deferred", seed=3)
+    events = synthesize(w, workers=2)
+    kwargs = {"workers": 2, "data_start": ipc_header_bytes(2), "recycle_ns": TICK}
+    full = smallest_budget(events, **kwargs)
+    assert full.exact and full.checked_mb is None
+    stopped = smallest_budget(events, max_trials=1, **kwargs)
+    assert not stopped.exact
+    lo, hi = stopped.checked_mb
+    assert lo <= stopped.smallest_mb <= hi
+    assert all(trial(events, mb, **kwargs).fallback_items == 0 for mb in range(lo, hi + 1))

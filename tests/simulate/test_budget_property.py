@@ -89,5 +89,7 @@ def test_the_safe_budget_meets_the_target_up_to_the_top_and_is_the_smallest_that
         assert not all(meets[x] for x in range(mb, min(2 * mb, top) + 1))
     lowest_meeting = min(mb for mb in meets if meets[mb])
     assert search.fragile_mb == (lowest_meeting if lowest_meeting < safe else None)
-    if search.no_miss_mb <= highest:  # from there on no alloc misses for space
-        assert budget.trial(events, search.no_miss_mb, layouts).fallback_items == 0
+    if search.no_miss_mb <= highest:  # from there on every budget makes the same run, with no miss for space
+        at = simulate(events, layouts(search.no_miss_mb), record=True)
+        assert at.total("fallback_items") == 0
+        assert simulate(events, layouts(highest + 7), record=True).offsets == at.offsets
