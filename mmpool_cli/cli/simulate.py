@@ -270,7 +270,9 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         from mmpool_cli.simulate.trace import read_trace
 
         source: dict[str, Any] = {"trace": o.trace}
-        timeline = read_trace(o.trace, request.workers, max_events=o.max_events, idle_timeout=o.idle_timeout)
+        timeline = read_trace(
+            o.trace, request.workers, max_events=o.max_events, idle_timeout=o.idle_timeout, keep_ids=o.events
+        )
     else:
         source, timeline = _synthetic(request, load, traffic)
     events = as_events(timeline)

@@ -82,6 +82,15 @@ class Events:
     def __getitem__(self, i: int) -> Event:
         return self.t[i], self.op[i], self.key[i], self.nbytes[i], self.worker[i]
 
+    def with_ids(self) -> Iterator[Event]:
+        """The events with the trace's own ids for keys (a key is its alloc's index)."""
+        ids = self.ids
+        if ids is None:
+            yield from self
+            return
+        for t, op, key, nbytes, worker in self:
+            yield t, op, ids[int(key)], nbytes, worker  # type: ignore[call-overload]
+
     @property
     def duration_ns(self) -> int:
         return self.t[-1] if self.t else 0

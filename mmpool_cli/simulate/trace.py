@@ -25,7 +25,7 @@ from json.scanner import make_scanner
 from typing import Any, cast
 
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.engine import ALLOC, FREE, Event
+from mmpool_cli.simulate.events import ALLOC, FREE, Event, Events, request_of
 from mmpool_cli.simulate.pool import MAX_POOL_BYTES
 
 MAX_LINE_BYTES = 4096
@@ -34,7 +34,7 @@ MAX_ID_CHARS = 256
 MAX_T_SECONDS = 10**9  # about 32 years: far beyond any recording, and keeps times small integers
 IDLE_TIMEOUT_S = 30.0
 NS_PER_S = 10**9
-_CHUNK = 1 << 16
+_CHUNK = 1 << 18
 _KEYS = {"alloc": {"t", "op", "id", "bytes", "worker"}, "free": {"t", "op", "id"}}
 
 
@@ -57,61 +57,176 @@ _SCAN: Callable[[str, int], tuple[object, int]] = make_scanner(
     cast(Any, json.JSONDecoder(parse_float=_Float, parse_constant=_no_constant))
 )
 _MAX_WHOLE_DIGITS = len(str(MAX_T_SECONDS))
+_SCALE = [10 ** (9 - d) for d in range(10)]  # nanoseconds per unit of the last of d decimals
 
 
 def read_trace(
-    path: str, workers: int, *, max_events: int = MAX_EVENTS, idle_timeout: float = IDLE_TIMEOUT_S
-) -> list[Event]:
-    """The events of the trace at ``path`` (``-`` for stdin), checked for ``workers`` pools.
+    path: str,
+    workers: int,
+    *,
+    max_events: int = MAX_EVENTS,
+    idle_timeout: float = IDLE_TIMEOUT_S,
+    keep_ids: bool = True,
+) -> Events:
+    """The events of the trace at ``path`` (``-`` for stdin), checked for ``workers`` pools, as columns.
 
     Raises TraceError, located at ``FILE:LINE``, for the first line that is not a valid event:
     malformed JSON, a missing or unknown key, a time before the previous event's, a worker
     outside ``0..workers-1``, an alloc of an id still in flight, or a free of an id that is not.
+    Keys are numbered per alloc; ``keep_ids`` keeps the trace's ids (``Events.ids``).
     """
     name = "<stdin>" if path == "-" else path
-    events: list[Event] = []
-    live: set[object] = set()
+    out = Events(keep_ids=keep_ids)
+    live: dict[object, int] = {}
     seen: set[object] = set()
-    previous = 0
-    for lineno, raw in _lines(path, name, idle_timeout):
-        if len(events) >= max_events:
-            if not raw.strip():
-                continue
-            raise TraceError(f"{name}:{lineno}: more than {max_events} events; split the trace or raise --max-events")
-        event = _fast_event(raw, workers)
-        if event is None:  # anything unusual: the careful path, which explains what is wrong
-            where = f"{name}:{lineno}"
-            if not raw.strip():
-                continue
-            try:
-                obj = _DECODER.decode(raw.decode("utf-8"))
-            except (ValueError, UnicodeDecodeError) as e:
-                raise TraceError(f"{where}: not a JSON object ({_reason(e)})") from None
-            event = _event(obj, where, workers)
-        t, op, key, nbytes, worker = event
+    groups: dict[tuple[object, int], int] = {}
+    state = [0, -1, 0]  # the previous t, the t of ``groups``, the next key
+    decode = _batch_decoder()
+    for batch in _batches(path, name, idle_timeout):
+        parsed = decode(batch, workers) if decode is not None else None
+        if parsed is None:  # the careful path, line by line, which explains what is wrong
+            events = [(lineno, e) for lineno, raw in batch if (e := _line_event(raw, name, lineno, workers))]
+            linenos = [lineno for lineno, _ in events]
+            columns = tuple(list(c) for c in zip(*(e for _, e in events), strict=True)) or ([], [], [], [], [])
+            parsed = (linenos, *columns)
+        _extend(out, parsed, name, max_events, live, seen, groups, state)
+    if not len(out):
+        raise TraceError(f"{name}: no events; a trace holds one JSON object per line")
+    return out
+
+
+def _extend(out, parsed, name, max_events, live, seen, groups, state) -> None:  # type: ignore[no-untyped-def]
+    """Check a batch's events against what came before and append them to ``out``'s columns."""
+    linenos, times, ops, keys, sizes, owners = parsed
+    if len(out) + len(times) > max_events:
+        lineno = linenos[max_events - len(out)]
+        raise TraceError(f"{name}:{lineno}: more than {max_events} events; split the trace or raise --max-events")
+    serials: list[int] = []
+    group_of: list[int] = []
+    previous, at, serial = state
+    ids = out.ids
+    for i, t in enumerate(times):
         if t < previous:
-            where = f"{name}:{lineno}"
             raise TraceError(
-                f"{where}: t={_seconds(t)} s comes before the previous event's t={_seconds(previous)} s; "
-                "sort the trace by t"
+                f"{name}:{linenos[i]}: t={_seconds(t)} s comes before the previous event's "
+                f"t={_seconds(previous)} s; sort the trace by t"
             )
         previous = t
-        if op == ALLOC:
+        key = keys[i]
+        if ops[i] == ALLOC:
             if key in live:
-                where = f"{name}:{lineno}"
-                raise TraceError(f"{where}: alloc of id {key!r}, which is still in flight (its free has not come)")
-            live.add(key)
+                raise TraceError(
+                    f"{name}:{linenos[i]}: alloc of id {key!r}, which is still in flight (its free has not come)"
+                )
+            live[key] = serial
             seen.add(key)
-        elif key in live:
-            live.remove(key)
-        elif key in seen:
-            raise TraceError(f"{name}:{lineno}: free of id {key!r}, which was already freed")
-        else:
-            raise TraceError(f"{name}:{lineno}: free of unknown id {key!r}: no alloc before it names it")
-        events.append((t, op, key, nbytes, worker))
-    if not events:
-        raise TraceError(f"{name}: no events; a trace holds one JSON object per line")
-    return events
+            if t != at:
+                groups.clear()
+                at = t
+            group_of.append(groups.setdefault((request_of(key), owners[i]), serial))
+            serials.append(serial)
+            if ids is not None:
+                ids.append(key)
+            serial += 1
+            continue
+        found = live.pop(key, None)
+        if found is None:
+            if key in seen:
+                raise TraceError(f"{name}:{linenos[i]}: free of id {key!r}, which was already freed")
+            raise TraceError(f"{name}:{linenos[i]}: free of unknown id {key!r}: no alloc before it names it")
+        serials.append(found)
+        group_of.append(-1)
+    state[:] = [previous, at, serial]
+    out.t.extend(times)
+    out.op.extend(ops)
+    out.key.extend(serials)
+    out.nbytes.extend(sizes)
+    out.worker.extend(owners)
+    out.group.extend(group_of)
+    out.pack.extend([1 - op for op in ops])  # a trace's features count as image features
+    out.elem.extend([1 - op for op in ops])  # of 1-byte elements
+
+
+def _line_event(raw: bytes, name: str, lineno: int, workers: int) -> Event | None:
+    """The event on one line (None for a blank one); TraceError, located, for anything else."""
+    event = _fast_event(raw, workers)
+    if event is not None:
+        return event
+    if not raw.strip():
+        return None
+    where = f"{name}:{lineno}"
+    try:
+        obj = _DECODER.decode(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise TraceError(f"{where}: not a JSON object ({_reason(e)})") from None
+    return _event(obj, where, workers)
+
+
+def _batch_decoder() -> Any:
+    """A decoder of a batch of plain lines with msgspec, or None without it.
+
+    It returns ``[(lineno, event)]``, or None when any line is not plain (the careful path then
+    reads that batch line by line): one msgspec call per batch, typed, and ``t`` kept as its
+    text so that no float rounds it.
+    """
+    try:
+        import msgspec
+    except ImportError:  # pragma: no cover - msgspec is a dependency; the careful path still works
+        return None
+
+    fields: list[Any] = [("t", msgspec.Raw), ("id", str)]
+    alloc: Any = msgspec.defstruct(
+        "Alloc", [*fields, ("bytes", int), ("worker", int, 0)], tag="alloc", tag_field="op", forbid_unknown_fields=True
+    )
+    free: Any = msgspec.defstruct("Free", fields, tag="free", tag_field="op", forbid_unknown_fields=True)
+    decoder: Any = msgspec.json.Decoder(list[alloc | free])
+    error = msgspec.DecodeError
+    top = MAX_T_SECONDS * NS_PER_S
+
+    def decode(batch: list[tuple[int, bytes]], workers: int):  # type: ignore[no-untyped-def]
+        lines = [raw for _, raw in batch]
+        if any(not raw or raw.isspace() for raw in lines):
+            return None  # blank lines: rare, and the careful path skips them
+        try:
+            objs: list[Any] = decoder.decode(b"[" + b",".join(lines) + b"]")
+        except (error, UnicodeDecodeError):
+            return None
+        times: list[int] = []
+        ops: list[int] = []
+        keys: list[str] = []
+        sizes: list[int] = []
+        owners: list[int] = []
+        for o in objs:
+            text = bytes(o.t)  # any JSON value; one that starts with a digit is a number: digits[.digits][e...]
+            if not 48 <= text[0] <= 57 or b"e" in text or b"E" in text:
+                return None  # not a number, a sign or an exponent: the careful path says what is wrong
+            dot = text.find(b".")
+            if dot < 0:
+                t = int(text) * NS_PER_S
+            else:
+                decimals = len(text) - dot - 1
+                if decimals > 9 or dot > _MAX_WHOLE_DIGITS:
+                    return None
+                t = int(text[:dot]) * NS_PER_S + int(text[dot + 1 :]) * _SCALE[decimals]
+            key = o.id
+            if t > top or not 0 < len(key) <= MAX_ID_CHARS:
+                return None
+            times.append(t)
+            keys.append(key)
+            if type(o) is free:
+                ops.append(FREE)
+                sizes.append(0)
+                owners.append(0)
+                continue
+            nbytes, worker = o.bytes, o.worker
+            if not (0 < nbytes <= MAX_POOL_BYTES and 0 <= worker < workers):
+                return None
+            ops.append(ALLOC)
+            sizes.append(nbytes)
+            owners.append(worker)
+        return [lineno for lineno, _ in batch], times, ops, keys, sizes, owners
+
+    return decode
 
 
 def _fast_event(raw: bytes, workers: int) -> Event | None:
@@ -214,8 +329,8 @@ def _reason(e: Exception) -> str:
     return str(e).split("\n")[0]
 
 
-def _lines(path: str, name: str, idle_timeout: float) -> Iterator[tuple[int, bytes]]:
-    """Numbered lines of ``path`` without their newlines, read in bounded chunks."""
+def _batches(path: str, name: str, idle_timeout: float) -> Iterator[list[tuple[int, bytes]]]:
+    """Numbered lines of ``path`` without their newlines, a bounded chunk's worth at a time."""
     if path == "-":
         fd = sys.stdin.fileno()
         if os.isatty(fd):
@@ -248,15 +363,18 @@ def _lines(path: str, name: str, idle_timeout: float) -> Iterator[tuple[int, byt
                 break
             lines = (pending + chunk).split(b"\n")
             pending = lines.pop()
+            batch: list[tuple[int, bytes]] = []
             for line in lines:
                 lineno += 1
                 if len(line) > MAX_LINE_BYTES:
+                    yield batch  # the lines before it first: an earlier error is reported first
                     raise TraceError(f"{name}:{lineno}: line longer than {MAX_LINE_BYTES} bytes")
-                yield lineno, line
+                batch.append((lineno, line))
+            yield batch
             if len(pending) > MAX_LINE_BYTES:
                 raise TraceError(f"{name}:{lineno + 1}: line longer than {MAX_LINE_BYTES} bytes")
         if pending:
-            yield lineno + 1, pending
+            yield [(lineno + 1, pending)]
     finally:
         if owned:
             os.close(fd)
