@@ -314,3 +314,49 @@ def test_safe_budget_json(run_line, trace: str) -> None:
     assert search["upper_mb"] == min(50, search["no_miss_mb"])
     assert search["fragile_mb"] is None
     assert search["method"] == "safe" and search["estimate"] is False
+
+
+def test_the_budget_found_says_what_it_costs_in_kv_tokens(run_line, tmp_path: Path, monkeypatch) -> None:
+    config = {
+        "model_type": "qwen2_5_vl",
+        "hidden_size": 8192,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 80,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("SGLANG_VLM_CACHE_SIZE_MB", "0")
+    args = ["--model", str(tmp_path), "--image", "1920x1080", "--tp", "8", "--concurrency", "2", "--requests", "20"]
+    result = run_line(["mmpool", "simulate", *args, "--smallest-budget", "--format", "json"])
+    search = json.loads(result.stdout)["smallest_budget"]
+    mb = search["sglang_mm_feature_cache_mb"]
+    kv = search["kv_cost"]
+    # TP 8 of Qwen2.5-VL-72B: 40,960 bytes a token on every rank; the budget found, in tokens
+    assert kv["feature_budget_mb"] == mb
+    assert kv["tokens_min"] <= mb * 1024 * 1024 // 40_960 <= kv["tokens_max"]
+    fp8 = run_line(
+        ["mmpool", "simulate", *args, "--smallest-budget", "--kv-cache-dtype", "fp8_e4m3", "--format", "json"]
+    )
+    assert json.loads(fp8.stdout)["smallest_budget"]["kv_cost"]["cell_bytes"] == 20_480
+    human = run_line(["mmpool", "simulate", *args, "--smallest-budget"]).stdout
+    assert "KV tokens given up" in human
+    assert f"--model-path {tmp_path}" in human
+
+
+@pytest.mark.parametrize(
+    ("args", "check"),
+    [
+        (["--base-gpu-id", "1"], lambda d: "--base-gpu-id" in d["smallest_budget"]["settings"]["args"]),
+        (["--context-size", "1GiB"], lambda d: d["smallest_budget"]["sglang_mm_feature_cache_mb"] is not None),
+        (
+            ["--transport", "cuda_vmm", "--vmm-granularity", "4MiB"],
+            lambda d: d["smallest_budget"]["sglang_mm_feature_cache_mb"] % 4 == 0,
+        ),
+    ],
+)
+def test_every_option_simulate_lists_is_taken(run_line, trace: str, args, check) -> None:
+    result = run_line(
+        ["mmpool", "simulate", "--trace", trace, "--workers", "2", "--smallest-budget", *args, "--format", "json"]
+    )
+    assert result.exit_code in (0, 1), result.output
+    assert check(json.loads(result.stdout))
