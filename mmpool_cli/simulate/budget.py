@@ -162,6 +162,22 @@ def _walk(bounds: tuple[int, int, int]) -> list[Trial]:
     return out
 
 
+def _worker_start() -> None:
+    """In each worker: Ctrl-C is the parent's to handle, and the worker dies with its parent."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: Linux only
+        if os.getppid() == 1:  # the parent died before prctl: nothing to work for
+            os._exit(0)
+    except (OSError, AttributeError):
+        pass
+
+
 class SearchLimit(Exception):
     """More simulations than the search may make."""
 
@@ -197,7 +213,7 @@ class _Evaluator:
     def _workers(self) -> Any:
         if self._pool is None and self.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
             _SHARED.update(events=self.events, layouts=self.layouts, cap=self.cap, alike=self.alike)
-            self._pool = multiprocessing.get_context("fork").Pool(self.jobs)
+            self._pool = multiprocessing.get_context("fork").Pool(self.jobs, initializer=_worker_start)
         return self._pool
 
     def _add(self, trials: Iterable[Trial]) -> None:
