@@ -7,14 +7,13 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mmpool_cli.sglang.rules import MiB
+from mmpool_cli.sglang.rules import MiB, ipc_header_bytes, smallest_valid_budget_mb
 from mmpool_cli.simulate import budget
 from mmpool_cli.simulate.budget import layout_for
 from mmpool_cli.simulate.engine import ALLOC, FREE, PoolLayout, simulate
 from mmpool_cli.simulate.vmm import vmm_layout
 
 TICK = 4
-HEADER = 32768
 
 
 @st.composite
@@ -67,14 +66,20 @@ def _meets(events, mb, layouts, target) -> bool:
 
 
 @settings(max_examples=60, deadline=None)
-@given(traces(unit=MiB // 8, most=40), st.sampled_from([Fraction(0), Fraction(1, 10), Fraction(1, 4)]))
-def test_the_safe_budget_meets_the_target_up_to_the_top_and_is_the_smallest_that_does(trace, target) -> None:
+@given(
+    traces(unit=MiB // 8, most=40),
+    st.sampled_from([Fraction(0), Fraction(1, 10), Fraction(1, 4)]),
+    st.sampled_from(["cuda_ipc", "cuda_vmm"]),
+)
+def test_the_safe_budget_meets_the_target_up_to_the_top_and_is_the_smallest_that_does(trace, target, transport) -> None:
     workers, events = trace
 
     def layouts(mb: int) -> PoolLayout:
-        return layout_for(mb, workers, HEADER, TICK)
+        if transport == "cuda_vmm":
+            return vmm_layout(workers, mb * MiB // workers, 1 << 20, 2, TICK)
+        return layout_for(mb, workers, ipc_header_bytes(2), TICK)
 
-    lowest, highest = 1, 48
+    lowest, highest = smallest_valid_budget_mb(workers, transport, 2, 1 << 20), 48
     search = budget.smallest_budget(events, layouts=layouts, lowest=lowest, highest=highest, target=target, jobs=1)
     top = search.top_mb
     assert top == min(search.no_miss_mb, highest)
