@@ -271,7 +271,12 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
 
         source: dict[str, Any] = {"trace": o.trace}
         timeline = read_trace(
-            o.trace, request.workers, max_events=o.max_events, idle_timeout=o.idle_timeout, keep_ids=o.events
+            o.trace,
+            request.workers,
+            max_events=o.max_events,
+            idle_timeout=o.idle_timeout,
+            keep_ids=o.events,
+            requests=request.transport == "cuda_vmm",
         )
     else:
         source, timeline = _synthetic(request, load, traffic)

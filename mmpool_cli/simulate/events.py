@@ -29,15 +29,16 @@ class Events:
 
     __slots__ = ("t", "op", "key", "nbytes", "worker", "group", "pack", "elem", "ids")
 
-    def __init__(self, keep_ids: bool = True) -> None:
+    def __init__(self, keep_ids: bool = True, requests: bool = True) -> None:
         self.t = array("q")
         self.op = array("b")
         self.key = array("q")
         self.nbytes = array("q")
         self.worker = array("l")
-        self.group = array("q")
-        self.pack = array("b")
-        self.elem = array("b")
+        # without ``requests`` every alloc is a request of its own, of one 1-byte-element image feature
+        self.group: array[int] | None = array("q") if requests else None
+        self.pack: array[int] | None = array("b") if requests else None
+        self.elem: array[int] | None = array("b") if requests else None
         self.ids: list[object] | None = [] if keep_ids else None
 
     def alloc(
@@ -57,9 +58,10 @@ class Events:
         self.key.append(key)
         self.nbytes.append(nbytes)
         self.worker.append(worker)
-        self.group.append(group)
-        self.pack.append(pack)
-        self.elem.append(elem)
+        if self.group is not None and self.pack is not None and self.elem is not None:
+            self.group.append(group)
+            self.pack.append(pack)
+            self.elem.append(elem)
         if self.ids is not None:
             self.ids.append(key if ident is None else ident)
 
@@ -69,9 +71,10 @@ class Events:
         self.key.append(key)
         self.nbytes.append(0)
         self.worker.append(0)
-        self.group.append(-1)
-        self.pack.append(0)
-        self.elem.append(0)
+        if self.group is not None and self.pack is not None and self.elem is not None:
+            self.group.append(-1)
+            self.pack.append(0)
+            self.elem.append(0)
 
     def __len__(self) -> int:
         return len(self.t)

@@ -67,35 +67,38 @@ def read_trace(
     max_events: int = MAX_EVENTS,
     idle_timeout: float = IDLE_TIMEOUT_S,
     keep_ids: bool = True,
+    requests: bool = True,
 ) -> Events:
     """The events of the trace at ``path`` (``-`` for stdin), checked for ``workers`` pools, as columns.
 
     Raises TraceError, located at ``FILE:LINE``, for the first line that is not a valid event:
     malformed JSON, a missing or unknown key, a time before the previous event's, a worker
     outside ``0..workers-1``, an alloc of an id still in flight, or a free of an id that is not.
-    Keys are numbered per alloc; ``keep_ids`` keeps the trace's ids (``Events.ids``).
+    Keys are numbered per alloc; ``keep_ids`` keeps the trace's ids (``Events.ids``), and
+    ``requests`` groups the allocs of one request (cuda_vmm packs them); without it each alloc is
+    a request of its own.
     """
     name = "<stdin>" if path == "-" else path
-    out = Events(keep_ids=keep_ids)
-    live: dict[object, int] = {}
-    seen: set[object] = set()
-    groups: dict[tuple[object, int], int] = {}
+    out = Events(keep_ids=keep_ids, requests=requests)
+    live: dict[object, int] = {}  # id -> its alloc's key while in flight, -1 once freed
+    groups: dict[tuple[object, int], int] | None = {} if requests else None
     state = [0, -1, 0]  # the previous t, the t of ``groups``, the next key
     decode = _batch_decoder()
-    for batch in _batches(path, name, idle_timeout):
-        parsed = decode(batch, workers) if decode is not None else None
+    for first, lines in _batches(path, name, idle_timeout):
+        parsed = decode(first, lines, workers) if decode is not None and lines else None
         if parsed is None:  # the careful path, line by line, which explains what is wrong
-            events = [(lineno, e) for lineno, raw in batch if (e := _line_event(raw, name, lineno, workers))]
+            numbered = enumerate(lines, first)
+            events = [(lineno, e) for lineno, raw in numbered if (e := _line_event(raw, name, lineno, workers))]
             linenos = [lineno for lineno, _ in events]
             columns = tuple(list(c) for c in zip(*(e for _, e in events), strict=True)) or ([], [], [], [], [])
             parsed = (linenos, *columns)
-        _extend(out, parsed, name, max_events, live, seen, groups, state)
+        _extend(out, parsed, name, max_events, live, groups, state)
     if not len(out):
         raise TraceError(f"{name}: no events; a trace holds one JSON object per line")
     return out
 
 
-def _extend(out, parsed, name, max_events, live, seen, groups, state) -> None:  # type: ignore[no-untyped-def]
+def _extend(out, parsed, name, max_events, live, groups, state) -> None:  # type: ignore[no-untyped-def]
     """Check a batch's events against what came before and append them to ``out``'s columns."""
     linenos, times, ops, keys, sizes, owners = parsed
     if len(out) + len(times) > max_events:
@@ -104,7 +107,8 @@ def _extend(out, parsed, name, max_events, live, seen, groups, state) -> None:  
     serials: list[int] = []
     group_of: list[int] = []
     previous, at, serial = state
-    ids = out.ids
+    get = live.get
+    add_serial, add_group = serials.append, group_of.append
     for i, t in enumerate(times):
         if t < previous:
             raise TraceError(
@@ -113,38 +117,41 @@ def _extend(out, parsed, name, max_events, live, seen, groups, state) -> None:  
             )
         previous = t
         key = keys[i]
+        found = get(key, -1)
         if ops[i] == ALLOC:
-            if key in live:
+            if found >= 0:
                 raise TraceError(
                     f"{name}:{linenos[i]}: alloc of id {key!r}, which is still in flight (its free has not come)"
                 )
             live[key] = serial
-            seen.add(key)
-            if t != at:
-                groups.clear()
-                at = t
-            group_of.append(groups.setdefault((request_of(key), owners[i]), serial))
-            serials.append(serial)
-            if ids is not None:
-                ids.append(key)
+            if groups is not None:
+                if t != at:
+                    groups.clear()
+                    at = t
+                add_group(groups.setdefault((request_of(key), owners[i]), serial))
+            add_serial(serial)
             serial += 1
             continue
-        found = live.pop(key, None)
-        if found is None:
-            if key in seen:
+        if found < 0:
+            if key in live:
                 raise TraceError(f"{name}:{linenos[i]}: free of id {key!r}, which was already freed")
             raise TraceError(f"{name}:{linenos[i]}: free of unknown id {key!r}: no alloc before it names it")
-        serials.append(found)
-        group_of.append(-1)
+        live[key] = -1
+        add_serial(found)
+        if groups is not None:
+            add_group(-1)
+    if out.ids is not None:
+        out.ids.extend(k for k, op in zip(keys, ops, strict=True) if op == ALLOC)
     state[:] = [previous, at, serial]
     out.t.extend(times)
     out.op.extend(ops)
     out.key.extend(serials)
     out.nbytes.extend(sizes)
     out.worker.extend(owners)
-    out.group.extend(group_of)
-    out.pack.extend([1 - op for op in ops])  # a trace's features count as image features
-    out.elem.extend([1 - op for op in ops])  # of 1-byte elements
+    if out.group is not None and out.pack is not None and out.elem is not None:
+        out.group.extend(group_of)
+        out.pack.extend([1 - op for op in ops])  # a trace's features count as image features
+        out.elem.extend([1 - op for op in ops])  # of 1-byte elements
 
 
 def _line_event(raw: bytes, name: str, lineno: int, workers: int) -> Event | None:
@@ -183,48 +190,52 @@ def _batch_decoder() -> Any:
     error = msgspec.DecodeError
     top = MAX_T_SECONDS * NS_PER_S
 
-    def decode(batch: list[tuple[int, bytes]], workers: int):  # type: ignore[no-untyped-def]
-        lines = [raw for _, raw in batch]
-        if any(not raw or raw.isspace() for raw in lines):
-            return None  # blank lines: rare, and the careful path skips them
+    def decode(first: int, lines: list[bytes], workers: int):  # type: ignore[no-untyped-def]
+        if not all(lines):
+            return None  # empty lines: rare, and the careful path skips them
         try:
             objs: list[Any] = decoder.decode(b"[" + b",".join(lines) + b"]")
         except (error, UnicodeDecodeError):
             return None
-        times: list[int] = []
-        ops: list[int] = []
-        keys: list[str] = []
-        sizes: list[int] = []
-        owners: list[int] = []
-        for o in objs:
-            text = bytes(o.t)  # any JSON value; one that starts with a digit is a number: digits[.digits][e...]
-            if not 48 <= text[0] <= 57 or b"e" in text or b"E" in text:
-                return None  # not a number, a sign or an exponent: the careful path says what is wrong
-            dot = text.find(b".")
-            if dot < 0:
-                t = int(text) * NS_PER_S
-            else:
+        # whole-batch checks, column by column: the common trace takes no per-line branch
+        texts = [bytes(o.t) for o in objs]  # any JSON value; a number is digits[.digits][e...] or -...
+        if uniform := all(len(x) > 10 and x[-10] == 46 for x in texts):  # S.FFFFFFFFF: nanoseconds
+            try:
+                times = [int(x.replace(b".", b"")) for x in texts]  # not a number: ValueError
+            except ValueError:
+                return None
+        else:
+            times = []
+            for text in texts:
+                if not 48 <= text[0] <= 57 or b"e" in text or b"E" in text:
+                    return None  # not a number, a sign or an exponent: the careful path says what is wrong
+                dot = text.find(b".")
+                if dot < 0:
+                    times.append(int(text) * NS_PER_S)
+                    continue
                 decimals = len(text) - dot - 1
                 if decimals > 9 or dot > _MAX_WHOLE_DIGITS:
                     return None
-                t = int(text[:dot]) * NS_PER_S + int(text[dot + 1 :]) * _SCALE[decimals]
-            key = o.id
-            if t > top or not 0 < len(key) <= MAX_ID_CHARS:
+                times.append(int(text[:dot]) * NS_PER_S + int(text[dot + 1 :]) * _SCALE[decimals])
+        if min(times) < 0 or max(times) > top:
+            return None
+        if uniform:
+            blob = b"".join(texts)
+            if b"e" in blob or b"E" in blob:
                 return None
-            times.append(t)
-            keys.append(key)
-            if type(o) is free:
-                ops.append(FREE)
-                sizes.append(0)
-                owners.append(0)
-                continue
-            nbytes, worker = o.bytes, o.worker
-            if not (0 < nbytes <= MAX_POOL_BYTES and 0 <= worker < workers):
-                return None
-            ops.append(ALLOC)
-            sizes.append(nbytes)
-            owners.append(worker)
-        return [lineno for lineno, _ in batch], times, ops, keys, sizes, owners
+        keys = [o.id for o in objs]
+        lengths = [len(k) for k in keys]
+        if min(lengths) < 1 or max(lengths) > MAX_ID_CHARS:
+            return None
+        ops = [FREE if type(o) is free else ALLOC for o in objs]
+        sizes = [0 if op else o.bytes for o, op in zip(objs, ops, strict=True)]
+        owners = [0 if op else o.worker for o, op in zip(objs, ops, strict=True)]
+        allocated = [n for n, op in zip(sizes, ops, strict=True) if not op]
+        if allocated and (min(allocated) < 1 or max(allocated) > MAX_POOL_BYTES):
+            return None
+        if min(owners) < 0 or max(owners) >= workers:
+            return None
+        return range(first, first + len(lines)), times, ops, keys, sizes, owners
 
     return decode
 
@@ -329,8 +340,8 @@ def _reason(e: Exception) -> str:
     return str(e).split("\n")[0]
 
 
-def _batches(path: str, name: str, idle_timeout: float) -> Iterator[list[tuple[int, bytes]]]:
-    """Numbered lines of ``path`` without their newlines, a bounded chunk's worth at a time."""
+def _batches(path: str, name: str, idle_timeout: float) -> Iterator[tuple[int, list[bytes]]]:
+    """Lines of ``path`` without their newlines, a bounded chunk's worth at a time, with the first's number."""
     if path == "-":
         fd = sys.stdin.fileno()
         if os.isatty(fd):
@@ -363,18 +374,16 @@ def _batches(path: str, name: str, idle_timeout: float) -> Iterator[list[tuple[i
                 break
             lines = (pending + chunk).split(b"\n")
             pending = lines.pop()
-            batch: list[tuple[int, bytes]] = []
-            for line in lines:
-                lineno += 1
-                if len(line) > MAX_LINE_BYTES:
-                    yield batch  # the lines before it first: an earlier error is reported first
-                    raise TraceError(f"{name}:{lineno}: line longer than {MAX_LINE_BYTES} bytes")
-                batch.append((lineno, line))
-            yield batch
+            if max(map(len, lines), default=0) > MAX_LINE_BYTES:
+                long = next(i for i, line in enumerate(lines) if len(line) > MAX_LINE_BYTES)
+                yield lineno + 1, lines[:long]  # the lines before it first: an earlier error is reported first
+                raise TraceError(f"{name}:{lineno + long + 1}: line longer than {MAX_LINE_BYTES} bytes")
+            yield lineno + 1, lines
+            lineno += len(lines)
             if len(pending) > MAX_LINE_BYTES:
                 raise TraceError(f"{name}:{lineno + 1}: line longer than {MAX_LINE_BYTES} bytes")
         if pending:
-            yield [(lineno + 1, pending)]
+            yield lineno + 1, [pending]
     finally:
         if owned:
             os.close(fd)
