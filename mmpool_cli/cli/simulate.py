@@ -6,11 +6,12 @@ import contextlib
 import dataclasses
 import os
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from fractions import Fraction
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,15 +24,14 @@ from mmpool_cli.cli.options import (
     with_pool_options,
 )
 from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
-from mmpool_cli.core.bounds import LARGEST_GPU_HBM_BYTES, MAX_WORKERS
-from mmpool_cli.core.models import Budget, Finding, PlanRequest, Severity
-from mmpool_cli.core.plan import make_plan
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
-from mmpool_cli.sglang import rules as sg
-from mmpool_cli.sglang import versions
-from mmpool_cli.sglang.environment import env_findings
-from mmpool_cli.sglang.rules import MiB, ipc_header_bytes
+
+if TYPE_CHECKING:
+    from mmpool_cli.simulate.events import Events
+    from mmpool_cli.simulate.sim_report import SimulationReport
 
 
 class ModeChoice(StrEnum):
@@ -55,7 +55,6 @@ class BasisChoice(StrEnum):
     bytes = "bytes"
 
 
-NS_PER_S = 10**9
 MAX_SECONDS = 10**6
 MAX_SEARCH_LIMIT = 1_000_000
 
@@ -225,10 +224,9 @@ def simulate(
     raise typer.Exit(EXIT_OK if report.status == "ok" else EXIT_FINDINGS)
 
 
-def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions):
-    from mmpool_cli.simulate.engine import simulate as run
-    from mmpool_cli.simulate.events import as_events
-    from mmpool_cli.simulate.report import SimulationReport, recycle_interval_ns
+def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions) -> SimulationReport:
+    from mmpool_cli.usecases.simulate import SimulateRequest
+    from mmpool_cli.usecases.simulate import simulate as run_simulate
 
     if o.events and o.output is not OutputFormat.json:
         raise MmpoolError("--events needs --format json")
@@ -242,14 +240,6 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
     if not 1 <= o.search_limit <= MAX_SEARCH_LIMIT:
         raise MmpoolError(f"--search-limit: must be from 1 to {MAX_SEARCH_LIMIT}, not {o.search_limit}")
     request = pool.request(os.environ)
-    if not versions.release(request.sglang_version).stream_ordered:
-        raise MmpoolError(
-            f"simulate models the stream-ordered pool of SGLang 0.5.18 and later (its allocator is the same "
-            f"through 0.5.23); SGLang {request.sglang_version} has the older shm-counter pool: pick "
-            "--sglang-version 0.5.18 or later"
-        )
-    if request.workers > MAX_WORKERS:
-        raise MmpoolError(f"--workers {request.workers}: simulate handles at most {MAX_WORKERS} tokenizer workers")
     if o.trace is not None:
         given = traffic.given()
         if given or pool.feature_size or workload.model is not None:
@@ -260,130 +250,42 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         load, kv = workload.resolve(os.environ)
         _check_pooled(load)
     request = dataclasses.replace(request, workload=load, kv=kv)
-    plan = make_plan(request)
-    if plan.consumers is None or request.workers < 1:  # a layout SGLang refuses: nothing to simulate
-        raise MmpoolError(_first_error(plan) or "the parallel layout has no consumers")
-    recycle_ns, recycle_source = recycle_interval_ns(os.environ)
-    layouts = _layouts(request, plan.consumers, recycle_ns)
-    findings = _findings(plan.findings + env_findings(os.environ))
-    if o.trace is not None:
+
+    def read_traffic(workers: int, requests: bool) -> tuple[dict[str, Any], Events]:
+        if o.trace is None:
+            return _synthetic(request, load, traffic)
         from mmpool_cli.simulate.trace import read_trace
 
-        source: dict[str, Any] = {"trace": o.trace}
-        timeline = read_trace(
+        events = read_trace(
             o.trace,
-            request.workers,
+            workers,
             max_events=o.max_events,
             idle_timeout=o.idle_timeout,
             keep_ids=o.events,
-            requests=request.transport == "cuda_vmm",
+            requests=requests,
         )
-    else:
-        source, timeline = _synthetic(request, load, traffic)
-    events = as_events(timeline)
-    refused = None
-    result = None
-    errors = [f for f in findings if f.severity is Severity.error]
-    if plan.allocation_bytes_per_worker is None or errors:
-        # what plan refuses is not simulated: SGLang would fail, or mmpool cannot trust the budget
-        refused = errors[0].message if errors else "SGLang refuses this budget"
-    else:
-        with _progress(o, "simulating", None) as tick:
-            result = run(events, layouts(plan.sglang_mm_feature_cache_mb), record=o.events or o.plot is not None)
-            tick(1)
-    report = SimulationReport(
-        source=source,
-        budget_bytes=plan.budget_bytes,
-        sglang_mm_feature_cache_mb=plan.sglang_mm_feature_cache_mb,
-        tp_size=request.tp_size,
-        consumers=plan.consumers,
-        recycle_source=recycle_source,
-        result=result,
-        refused=refused,
-        target=target,
-        basis=o.target_basis.value,
-        sglang_version=request.sglang_version,
-        sglang_version_chosen=request.sglang_version_chosen,
-        transport=request.transport,
-        findings=findings,
-        model=None if load is None else load.model,
+        return {"trace": o.trace}, events
+
+    return run_simulate(
+        SimulateRequest(
+            pools=request,
+            environ=os.environ,
+            traffic=read_traffic,
+            target=target,
+            basis=o.target_basis.value,
+            method=o.search.value,
+            smallest_budget=o.smallest_budget,
+            record_events=o.events,
+            search_limit=o.search_limit,
+            keep_events=o.plot is not None,
+            model=None if load is None else load.model,
+            progress=lambda what: _progress(o, what),
+        )
     )
-    if o.smallest_budget:
-        from mmpool_cli.simulate.budget import smallest_budget
-
-        lowest = sg.smallest_valid_budget_mb(
-            request.workers, request.transport, plan.consumers, request.vmm_granularity
-        )
-        highest = _largest_planned_mb(request, lowest)
-        if highest < lowest:
-            raise MmpoolError(f"plan refuses every budget for this layout: {_first_error(plan) or 'no valid budget'}")
-        with _progress(o, "searching budgets", None) as tick:
-            found = smallest_budget(
-                events,
-                layouts=layouts,
-                lowest=lowest,
-                highest=highest,
-                target=target,
-                basis=o.target_basis.value,
-                method=o.search.value,
-                progress=tick,
-                max_trials=o.search_limit,
-            )
-        report.search = found
-        if found.smallest_mb is not None:
-            budget = Budget(bytes=found.smallest_mb * MiB, source="flag")
-            chosen = make_plan(dataclasses.replace(request, budget=budget, feature_sizes=()))
-            report.settings = chosen.settings
-            report.kv_cost = chosen.kv_cost
-    report.events_data = events if o.plot is not None else None
-    return report
-
-
-def _layouts(request: PlanRequest, consumers: int, recycle_ns: int):
-    """``mb -> PoolLayout``: the pools SGLang creates for each budget, under the request's transport."""
-    from mmpool_cli.simulate.budget import layout_for
-    from mmpool_cli.simulate.vmm import vmm_layout
-
-    workers = request.workers
-    if request.transport == "cuda_vmm":
-        granularity = request.vmm_granularity
-        return lambda mb: vmm_layout(workers, mb * MiB // workers, granularity, consumers, recycle_ns)
-    header = ipc_header_bytes(consumers)
-    return lambda mb: layout_for(mb, workers, header, recycle_ns)
-
-
-def _largest_planned_mb(request: PlanRequest, lowest: int) -> int:
-    """The largest whole-MiB budget ``plan`` accepts for this layout (no error finding)."""
-
-    def accepted(mb: int) -> bool:
-        budget = Budget(bytes=mb * MiB, source="flag")
-        plan = make_plan(dataclasses.replace(request, budget=budget, feature_sizes=(), workload=None, kv=None))
-        return plan.status == "ok"
-
-    lo, hi = lowest - 1, LARGEST_GPU_HBM_BYTES // MiB
-    if accepted(hi):
-        return hi
-    while hi - lo > 1:  # lo accepted (or below the range), hi refused
-        mid = (lo + hi) // 2
-        if accepted(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def _findings(findings: list[Finding]) -> list[Finding]:
-    seen = set()
-    out = []
-    for f in findings:
-        if (f.code, f.message) not in seen:
-            seen.add((f.code, f.message))
-            out.append(f)
-    return out
 
 
 @contextlib.contextmanager
-def _progress(o: RunOptions, what: str, total: int | None):
+def _progress(o: RunOptions, what: str) -> Iterator[Callable[[int], None]]:
     """A progress line on stderr for a terminal and human output; nothing otherwise."""
     if o.output is not OutputFormat.human or not sys.stderr.isatty():
         yield lambda _done: None
@@ -393,7 +295,7 @@ def _progress(o: RunOptions, what: str, total: int | None):
 
     columns = [SpinnerColumn(), TextColumn(what), BarColumn(), TextColumn("{task.completed} done"), TimeElapsedColumn()]
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(what, total=total)
+        task = bar.add_task(what, total=None)
         yield lambda done: bar.update(task, completed=done)
 
 
@@ -409,21 +311,21 @@ def _check_plot(path: str) -> None:
         )
 
 
-def _check_pooled(load) -> None:
+def _check_pooled(load: Any) -> None:
     if load is not None and not load.pooled:
         raise MmpoolError(
-            f"{load.model}: SGLang 0.5.23 (mmpool's family table) does not pool this family's features, "
-            "so the pool never fills (see 'mmpool plan --model'); nothing to simulate"
+            f"{load.model}: SGLang {versions.TEXTS_FROM} (mmpool's family table) does not pool this family's "
+            "features, so the pool never fills (see 'mmpool plan --model'); nothing to simulate"
         )
 
 
-def _synthetic(request: PlanRequest, load, t: TrafficOptions):
-    from mmpool_cli.simulate.workload import Workload, synthesize
+def _synthetic(request: PlanRequest, load: Any, t: TrafficOptions) -> tuple[dict[str, Any], Events]:
+    from mmpool_cli.simulate.synthetic import SyntheticWorkload, synthesize
 
     if load is not None and not load.tensors:
         raise MmpoolError("--model needs the items of one request: --image, --video or --audio")
     tensors = () if load is None else tuple(load.tensors)
-    workload = Workload(
+    workload = SyntheticWorkload(
         items=request.feature_sizes + tuple(x.bytes for x in tensors),
         packable=(True,) * len(request.feature_sizes) + tuple(_visual(x) for x in tensors),
         element_sizes=(1,) * len(request.feature_sizes) + tuple(_element_size(x) for x in tensors),
@@ -443,16 +345,12 @@ def _synthetic(request: PlanRequest, load, t: TrafficOptions):
     return {"synthetic": data | {"items": list(workload.items)}}, timeline
 
 
-def _visual(tensor) -> bool:
+def _visual(tensor: Any) -> bool:
     """An image or video feature (cuda_vmm packs those of a request into one chunk)."""
     return tensor.item.split()[0].lower() in ("image", "video") if tensor.item else True
 
 
-def _element_size(tensor) -> int:
+def _element_size(tensor: Any) -> int:
     from mmpool_cli.workload.features import DTYPE_BYTES
 
     return DTYPE_BYTES.get(tensor.dtype, 1)
-
-
-def _first_error(plan) -> str | None:
-    return next((f.message for f in plan.findings if f.severity is Severity.error), None)

@@ -18,9 +18,9 @@ import os
 import tempfile
 from typing import Any
 
+from mmpool_cli.core.units import MiB
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.sglang.rules import MiB
-from mmpool_cli.simulate.report import SimulationReport
+from mmpool_cli.simulate.sim_report import SimulationReport
 
 SIGNATURE = "mmpool simulate"
 NS_PER_S = 10**9
@@ -30,8 +30,8 @@ def occupancy_series(
     report: SimulationReport,
 ) -> tuple[dict[int, tuple[list[float], list[float]]], list[tuple[float, int]]]:
     """Per worker, the ``(seconds, MiB)`` steps of its occupancy; and every miss as ``(seconds, worker)``."""
-    from mmpool_cli.simulate.engine import simulate
-    from mmpool_cli.simulate.pool import Pool
+    from mmpool_cli.simulate.cuda_ipc import Pool
+    from mmpool_cli.simulate.replay import simulate
 
     result = report.result
     events = report.events_data
@@ -42,6 +42,7 @@ def occupancy_series(
 
     class Watched(Pool):
         __slots__ = ("worker",)
+        worker: int
 
         def tick(self, now: int = 0) -> int:
             xs, ys = samples[self.worker]
@@ -52,8 +53,8 @@ def occupancy_series(
             ys.append(self.leased_bytes / MiB)
             return released
 
-    def factory(memory_size: int, data_start: int, max_leases: int) -> Pool:
-        pool = Watched(memory_size, data_start, max_leases)
+    def factory(memory_size: int, data_start: int, rules: Any) -> Pool:
+        pool = Watched(memory_size, data_start, rules)
         pool.worker = len(pools)
         pools.append(pool)
         return pool

@@ -1,31 +1,64 @@
-"""What the replay needs of one worker's pool: the allocator protocol every transport's pool follows.
+"""What the simulator needs of a pool allocator, so that each allocator is a file of its own.
 
-``pool.Pool`` is SGLang's cuda_ipc allocator; ``vmm`` uses the same best-fit free list for the
-cuda_vmm pool (chunks with their control words in front, no slot cap) and packs a request's
-features above it. The engine only calls what is declared here.
+An allocator models one tokenizer worker's pool (``cuda_ipc.Pool``; ``cuda_vmm`` packs a request's
+features into chunks it takes from the same best-fit free list); its rules come from the engine
+release being simulated (``PoolRules``), never from constants here.
+Neutral: knows no engine; standard library only.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
+
+MISS_SPACE = -1  # no free range holds the feature
+MISS_SLOTS = -2  # a range holds it, but all in-flight slots are taken
+
+
+@dataclass(frozen=True)
+class PoolRules:
+    """One release's allocation rules for a pool: which allocator, its slice alignment and slot cap."""
+
+    allocator: str  # a key of ``allocator_for``'s table
+    alignment: int  # bytes; a power of two
+    max_leases: int  # leases in flight at most
+    control_bytes: int = 0  # cuda_vmm: the ack words in front of each chunk
 
 
 class Allocator(Protocol):
-    """One worker's pool: leases handed out by best fit, given back at the recycler's ticks."""
+    """One worker's pool as the replay drives it (``simulate.replay``).
 
-    leases: int  # in flight, acknowledged or not
+    ``acked`` holds the leases ``(anything, start, nbytes, time leased)`` acknowledged since the
+    last tick; ``tick`` gives them back and returns the bytes it released.
+    """
+
+    leases: int
     leased_bytes: int
-    area: int  # bytes x nanoseconds of the leases given back so far
+    area: int
     slack: int  # how many bytes larger the pool could be with every decision unchanged (exclusive)
-    acked: list[tuple[int, int, int, int]]  # (anything, start, nbytes, time leased) since the last tick
+    acked: list[tuple[int, int, int, int]]
+
+    @property
+    def usable_bytes(self) -> int: ...
 
     @property
     def largest_free(self) -> int: ...
 
     def alloc(self, nbytes: int) -> int:
-        """The byte offset of a lease of ``nbytes``, or a negative miss code."""
+        """A lease's offset in the pool, or ``MISS_SPACE``/``MISS_SLOTS``."""
         ...
 
-    def tick(self, now: int = 0) -> int:
-        """One recycler tick: give back the acknowledged leases and join free ranges; the bytes given back."""
-        ...
+    def tick(self, now: int = 0) -> int: ...
+
+
+class AllocatorFactory(Protocol):
+    def __call__(self, memory_size: int, data_start: int, rules: PoolRules) -> Allocator: ...
+
+
+def allocator_for(rules: PoolRules) -> AllocatorFactory:
+    """The allocator that ``rules`` name; a name no allocator has is a bug, not a user error."""
+    from mmpool_cli.simulate import cuda_ipc
+
+    # cuda_vmm's chunks come from the same free list; simulate.cuda_vmm packs requests above it
+    allocators: dict[str, AllocatorFactory] = {"cuda_ipc": cuda_ipc.Pool, "cuda_vmm": cuda_ipc.Pool}
+    return allocators[rules.allocator]

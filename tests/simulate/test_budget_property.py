@@ -7,11 +7,17 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mmpool_cli.sglang.rules import MiB, ipc_header_bytes, smallest_valid_budget_mb
-from mmpool_cli.simulate import budget
-from mmpool_cli.simulate.budget import layout_for
-from mmpool_cli.simulate.engine import ALLOC, FREE, PoolLayout, simulate
-from mmpool_cli.simulate.vmm import vmm_layout
+from mmpool_cli.core.units import MiB
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.simulation import pool_rules
+from mmpool_cli.simulate import budget_search as budget
+from mmpool_cli.simulate.budget_search import layout_for
+from mmpool_cli.simulate.cuda_vmm import vmm_layout
+from mmpool_cli.simulate.replay import ALLOC, FREE, PoolLayout, simulate
+
+REL = versions.release(versions.NEWEST)
+RULES = pool_rules(REL)
+ipc_header_bytes = REL.header_bytes
 
 TICK = 4
 
@@ -50,8 +56,8 @@ def test_every_pool_within_the_slack_decides_every_alloc_alike(trace, units, tra
 
     def layout(size: int) -> PoolLayout:
         if transport == "cuda_vmm":
-            return vmm_layout(workers, size, 256, 2, TICK)
-        return PoolLayout(workers, size, 512, TICK)
+            return vmm_layout(workers, size, 256, 256, TICK, 256)
+        return PoolLayout(workers, size, 512, TICK, RULES)
 
     base = layout(512 + 256 * units)
     result = simulate(events, base, record=True)
@@ -76,10 +82,10 @@ def test_the_safe_budget_meets_the_target_up_to_the_top_and_is_the_smallest_that
 
     def layouts(mb: int) -> PoolLayout:
         if transport == "cuda_vmm":
-            return vmm_layout(workers, mb * MiB // workers, 1 << 20, 2, TICK)
-        return layout_for(mb, workers, ipc_header_bytes(2), TICK)
+            return vmm_layout(workers, mb * MiB // workers, 1 << 20, 256, TICK, 256)
+        return layout_for(mb, workers, ipc_header_bytes(2), TICK, RULES)
 
-    lowest, highest = smallest_valid_budget_mb(workers, transport, 2, 1 << 20), 48
+    lowest, highest = REL.smallest_valid_budget_mb(workers, transport, 2, 1 << 20), 48
     search = budget.smallest_budget(events, layouts=layouts, lowest=lowest, highest=highest, target=target, jobs=1)
     top = search.top_mb
     assert top == min(search.no_miss_mb, highest)

@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from mmpool_cli.sglang.rules import ipc_header_bytes
-from mmpool_cli.simulate.engine import PoolLayout, simulate
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.simulation import pool_rules
+from mmpool_cli.simulate.replay import PoolLayout, simulate
 from mmpool_cli.simulate.trace import read_trace
 
 DATA = Path(__file__).parent / "data" / "sglang-0.5.23"
+REL = versions.release(DATA.name.removeprefix("sglang-"))  # the release the fixture was recorded from
 CASES = json.loads((DATA / "offsets.json").read_text())["cases"]
 
 
@@ -24,7 +26,11 @@ CASES = json.loads((DATA / "offsets.json").read_text())["cases"]
 def test_offsets_match_sglangs_allocator(case: dict) -> None:
     events = read_trace(str(DATA / case["trace"]), workers=case["workers"])
     layout = PoolLayout(
-        case["workers"], case["memory_size"], ipc_header_bytes(case["consumers"]), case["recycle_interval_ns"]
+        case["workers"],
+        case["memory_size"],
+        REL.header_bytes(case["consumers"]),
+        case["recycle_interval_ns"],
+        pool_rules(REL),
     )
     result = simulate(events, layout, record=True)
     assert result.offsets == case["offsets"]
@@ -46,8 +52,8 @@ def test_vmm_offsets_match_sglangs_transport(case: dict) -> None:
     # recorded from SGLang's wrap_items, wrap_tensors, _reserve_chunk and _recycle_chunks
     from array import array
 
+    from mmpool_cli.simulate.cuda_vmm import vmm_layout
     from mmpool_cli.simulate.events import as_events
-    from mmpool_cli.simulate.vmm import vmm_layout
 
     events = as_events(read_trace(str(VMM / case["trace"]), workers=case["workers"]))
     events.elem = array("b", [0] * len(events))
@@ -55,8 +61,10 @@ def test_vmm_offsets_match_sglangs_transport(case: dict) -> None:
     allocs = [i for i, op in enumerate(events.op) if op == 0]
     for i, elem, visual in zip(allocs, case["element_sizes"], case["visual"], strict=True):
         events.elem[i], events.pack[i] = elem, visual
+    rel = versions.release(versions.NEWEST)
+    control = rel.vmm_lease_control_bytes(case["consumers"])
     layout = vmm_layout(
-        case["workers"], case["per_worker"], case["granularity"], case["consumers"], case["recycle_interval_ns"]
+        case["workers"], case["per_worker"], case["granularity"], control, case["recycle_interval_ns"], 256
     )
     result = simulate(events, layout, record=True)
     assert result.offsets == case["offsets"]
