@@ -360,3 +360,25 @@ def test_every_option_simulate_lists_is_taken(run_line, trace: str, args, check)
     )
     assert result.exit_code in (0, 1), result.output
     assert check(json.loads(result.stdout))
+
+
+def test_progress_shows_only_on_a_terminal_with_human_output(monkeypatch, capsys) -> None:
+    import sys
+
+    from mmpool_cli.cli import simulate as cli
+    from mmpool_cli.cli.options import OutputFormat
+
+    def options(output: OutputFormat) -> cli.RunOptions:
+        return cli.RunOptions(None, True, "0", cli.BasisChoice.items, cli.SearchChoice.safe, False, 1, 1.0, output)
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    with cli._progress(options(OutputFormat.json), "searching budgets") as tick:
+        tick(3)
+    assert capsys.readouterr().err == ""  # never with --format json
+    with cli._progress(options(OutputFormat.human), "searching budgets") as tick:
+        tick(3)
+    assert "searching budgets" in capsys.readouterr().err
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    with cli._progress(options(OutputFormat.human), "searching budgets") as tick:
+        tick(3)
+    assert capsys.readouterr().err == ""  # nor when stderr is piped
