@@ -83,3 +83,7 @@ class Engine(ABC, Generic[RequestT, PlanT]):
     @abstractmethod
     def settings_for_budget(self, request: RequestT, budget_mb: int) -> Settings | None:
         """What to copy into the launch for ``request`` with a budget of ``budget_mb`` MiB."""
+
+    @abstractmethod
+    def plan_for_budget(self, request: RequestT, budget_mb: int) -> PlanT:
+        """The plan of ``request`` with a budget of ``budget_mb`` MiB (its settings, its KV cost)."""
