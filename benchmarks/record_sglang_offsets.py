@@ -1,18 +1,21 @@
-"""Record the offsets SGLang 0.5.23's own allocator gives on seeded traces, as a test fixture.
+"""Record the offsets SGLang 0.5.23's own allocators give on seeded traces, as test fixtures.
 
 A maintainer script, not run in CI (it downloads the SGLang wheel and needs torch, CPU is enough;
-see ``sglang_allocator``: SGLang's allocator and recycle methods run unmodified).
-It writes JSON-lines traces and the offsets SGLang's ``_allocate_locked`` returned for each
-alloc to ``tests/simulate/data/sglang-0.5.23/``; ``tests/simulate/test_sglang_fixture.py``
-replays the same traces through mmpool and compares, offline. Usage::
+see ``sglang_allocator`` and ``sglang_vmm_allocator``: SGLang's allocator and recycle methods run
+unmodified). It writes JSON-lines traces and the offsets SGLang gave each alloc to
+``tests/simulate/data/sglang-0.5.23/`` (cuda_ipc: ``_allocate_locked``'s lease starts) and its
+``vmm/`` folder (cuda_vmm: each tensor's ``data_offset`` from ``wrap_items``);
+``tests/simulate/test_sglang_fixture.py`` replays the same traces through mmpool and compares,
+offline. Usage::
 
-    python benchmarks/record_sglang_offsets.py
+    python benchmarks/record_sglang_offsets.py [--vmm-only]
 """
 
 from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 from sglang_allocator import SGLANG_VERSION, load_memory_pool, replay
@@ -65,7 +68,79 @@ def write_trace(path: Path, trace: list) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def vmm_case(rng: random.Random, requests: int) -> dict:
+    workers = rng.randint(1, 3)
+    consumers = rng.choice([1, 2, 4, 8])
+    granularity = rng.choice([4096, 65536])
+    per_worker = rng.randint(2, 24) * 65536 + rng.randrange(0, 65536)
+    trace, live, meta, t = [], [], {}, 0
+    for r in range(requests):
+        t += rng.choice(STEPS_NS)
+        while live and rng.random() < 0.5:
+            trace.append((t, 1, live.pop(rng.randrange(len(live))), 0, 0))
+        worker = rng.randrange(workers)
+        for j in range(rng.choice([1, 1, 2, 2, 3, 4])):
+            elem = rng.choice([1, 2, 4, 4])
+            nbytes = elem * rng.choice([rng.randint(1, 1024), rng.randint(1, 20_000), rng.randint(1, 90_000)])
+            key = f"r{r}/t{j}"
+            trace.append((t, 0, key, nbytes, worker))
+            meta[key] = (f"r{r}", elem, rng.random() < 0.8)
+            live.append(key)
+    return {
+        "workers": workers,
+        "consumers": consumers,
+        "granularity": granularity,
+        "per_worker": per_worker,
+        "trace": trace,
+        "meta": meta,
+    }
+
+
+def record_vmm() -> None:
+    from sglang_vmm_allocator import load_vmm_transport
+    from sglang_vmm_allocator import replay as replay_vmm
+
+    module = load_vmm_transport()
+    rng = random.Random(20261204)
+    out = OUT / "vmm"
+    out.mkdir(parents=True, exist_ok=True)
+    index = []
+    for n in range(16):
+        case = vmm_case(rng, 160)
+        offsets = replay_vmm(
+            module,
+            case["trace"],
+            case["meta"],
+            case["workers"],
+            case["per_worker"],
+            case["granularity"],
+            case["consumers"],
+            TICK,
+        )
+        name = f"vmm-{n:02d}.jsonl"
+        write_trace(out / name, case["trace"])
+        allocs = [e for e in case["trace"] if e[1] == 0]
+        index.append(
+            {
+                "trace": name,
+                "workers": case["workers"],
+                "consumers": case["consumers"],
+                "granularity": case["granularity"],
+                "per_worker": case["per_worker"],
+                "recycle_interval_ns": TICK,
+                "element_sizes": [case["meta"][e[2]][1] for e in allocs],
+                "visual": [case["meta"][e[2]][2] for e in allocs],
+                "offsets": offsets,
+            }
+        )
+        print(f"{name}: {len(offsets)} allocs, {offsets.count(None)} misses")
+    (out / "offsets.json").write_text(json.dumps({"sglang_version": SGLANG_VERSION, "cases": index}) + "\n")
+
+
 def main() -> None:
+    record_vmm()
+    if "--vmm-only" in sys.argv:
+        return
     module = load_memory_pool()
     rng = random.Random(20261203)
     cases = [random_case(rng, 400) for _ in range(16)] + [slot_cap_case()]

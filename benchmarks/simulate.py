@@ -5,19 +5,27 @@ arrivals, deferred leases held for an exponential time, W tokenizer workers), th
 
 * mmpool's engine on the in-memory events (``simulate``), best of ``--runs``;
 * mmpool reading the same trace from a JSON-lines file (``read_trace``);
+* the whole process, file to answer: ``mmpool simulate --trace FILE --format json`` in a fresh
+  Python (its CPU time: the events per second it achieves, and that against SGLang's loop);
+* with ``--search``, the whole process of ``mmpool simulate --trace FILE --smallest-budget``
+  (wall time: the search runs on every core);
 * SGLang's ``_allocate_locked`` / ``_release_locked`` / ``_merge_ranges_locked`` replaying the
   events with a tick every interval (``sglang_allocator.replay``; downloads the wheel once).
 
 Times are CPU seconds of this process. It also checks that both give the same offset for every
 alloc. Usage::
 
-    python benchmarks/simulate.py [--events 1000000] [--runs 3] [--skip-sglang]
+    python benchmarks/simulate.py [--events 1000000] [--runs 3] [--skip-sglang] [--search]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -68,6 +76,21 @@ def write_jsonl(events: list, path: Path) -> None:
                 f.write(f'{{"t": {ts}, "op": "free", "id": "{key}"}}\n')
 
 
+def run_mmpool(args: list[str]) -> tuple[float, float, dict]:
+    """``mmpool simulate ARGS`` in a fresh Python: its CPU seconds (children included), wall seconds, JSON."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "mmpool_cli", "simulate", *args], capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"mmpool simulate failed: {done.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall, json.loads(done.stdout)
+
+
 def best(runs: int, fn) -> tuple[float, object]:
     """The least CPU time of ``runs`` calls (CPU time: other processes on a shared machine count less)."""
     times, out = [], None
@@ -89,6 +112,8 @@ def main() -> int:
     parser.add_argument("--features", choices=["images", "small"], default="images")
     parser.add_argument("--skip-sglang", action="store_true")
     parser.add_argument("--sglang-source", type=Path, help="an extracted memory_pool.py of the 0.5.23 wheel")
+    parser.add_argument("--search", action="store_true", help="also time --smallest-budget, whole process")
+    parser.add_argument("--target", default="0.01", help="the search's --target-fallback")
     args = parser.parse_args()
 
     events = make_events(args.events, args.workers, args.seed, args.features)
@@ -118,10 +143,22 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.jsonl"
         write_jsonl(events, path)
-        parse_s, parsed = best(1, lambda: read_trace(str(path), args.workers))
+        parse_s, parsed = best(1, lambda: read_trace(str(path), args.workers, keep_ids=False))
         assert len(parsed) == n
-    print(f"mmpool read_trace:  {parse_s:7.3f} s  {n / parse_s / 1e6:6.2f} M events/s")
-    print(f"mmpool end to end:  {seconds + parse_s:7.3f} s  {n / (seconds + parse_s) / 1e6:6.2f} M events/s")
+        print(f"mmpool read_trace:  {parse_s:7.3f} s  {n / parse_s / 1e6:6.2f} M events/s")
+        flags = ["--trace", str(path), "--workers", str(args.workers), "--tp", str(args.tp)]
+        whole_s, _, answer = run_mmpool([*flags, "--size", f"{args.budget_mb}MiB", "--format", "json"])
+        assert answer["items"]["fallback"] == fallback, "the whole process disagrees with the engine"
+        print(f"whole process:      {whole_s:7.3f} s  {n / whole_s / 1e6:6.2f} M events/s  (CPU, file to answer)")
+        if args.search:
+            search = [*flags, "--smallest-budget", "--target-fallback", args.target, "--format", "json"]
+            cpu_s, wall_s, answer = run_mmpool(search)
+            found = answer["smallest_budget"]
+            print(
+                f"--smallest-budget:  {wall_s:7.3f} s wall, {cpu_s:.3f} s CPU on {os.cpu_count()} cores: "
+                f"{found['sglang_mm_feature_cache_mb']} MiB (exact: {found['exact']}, up to {found['upper_mb']}, "
+                f"{len(found['trials'])} budgets simulated)"
+            )
 
     if args.skip_sglang:
         return 0
@@ -132,6 +169,7 @@ def main() -> int:
     sglang_s, offsets = best(1, lambda: replay(module, events, args.workers, layout.memory_size, header, TICK, args.tp))
     print(f"SGLang allocator:   {sglang_s:7.3f} s  {n / sglang_s / 1e6:6.2f} M events/s")
     print(f"engine speed-up:    {sglang_s / seconds:7.1f}x")
+    print(f"whole process vs SGLang's loop: {sglang_s / whole_s:7.1f}x")
     same = offsets == result.offsets
     print(f"offsets identical:  {same}")
     return 0 if same else 1

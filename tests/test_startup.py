@@ -16,7 +16,7 @@ def test_plan_never_imports_torch_or_nvml() -> None:
         "import sys\n"
         "from mmpool_cli.cli import main\n"
         "rc = main(['plan', '--format', 'json'])\n"
-        "heavy = sorted(m for m in ('torch', 'pynvml') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('torch', 'pynvml', 'matplotlib', 'msgspec') if m in sys.modules)\n"
         "assert not heavy, heavy\n"
         "sys.exit(rc)\n"
     )
@@ -78,7 +78,7 @@ def test_validate_and_check_never_import_torch_or_nvml(argv: str) -> None:
         "import sys\n"
         "from mmpool_cli.cli import main\n"
         f"rc = main({argv})\n"
-        "heavy = sorted(m for m in ('torch', 'pynvml') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('torch', 'pynvml', 'matplotlib', 'msgspec') if m in sys.modules)\n"
         "assert not heavy, heavy\n"
         "sys.exit(rc)\n"
     )

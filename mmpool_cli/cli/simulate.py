@@ -1,9 +1,12 @@
-"""``mmpool simulate``: replay a trace or a synthetic workload through SGLang's cuda_ipc pools."""
+"""``mmpool simulate``: replay a trace or a synthetic workload through SGLang's feature pools."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
@@ -12,26 +15,24 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-if TYPE_CHECKING:
-    from mmpool_cli.simulate.replay import Event
-    from mmpool_cli.simulate.sim_report import SimulationReport
-
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
     FormatOpt,
     OutputFormat,
     PoolOptions,
-    TransportChoice,
     with_options,
     with_pool_options,
 )
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, DpEncoderOpt, RequestTimeOpt, SourceChoice
-from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions, with_workload_options
-from mmpool_cli.engines import engine
+from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
+
+if TYPE_CHECKING:
+    from mmpool_cli.simulate.events import Events
+    from mmpool_cli.simulate.sim_report import SimulationReport
 
 
 class ModeChoice(StrEnum):
@@ -45,8 +46,9 @@ class ResidencyChoice(StrEnum):
 
 
 class SearchChoice(StrEnum):
-    bisect = "bisect"
+    safe = "safe"
     scan = "scan"
+    bisect = "bisect"
 
 
 class BasisChoice(StrEnum):
@@ -55,6 +57,7 @@ class BasisChoice(StrEnum):
 
 
 MAX_SECONDS = 10**6
+MAX_SEARCH_LIMIT = 1_000_000
 
 
 def seconds_arg(flag: str, text: str) -> int:
@@ -137,12 +140,6 @@ class RunOptions:
     """What to replay and what to report, beyond the pool, the workload and the traffic."""
 
     trace: str | None
-    traffic_from: list[str]
-    traffic_format: SourceChoice
-    traffic_args: list[str]
-    dp_encoder: bool
-    assume_image: str | None
-    request_time: str
     smallest_budget: bool
     target_fallback: str
     target_basis: BasisChoice
@@ -151,10 +148,19 @@ class RunOptions:
     max_events: int
     idle_timeout: float
     output: OutputFormat
+    plot: str | None = None
+    search_limit: int = 200
+    # traffic to read (simulate --from, as mmpool trace converts it)
+    traffic_from: tuple[str, ...] = ()
+    traffic_format: SourceChoice = SourceChoice.auto
+    traffic_args: tuple[str, ...] = ()
+    dp_encoder: bool = False
+    assume_image: str | None = None
+    request_time: str = "1"
 
 
 @app.command(
-    short_help="Replay traffic through SGLang's cuda_ipc pools: fallback, the smallest budget.",
+    short_help="Replay traffic through SGLang's cuda_ipc or cuda_vmm pools: fallback, the budget to set.",
     epilog=epilog(
         [
             "mmpool simulate --trace prod.jsonl --workers 2 --tp 2",
@@ -162,8 +168,8 @@ class RunOptions:
             "mmpool simulate --model qwen2.5-vl --image 1920x1080 --rate 4",
             "mmpool simulate --model qwen2.5-vl --from server.log --smallest-budget",
         ],
-        "0 the fallback meets the target (default 0); 1 it does not, or SGLang refuses the budget "
-        "(the report is still printed); 2 usage error or a bad trace line; 70 internal error.",
+        "0 the fallback meets the target (default 0); 1 it does not, or the budget has an error finding "
+        "that plan reports (the report is still printed); 2 usage error or a bad trace line; 70 internal error.",
     ),
 )
 @with_pool_options
@@ -202,26 +208,38 @@ def simulate(
         BasisChoice.items
     ),
     search: Annotated[
-        SearchChoice, typer.Option(help="bisect (checks one MiB below) or scan (every budget below: exact).")
-    ] = SearchChoice.bisect,
+        SearchChoice,
+        typer.Option(
+            help="safe: the smallest budget with every budget up to twice it meeting the target (exact); "
+            "scan: the smallest that meets it at all (exact); bisect: an estimate of that."
+        ),
+    ] = SearchChoice.safe,
+    search_limit: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            help="Simulate at most N budgets to prove the safe (or scan) answer; past it the answer is "
+            "labelled not exact.",
+        ),
+    ] = 200,
     events: Annotated[bool, typer.Option("--events", help="JSON: the decision for every alloc, in order.")] = False,
     max_events: Annotated[int, typer.Option(metavar="N", help="Refuse traces with more events.")] = 10_000_000,
     idle_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Give up on a silent pipe.")] = 30.0,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot", metavar="FILE", help="Draw occupancy and fallback against the budget (.svg or .png; matplotlib)."
+        ),
+    ] = None,
     output: FormatOpt = OutputFormat.human,
 ) -> None:
-    """Simulate SGLang 0.5.23's cuda_ipc pools under load: fallback, occupancy, the smallest budget.
+    """Simulate SGLang 0.5.23's feature pools under load: fallback, occupancy, the smallest safe budget.
 
     The features of one synthetic request are --feature-size bytes and the pooled tensors of
     --model with its --image, --video and --audio items; a --trace carries its own.
     """
     run_options = RunOptions(
         trace,
-        traffic_from or [],
-        traffic_format,
-        traffic_args or [],
-        dp_encoder,
-        assume_image,
-        request_time,
         smallest_budget,
         target_fallback,
         target_basis,
@@ -230,68 +248,90 @@ def simulate(
         max_events,
         idle_timeout,
         output,
+        plot,
+        search_limit,
+        traffic_from=tuple(traffic_from or ()),
+        traffic_format=traffic_format,
+        traffic_args=tuple(traffic_args or ()),
+        dp_encoder=dp_encoder,
+        assume_image=assume_image,
+        request_time=request_time,
     )
     with reported():
         report = _simulate(pool, workload, traffic, run_options)
+        if plot is not None:
+            from mmpool_cli.render.plot import write_plot
+
+            write_plot(report, plot)
     emit(render("simulate", output.value, report, events=events))
-    raise typer.Exit(EXIT_OK if report.meets_target else EXIT_FINDINGS)
+    raise typer.Exit(EXIT_OK if report.status == "ok" else EXIT_FINDINGS)
 
 
-def _simulate(
-    pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions
-) -> SimulationReport:
+def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions) -> SimulationReport:
     from mmpool_cli.usecases.simulate import SimulateRequest
     from mmpool_cli.usecases.simulate import simulate as run_simulate
 
-    eng = engine()
-    if pool.transport is TransportChoice.cuda_vmm:
-        raise MmpoolError(eng.simulation_refusal(eng.releases()[-1], pool.transport.value) or "")
-    ignored = {"--vmm-granularity", "--context-size"} & set(pool.given())
-    if ignored:
-        raise MmpoolError(f"{sorted(ignored)[0]} does not change the simulation; drop it")
     if o.events and o.output is not OutputFormat.json:
         raise MmpoolError("--events needs --format json")
+    if o.plot is not None:
+        _check_plot(o.plot)
     target = rate_arg("--target-fallback", o.target_fallback)
     if not 0 < o.idle_timeout <= MAX_SECONDS:
         raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_SECONDS}, not {o.idle_timeout}")
     if o.max_events < 1:
         raise MmpoolError(f"--max-events: must be at least 1, not {o.max_events}")
+    if not 1 <= o.search_limit <= MAX_SEARCH_LIMIT:
+        raise MmpoolError(f"--search-limit: must be from 1 to {MAX_SEARCH_LIMIT}, not {o.search_limit}")
     request = pool.request(os.environ)
-
-    def read_traffic(workers: int) -> tuple[dict[str, Any], list[Event]]:
-        if workload.kv_cache_dtype is not KvDtypeChoice.auto or workload.page_size != 1:
-            raise MmpoolError("--kv-cache-dtype and --page-size do not change the simulation; use them with plan")
-        from_traffic = bool(o.traffic_from) or o.traffic_format is SourceChoice.bench_serving
-        if not from_traffic and (o.traffic_args or o.dp_encoder or o.assume_image or o.request_time != "1"):
-            flag = (
-                "ARGS"
-                if o.traffic_args
-                else "--mm-enable-dp-encoder"
-                if o.dp_encoder
-                else ("--assume-image" if o.assume_image else "--request-time")
-            )
-            raise MmpoolError(
-                f"{flag} describes traffic to read: use it with --from FILE or --from-format bench-serving"
-            )
-        if from_traffic:
-            if o.trace is not None:
-                raise MmpoolError("give one of --trace and --from")
-            from mmpool_cli.cli.simulate_traffic import from_traffic as converted
-
-            return converted(request, workload, traffic, o)
-        if o.trace is None:
-            from mmpool_cli.cli.simulate_traffic import assumptions
-
-            source, timeline = _synthetic(request, _model_items(workload), traffic)
-            source["assumptions"] = assumptions(traffic)
-            return source, timeline
+    from_traffic = bool(o.traffic_from) or o.traffic_format is SourceChoice.bench_serving
+    if not from_traffic and (o.traffic_args or o.dp_encoder or o.assume_image or o.request_time != "1"):
+        flag = (
+            "ARGS"
+            if o.traffic_args
+            else "--mm-enable-dp-encoder"
+            if o.dp_encoder
+            else ("--assume-image" if o.assume_image else "--request-time")
+        )
+        raise MmpoolError(f"{flag} describes traffic to read: use it with --from FILE or --from-format bench-serving")
+    if from_traffic and o.trace is not None:
+        raise MmpoolError("give one of --trace and --from")
+    if from_traffic:
+        load, kv = None, None
+    elif o.trace is not None:
         given = traffic.given()
         if given or pool.feature_size or workload.model is not None:
             flag = "--feature-size" if pool.feature_size else "--model" if workload.model else sorted(given)[0]
             raise MmpoolError(f"{flag} describes a synthetic workload; a --trace carries its own events")
+        load, kv = None, None
+    else:
+        load, kv = workload.resolve(os.environ)
+        _check_pooled(load)
+    request = dataclasses.replace(request, workload=load, kv=kv)
+
+    def read_traffic(workers: int, requests: bool) -> tuple[dict[str, Any], Events]:
+        if from_traffic:
+            from mmpool_cli.cli.simulate_traffic import from_traffic as converted
+            from mmpool_cli.simulate.events import as_events
+
+            source, timeline = converted(request, workload, traffic, o)
+            return source, as_events(timeline)
+        if o.trace is None:
+            from mmpool_cli.cli.simulate_traffic import assumptions
+
+            source, synthetic = _synthetic(request, load, traffic)
+            source["assumptions"] = assumptions(traffic)
+            return source, synthetic
         from mmpool_cli.simulate.trace import read_trace
 
-        return {"trace": o.trace}, read_trace(o.trace, workers, max_events=o.max_events, idle_timeout=o.idle_timeout)
+        events = read_trace(
+            o.trace,
+            workers,
+            max_events=o.max_events,
+            idle_timeout=o.idle_timeout,
+            keep_ids=o.events,
+            requests=requests,
+        )
+        return {"trace": o.trace}, events
 
     return run_simulate(
         SimulateRequest(
@@ -303,32 +343,59 @@ def _simulate(
             method=o.search.value,
             smallest_budget=o.smallest_budget,
             record_events=o.events,
+            search_limit=o.search_limit,
+            keep_events=o.plot is not None,
+            model=None if load is None else load.model,
+            progress=lambda what: _progress(o, what),
         )
     )
 
 
-def _model_items(workload: WorkloadOptions) -> tuple[int, ...]:
-    """The bytes of each tensor that --model's items of one request put in the pool."""
-    load, _ = workload.resolve(os.environ)
-    if load is None:
-        return ()
-    if not load.pooled:
+@contextlib.contextmanager
+def _progress(o: RunOptions, what: str) -> Iterator[Callable[[int], None]]:
+    """A progress line on stderr for a terminal and human output; nothing otherwise."""
+    if o.output is not OutputFormat.human or not sys.stderr.isatty():
+        yield lambda _done: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = [SpinnerColumn(), TextColumn(what), BarColumn(), TextColumn("{task.completed} done"), TimeElapsedColumn()]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=None)
+        yield lambda done: bar.update(task, completed=done)
+
+
+def _check_plot(path: str) -> None:
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in (".svg", ".png"):
+        raise MmpoolError(f"--plot {path}: the file name must end in .svg or .png (the format is taken from it)")
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
         raise MmpoolError(
-            f"{load.model}: SGLang {versions.TEXTS_FROM} (mmpool's family table) does not pool this family's features, "
-            "so the pool never fills (see 'mmpool plan --model'); nothing to simulate"
+            "--plot needs matplotlib: pip install matplotlib (or, from an mmpool checkout, pip install '.[plot]')"
         )
-    if not load.tensors:
-        raise MmpoolError("--model needs the items of one request: --image, --video or --audio")
-    return tuple(t.bytes for t in load.tensors)
 
 
-def _synthetic(
-    request: PlanRequest, model_items: tuple[int, ...], t: TrafficOptions
-) -> tuple[dict[str, Any], list[Event]]:
+def _check_pooled(load: Any) -> None:
+    if load is not None and not load.pooled:
+        raise MmpoolError(
+            f"{load.model}: SGLang {versions.TEXTS_FROM} (mmpool's family table) does not pool this family's "
+            "features, so the pool never fills (see 'mmpool plan --model'); nothing to simulate"
+        )
+
+
+def _synthetic(request: PlanRequest, load: Any, t: TrafficOptions) -> tuple[dict[str, Any], Events]:
     from mmpool_cli.simulate.synthetic import SyntheticWorkload, synthesize
 
+    if load is not None and not load.tensors:
+        raise MmpoolError("--model needs the items of one request: --image, --video or --audio")
+    tensors = () if load is None else tuple(load.tensors)
     workload = SyntheticWorkload(
-        items=request.feature_sizes + model_items,
+        items=request.feature_sizes + tuple(x.bytes for x in tensors),
+        packable=(True,) * len(request.feature_sizes) + tuple(_visual(x) for x in tensors),
+        element_sizes=(1,) * len(request.feature_sizes) + tuple(_element_size(x) for x in tensors),
         requests=t.requests,
         rate=t.rate,
         concurrency=t.concurrency,
@@ -341,4 +408,17 @@ def _synthetic(
         burst=t.burst,
     )
     timeline = synthesize(workload, request.workers)
-    return {"synthetic": dataclasses.asdict(workload) | {"items": list(workload.items)}}, timeline
+    data = dataclasses.asdict(workload)
+    del data["packable"], data["element_sizes"]
+    return {"synthetic": data | {"items": list(workload.items)}}, timeline
+
+
+def _visual(tensor: Any) -> bool:
+    """An image or video feature (cuda_vmm packs those of a request into one chunk)."""
+    return tensor.item.split()[0].lower() in ("image", "video") if tensor.item else True
+
+
+def _element_size(tensor: Any) -> int:
+    from mmpool_cli.workload.features import DTYPE_BYTES
+
+    return DTYPE_BYTES.get(tensor.dtype, 1)

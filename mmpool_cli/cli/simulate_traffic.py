@@ -63,7 +63,7 @@ def from_traffic(
         "max_frames": "--max-frames",
         "pan_and_scan": "--pan-and-scan",
     }
-    inputs = o.traffic_args if o.traffic_format is SourceChoice.bench_serving else o.traffic_from
+    inputs = list(o.traffic_args if o.traffic_format is SourceChoice.bench_serving else o.traffic_from)
     if o.traffic_format is SourceChoice.bench_serving and o.traffic_from:
         raise MmpoolError("--from-format bench-serving reads bench_serving's arguments after --, not --from files")
     conversion = convert(

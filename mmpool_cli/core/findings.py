@@ -58,5 +58,3 @@ class Finding:
         if self.location or location is None:
             return self
         return Finding(self.severity, self.code, self.message, location, self.subject)
-
-

@@ -29,8 +29,6 @@ class Settings:
     model_path: str | None = None
 
 
-
-
 ResultKind = Literal["mmpool", "sglang", "environment", "launch", "unknown"]
 REPORT_SCHEMA_VERSION = 1
 

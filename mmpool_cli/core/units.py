@@ -43,6 +43,7 @@ def align_up(value: int, alignment: int) -> int:
     """
     return -(-value // alignment) * alignment
 
+
 MAX_SIZE_TEXT = 64
 MAX_BYTES = 2**63 - 1
 _BLANKS = " \t"

@@ -86,6 +86,10 @@ class Engine(ABC, Generic[RequestT, PlanT]):
         """What to copy into the launch for ``request`` with a budget of ``budget_mb`` MiB."""
 
     @abstractmethod
+    def plan_for_budget(self, request: RequestT, budget_mb: int) -> PlanT:
+        """The plan of ``request`` with a budget of ``budget_mb`` MiB (its settings, its KV cost)."""
+
+    @abstractmethod
     def read_traffic(self, request: TrafficRequest) -> Conversion:
         """Users' traffic (the engine's logs, OpenAI bodies, its benchmark's requests) as the leases the
         engine would take, timed as it holds them; traffic that cannot be sized raises ``MmpoolError``."""

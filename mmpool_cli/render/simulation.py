@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 
 from rich.console import Group, RenderableType
 from rich.text import Text
 
 from mmpool_cli.core.units import format_binary
-from mmpool_cli.render.human import Laid, _kv_table, launch_line, paragraph
+from mmpool_cli.render.human import Laid, _kv_cost_table, _kv_table, findings_table, launch_line, paragraph
 from mmpool_cli.render.layout import Grid, Span
 from mmpool_cli.render.text import version_note
 from mmpool_cli.simulate.sim_report import SimulationReport, result_data
@@ -41,7 +42,12 @@ def _interval(report: SimulationReport) -> str:
 def simulate_human(report: SimulationReport) -> RenderableType:
     """The simulation for people: the pools, fallback, occupancy, fragmentation, and the budget search."""
     parts: list[RenderableType] = []
-    verdict = ("OK", "bold green") if report.meets_target else ("FALLBACK", "bold red")
+    if report.status == "ok":
+        verdict = ("OK", "bold green")
+    elif report.result is not None and not report.meets_target:
+        verdict = ("FALLBACK", "bold red")
+    else:
+        verdict = ("FAIL", "bold red")
     source = report.source.get("trace") or "synthetic workload"
     parts.append(
         paragraph(
@@ -52,6 +58,9 @@ def simulate_human(report: SimulationReport) -> RenderableType:
     )
     if report.source.get("assumptions"):
         parts.append(Text(f"assumptions: {report.source['assumptions']}"))
+    shown = [f for f in report.findings if f.severity.value != "info"]
+    if shown:
+        parts.append(findings_table(shown))
     rows = [
         (
             "budget",
@@ -68,7 +77,8 @@ def simulate_human(report: SimulationReport) -> RenderableType:
         rows[1:1] = [
             (
                 "workers",
-                f"{d['workers']} × {_size(d['per_worker_bytes'])}, {_size(d['usable_bytes_per_worker'])} usable each",
+                f"{d['workers']} × {_size(d['per_worker_bytes'])}, {_size(d['usable_bytes_per_worker'])} usable each"
+                + (f", {d['lease_control_bytes']} B of ack words per chunk" if report.transport == "cuda_vmm" else ""),
             ),
         ]
         parts.append(_kv_table("Pools", rows))
@@ -87,7 +97,9 @@ def simulate_human(report: SimulationReport) -> RenderableType:
                     ),
                     (
                         "slot-cap misses",
-                        f"{items['slot_cap_misses']} (misses with all {d['max_inflight_slices']} slots in flight)",
+                        f"{items['slot_cap_misses']} (misses with all {d['max_inflight_slices']} slots in flight)"
+                        if d["max_inflight_slices"] is not None
+                        else "none (cuda_vmm has no slot cap)",
                     ),
                     (
                         "target",
@@ -139,26 +151,81 @@ def simulate_human(report: SimulationReport) -> RenderableType:
 def _search_human(report: SimulationReport) -> RenderableType:
     s = report.search
     assert s is not None
-    parts: list[RenderableType] = [paragraph(("Smallest budget", "bold"))]
+    title = "Smallest safe budget" if s.method == "safe" else "Smallest budget"
+    parts: list[RenderableType] = [paragraph((title, "bold"))]
     if s.smallest_mb is None:
         parts.append(
             paragraph(
-                f"No budget up to {s.trials[-1].mb} MiB meets the target: the misses left are slot-cap misses "
+                f"No budget up to {s.top_mb} MiB meets the target: the misses left are slot-cap misses "
                 "or features larger than a worker's share."
             )
         )
         return Group(*parts)
-    how = "bisection, checked one MiB below" if s.method == "bisect" else "every budget scanned"
-    parts.append(paragraph(f"SGLANG_MM_FEATURE_CACHE_MB={s.smallest_mb} ({how}; {len(s.trials)} budgets simulated)"))
+    simulated = f"{len(s.trials)} budgets simulated"
+    if not s.exact and s.checked_mb is not None:
+        lo, hi = s.checked_mb
+        parts.append(
+            paragraph(
+                (
+                    f"SGLANG_MM_FEATURE_CACHE_MB={s.smallest_mb} (not proven: the search stopped at --search-limit "
+                    f"after {simulated}; every budget from {lo} to {hi} MiB meets the target; raise --search-limit "
+                    "to finish)",
+                    "yellow",
+                )
+            )
+        )
+    elif s.method == "safe":
+        top = (
+            "twice it"
+            if s.upper_mb == 2 * s.smallest_mb
+            else ("the budget at which no alloc can miss" if s.upper_mb == s.no_miss_mb else "the largest plan accepts")
+        )
+        parts.append(
+            paragraph(
+                f"SGLANG_MM_FEATURE_CACHE_MB={s.smallest_mb} (safe: every budget from it to {s.upper_mb} MiB, "
+                f"{top}, meets the target; exact, {simulated})"
+            )
+        )
+        if s.fragile_mb is not None:
+            parts.append(
+                paragraph(
+                    (
+                        f"fragile: {s.fragile_mb} MiB also meets the target, but a budget between it and "
+                        f"{s.smallest_mb} MiB does not",
+                        "yellow",
+                    )
+                )
+            )
+    else:
+        how = "an estimate: bisection, checked one MiB below" if s.method == "bisect" else "every budget below scanned"
+        parts.append(paragraph(f"SGLANG_MM_FEATURE_CACHE_MB={s.smallest_mb} ({how}; {simulated})"))
+    trials = s.trials
+    if len(trials) > 40:  # the table is for reading: the budgets around the answer
+        near = sorted(trials, key=lambda t: (abs(t.mb - (s.smallest_mb or 0)), t.mb))[:30]
+        trials = sorted(near, key=lambda t: t.mb)
+        nearest = f"the 30 simulated budgets nearest the answer, of {len(s.trials)} (all in --format json):"
+        parts.append(paragraph(nearest))
+    trials = [
+        t
+        for i, t in enumerate(trials)
+        if not any(o.mb < t.mb and o.same_until_mb >= max(t.mb, t.same_until_mb) for o in trials[max(0, i - 8) : i])
+    ]
     rows: list[list[list[Span]]] = [
-        [[(str(t.mb), None)], [(f"{t.fallback_items} / {t.items}", None)], [(_size(t.fallback_bytes), None)]]
-        for t in s.trials
+        [
+            [(str(t.mb) if t.same_until_mb <= t.mb else f"{t.mb}-{t.same_until_mb}", None)],
+            [(f"{t.fallback_items} / {t.items}", None)],
+            [(_size(t.fallback_bytes), None)],
+        ]
+        for t in trials
     ]
     headers = ["MiB", "fallback items", "fallback bytes"]
     parts.append(Laid(Grid(None, headers, rows, right={0, 1, 2}, gap=2, rule=False)))
+    if report.kv_cost is not None:
+        parts.append(_kv_cost_table(report.kv_cost))
     if report.settings is not None:
         parts.append(Text("Settings to copy", style="bold"))
         lines = [f"export {k}={shlex.quote(v)}" for k, v in report.settings.env.items()]
-        lines.append(launch_line(report.settings))
+        given = report.model if report.model and "/" in report.model else None  # a directory or hub id
+        lines.append(launch_line(dataclasses.replace(report.settings, model_path=report.settings.model_path or given)))
         parts.append(Text("\n".join(lines)))
     return Group(*parts)

@@ -1,7 +1,9 @@
-"""An exact simulation of SGLang 0.5.23's cuda_ipc feature pools under load.
+"""An exact simulation of SGLang's feature pools under load, knowing no engine.
 
-``pool`` is one tokenizer worker's allocator, ``engine`` replays timed alloc/free events over W
-pools with the recycler's ticks, ``trace`` reads a recorded JSON-lines trace, ``workload`` makes
-a seeded synthetic one, and ``budget`` searches for the smallest budget that meets a fallback
-target. Pure core: standard library only.
+``allocator`` is the protocol every pool follows, ``cuda_ipc`` one worker's best-fit pool and
+``cuda_vmm`` the VMM transport's packing of a request's features into chunks; ``replay`` replays
+timed alloc/free events (``events``: compact columns) over W pools with the recycler's ticks,
+``trace`` reads a recorded JSON-lines trace, ``synthetic`` makes a seeded one, and
+``budget_search`` finds the smallest safe budget. Pure core: standard library only (msgspec reads
+traces when it is there).
 """

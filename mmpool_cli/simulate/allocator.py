@@ -1,7 +1,8 @@
 """What the simulator needs of a pool allocator, so that each allocator is a file of its own.
 
-An allocator models one tokenizer worker's pool (``cuda_ipc.Pool`` is the first); its rules come
-from the engine release being simulated (``PoolRules``), never from constants here.
+An allocator models one tokenizer worker's pool (``cuda_ipc.Pool``; ``cuda_vmm`` packs a request's
+features into chunks it takes from the same best-fit free list); its rules come from the engine
+release being simulated (``PoolRules``), never from constants here.
 Neutral: knows no engine; standard library only.
 """
 
@@ -18,9 +19,10 @@ MISS_SLOTS = -2  # a range holds it, but all in-flight slots are taken
 class PoolRules:
     """One release's allocation rules for a pool: which allocator, its slice alignment and slot cap."""
 
-    allocator: str  # a key of ``ALLOCATORS``
+    allocator: str  # a key of ``allocator_for``'s table
     alignment: int  # bytes; a power of two
     max_leases: int  # leases in flight at most
+    control_bytes: int = 0  # cuda_vmm: the ack words in front of each chunk
 
 
 class Allocator(Protocol):
@@ -33,6 +35,7 @@ class Allocator(Protocol):
     leases: int
     leased_bytes: int
     area: int
+    slack: int  # how many bytes larger the pool could be with every decision unchanged (exclusive)
     acked: list[tuple[int, int, int, int]]
 
     @property
@@ -56,5 +59,6 @@ def allocator_for(rules: PoolRules) -> AllocatorFactory:
     """The allocator that ``rules`` name; a name no allocator has is a bug, not a user error."""
     from mmpool_cli.simulate import cuda_ipc
 
-    allocators: dict[str, AllocatorFactory] = {"cuda_ipc": cuda_ipc.Pool}
+    # cuda_vmm's chunks come from the same free list; simulate.cuda_vmm packs requests above it
+    allocators: dict[str, AllocatorFactory] = {"cuda_ipc": cuda_ipc.Pool, "cuda_vmm": cuda_ipc.Pool}
     return allocators[rules.allocator]

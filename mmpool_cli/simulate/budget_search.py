@@ -1,39 +1,53 @@
-"""The smallest whole-MiB ``SGLANG_MM_FEATURE_CACHE_MB`` whose simulated fallback meets a target.
+"""The whole-MiB ``SGLANG_MM_FEATURE_CACHE_MB`` to recommend: the smallest budget that stays safe above it.
 
 Fallback is not monotonic in the budget: a bigger pool places leases elsewhere, and best fit
-can then split a range that a smaller pool kept whole. So the search says how it found its
-answer. ``bisect`` gallops up from the smallest budget SGLang accepts and bisects, then checks
-that the budget one MiB below misses the target: the answer is the smallest under the
-assumption that more memory never hurts, and exact wherever that holds. ``scan`` also simulates
-every budget below it and returns the first that meets the target: exact, and slower.
+can then split a range that a smaller pool kept whole, so a budget just above one that meets
+the target can miss it. The default search (``safe``) returns the smallest budget B such that
+every whole-MiB budget from B up to U meets the target, where U is ``2 * B``, or the budget at
+which no alloc of the trace can miss (every worker's share holds all its allocs at once), or the
+largest budget SGLang and mmpool's plan accept, whichever is smallest. It is exact: every budget
+from the smallest SGLang accepts up to U is decided, by simulation or by the simulation of a
+budget whose pools decide every alloc alike (``SimResult.slack_bytes``: a larger pool differs
+only in its last free range, and a run says how much larger that range may grow before any
+decision could change). A lower budget that meets the target while some budget above it does not
+is reported as fragile. ``scan`` returns the smallest budget that meets the target at all, and
+``bisect`` estimates it (it gallops, bisects and checks one MiB below: exact only where more
+memory never hurts).
+
+Budgets are independent, so they are simulated in parallel, one process per core; the answer
+does not depend on how many there are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import multiprocessing
+import os
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 from mmpool_cli.core.units import MiB
 from mmpool_cli.simulate.allocator import PoolRules
-from mmpool_cli.simulate.cuda_ipc import MAX_POOL_BYTES
-from mmpool_cli.simulate.replay import Event, PoolLayout, SimResult, simulate
+from mmpool_cli.simulate.replay import Event, Events, PoolLayout, SimResult, simulate
 
 Basis = Literal["items", "bytes"]
-Method = Literal["bisect", "scan"]
-MAX_BUDGET_MB = 1 << 20  # 1 TiB for the node: more HBM than any GPU has
+Method = Literal["safe", "scan", "bisect"]
+LayoutFor = Callable[[int], PoolLayout]
+Progress = Callable[[int], None]  # called with the number of budgets simulated so far
 
 
 @dataclass(frozen=True)
 class Trial:
-    """One simulated budget."""
+    """One simulated budget, and the budgets up to ``same_until_mb`` that decide every alloc alike."""
 
     mb: int
     items: int
     fallback_items: int
     bytes: int
     fallback_bytes: int
+    same_until_mb: int = 0
 
     def rate(self, basis: Basis) -> Fraction:
         if basis == "items":
@@ -43,70 +57,356 @@ class Trial:
 
 @dataclass
 class BudgetSearch:
-    """The outcome of a search: the smallest budget (None if none up to the cap) and every trial."""
+    """The outcome of a search: the budget (None if none up to the top meets the target) and every trial."""
 
     target: Fraction
     basis: Basis
     method: Method
     smallest_mb: int | None
     lowest_valid_mb: int
+    upper_mb: int | None = None  # safe: every budget from smallest_mb to this one meets the target
+    fragile_mb: int | None = None  # a lower budget that meets the target, with a failing one above it
+    top_mb: int = 0  # the largest budget considered (no alloc can miss, or the most plan accepts)
+    no_miss_mb: int = 0  # the budget from which no alloc of the trace can miss for space
+    exact: bool = True  # False: the simulation limit stopped the check (see checked_mb)
+    checked_mb: tuple[int, int] | None = None  # the budgets decided, every one meeting the target, when not exact
     trials: list[Trial] = field(default_factory=list)
 
 
 def layout_for(mb: int, workers: int, data_start: int, recycle_ns: int, rules: PoolRules) -> PoolLayout:
-    """The pools SGLang creates for ``SGLANG_MM_FEATURE_CACHE_MB=mb``."""
+    """The cuda_ipc pools SGLang creates for ``SGLANG_MM_FEATURE_CACHE_MB=mb``."""
     return PoolLayout(workers, mb * MiB // workers, data_start, recycle_ns, rules)
 
 
-def trial(events: Sequence[Event], mb: int, workers: int, data_start: int, recycle_ns: int, rules: PoolRules) -> Trial:
-    """Simulate ``events`` at budget ``mb``."""
-    result: SimResult = simulate(events, layout_for(mb, workers, data_start, recycle_ns, rules))
+def _same_until(mb: int, size: int, slack: int, layouts: LayoutFor, cap: int) -> int:
+    """The largest budget up to ``cap`` whose pools are less than ``slack`` bytes larger than ``size``."""
+    lo, hi = mb, cap
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if layouts(mid).memory_size - size < slack:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def trial(
+    events: Sequence[Event] | Events, mb: int, layouts: LayoutFor, cap: int | None = None, alike_from: int = 0
+) -> Trial:
+    """Simulate ``events`` at budget ``mb``; with ``cap``, say up to which budget it decides alike.
+
+    ``alike_from``: the budget from which every budget makes the same run (``no_miss_budget``).
+    """
+    layout = layouts(mb)
+    result: SimResult = simulate(events, layout)
+    if cap is None:
+        same = mb
+    elif alike_from and mb >= alike_from:
+        same = cap
+    else:
+        same = _same_until(mb, layout.memory_size, result.slack_bytes, layouts, cap)
     return Trial(
         mb,
         result.total("items"),
         result.total("fallback_items"),
         result.total("bytes"),
         result.total("fallback_bytes"),
+        same,
     )
 
 
+def no_miss_budget(events: Sequence[Event] | Events, layouts: LayoutFor, lowest: int, highest: int) -> int:
+    """The smallest budget from which every budget decides every alloc alike, with no miss for space.
+
+    It is the run of pools too large to fill (``pool.UnboundedPool``): from the budget whose pools
+    reach ``enough`` bytes on, every larger budget makes exactly that run. ``highest + 1`` if
+    that is beyond ``highest``.
+    """
+    from mmpool_cli.simulate.cuda_ipc import UnboundedPool
+
+    probe = layouts(lowest)
+    pools: list[UnboundedPool] = []
+
+    def unbounded(memory_size: int, data_start: int, rules: PoolRules) -> UnboundedPool:
+        pools.append(UnboundedPool(memory_size, data_start, rules))
+        return pools[-1]
+
+    simulate(events, probe, pool_factory=unbounded)
+    most = max(pool.enough for pool in pools)
+    if layouts(highest).memory_size < most:
+        return highest + 1
+    lo, hi = lowest, highest
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if layouts(mid).memory_size >= most:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+# The worker processes' copy of the search's inputs, set before they fork.
+_SHARED: dict[str, Any] = {}
+
+
+def _walk(bounds: tuple[int, int, int]) -> list[Trial]:
+    """Decide the budgets from ``lo`` to ``hi``, at most ``most`` simulations: simulate one, skip those
+    it decides alike, repeat."""
+    lo, hi, most = bounds
+    events, layouts, cap, alike = _SHARED["events"], _SHARED["layouts"], _SHARED["cap"], _SHARED["alike"]
+    out: list[Trial] = []
+    mb = lo
+    while mb <= hi and len(out) < most:
+        tr = trial(events, mb, layouts, cap, alike)
+        out.append(tr)
+        mb = tr.same_until_mb + 1
+    return out
+
+
+def _worker_start() -> None:
+    """In each worker: Ctrl-C is the parent's to handle, and the worker dies with its parent."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: Linux only
+        if os.getppid() == 1:  # the parent died before prctl: nothing to work for
+            os._exit(0)
+    except (OSError, AttributeError):
+        pass
+
+
+class SearchLimit(Exception):
+    """More simulations than the search may make."""
+
+
+class _Evaluator:
+    """Simulates budgets, in parallel where there is more than one core, and remembers what it learnt."""
+
+    def __init__(
+        self,
+        events: Sequence[Event] | Events,
+        layouts: LayoutFor,
+        cap: int,
+        jobs: int,
+        progress: Progress | None,
+        alike_from: int = 0,
+    ) -> None:
+        self.events, self.layouts, self.cap, self.alike = events, layouts, cap, alike_from
+        self.limit = 1 << 62
+        self.jobs = max(1, jobs)
+        self.progress = progress
+        self.trials: dict[int, Trial] = {}
+        self._starts: list[int] = []  # sorted starts of the trials
+        self._pool: Any = None
+
+    def __enter__(self) -> _Evaluator:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+
+    def _workers(self) -> Any:
+        if self._pool is None and self.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
+            _SHARED.update(events=self.events, layouts=self.layouts, cap=self.cap, alike=self.alike)
+            self._pool = multiprocessing.get_context("fork").Pool(self.jobs, initializer=_worker_start)
+        return self._pool
+
+    def _add(self, trials: Iterable[Trial]) -> None:
+        for tr in trials:
+            if tr.mb not in self.trials:
+                self.trials[tr.mb] = tr
+        self._starts = sorted(self.trials)
+        if self.progress is not None:
+            self.progress(len(self.trials))
+
+    def known(self, mb: int) -> Trial | None:
+        """The trial that decides ``mb``, if one has been simulated."""
+        i = bisect_right(self._starts, mb) - 1
+        if i >= 0:
+            tr = self.trials[self._starts[i]]
+            if tr.same_until_mb >= mb:
+                return tr
+        return None
+
+    def get(self, mb: int) -> Trial:
+        tr = self.known(mb)
+        if tr is None:
+            self._add([trial(self.events, mb, self.layouts, self.cap, self.alike)])
+            tr = self.trials[mb]
+        return tr
+
+    def many(self, mbs: Sequence[int]) -> list[Trial]:
+        todo = sorted({mb for mb in mbs if self.known(mb) is None})
+        pool = self._workers() if len(todo) > 1 else None
+        if pool is None:
+            for mb in todo:
+                self.get(mb)
+        else:
+            self._add(tr for part in pool.map(_walk, [(mb, mb, 1) for mb in todo]) for tr in part)
+        return [self.get(mb) for mb in mbs]
+
+    def walk(self, lo: int, hi: int) -> None:
+        """Decide every budget from ``lo`` to ``hi``; raises ``SearchLimit`` past ``self.limit`` simulations."""
+        while True:
+            gaps = self._gaps(lo, hi)
+            if not gaps:
+                return
+            left = self.limit - len(self.trials)
+            if left <= 0:
+                raise SearchLimit
+            pool = self._workers()
+            if pool is None:
+                a = gaps[0][0]
+                self.get(a)
+                continue
+            # pieces small enough to keep every core busy and the progress moving; the same pieces
+            # (and so the same trials) for the same input on the same number of cores
+            span = sum(b - a + 1 for a, b in gaps)
+            step = max(1, -(-span // (4 * self.jobs)))
+            pieces = [(a, min(a + step - 1, b)) for a, b in gaps for a in range(a, b + 1, step)]
+            most = max(1, left // len(pieces))
+            for part in pool.imap(_walk, [(a, b, most) for a, b in pieces]):
+                self._add(part)
+
+    def _gaps(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        gaps = []
+        mb = lo
+        while mb <= hi:
+            tr = self.known(mb)
+            if tr is not None:
+                mb = tr.same_until_mb + 1
+                continue
+            i = bisect_right(self._starts, mb)
+            end = min(hi, self._starts[i] - 1) if i < len(self._starts) else hi
+            gaps.append((mb, end))
+            mb = end + 1
+        return gaps
+
+
+def default_jobs() -> int:
+    """Every core this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def smallest_budget(
-    events: Sequence[Event],
+    events: Sequence[Event] | Events,
     *,
-    workers: int,
-    data_start: int,
-    recycle_ns: int,
-    rules: PoolRules,
+    layouts: LayoutFor,
+    lowest: int,
+    highest: int,
     target: Fraction = Fraction(0),
     basis: Basis = "items",
-    method: Method = "bisect",
+    method: Method = "safe",
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    max_trials: int | None = None,
 ) -> BudgetSearch:
-    """Search the budgets SGLang accepts (whole MiB) for the smallest that meets ``target``."""
-    lowest = (data_start + 1) * workers
-    lowest = -(-lowest // MiB)
-    highest = min(MAX_BUDGET_MB, MAX_POOL_BYTES * workers // MiB)
-    search = BudgetSearch(target, basis, method, None, lowest)
-    tried: dict[int, Trial] = {}
+    """Search the whole-MiB budgets from ``lowest`` to ``highest`` (those SGLang and plan accept).
 
-    def meets(mb: int) -> bool:
-        if mb not in tried:
-            tried[mb] = trial(events, mb, workers, data_start, recycle_ns, rules)
-        return tried[mb].rate(basis) <= target
+    ``layouts(mb)`` is the pools SGLang creates for ``mb``. ``max_trials`` bounds the simulations
+    of the safe and scan searches: past it the answer is the candidate so far, ``exact`` False,
+    with the budgets checked in ``checked_mb``.
+    """
+    no_miss = no_miss_budget(events, layouts, lowest, highest)
+    top = min(no_miss, highest)
+    search = BudgetSearch(target, basis, method, None, lowest, top_mb=top, no_miss_mb=no_miss)
+    with _Evaluator(events, layouts, top, default_jobs() if jobs is None else jobs, progress, no_miss) as ev:
 
-    if not meets(highest):
-        search.trials = sorted(tried.values(), key=lambda t: t.mb)
-        return search  # e.g. more than 4096 features in flight: no budget avoids the slot cap
-    below, above = lowest - 1, lowest  # below misses the target (or is invalid); above is the probe
-    while not meets(above):
-        below, above = above, min(2 * above, highest)
+        def meets(mb: int) -> bool:
+            return ev.get(mb).rate(basis) <= target
+
+        def done() -> BudgetSearch:
+            search.trials = [ev.trials[mb] for mb in sorted(ev.trials)]
+            return search
+
+        if not meets(top):
+            return done()  # e.g. more than 4096 features in flight: no budget avoids the slot cap
+        estimate = _bisect(ev, lowest, top, basis, target)
+        if method == "bisect":
+            search.smallest_mb = estimate
+            return done()
+        if max_trials is not None:
+            ev.limit = len(ev.trials) + max_trials
+        if method == "scan":
+            try:
+                ev.walk(lowest, estimate)
+            except SearchLimit:
+                search.smallest_mb, search.exact = estimate, False
+                search.checked_mb = (_decided_down(ev, estimate, lowest), estimate)
+                return done()
+            search.smallest_mb = next(mb for mb in range(lowest, estimate + 1) if meets(mb))
+            return done()
+        safe = estimate
+        try:
+            while True:  # move up past every failing budget within reach of the candidate
+                upper = min(2 * safe, top)
+                ev.walk(safe, upper)
+                failing = [mb for mb in range(safe, upper + 1) if not meets(mb)]
+                if not failing:
+                    break
+                safe = failing[-1] + 1
+        except SearchLimit:
+            search.smallest_mb, search.exact = safe, False
+            search.checked_mb = (safe, _decided_up(ev, safe, basis, target))
+            return done()
+        search.upper_mb = min(2 * safe, top)
+        try:
+            ev.walk(lowest, safe)  # and below it: a lower budget may be safe too, or fragile
+        except SearchLimit:
+            search.smallest_mb, search.exact = safe, False  # safe as stated; a lower one is not ruled out
+            search.checked_mb = (_decided_down(ev, safe, lowest), search.upper_mb)
+            return done()
+        lowest_meeting = next(mb for mb in range(lowest, safe + 1) if meets(mb))
+        fail_above = top + 1  # the lowest failing budget above mb, walking down
+        for mb in range(safe, lowest - 1, -1):
+            if not meets(mb):
+                fail_above = mb
+            elif fail_above > min(2 * mb, top):
+                safe = mb
+        search.smallest_mb = safe
+        search.upper_mb = min(2 * safe, top)
+        search.fragile_mb = lowest_meeting if lowest_meeting < safe else None
+        return done()
+
+
+def _decided_up(ev: _Evaluator, mb: int, basis: Basis, target: Fraction) -> int:
+    """The last budget of the run from ``mb`` up that is decided and meets the target."""
+    while True:
+        tr = ev.known(mb + 1)
+        if tr is None or tr.rate(basis) > target:
+            return mb
+        mb = max(mb + 1, min(tr.same_until_mb, ev.cap))
+
+
+def _decided_down(ev: _Evaluator, mb: int, lowest: int) -> int:
+    """The first budget of the run down from ``mb`` that is decided."""
+    while mb > lowest and ev.known(mb - 1) is not None:
+        mb -= 1
+    return mb
+
+
+def _bisect(ev: _Evaluator, lowest: int, top: int, basis: Basis, target: Fraction) -> int:
+    """The smallest meeting budget if more memory never hurt: gallop up, then bisect, ``jobs`` at a time."""
+    below, above = lowest - 1, lowest  # below misses the target (or is invalid); above meets it
+    while ev.get(above).rate(basis) > target:
+        below, above = above, min(2 * above, top)
     while above - below > 1:
-        middle = (below + above) // 2
-        if meets(middle):
-            above = middle
-        else:
-            below = middle
-    if method == "scan":
-        above = next((mb for mb in range(lowest, above) if meets(mb)), above)
-    search.smallest_mb = above
-    search.trials = sorted(tried.values(), key=lambda t: t.mb)
-    return search
+        k = min(ev.jobs, above - below - 1)
+        points = [below + (above - below) * (j + 1) // (k + 1) for j in range(k)]
+        points = sorted(set(points))
+        results = ev.many(points)
+        for mb, tr in zip(points, results, strict=True):
+            if tr.rate(basis) <= target:
+                above = mb
+                break
+            below = mb
+    return above

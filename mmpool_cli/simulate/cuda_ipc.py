@@ -30,7 +30,7 @@ _SHIFT = 44  # key = size << _SHIFT | start
 _START = (1 << _SHIFT) - 1
 MAX_POOL_BYTES = 1 << _SHIFT  # starts must fit below the size: 16 TiB, far above any GPU
 
-__all__ = ["MAX_POOL_BYTES", "MISS_SLOTS", "MISS_SPACE", "Pool"]
+__all__ = ["MAX_POOL_BYTES", "MISS_SLOTS", "MISS_SPACE", "Pool", "UnboundedPool"]
 
 
 class Pool:
@@ -56,6 +56,7 @@ class Pool:
         "_by_end",
         "_appended",
         "_counter",
+        "slack",
     )
 
     def __init__(self, memory_size: int, data_start: int, rules: PoolRules) -> None:
@@ -81,6 +82,10 @@ class Pool:
         self._by_end = {memory_size: data_start}  # end -> start
         self._appended: dict[int, int] = {}  # start -> append counter, for ranges appended since the merge
         self._counter = 0
+        # how many bytes more at the end of the pool would leave every decision so far unchanged
+        # (exclusive): a larger pool differs only in its last free range, the one ending at
+        # ``memory_size``, and only a decision that range took part in could go another way
+        self.slack = MAX_POOL_BYTES
 
     @property
     def usable_bytes(self) -> int:
@@ -113,6 +118,9 @@ class Pool:
         i = bisect_left(keys, size << _SHIFT)
         n = len(keys)
         if i == n:
+            tail = self._by_end.get(self.memory_size)
+            if tail is not None:  # a last range grown by ``size - its size`` would hold it
+                self._limit(size - (self.memory_size - tail))
             return MISS_SPACE
         if self.leases >= self.max_leases:
             return MISS_SLOTS
@@ -128,6 +136,12 @@ class Pool:
             appended.pop(start, None)
         del self._by_start[start]
         end = start + found
+        if end == self.memory_size:
+            self._took_last(keys, i, found, size)
+        else:
+            tail = self._by_end.get(self.memory_size)
+            if tail is not None and self.memory_size - tail < size:
+                self._limit(size - (self.memory_size - tail))  # a grown last range would fit, and win
         rest = start + size
         if rest < end:
             rest_key = (end - rest) << _SHIFT | rest
@@ -141,6 +155,22 @@ class Pool:
         self.leases += 1
         self.leased_bytes += size
         return start
+
+    def _limit(self, slack: int) -> None:
+        if slack < self.slack:
+            self.slack = slack
+
+    def _took_last(self, keys: list[int], i: int, found: int, size: int) -> None:
+        """The last range held the lease (its key already removed, at ``i``): how much larger it may be."""
+        # any other range that fits would win over a larger last range once the last is larger
+        # than it: the smallest other fitting range bounds the growth (equal size: no growth)
+        if (i and keys[i - 1] >> _SHIFT == found) or (i < len(keys) and keys[i] >> _SHIFT == found):
+            self._limit(0)
+        elif i < len(keys):
+            self._limit((keys[i] >> _SHIFT) - found)
+        if found == size:
+            # taken whole: a larger pool keeps a remnant, harmless while it is too small for any lease
+            self._limit(self._round + 1)
 
     def _earliest(self, i: int, size: int) -> int:
         """Among the equal-size keys from ``i``, the one earliest in SGLang's list."""
@@ -194,3 +224,31 @@ class Pool:
         self.area += area
         self.acked.clear()
         return released
+
+
+class UnboundedPool(Pool):
+    """A pool as large as starts allow: the run every large enough pool makes, and how large is enough.
+
+    ``enough`` is the smallest ``memory_size`` whose run decides every alloc as this one does:
+    the last range (which here always holds the lease) must hold every lease it gave, and must
+    stay larger than every other range best fit chose instead of it.
+    """
+
+    __slots__ = ("enough",)
+
+    def __init__(self, memory_size: int, data_start: int, rules: PoolRules) -> None:
+        super().__init__(MAX_POOL_BYTES - 1, data_start, rules)
+        self.enough = data_start + 1
+
+    def alloc(self, nbytes: int) -> int:
+        size = (nbytes + self._round) & self._trunc
+        keys = self._keys
+        last = self._by_end[self.memory_size]  # the last range's start: it holds any lease here
+        found = keys[bisect_left(keys, size << _SHIFT)]
+        if found & _START == last:
+            end = last + size  # taken from the last range: a pool must reach past it
+        else:
+            end = last + (found >> _SHIFT) + 1  # a last range this large still loses to the one chosen
+        if end > self.enough:
+            self.enough = end
+        return super().alloc(nbytes)

@@ -9,35 +9,46 @@ is ignored. Ticks that change nothing are skipped, since SGLang's would change n
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mmpool_cli.core.units import align_up
 from mmpool_cli.simulate.allocator import MISS_SLOTS, Allocator, PoolRules, allocator_for
+from mmpool_cli.simulate.events import ALLOC, FREE, Event, Events, as_events
+
+__all__ = ["ALLOC", "FREE", "Event", "Events", "PoolLayout", "SimResult", "WorkerStats", "simulate"]
 
 SIM_SCHEMA_VERSION = 1
-
-ALLOC = 0
-FREE = 1
-
-# One event: (t_ns, ALLOC, id, nbytes, worker) or (t_ns, FREE, id, 0, 0). Events come in time order,
-# an id is allocated again only after its free, and a free names a live id (``trace`` checks this).
-Event = tuple[int, int, object, int, int]
 
 
 @dataclass(frozen=True)
 class PoolLayout:
-    """What each worker's pool looks like: SGLang's split of the budget and its control header."""
+    """What each worker's pool looks like: SGLang's split of the budget and its control bytes.
+
+    cuda_ipc: ``memory_size`` is the worker's share and ``data_start`` the control header in
+    front of the data. cuda_vmm: ``memory_size`` is the share rounded down to the VMM
+    granularity, ``data_start`` is 0, ``control_bytes`` the ack words in front of every chunk,
+    and there is no slot cap.
+    """
 
     workers: int
-    memory_size: int  # per worker: budget // workers
-    data_start: int  # the control header: ipc_header_bytes(consumers)
+    memory_size: int  # per worker: budget // workers (cuda_vmm: rounded down to the granularity)
+    data_start: int  # the control header: ipc_header_bytes(consumers); 0 under cuda_vmm
     recycle_ns: int  # the recycler's interval
     rules: PoolRules  # the release's allocator, alignment and slot cap
 
     @property
     def max_leases(self) -> int:
         return self.rules.max_leases
+
+    @property
+    def transport(self) -> str:
+        return self.rules.allocator
+
+    @property
+    def control_bytes(self) -> int:
+        """cuda_vmm: the ack words at the head of each chunk."""
+        return self.rules.control_bytes
 
     @property
     def usable_bytes(self) -> int:
@@ -72,20 +83,34 @@ class SimResult:
     events: int
     duration_ns: int
     workers: list[WorkerStats]
-    offsets: list[int | None] | None = None  # per alloc event, in order: the lease's offset, None on a miss
+    offsets: list[int | None] | None = None  # per alloc event, in order: the data's offset, None on a miss
     alloc_ids: list[object] | None = None
     alloc_workers: list[int] | None = None
+    # every budget whose pools are at most this many bytes larger (exclusive) decides every alloc alike
+    slack_bytes: int = 0
     schema_version: int = field(default=SIM_SCHEMA_VERSION)
 
     def total(self, name: str) -> int:
         return sum(getattr(w, name) for w in self.workers)
 
 
-def simulate(events: Iterable[Event], layout: PoolLayout, record: bool = False) -> SimResult:
-    """Run ``events`` through ``layout.workers`` pools; ``record`` keeps every alloc's decision."""
+PoolFactory = Callable[[int, int, PoolRules], Allocator]  # (memory_size, data_start, rules) -> a pool
+
+
+def simulate(
+    events: Iterable[Event] | Events, layout: PoolLayout, record: bool = False, pool_factory: PoolFactory | None = None
+) -> SimResult:
+    """Run ``events`` through ``layout.workers`` pools; ``record`` keeps every alloc's decision.
+
+    ``pool_factory`` makes each worker's pool (an instrumented ``Pool``, say, for a picture).
+    """
+    make = pool_factory or allocator_for(layout.rules)
+    if layout.transport == "cuda_vmm":
+        from mmpool_cli.simulate.cuda_vmm import simulate_vmm
+
+        return simulate_vmm(as_events(events), layout, record, make)
     interval = layout.recycle_ns
     n = layout.workers
-    make = allocator_for(layout.rules)
     alignment = layout.rules.alignment
     pools = [make(layout.memory_size, layout.data_start, layout.rules) for _ in range(n)]
     allocs = [p.alloc for p in pools]
@@ -146,13 +171,38 @@ def simulate(events: Iterable[Event], layout: PoolLayout, record: bool = False) 
         live[key] = (w, start, nbytes, t)
         if tick_at < 0:  # something changed: the next tick has work (or finds none, harmlessly)
             due[w] = -(-t // interval) * interval
+    if record and isinstance(events, Events) and events.ids is not None:
+        ids = events.ids  # the trace's own ids, in alloc order
+    columns = [items, nbytes_in, fb_items, fb_bytes, slot_misses, peak_bytes, peak_leases, miss_free, miss_largest]
+    return finish(pools, live.values(), due, layout, count, t, [*columns, fragmented], record, offsets, ids, workers_of)
+
+
+def finish(
+    pools: list[Allocator],
+    leases: Iterable[tuple[int, int, int, int] | None],
+    due: list[int],
+    layout: PoolLayout,
+    count: int,
+    t: int,
+    columns: list[list[int]],
+    record: bool,
+    offsets: list[int | None],
+    ids: list[object],
+    workers_of: list[int],
+) -> SimResult:
+    """The result of a replay: the last ticks, the occupancy still in flight, every worker's figures."""
+    items, nbytes_in, fb_items, fb_bytes, slot_misses, peak_bytes, peak_leases, miss_free, miss_largest, fragmented = (
+        columns
+    )
+    n = layout.workers
+    alignment = layout.rules.alignment
     area = [0] * n
     for w, pool in enumerate(pools):
         if 0 <= due[w] <= t:
             _tick(pool, due[w], peak_bytes, peak_leases, w)
         _peak(pool, peak_bytes, peak_leases, w)
         area[w] = pool.area + sum(align_up(nb, alignment) * (t - at) for _, _, nb, at in pool.acked)
-    for lease in live.values():
+    for lease in leases:
         if lease is not None:
             area[lease[0]] += align_up(lease[2], alignment) * (t - lease[3])
     stats = [
@@ -172,9 +222,10 @@ def simulate(events: Iterable[Event], layout: PoolLayout, record: bool = False) 
         )
         for w in range(n)
     ]
+    slack = min(pool.slack for pool in pools)
     if not record:
-        return SimResult(layout, count, t, stats)
-    return SimResult(layout, count, t, stats, offsets, ids, workers_of)
+        return SimResult(layout, count, t, stats, slack_bytes=slack)
+    return SimResult(layout, count, t, stats, offsets, ids, workers_of, slack_bytes=slack)
 
 
 def _peak(pool: Allocator, peak_bytes: list[int], peak_leases: list[int], w: int) -> None:

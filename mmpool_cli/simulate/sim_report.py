@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.reports import Settings
 from mmpool_cli.simulate.allocator import PoolRules
 from mmpool_cli.simulate.budget_search import Basis, BudgetSearch
@@ -29,6 +31,11 @@ class PoolSetup:
     refused: str | None
     version: str
     chosen: str
+    # what the engine's plan finds for this budget, layout and environment
+    findings: list[Finding] = field(default_factory=list)
+    layouts: Any = None  # mb -> PoolLayout: the pools the engine makes for each whole-MiB budget
+    lowest_mb: int = 1  # the budgets the engine and its plan accept
+    highest_mb: int = 1
 
 
 def _rate(part: int, whole: int) -> float:
@@ -55,6 +62,16 @@ class SimulationReport:
     # the release whose pool is simulated, and how it was chosen
     sglang_version: str = field(kw_only=True)
     sglang_version_chosen: str = "newest"
+    findings: list[Finding] = field(default_factory=list)  # what plan finds for this budget and layout
+    model: str | None = None
+    kv_cost: Any = None  # the KV-cache cost of the budget found (with --model DIR)
+    events_data: Any = None  # the events, kept for a picture
+
+    @property
+    def status(self) -> str:
+        """``ok`` when the fallback meets the target and no finding is an error."""
+        errors = any(f.severity is Severity.error for f in self.findings)
+        return "ok" if self.meets_target and not errors else "fail"
 
     def fallback_rate(self) -> Fraction | None:
         r = self.result
@@ -76,7 +93,7 @@ class SimulationReport:
         """The versioned JSON payload; bytes are integers, rates are derived from the counts beside them."""
         data: dict[str, Any] = {
             "schema_version": SIM_SCHEMA_VERSION,
-            "status": "ok" if self.meets_target else "fail",
+            "status": self.status,
             "sglang_version": self.sglang_version,
             "sglang_version_chosen": self.sglang_version_chosen,
             "transport": self.transport,
@@ -89,11 +106,13 @@ class SimulationReport:
             "recycle_interval_source": self.recycle_source,
             "refused": self.refused,
             "target": {"basis": self.basis, "fallback_rate": float(self.target), "met": self.meets_target},
+            "findings": [_finding_data(f) for f in self.findings],
         }
         if self.result is not None:
             data |= result_data(self.result)
         if self.search is not None:
             data["smallest_budget"] = search_data(self.search, self.settings)
+            data["smallest_budget"]["kv_cost"] = None if self.kv_cost is None else dataclasses.asdict(self.kv_cost)
         offsets = None if self.result is None else self.result.offsets
         if events and self.result is not None and offsets is not None:
             r = self.result
@@ -102,6 +121,10 @@ class SimulationReport:
                 for key, w, off in zip(r.alloc_ids or (), r.alloc_workers or (), offsets, strict=True)
             ]
         return data
+
+
+def _finding_data(f: Finding) -> dict[str, Any]:
+    return {"severity": f.severity.value, "code": f.code, "message": f.message, "location": f.location}
 
 
 def result_data(r: SimResult) -> dict[str, Any]:
@@ -116,7 +139,8 @@ def result_data(r: SimResult) -> dict[str, Any]:
         "per_worker_bytes": layout.memory_size,
         "header_bytes": layout.data_start,
         "usable_bytes_per_worker": layout.usable_bytes,
-        "max_inflight_slices": layout.max_leases,
+        "max_inflight_slices": layout.max_leases if layout.transport == "cuda_ipc" else None,
+        "lease_control_bytes": layout.control_bytes,
         "event_count": r.events,
         "duration_ns": r.duration_ns,
         "items": {
@@ -162,8 +186,15 @@ def search_data(search: BudgetSearch, settings: Settings | None) -> dict[str, An
     """The budget search: the answer, how it was found, and every budget it simulated."""
     return {
         "sglang_mm_feature_cache_mb": search.smallest_mb,
+        "upper_mb": search.upper_mb,
+        "fragile_mb": search.fragile_mb,
         "method": search.method,
+        "estimate": search.method == "bisect",
+        "exact": search.exact and search.method != "bisect",
+        "checked_mb": None if search.checked_mb is None else list(search.checked_mb),
         "lowest_valid_mb": search.lowest_valid_mb,
+        "top_mb": search.top_mb,
+        "no_miss_mb": search.no_miss_mb,
         "settings": None if settings is None else {"env": settings.env, "args": settings.args},
         "trials": [
             {
@@ -172,6 +203,7 @@ def search_data(search: BudgetSearch, settings: Settings | None) -> dict[str, An
                 "fallback": t.fallback_items,
                 "bytes": t.bytes,
                 "fallback_bytes": t.fallback_bytes,
+                "same_until_mb": t.same_until_mb,
             }
             for t in search.trials
         ],

@@ -24,7 +24,7 @@ from typing import Literal
 
 from mmpool_cli.core.units import NS_PER_S
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.replay import ALLOC, FREE, Event
+from mmpool_cli.simulate.events import ALLOC, FREE, Events
 
 Mode = Literal["eager", "deferred"]
 Residency = Literal["fixed", "exponential"]
@@ -47,6 +47,10 @@ class SyntheticWorkload:
     ack_delay_ns: int = 0  # eager: arrival to the scheduler's acknowledgement
     hold_ns: int | None = None  # deferred: arrival to the acknowledgement; None: the request's end
     seed: int = 0
+    # per feature, for cuda_vmm: an image or video feature (packed with its request's others) and
+    # its element size; () means every feature is one, of 1-byte elements
+    packable: tuple[bool, ...] = ()
+    element_sizes: tuple[int, ...] = ()
     burst: bool = False  # concurrency: every client's first request at t = 0
 
 
@@ -75,8 +79,8 @@ def check_workload(w: SyntheticWorkload) -> None:
         raise MmpoolError("--duration, --ack-delay and --hold must not be negative")
 
 
-def synthesize(w: SyntheticWorkload, workers: int) -> list[Event]:
-    """The alloc and free events of ``w`` over ``workers`` pools, in time order."""
+def synthesize(w: SyntheticWorkload, workers: int) -> Events:
+    """The alloc and free events of ``w`` over ``workers`` pools, in time order; one request a group."""
     check_workload(w)
     rng = random.Random(w.seed)
     exponential = w.residency == "exponential"
@@ -99,7 +103,7 @@ def synthesize(w: SyntheticWorkload, workers: int) -> list[Event]:
             d = duration()
             starts.append((t, d))
             heapq.heappush(clients, (t + d, client))
-    events: list[tuple[int, int, Event]] = []
+    events: list[tuple[int, int, tuple[int, int, int, int, int]]] = []
     n = len(w.items)
     for r, (arrival, d) in enumerate(starts):
         worker = r % workers
@@ -112,4 +116,14 @@ def synthesize(w: SyntheticWorkload, workers: int) -> list[Event]:
             events.append((arrival, 2 * key, (arrival, ALLOC, key, nbytes, worker)))
             events.append((ack, 2 * key + 1, (ack, FREE, key, 0, 0)))
     events.sort()
-    return [e for _, _, e in events]
+    # deferred features (Qwen3-VL at TP 1, the DP encoder) are never packed by cuda_vmm
+    packable = [w.mode == "eager" and (w.packable[j] if w.packable else True) for j in range(n)]
+    elems = list(w.element_sizes) if w.element_sizes else [1] * n
+    out = Events(keep_ids=False)
+    for _, _, (t, op, key, nbytes, worker) in events:
+        if op == FREE:
+            out.free(t, key)
+        else:
+            j = key % n
+            out.alloc(t, key, nbytes, worker, key // n, pack=packable[j], elem=elems[j])
+    return out

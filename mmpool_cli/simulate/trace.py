@@ -30,7 +30,7 @@ from mmpool_cli.core.excerpt import SHOWN, duplicate_key, shorten
 from mmpool_cli.core.units import NS_PER_S
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.simulate.cuda_ipc import MAX_POOL_BYTES
-from mmpool_cli.simulate.replay import ALLOC, FREE, Event
+from mmpool_cli.simulate.events import ALLOC, FREE, Event, Events, request_of
 
 MAX_LINE_BYTES = 4096
 MAX_EVENTS = 10_000_000
@@ -38,7 +38,7 @@ MAX_ID_CHARS = 256
 MAX_ITEM_CHARS = 256
 MAX_T_SECONDS = 10**9  # about 32 years: far beyond any recording, and keeps times small integers
 IDLE_TIMEOUT_S = 30.0
-_CHUNK = 1 << 16
+_CHUNK = 1 << 18
 _KEYS = {"alloc": {"t", "op", "id", "bytes", "worker", "item"}, "free": {"t", "op", "id"}}
 
 
@@ -88,63 +88,194 @@ _SCAN: Callable[[str, int], tuple[object, int]] = make_scanner(
     cast(Any, json.JSONDecoder(parse_float=_Float, parse_constant=_no_constant))
 )
 _MAX_WHOLE_DIGITS = len(str(MAX_T_SECONDS))
+_SCALE = [10 ** (9 - d) for d in range(10)]  # nanoseconds per unit of the last of d decimals
 
 
 def read_trace(
-    path: str, workers: int, *, max_events: int = MAX_EVENTS, idle_timeout: float = IDLE_TIMEOUT_S
-) -> list[Event]:
-    """The events of the trace at ``path`` (``-`` for stdin), checked for ``workers`` pools.
+    path: str,
+    workers: int,
+    *,
+    max_events: int = MAX_EVENTS,
+    idle_timeout: float = IDLE_TIMEOUT_S,
+    keep_ids: bool = True,
+    requests: bool = True,
+) -> Events:
+    """The events of the trace at ``path`` (``-`` for stdin), checked for ``workers`` pools, as columns.
 
     Raises TraceError, located at ``FILE:LINE``, for the first line that is not a valid event:
     malformed JSON, a missing or unknown key, a time before the previous event's, a worker
     outside ``0..workers-1``, an alloc of an id still in flight, or a free of an id that is not.
+    Keys are numbered per alloc; ``keep_ids`` keeps the trace's ids (``Events.ids``), and
+    ``requests`` groups the allocs of one request (cuda_vmm packs them); without it each alloc is
+    a request of its own.
     """
     name = "<stdin>" if path == "-" else path
-    events: list[Event] = []
-    live: set[object] = set()
-    seen: set[object] = set()
-    previous = 0
-    for lineno, raw in _lines(path, name, idle_timeout):
-        if len(events) >= max_events:
-            if not raw.strip():
-                continue
-            raise TraceError(f"{name}:{lineno}: more than {max_events} events; split the trace or raise --max-events")
-        event = _fast_event(raw, workers)
-        if event is None:  # anything unusual: the careful path, which explains what is wrong
-            where = f"{name}:{lineno}"
-            if not raw.strip():
-                continue
-            try:
-                obj = _DECODER.decode(raw.decode("utf-8"))
-            except _DuplicateKey as e:
-                raise TraceError(f"{where}: {duplicate_key(str(e))}") from None
-            except (ValueError, UnicodeDecodeError) as e:
-                raise TraceError(f"{where}: not a JSON object ({_reason(e)})") from None
-            event = _event(obj, where, workers)
-        t, op, key, nbytes, worker = event
+    out = Events(keep_ids=keep_ids, requests=requests)
+    live: dict[object, int] = {}  # id -> its alloc's key while in flight, -1 once freed
+    groups: dict[tuple[object, int], int] | None = {} if requests else None
+    state = [0, -1, 0]  # the previous t, the t of ``groups``, the next key
+    decode = _batch_decoder()
+    for first, lines in _batches(path, name, idle_timeout):
+        parsed = decode(first, lines, workers) if decode is not None and lines else None
+        if parsed is None:  # the careful path, line by line, which explains what is wrong
+            numbered = enumerate(lines, first)
+            events = [(lineno, e) for lineno, raw in numbered if (e := _line_event(raw, name, lineno, workers))]
+            linenos = [lineno for lineno, _ in events]
+            columns = tuple(list(c) for c in zip(*(e for _, e in events), strict=True)) or ([], [], [], [], [])
+            parsed = (linenos, *columns)
+        _extend(out, parsed, name, max_events, live, groups, state)
+    if not len(out):
+        raise TraceError(f"{name}: no events; a trace holds one JSON object per line")
+    return out
+
+
+def _extend(out, parsed, name, max_events, live, groups, state) -> None:  # type: ignore[no-untyped-def]
+    """Check a batch's events against what came before and append them to ``out``'s columns."""
+    linenos, times, ops, keys, sizes, owners = parsed
+    if len(out) + len(times) > max_events:
+        lineno = linenos[max_events - len(out)]
+        raise TraceError(f"{name}:{lineno}: more than {max_events} events; split the trace or raise --max-events")
+    serials: list[int] = []
+    group_of: list[int] = []
+    previous, at, serial = state
+    get = live.get
+    add_serial, add_group = serials.append, group_of.append
+    for i, t in enumerate(times):
         if t < previous:
-            where = f"{name}:{lineno}"
             raise TraceError(
-                f"{where}: t={_seconds(t)} s comes before the previous event's t={_seconds(previous)} s; "
-                "sort the trace by t"
+                f"{name}:{linenos[i]}: t={_seconds(t)} s comes before the previous event's "
+                f"t={_seconds(previous)} s; sort the trace by t"
             )
         previous = t
-        if op == ALLOC:
+        key = keys[i]
+        found = get(key, -1)
+        if ops[i] == ALLOC:
+            if found >= 0:
+                raise TraceError(
+                    f"{name}:{linenos[i]}: alloc of id {key!r}, which is still in flight (its free has not come)"
+                )
+            live[key] = serial
+            if groups is not None:
+                if t != at:
+                    groups.clear()
+                    at = t
+                add_group(groups.setdefault((request_of(key), owners[i]), serial))
+            add_serial(serial)
+            serial += 1
+            continue
+        if found < 0:
             if key in live:
-                where = f"{name}:{lineno}"
-                raise TraceError(f"{where}: alloc of id {key!r}, which is still in flight (its free has not come)")
-            live.add(key)
-            seen.add(key)
-        elif key in live:
-            live.remove(key)
-        elif key in seen:
-            raise TraceError(f"{name}:{lineno}: free of id {key!r}, which was already freed")
+                raise TraceError(f"{name}:{linenos[i]}: free of id {key!r}, which was already freed")
+            raise TraceError(f"{name}:{linenos[i]}: free of unknown id {key!r}: no alloc before it names it")
+        live[key] = -1
+        add_serial(found)
+        if groups is not None:
+            add_group(-1)
+    if out.ids is not None:
+        out.ids.extend(k for k, op in zip(keys, ops, strict=True) if op == ALLOC)
+    state[:] = [previous, at, serial]
+    out.t.extend(times)
+    out.op.extend(ops)
+    out.key.extend(serials)
+    out.nbytes.extend(sizes)
+    out.worker.extend(owners)
+    if out.group is not None and out.pack is not None and out.elem is not None:
+        out.group.extend(group_of)
+        out.pack.extend([1 - op for op in ops])  # a trace's features count as image features
+        out.elem.extend([1 - op for op in ops])  # of 1-byte elements
+
+
+def _line_event(raw: bytes, name: str, lineno: int, workers: int) -> Event | None:
+    """The event on one line (None for a blank one); TraceError, located, for anything else."""
+    event = _fast_event(raw, workers)
+    if event is not None:
+        return event
+    if not raw.strip():
+        return None
+    where = f"{name}:{lineno}"
+    try:
+        obj = _DECODER.decode(raw.decode("utf-8"))
+    except _DuplicateKey as e:
+        raise TraceError(f"{where}: {duplicate_key(str(e))}") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise TraceError(f"{where}: not a JSON object ({_reason(e)})") from None
+    return _event(obj, where, workers)
+
+
+def _batch_decoder() -> Any:
+    """A decoder of a batch of plain lines with msgspec, or None without it.
+
+    It returns ``[(lineno, event)]``, or None when any line is not plain (the careful path then
+    reads that batch line by line): one msgspec call per batch, typed, and ``t`` kept as its
+    text so that no float rounds it.
+    """
+    try:
+        import msgspec
+    except ImportError:  # pragma: no cover - msgspec is a dependency; the careful path still works
+        return None
+
+    fields: list[Any] = [("t", msgspec.Raw), ("id", str)]
+    alloc: Any = msgspec.defstruct(
+        "Alloc", [*fields, ("bytes", int), ("worker", int, 0)], tag="alloc", tag_field="op", forbid_unknown_fields=True
+    )
+    free: Any = msgspec.defstruct("Free", fields, tag="free", tag_field="op", forbid_unknown_fields=True)
+    decoder: Any = msgspec.json.Decoder(list[alloc | free])
+    error = msgspec.DecodeError
+    top = MAX_T_SECONDS * NS_PER_S
+
+    def decode(first: int, lines: list[bytes], workers: int):  # type: ignore[no-untyped-def]
+        if not all(lines):
+            return None  # empty lines: rare, and the careful path skips them
+        try:
+            objs: list[Any] = decoder.decode(b"[" + b",".join(lines) + b"]")
+        except (error, UnicodeDecodeError):
+            return None
+        # whole-batch checks, column by column: the common trace takes no per-line branch
+        texts = [bytes(o.t) for o in objs]  # any JSON value; a number is digits[.digits][e...] or -...
+        if uniform := all(len(x) > 10 and x[-10] == 46 for x in texts):  # S.FFFFFFFFF: nanoseconds
+            try:
+                times = [int(x.replace(b".", b"")) for x in texts]  # not a number: ValueError
+            except ValueError:
+                return None
         else:
-            raise TraceError(f"{name}:{lineno}: free of unknown id {key!r}: no alloc before it names it")
-        events.append((t, op, key, nbytes, worker))
-    if not events:
-        raise TraceError(f"{name}: no events; a trace holds one JSON object per line")
-    return events
+            times = []
+            for text in texts:
+                if not 48 <= text[0] <= 57 or b"e" in text or b"E" in text:
+                    return None  # not a number, a sign or an exponent: the careful path says what is wrong
+                dot = text.find(b".")
+                if dot < 0:
+                    times.append(int(text) * NS_PER_S)
+                    continue
+                decimals = len(text) - dot - 1
+                if decimals > 9 or dot > _MAX_WHOLE_DIGITS:
+                    return None
+                times.append(int(text[:dot]) * NS_PER_S + int(text[dot + 1 :]) * _SCALE[decimals])
+        if min(times) < 0 or max(times) > top:
+            return None
+        if uniform:
+            blob = b"".join(texts)
+            if b"e" in blob or b"E" in blob:
+                return None
+        keys = [o.id for o in objs]
+        lengths = [len(k) for k in keys]
+        if min(lengths) < 1 or max(lengths) > MAX_ID_CHARS:
+            return None
+        ops = [FREE if type(o) is free else ALLOC for o in objs]
+        # msgspec keeps the last of a key given twice: one colon per key, or the careful path
+        # (which refuses the duplicate, or finds the colon inside a string)
+        colons = [3 if op else 4 + (b'"worker"' in line) for line, op in zip(lines, ops, strict=True)]
+        if any(line.count(b":") != n for line, n in zip(lines, colons, strict=True)):
+            return None
+        sizes = [0 if op else o.bytes for o, op in zip(objs, ops, strict=True)]
+        owners = [0 if op else o.worker for o, op in zip(objs, ops, strict=True)]
+        allocated = [n for n, op in zip(sizes, ops, strict=True) if not op]
+        if allocated and (min(allocated) < 1 or max(allocated) > MAX_POOL_BYTES):
+            return None
+        if min(owners) < 0 or max(owners) >= workers:
+            return None
+        return range(first, first + len(lines)), times, ops, keys, sizes, owners
+
+    return decode
 
 
 def _fast_event(raw: bytes, workers: int) -> Event | None:
@@ -256,8 +387,8 @@ def _reason(e: Exception) -> str:
     return str(e).split("\n")[0]
 
 
-def _lines(path: str, name: str, idle_timeout: float) -> Iterator[tuple[int, bytes]]:
-    """Numbered lines of ``path`` without their newlines, read in bounded chunks."""
+def _batches(path: str, name: str, idle_timeout: float) -> Iterator[tuple[int, list[bytes]]]:
+    """Lines of ``path`` without their newlines, a bounded chunk's worth at a time, with the first's number."""
     if path == "-":
         fd = sys.stdin.fileno()
         if os.isatty(fd):
@@ -297,15 +428,16 @@ def _lines(path: str, name: str, idle_timeout: float) -> Iterator[tuple[int, byt
                 pending, chunk, bom_checked = b"", head.removeprefix(codecs.BOM_UTF8), True
             lines = (pending + chunk).split(b"\n")
             pending = lines.pop()
-            for line in lines:
-                lineno += 1
-                if len(line) > MAX_LINE_BYTES:
-                    raise TraceError(f"{name}:{lineno}: line longer than {MAX_LINE_BYTES} bytes")
-                yield lineno, line
+            if max(map(len, lines), default=0) > MAX_LINE_BYTES:
+                long = next(i for i, line in enumerate(lines) if len(line) > MAX_LINE_BYTES)
+                yield lineno + 1, lines[:long]  # the lines before it first: an earlier error is reported first
+                raise TraceError(f"{name}:{lineno + long + 1}: line longer than {MAX_LINE_BYTES} bytes")
+            yield lineno + 1, lines
+            lineno += len(lines)
             if len(pending) > MAX_LINE_BYTES:
                 raise TraceError(f"{name}:{lineno + 1}: line longer than {MAX_LINE_BYTES} bytes")
         if pending:
-            yield lineno + 1, pending
+            yield lineno + 1, [pending]
     finally:
         if owned:
             os.close(fd)

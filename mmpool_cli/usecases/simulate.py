@@ -1,7 +1,8 @@
-"""``mmpool simulate``: replay traffic through the engine's pools, and search for the smallest budget.
+"""``mmpool simulate``: replay traffic through the engine's pools, and search for the smallest safe budget.
 
-The engine turns the request into pools (``Engine.simulation_setup``); the neutral simulator
-(``mmpool_cli.simulate``) replays the traffic through them. No typer, rich or torch.
+The engine turns the request into pools (``Engine.simulation_setup``: the layouts of every budget,
+the findings of its plan, the budgets it accepts); the neutral simulator (``mmpool_cli.simulate``)
+replays the traffic through them. No typer, rich or torch.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ from typing import Any
 
 from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.budget_search import Basis, Method, smallest_budget
-from mmpool_cli.simulate.replay import Event, PoolLayout
+from mmpool_cli.simulate.budget_search import Basis, Method, Progress, smallest_budget
+from mmpool_cli.simulate.events import Event, Events, as_events
 from mmpool_cli.simulate.replay import simulate as replay
 from mmpool_cli.simulate.sim_report import SimulationReport
 
-# workers -> (the source as the report names it, its events): read once the pools are known
-Traffic = Callable[[int], tuple[dict[str, Any], list[Event]]]
+# (workers, whether to group requests) -> (the source as the report names it, its events)
+Traffic = Callable[[int, bool], tuple[dict[str, Any], "list[Event] | Events"]]
+# (what, total or None) -> a context giving a callable that reports how much is done
+ProgressFor = Callable[[str], Any]
 
 
 @dataclass(frozen=True)
@@ -31,24 +34,36 @@ class SimulateRequest:
     traffic: Traffic
     target: Fraction = Fraction(0)
     basis: Basis = "items"
-    method: Method = "bisect"
+    method: Method = "safe"
     smallest_budget: bool = False
     record_events: bool = False
     engine_name: str = DEFAULT
+    search_limit: int | None = None
+    keep_events: bool = False  # for a picture
+    model: str | None = None
+    progress: ProgressFor | None = None
 
 
 def simulate(request: SimulateRequest) -> SimulationReport:
     """Replay the traffic through the pools the request makes; usage errors raise ``MmpoolError``."""
+    from contextlib import nullcontext
+
     eng = engine(request.engine_name)
     refused_release = eng.simulation_refusal(request.pools.sglang_version, request.pools.transport)
     if refused_release is not None:
         raise MmpoolError(refused_release)
     pools = eng.simulation_setup(request.pools, request.environ)
-    source, timeline = request.traffic(pools.workers)
+    source, timeline = request.traffic(pools.workers, pools.rules.allocator == "cuda_vmm")
+    events = as_events(timeline)
+
+    def progress(what: str) -> Any:
+        return nullcontext(lambda _done: None) if request.progress is None else request.progress(what)
+
     result = None
     if pools.per_worker_bytes is not None:
-        layout = PoolLayout(pools.workers, pools.per_worker_bytes, pools.header_bytes, pools.recycle_ns, pools.rules)
-        result = replay(timeline, layout, record=request.record_events)
+        with progress("simulating") as tick:
+            result = replay(events, pools.layouts(pools.budget_mb), record=request.record_events or request.keep_events)
+            tick(1)
     report = SimulationReport(
         source=source,
         budget_bytes=pools.budget_bytes,
@@ -63,19 +78,30 @@ def simulate(request: SimulateRequest) -> SimulationReport:
         transport=pools.rules.allocator,
         sglang_version=pools.version,
         sglang_version_chosen=pools.chosen,
+        findings=pools.findings,
+        model=request.model,
     )
     if request.smallest_budget:
-        found = smallest_budget(
-            timeline,
-            workers=pools.workers,
-            data_start=pools.header_bytes,
-            recycle_ns=pools.recycle_ns,
-            rules=pools.rules,
-            target=request.target,
-            basis=request.basis,
-            method=request.method,
-        )
+        if pools.highest_mb < pools.lowest_mb:
+            raise MmpoolError("the plan refuses every budget for this layout; see 'mmpool plan'")
+        searched: Progress
+        with progress("searching budgets") as searched:
+            found = smallest_budget(
+                events,
+                layouts=pools.layouts,
+                lowest=pools.lowest_mb,
+                highest=pools.highest_mb,
+                target=request.target,
+                basis=request.basis,
+                method=request.method,
+                progress=searched,
+                max_trials=request.search_limit,
+            )
         report.search = found
         if found.smallest_mb is not None:
-            report.settings = eng.settings_for_budget(request.pools, found.smallest_mb)
+            chosen = eng.plan_for_budget(request.pools, found.smallest_mb)
+            report.settings = chosen.settings
+            report.kv_cost = getattr(chosen, "kv_cost", None)
+    if request.keep_events:
+        report.events_data = events
     return report

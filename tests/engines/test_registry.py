@@ -47,6 +47,7 @@ def test_sglang_says_which_releases_the_simulator_replays() -> None:
     eng = engine("sglang")
     newest, oldest = eng.releases()[-1], eng.releases()[0]
     assert eng.simulation_refusal(newest, "cuda_ipc") is None
-    assert "cuda_ipc only" in (eng.simulation_refusal(newest, "cuda_vmm") or "")
+    assert eng.simulation_refusal(newest, "cuda_vmm") is None  # the second allocator
+    assert "cuda_ipc and cuda_vmm" in (eng.simulation_refusal(newest, "cpu") or "")
     refusal = eng.simulation_refusal(oldest, "cuda_ipc") or ""
     assert "shm-counter pool" in refusal and f"SGLang {oldest} " in refusal

@@ -1,4 +1,4 @@
-"""The smallest budget: whole MiB, checked one MiB below, and the scan for non-monotonic cases."""
+"""The budget search: the safe budget, the scan and the bisection's estimate, whole MiB."""
 
 from __future__ import annotations
 
@@ -7,51 +7,77 @@ from fractions import Fraction
 from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.simulation import pool_rules
-from mmpool_cli.simulate.budget_search import smallest_budget, trial
+from mmpool_cli.simulate import budget_search as budget
+from mmpool_cli.simulate.budget_search import layout_for
 from mmpool_cli.simulate.replay import ALLOC, FREE
-from mmpool_cli.simulate.synthetic import SyntheticWorkload, synthesize
+from mmpool_cli.simulate.synthetic import SyntheticWorkload as Workload
+from mmpool_cli.simulate.synthetic import synthesize
 
 REL = versions.release(versions.NEWEST)
 RULES = pool_rules(REL)
+ipc_header_bytes = REL.header_bytes
 
 TICK = 50_000_000
+HIGHEST = 4096
+
+
+def layouts(workers: int, data_start: int, recycle_ns: int):
+    return lambda mb: layout_for(mb, workers, data_start, recycle_ns, RULES)
+
+
+def smallest_budget(events, *, workers, data_start, recycle_ns, jobs=1, **options):
+    lowest = -(-((data_start + 1) * workers) // MiB)
+    return budget.smallest_budget(
+        events,
+        layouts=layouts(workers, data_start, recycle_ns),
+        lowest=lowest,
+        highest=HIGHEST,
+        jobs=jobs,
+        **options,
+    )
+
+
+def trial(events, mb, *, workers, data_start, recycle_ns):
+    return budget.trial(events, mb, layouts(workers, data_start, recycle_ns))
 
 
 def test_the_smallest_budget_for_ten_six_mib_features_in_flight() -> None:
     # ten 6 MiB features in flight at once on one worker at TP=1: 60 MiB + the 32 KiB header
     events = [(0, ALLOC, i, 6 * MiB, 0) for i in range(10)] + [(1, FREE, i, 0, 0) for i in range(10)]
-    search = smallest_budget(events, workers=1, data_start=REL.header_bytes(1), recycle_ns=TICK, rules=RULES)
+    search = smallest_budget(events, workers=1, data_start=ipc_header_bytes(1), recycle_ns=TICK)
     assert search.smallest_mb == 61
-    by_mb = {t.mb: t for t in search.trials}
-    assert by_mb[61].fallback_items == 0
-    assert by_mb[60].fallback_items == 1
+    deciding = {
+        mb: next(t for t in reversed(search.trials) if t.mb <= mb <= max(t.mb, t.same_until_mb)) for mb in (60, 61)
+    }
+    assert deciding[61].fallback_items == 0
+    assert deciding[60].fallback_items == 1
 
 
 def test_two_workers_split_the_budget() -> None:
     events = [(0, ALLOC, i, 6 * MiB, i % 2) for i in range(10)]
-    search = smallest_budget(events, workers=2, data_start=REL.header_bytes(1), recycle_ns=TICK, rules=RULES)
+    search = smallest_budget(events, workers=2, data_start=ipc_header_bytes(1), recycle_ns=TICK)
     assert search.smallest_mb == 61  # 30.5 MiB each: 5 x 6 MiB + the header
 
 
 def test_a_target_rate_allows_some_fallback() -> None:
     events = [(0, ALLOC, i, 6 * MiB, 0) for i in range(10)]
-    search = smallest_budget(events, workers=1, data_start=REL.header_bytes(1), recycle_ns=TICK, rules=RULES, target=Fraction(1, 5))
+    search = smallest_budget(events, workers=1, data_start=ipc_header_bytes(1), recycle_ns=TICK, target=Fraction(1, 5))
     assert search.smallest_mb == 49  # 8 of 10 fit
     assert search.trials[-1].rate("items") == 0
 
 
 def test_the_slot_cap_makes_a_zero_target_unreachable() -> None:
     events = [(0, ALLOC, i, 256, 0) for i in range(4097)]
-    search = smallest_budget(events, workers=1, data_start=REL.header_bytes(1), recycle_ns=TICK, rules=RULES)
+    search = smallest_budget(events, workers=1, data_start=ipc_header_bytes(1), recycle_ns=TICK)
     assert search.smallest_mb is None
     assert search.trials[-1].fallback_items == 1
 
 
 def test_scan_and_bisect_agree_on_a_synthetic_workload() -> None:
-    w = SyntheticWorkload(items=(3 * MiB + 5, 700_000), requests=200, rate=50.0, duration_ns=TICK * 3, mode="deferred", seed=3)
+    w = Workload(items=(3 * MiB + 5, 700_000), requests=200, rate=50.0, duration_ns=TICK * 3, mode="deferred", seed=3)
     events = synthesize(w, workers=2)
-    kwargs = {"workers": 2, "data_start": REL.header_bytes(2), "recycle_ns": TICK, "rules": RULES}
-    bisect = smallest_budget(events, **kwargs)
+    kwargs = {"workers": 2, "data_start": ipc_header_bytes(2), "recycle_ns": TICK}
+    bisect = smallest_budget(events, method="bisect", **kwargs)
     scan = smallest_budget(events, method="scan", **kwargs)
     assert bisect.smallest_mb is not None
     assert scan.smallest_mb <= bisect.smallest_mb
@@ -77,7 +103,33 @@ def test_fallback_can_rise_with_the_budget_and_scan_finds_the_smaller_answer() -
         (3 * TICK + 4, ALLOC, 10, 3 * mib, 0),
         (4 * TICK + 4, ALLOC, 11, 4 * mib - 32768, 0),
     ]
-    kwargs = {"workers": 1, "data_start": REL.header_bytes(1), "recycle_ns": TICK, "rules": RULES}
+    kwargs = {"workers": 1, "data_start": ipc_header_bytes(1), "recycle_ns": TICK}
     assert [trial(events, mb, **kwargs).fallback_items for mb in range(13, 19)] == [2, 0, 0, 1, 0, 0]
-    assert smallest_budget(events, **kwargs).smallest_mb == 17  # bisection: 16 misses, 17 meets
+    assert smallest_budget(events, method="bisect", **kwargs).smallest_mb == 17  # 16 misses, 17 meets
     assert smallest_budget(events, method="scan", **kwargs).smallest_mb == 14
+    safe = smallest_budget(events, **kwargs)
+    # 14 meets the target but 16, within twice it, does not: 17 is the safe answer, 14 fragile
+    assert (safe.smallest_mb, safe.fragile_mb) == (17, 14)
+    assert safe.upper_mb == min(34, safe.no_miss_mb)
+    assert smallest_budget(events, jobs=2, **kwargs).smallest_mb == 17
+
+
+def test_the_safe_budget_is_capped_by_the_highest_budget_allowed() -> None:
+    events = [(0, ALLOC, i, 6 * MiB, 0) for i in range(10)]
+    search = budget.smallest_budget(events, layouts=layouts(1, ipc_header_bytes(1), TICK), lowest=1, highest=40, jobs=1)
+    assert search.smallest_mb is None  # 61 MiB would be needed; plan's top is 40
+    assert search.top_mb == 40
+    assert max(t.mb for t in search.trials) <= 40
+
+
+def test_a_search_stopped_by_its_limit_says_it_is_not_exact() -> None:
+    w = Workload(items=(3 * MiB + 5, 700_000), requests=200, rate=50.0, duration_ns=TICK * 3, mode="deferred", seed=3)
+    events = synthesize(w, workers=2)
+    kwargs = {"workers": 2, "data_start": ipc_header_bytes(2), "recycle_ns": TICK}
+    full = smallest_budget(events, **kwargs)
+    assert full.exact and full.checked_mb is None
+    stopped = smallest_budget(events, max_trials=1, **kwargs)
+    assert not stopped.exact
+    lo, hi = stopped.checked_mb
+    assert lo <= stopped.smallest_mb <= hi
+    assert all(trial(events, mb, **kwargs).fallback_items == 0 for mb in range(lo, hi + 1))

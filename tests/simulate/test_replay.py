@@ -11,7 +11,9 @@ REL = versions.release(versions.NEWEST)
 RULES = pool_rules(REL)
 
 TICK = 50_000_000  # 0.05 s in nanoseconds
-ONE = PoolLayout(workers=1, memory_size=MiB + 32_768, data_start=32_768, recycle_ns=TICK, rules=RULES)  # room for one MiB
+ONE = PoolLayout(
+    workers=1, memory_size=MiB + 32_768, data_start=32_768, recycle_ns=TICK, rules=RULES
+)  # room for one MiB
 
 
 def test_a_free_is_given_back_at_the_first_tick_at_or_after_it() -> None:

@@ -9,7 +9,7 @@ from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.simulation import pool_rules
 from mmpool_cli.render import render
-from mmpool_cli.simulate.budget_search import smallest_budget
+from mmpool_cli.simulate.budget_search import layout_for, smallest_budget
 from mmpool_cli.simulate.replay import ALLOC, FREE, PoolLayout, simulate
 from mmpool_cli.simulate.sim_report import SimulationReport, result_data, search_data
 
@@ -69,10 +69,13 @@ def test_a_refused_budget_has_no_figures() -> None:
 
 
 def test_search_data_lists_every_trial() -> None:
-    search = smallest_budget(EVENTS, workers=1, data_start=HEADER, recycle_ns=TICK, rules=RULES)
+    search = smallest_budget(
+        EVENTS, layouts=lambda mb: layout_for(mb, 1, HEADER, TICK, RULES), lowest=1, highest=4096, jobs=1
+    )
     data = search_data(search, Settings(env={"SGLANG_MM_FEATURE_CACHE_MB": str(search.smallest_mb)}, args=[]))
     assert data["sglang_mm_feature_cache_mb"] == search.smallest_mb == 19
     assert [t["mb"] for t in data["trials"]] == sorted(t["mb"] for t in data["trials"])
+    assert (data["upper_mb"], data["fragile_mb"], data["exact"]) == (min(38, search.no_miss_mb), None, True)
     assert data["settings"] == {"env": {"SGLANG_MM_FEATURE_CACHE_MB": "19"}, "args": []}
     assert result_data(report().result)["per_worker"][0]["fallback"] == 1  # type: ignore[arg-type]
 

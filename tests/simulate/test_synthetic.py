@@ -6,15 +6,14 @@ import pytest
 
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.simulate.replay import ALLOC, FREE
-from mmpool_cli.simulate.synthetic import SyntheticWorkload, synthesize
+from mmpool_cli.simulate.synthetic import SyntheticWorkload as Workload
+from mmpool_cli.simulate.synthetic import synthesize
 
 MS = 1_000_000
 
 
 def test_fixed_concurrency_sends_the_next_request_when_one_ends() -> None:
-    w = SyntheticWorkload(
-        items=(100, 200), requests=4, concurrency=2, duration_ns=300 * MS, mode="deferred", burst=True
-    )
+    w = Workload(items=(100, 200), requests=4, concurrency=2, duration_ns=300 * MS, mode="deferred", burst=True)
     allocs = [e for e in synthesize(w, workers=3) if e[1] == ALLOC]
     assert [(t, key, n, worker) for t, _, key, n, worker in allocs] == [
         (0, 0, 100, 0),
@@ -30,28 +29,28 @@ def test_fixed_concurrency_sends_the_next_request_when_one_ends() -> None:
 
 def test_clients_start_spread_over_one_request_time_unless_burst() -> None:
     # with fixed request times, clients that all start at 0 stay in lockstep for ever
-    w = SyntheticWorkload(items=(100,), requests=8, concurrency=4, duration_ns=400 * MS)
+    w = Workload(items=(100,), requests=8, concurrency=4, duration_ns=400 * MS)
     starts = [e[0] for e in synthesize(w, workers=1) if e[1] == ALLOC]
     assert starts == [0, 100 * MS, 200 * MS, 300 * MS, 400 * MS, 500 * MS, 600 * MS, 700 * MS]
-    burst = SyntheticWorkload(items=(100,), requests=8, concurrency=4, duration_ns=400 * MS, burst=True)
+    burst = Workload(items=(100,), requests=8, concurrency=4, duration_ns=400 * MS, burst=True)
     assert [e[0] for e in synthesize(burst, workers=1) if e[1] == ALLOC] == [0] * 4 + [400 * MS] * 4
 
 
 def test_eager_leases_are_acknowledged_on_receipt_deferred_ones_at_prefill() -> None:
     base = {"items": (100,), "requests": 1, "concurrency": 1, "duration_ns": 900 * MS}
-    eager = synthesize(SyntheticWorkload(**base, mode="eager", ack_delay_ns=20 * MS), workers=1)
-    deferred = synthesize(SyntheticWorkload(**base, mode="deferred"), workers=1)
-    prefill = synthesize(SyntheticWorkload(**base, mode="deferred", hold_ns=150 * MS), workers=1)
-    assert eager == [(0, ALLOC, 0, 100, 0), (20 * MS, FREE, 0, 0, 0)]
-    assert deferred == [(0, ALLOC, 0, 100, 0), (900 * MS, FREE, 0, 0, 0)]
-    assert prefill == [(0, ALLOC, 0, 100, 0), (150 * MS, FREE, 0, 0, 0)]
+    eager = synthesize(Workload(**base, mode="eager", ack_delay_ns=20 * MS), workers=1)
+    deferred = synthesize(Workload(**base, mode="deferred"), workers=1)
+    prefill = synthesize(Workload(**base, mode="deferred", hold_ns=150 * MS), workers=1)
+    assert list(eager) == [(0, ALLOC, 0, 100, 0), (20 * MS, FREE, 0, 0, 0)]
+    assert list(deferred) == [(0, ALLOC, 0, 100, 0), (900 * MS, FREE, 0, 0, 0)]
+    assert list(prefill) == [(0, ALLOC, 0, 100, 0), (150 * MS, FREE, 0, 0, 0)]
 
 
 def test_poisson_arrivals_are_seeded_and_in_time_order() -> None:
-    w = SyntheticWorkload(items=(1,), requests=500, rate=40.0, residency="exponential", seed=7)
-    events = synthesize(w, workers=2)
-    assert events == synthesize(w, workers=2)
-    assert events != synthesize(SyntheticWorkload(**{**w.__dict__, "seed": 8}), workers=2)
+    w = Workload(items=(1,), requests=500, rate=40.0, residency="exponential", seed=7)
+    events = list(synthesize(w, workers=2))
+    assert events == list(synthesize(w, workers=2))
+    assert events != list(synthesize(Workload(**{**w.__dict__, "seed": 8}), workers=2))
     times = [e[0] for e in events]
     assert times == sorted(times)
     arrivals = [e[0] for e in events if e[1] == ALLOC]
@@ -72,11 +71,24 @@ def test_poisson_arrivals_are_seeded_and_in_time_order() -> None:
     ],
 )
 def test_bad_workloads_are_usage_errors(change: dict, message: str) -> None:
-    w = SyntheticWorkload(**{"items": (1,), "requests": 1, "rate": 1.0, **change})
+    w = Workload(**{"items": (1,), "requests": 1, "rate": 1.0, **change})
     with pytest.raises(MmpoolError, match=message):
         synthesize(w, workers=1)
 
 
 def test_more_clients_than_requests_costs_nothing_extra() -> None:
-    w = SyntheticWorkload(items=(1,), requests=3, concurrency=10**9, burst=True)
+    w = Workload(items=(1,), requests=3, concurrency=10**9, burst=True)
     assert [e[0] for e in synthesize(w, workers=1) if e[1] == ALLOC] == [0, 0, 0]
+
+
+def test_a_requests_features_form_one_group_for_cuda_vmm() -> None:
+    w = Workload(
+        items=(100, 200, 300), requests=2, concurrency=2, packable=(True, True, False), element_sizes=(4, 2, 1)
+    )
+    events = synthesize(w, workers=1)
+    allocs = [i for i, op in enumerate(events.op) if op == ALLOC]
+    assert [events.group[i] for i in allocs] == [0, 0, 0, 1, 1, 1]
+    assert [events.pack[i] for i in allocs] == [1, 1, 0] * 2
+    assert [events.elem[i] for i in allocs] == [4, 2, 1] * 2
+    deferred = synthesize(Workload(**{**w.__dict__, "mode": "deferred"}), workers=1)
+    assert not any(deferred.pack)  # a deferred feature is never packed

@@ -32,7 +32,7 @@ def test_events_come_back_with_integer_nanoseconds(tmp_path: Path) -> None:
         '{"t": 12.000000001, "op": "free", "id": "b"}',
         '{"t": 13, "op": "alloc", "id": "a", "bytes": 256}',
     )
-    assert read_trace(path, workers=2) == [
+    assert list(read_trace(path, workers=2).with_ids()) == [
         (0, ALLOC, "a", 6291456, 0),
         (50_000_000, ALLOC, "b", 1, 1),
         (100_000_000, FREE, "a", 0, 0),
@@ -141,7 +141,7 @@ def test_a_fifo_is_read_until_its_writer_closes(tmp_path: Path) -> None:
 
     thread = threading.Thread(target=writer)
     thread.start()
-    events = read_trace(str(fifo), workers=1, idle_timeout=5)
+    events = list(read_trace(str(fifo), workers=1, idle_timeout=5).with_ids())
     thread.join()
     assert events == [(0, ALLOC, "a", 1, 0), (10**9, FREE, "a", 0, 0)]
 
@@ -157,7 +157,7 @@ def test_stdin_is_read_when_the_path_is_a_dash(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(tr.sys, "stdin", Stdin())
     try:
-        assert read_trace("-", workers=1) == [(0, ALLOC, "a", 1, 0)]
+        assert list(read_trace("-", workers=1).with_ids()) == [(0, ALLOC, "a", 1, 0)]
     finally:
         os.close(read)
 
@@ -218,7 +218,7 @@ def test_bad_values_are_quoted_as_json_writes_them(tmp_path: Path, line: str, me
 def test_a_utf8_bom_starts_a_trace_as_it_starts_a_config(tmp_path: Path) -> None:
     path = tmp_path / "bom.jsonl"
     path.write_bytes(b'\xef\xbb\xbf{"t": 0, "op": "alloc", "id": "a", "bytes": 1}\n{"t": 1, "op": "free", "id": "a"}\n')
-    assert read_trace(str(path), workers=1) == [(0, ALLOC, "a", 1, 0), (1_000_000_000, FREE, "a", 0, 0)]
+    assert list(read_trace(str(path), workers=1).with_ids()) == [(0, ALLOC, "a", 1, 0), (1_000_000_000, FREE, "a", 0, 0)]
     later = tmp_path / "bom-later.jsonl"  # only at the start of the file: elsewhere it is junk
     later.write_bytes(
         b'{"t": 0, "op": "alloc", "id": "a", "bytes": 1}\n\xef\xbb\xbf{"t": 1, "op": "free", "id": "a"}\n'

@@ -92,8 +92,11 @@ class SGLangEngine(Engine[PlanRequest, Plan]):
         return convert(request)
 
     def settings_for_budget(self, request: PlanRequest, budget_mb: int) -> Settings | None:
+        return self.plan_for_budget(request, budget_mb).settings
+
+    def plan_for_budget(self, request: PlanRequest, budget_mb: int) -> Plan:
         from mmpool_cli.core.units import MiB
         from mmpool_cli.engines.sglang.models import Budget
 
         budget = Budget(bytes=budget_mb * MiB, source="flag")
-        return self.plan(replace(request, budget=budget, feature_sizes=())).settings
+        return self.plan(replace(request, budget=budget, feature_sizes=()))

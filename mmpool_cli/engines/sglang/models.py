@@ -146,5 +146,3 @@ class Plan:
         head["sglang_version"] = data.pop("sglang_version")
         head["sglang_version_chosen"] = data.pop("sglang_version_chosen")
         return head | data
-
-

@@ -8,25 +8,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from fractions import Fraction
 
-from mmpool_cli.core.bounds import MAX_WORKERS
-from mmpool_cli.core.findings import Severity
-from mmpool_cli.core.units import NS_PER_S
+from mmpool_cli.core.bounds import LARGEST_GPU_HBM_BYTES, MAX_WORKERS
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.units import NS_PER_S, MiB
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang import versions
-from mmpool_cli.engines.sglang.env_vars import recycle_from_env
+from mmpool_cli.engines.sglang.env_vars import env_findings, recycle_from_env
 from mmpool_cli.engines.sglang.models import Plan, PlanRequest
 from mmpool_cli.engines.sglang.versions import Release
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.simulate.allocator import PoolRules
+from mmpool_cli.simulate.replay import PoolLayout
 from mmpool_cli.simulate.sim_report import PoolSetup
 
 
 def refusal(rel: Release, transport: str) -> str | None:
     """Why ``rel`` with ``transport`` cannot be simulated (a usage error), or None when it can."""
-    if transport != "cuda_ipc":
-        return "simulate models cuda_ipc only: the cuda_vmm allocator (packed leases, no slot cap) is not"
+    if transport not in ("cuda_ipc", "cuda_vmm"):
+        return f"simulate models cuda_ipc and cuda_vmm, not {transport}"
     if not rel.stream_ordered:
         stream_ordered = [v for v in versions.known() if versions.release(v).stream_ordered]
         first, last = stream_ordered[0], versions.known()[-1]
@@ -68,24 +70,48 @@ def recycle_interval_ns(environ: Mapping[str, str]) -> tuple[int, str]:
 
 
 def setup(request: PlanRequest, plan: Plan, environ: Mapping[str, str]) -> PoolSetup:
-    """The pools of ``plan`` for the simulator; a layout SGLang refuses (no consumers) is a usage error."""
+    """The pools of ``plan`` for the simulator; a layout SGLang refuses (no consumers) is a usage error.
+
+    The findings are the plan's and the environment's; a budget with an error finding is refused
+    (not simulated), and the budgets to search are those the plan accepts for this layout.
+    """
     if plan.consumers is None or request.workers < 1:  # a layout SGLang refuses: nothing to simulate
         raise MmpoolError(_first_error(plan) or "the parallel layout has no consumers")
     if request.workers > MAX_WORKERS:
         raise MmpoolError(f"--workers {request.workers}: simulate handles at most {MAX_WORKERS} tokenizer workers")
     rel = versions.release(request.sglang_version)
-    header = rel.header_bytes(plan.consumers)
+    consumers = plan.consumers
+    vmm = request.transport == "cuda_vmm"
+    header = 0 if vmm else rel.header_bytes(consumers)
     recycle_ns, recycle_source = recycle_interval_ns(environ)
+    findings = _unique(plan.findings + env_findings(environ))
+    errors = [f.message for f in findings if f.severity is Severity.error]
     refused = None
-    if plan.per_worker_bytes is None or plan.per_worker_bytes <= header:
-        refused = _first_error(plan) or "SGLang refuses this budget"
+    if plan.allocation_bytes_per_worker is None or (not vmm and (plan.per_worker_bytes or 0) <= header) or errors:
+        refused = (errors[0] if errors else None) or _first_error(plan) or "SGLang refuses this budget"
+    workers = request.workers
+    if vmm:
+        from mmpool_cli.simulate.cuda_vmm import vmm_layout
+
+        control, granularity = rel.vmm_lease_control_bytes(consumers), request.vmm_granularity
+
+        def layouts(mb: int) -> PoolLayout:
+            return vmm_layout(workers, mb * MiB // workers, granularity, control, recycle_ns, sg.VMM_CONTROL_ALIGNMENT)
+
+    else:
+        rules = pool_rules(rel)
+
+        def layouts(mb: int) -> PoolLayout:
+            return PoolLayout(workers, mb * MiB // workers, header, recycle_ns, rules)
+
+    lowest = rel.smallest_valid_budget_mb(workers, request.transport, consumers, request.vmm_granularity)
     return PoolSetup(
-        workers=request.workers,
+        workers=workers,
         per_worker_bytes=None if refused else plan.per_worker_bytes,
         header_bytes=header,
-        consumers=plan.consumers,
+        consumers=consumers,
         tp_size=request.tp_size,
-        rules=pool_rules(rel),
+        rules=layouts(max(lowest, 1)).rules,
         recycle_ns=recycle_ns,
         recycle_source=recycle_source,
         budget_bytes=plan.budget_bytes,
@@ -93,7 +119,42 @@ def setup(request: PlanRequest, plan: Plan, environ: Mapping[str, str]) -> PoolS
         refused=refused,
         version=request.sglang_version,
         chosen=request.sglang_version_chosen,
+        findings=findings,
+        layouts=layouts,
+        lowest_mb=lowest,
+        highest_mb=_largest_planned_mb(request, lowest),
     )
+
+
+def _largest_planned_mb(request: PlanRequest, lowest: int) -> int:
+    """The largest whole-MiB budget the plan accepts for this layout (no error finding)."""
+    from mmpool_cli.engines.sglang.models import Budget
+    from mmpool_cli.engines.sglang.plan import make_plan
+
+    def accepted(mb: int) -> bool:
+        budget = Budget(bytes=mb * MiB, source="flag")
+        return make_plan(replace(request, budget=budget, feature_sizes=(), workload=None, kv=None)).status == "ok"
+
+    lo, hi = lowest - 1, LARGEST_GPU_HBM_BYTES // MiB
+    if accepted(hi):
+        return hi
+    while hi - lo > 1:  # lo accepted (or below the range), hi refused
+        mid = (lo + hi) // 2
+        if accepted(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _unique(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for f in findings:
+        if (f.code, f.message) not in seen:
+            seen.add((f.code, f.message))
+            out.append(f)
+    return out
 
 
 def _first_error(plan: Plan) -> str | None:

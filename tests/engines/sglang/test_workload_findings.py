@@ -25,7 +25,9 @@ def plan(workers: int = 1, tp: int = 8, **kv):
             budget=Budget(bytes=1024 * MiB, source="flag"),
             workers=workers,
             tp_size=tp,
-            kv=KvRequest(model=QWEN72, **({"vlm_cache_mb": versions.release(versions.NEWEST).default_vlm_cache_mb} | kv)),
+            kv=KvRequest(
+                model=QWEN72, **({"vlm_cache_mb": versions.release(versions.NEWEST).default_vlm_cache_mb} | kv)
+            ),
         )
     )
 

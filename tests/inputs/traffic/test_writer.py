@@ -32,7 +32,7 @@ def test_round_trip_through_simulates_reader(tmp_path: Path) -> None:
     assert write(buf, timeline, {le.id: le.item for le in leases}) == 6
     path = tmp_path / "t.jsonl"
     path.write_text(buf.getvalue())
-    assert read_trace(str(path), workers=2) == timeline
+    assert list(read_trace(str(path), workers=2).with_ids()) == timeline
     assert '"item": "image 20x10"' in buf.getvalue()
 
 
