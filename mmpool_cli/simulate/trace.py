@@ -216,7 +216,11 @@ def _batch_decoder() -> Any:
 
     fields: list[Any] = [("t", msgspec.Raw), ("id", str)]
     alloc: Any = msgspec.defstruct(
-        "Alloc", [*fields, ("bytes", int), ("worker", int, 0)], tag="alloc", tag_field="op", forbid_unknown_fields=True
+        "Alloc",
+        [*fields, ("bytes", int), ("worker", int, 0), ("item", str, "")],
+        tag="alloc",
+        tag_field="op",
+        forbid_unknown_fields=True,
     )
     free: Any = msgspec.defstruct("Free", fields, tag="free", tag_field="op", forbid_unknown_fields=True)
     decoder: Any = msgspec.json.Decoder(list[alloc | free])
@@ -263,7 +267,9 @@ def _batch_decoder() -> Any:
         ops = [FREE if type(o) is free else ALLOC for o in objs]
         # msgspec keeps the last of a key given twice: one colon per key, or the careful path
         # (which refuses the duplicate, or finds the colon inside a string)
-        colons = [3 if op else 4 + (b'"worker"' in line) for line, op in zip(lines, ops, strict=True)]
+        colons = [
+            3 if op else 4 + (b'"worker"' in line) + (b'"item"' in line) for line, op in zip(lines, ops, strict=True)
+        ]
         if any(line.count(b":") != n for line, n in zip(lines, colons, strict=True)):
             return None
         sizes = [0 if op else o.bytes for o, op in zip(objs, ops, strict=True)]
@@ -272,6 +278,8 @@ def _batch_decoder() -> Any:
         if allocated and (min(allocated) < 1 or max(allocated) > MAX_POOL_BYTES):
             return None
         if min(owners) < 0 or max(owners) >= workers:
+            return None
+        if max((len(o.item) for o, op in zip(objs, ops, strict=True) if not op), default=0) > MAX_ITEM_CHARS:
             return None
         return range(first, first + len(lines)), times, ops, keys, sizes, owners
 

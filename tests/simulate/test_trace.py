@@ -251,3 +251,14 @@ def test_a_long_bad_value_is_quoted_short(tmp_path: Path) -> None:
         read_trace(_write(tmp_path, line), workers=1)
     assert "(3,000 characters)" in str(info.value)
     assert len(str(info.value)) < 300
+
+
+def test_items_are_read_in_batches_and_held_to_their_bounds(tmp_path: Path) -> None:
+    plain = [f'{{"t": {i}.000000000, "op": "alloc", "id": "r{i}/0", "bytes": 512, "item": "image 1x1"}}' for i in range(50)]
+    assert len(read_trace(_write(tmp_path, *plain), workers=1)) == 50
+    long = plain[:10] + ['{"t": 10.000000000, "op": "alloc", "id": "x", "bytes": 512, "item": "' + "i" * 257 + '"}']
+    with pytest.raises(TraceError, match=r"trace.jsonl:11: item must be a string of at most 256"):
+        read_trace(_write(tmp_path, *long), workers=1)
+    twice = plain[:10] + ['{"t": 10.000000000, "op": "alloc", "id": "x", "bytes": 512, "item": "a", "item": "b"}']
+    with pytest.raises(TraceError, match=r"trace.jsonl:11: .*item"):
+        read_trace(_write(tmp_path, *twice), workers=1)
