@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # noqa: BLE001 - the last line of defence: no traceback reaches a user
+        if _interrupted(e):
+            return 130
         if os.environ.get("MMPOOL_DEBUG"):
             raise
         typer.echo(
@@ -44,6 +46,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_INTERNAL
     return result if isinstance(result, int) else EXIT_OK
+
+
+def _interrupted(e: BaseException) -> bool:
+    """Whether a Ctrl-C caused ``e``: Python wraps one raised inside class creation (``__set_name__``)."""
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def run() -> NoReturn:

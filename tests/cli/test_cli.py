@@ -161,3 +161,18 @@ def test_main_hides_internal_errors(monkeypatch: pytest.MonkeyPatch, capsys: pyt
     monkeypatch.setenv("MMPOOL_DEBUG", "1")
     with pytest.raises(RuntimeError):
         main(["plan"])
+
+
+def test_a_ctrl_c_wrapped_by_python_is_still_a_silent_130(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    # a KeyboardInterrupt raised inside class creation reaches main() as a RuntimeError
+    from mmpool_cli import cli
+
+    def wrapped(**_kw: object) -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from e
+
+    monkeypatch.setattr(cli, "app", wrapped)
+    assert cli.main(["plan"]) == 130
+    assert capsys.readouterr().err == ""
