@@ -57,7 +57,7 @@ def simulate_human(report: SimulationReport) -> RenderableType:
         )
     )
     if report.source.get("assumptions"):
-        parts.append(Text(f"assumptions: {report.source['assumptions']}"))
+        parts.append(paragraph(f"assumptions: {report.source['assumptions']}"))
     shown = [f for f in report.findings if f.severity.value != "info"]
     if shown:
         parts.append(findings_table(shown))
