@@ -1,0 +1,1 @@
+"""The engines mmpool plans for, one package each."""
