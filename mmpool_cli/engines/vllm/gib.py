@@ -24,7 +24,14 @@ _PLAIN = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 class GibError(MmpoolError):
-    """A GiB value vLLM refuses (``invalid float value``, below 0) or cannot turn into bytes."""
+    """A GiB value vLLM refuses (``invalid float value``, below 0) or cannot turn into bytes.
+
+    ``by_parser``: the parser itself refuses it; otherwise vLLM parses it and fails at start-up.
+    """
+
+    def __init__(self, message: str, *, by_parser: bool = False) -> None:
+        super().__init__(message)
+        self.by_parser = by_parser
 
 
 @dataclass(frozen=True)
@@ -61,13 +68,16 @@ def parse(flag: str, text: str) -> GibValue:
             ``ge=0``), or infinite or too large to turn into bytes (``int()`` of an infinity).
     """
     if len(text) > MAX_TEXT:
-        raise GibError(f"{flag}: a value of {len(text)} characters; give a number of GiB such as 4 or 0.5")
+        raise GibError(
+            f"{flag}: a value of {len(text)} characters; give a number of GiB such as 4 or 0.5", by_parser=True
+        )
     try:
         value = float(text)
     except ValueError:
         raise GibError(
             f"argument {flag}: invalid float value: {text!r} (vLLM's parser refuses it); give a number of GiB "
-            "such as 4 or 0.5, without a unit"
+            "such as 4 or 0.5, without a unit",
+            by_parser=True,
         ) from None
     if math.isnan(value) or value < 0:
         raise GibError(
