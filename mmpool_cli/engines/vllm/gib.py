@@ -46,8 +46,8 @@ class GibValue:
 
     @property
     def rounded(self) -> bool:
-        """Whether the float vLLM holds is not the decimal the user wrote (the bytes follow the float)."""
-        return self.written is not None and Fraction(self.value) != self.written
+        """Whether the bytes vLLM computes from its float differ from those of the decimal the user wrote."""
+        return self.written is not None and math.trunc(self.written * GiB) != self.bytes
 
     @property
     def odd_spelling(self) -> bool:
