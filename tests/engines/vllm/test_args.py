@@ -128,3 +128,12 @@ def test_human_readable_ints():
     assert args.human_int("16k") == 16_000 and args.human_int("16K") == 16_384
     with pytest.raises(ValueError, match="Decimals are not allowed"):
         args.human_int("1.5K")
+
+
+def test_a_config_file_alone_is_checked_key_by_key(tmp_path):
+    cfg = tmp_path / "vllm.yaml"
+    cfg.write_text("model: Qwen/Qwen2.5-VL-7B-Instruct\nmm-processor-cache-gb: -2\nno-such-key: 1\n")
+    reading = args.read_config_file(str(cfg), table("0.34.0"))
+    got = sorted((f.code, f.location) for f in reading.findings)
+    assert got == [("unrecognized-argument", f"{cfg}:3:1"), ("vllm-value-refused", f"{cfg}:2:24")]
+    assert reading.get("model") == "Qwen/Qwen2.5-VL-7B-Instruct"
