@@ -28,6 +28,7 @@ from mmpool_cli.engines.vllm.flags import FlagTable, Option, table
 from mmpool_cli.inputs.yamlsrc import Source, load
 
 MAX_INT = 2**63 - 1
+MAX_DOTS = 32  # nested keys of one --flag.a.b word
 # the dests mmpool interprets, and how vLLM converts each
 MM_DESTS: dict[str, str] = {
     "model": "str",
@@ -291,9 +292,13 @@ def _dotted(reading: Reading, words: list[Token]) -> list[Token]:
         if name.endswith("+"):
             name, value_text = name[:-1], json.dumps(value_text.split(","))
         key, *keys = name.split(".")
+        if name.count(".") > MAX_DOTS:
+            reading.add(Severity.error, "flag-bad-value",
+                        f"{excerpt(name)}: more than {MAX_DOTS} nested keys; no vLLM config is that deep", tok.origin)
+            continue
         try:
             value: Any = json.loads(value_text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             try:
                 value = human_int(value_text)
             except ValueError:

@@ -137,3 +137,14 @@ def test_a_config_file_alone_is_checked_key_by_key(tmp_path):
     got = sorted((f.code, f.location) for f in reading.findings)
     assert got == [("unrecognized-argument", f"{cfg}:3:1"), ("vllm-value-refused", f"{cfg}:2:24")]
     assert reading.get("model") == "Qwen/Qwen2.5-VL-7B-Instruct"
+
+
+def test_deep_or_huge_inputs_are_bounded_findings():
+    deep = "--limit-mm-per-prompt" + ".a" * 40
+    reading = args.read(_words(["m", deep, "1"]), serve=False)
+    assert [f.code for f in reading.findings] == ["flag-bad-value"]
+    nested = "[" * 100_000 + "]" * 100_000
+    reading = args.read(_words(["m", "--limit-mm-per-prompt", nested]), serve=False)
+    assert [f.code for f in reading.findings] == ["flag-bad-value"]
+    reading = args.read(_words(["m", "--limit-mm-per-prompt.video", nested]), serve=False)
+    assert all(f.severity is not Severity.error or f.code == "flag-bad-value" for f in reading.findings)
