@@ -51,6 +51,21 @@ IMAGES = [
 ]
 SEQ_LENS = [128_000, 32_768, 262_144, 8192, 16_384, 4096, 1_000_000]
 VIDEOS = [(1920, 1080, 32), (1280, 720, 16), (640, 480, 2), (1920, 1080, 3), (3840, 2160, 64)]
+API_ARGVS = [
+    [],
+    ["-dp", "4"],
+    ["-dp", "4", "--data-parallel-rank", "1"],
+    ["-dp", "4", "--data-parallel-external-lb"],
+    ["-dp", "4", "--data-parallel-hybrid-lb", "--data-parallel-size-local", "2"],
+    ["-dp", "4", "--data-parallel-start-rank", "2", "--data-parallel-size-local", "2"],
+    ["-dp", "4", "--data-parallel-hybrid-lb"],
+    ["-dp", "4", "--data-parallel-multi-port-external-lb"],
+    ["-dp", "4", "--api-server-count", "2"],
+    ["-dp", "4", "--api-server-count", "1"],
+    ["--headless"],
+    ["--headless", "-dp", "4"],
+    ["-dp", "8", "--data-parallel-size-local", "4", "--data-parallel-hybrid-lb"],
+]
 GPUS = [
     (150_754_820_096, "NVIDIA H200", (9, 0)),
     (85_520_809_984, "NVIDIA H100 80GB HBM3", (9, 0)),
@@ -263,6 +278,29 @@ for name, info in families.items():
     fam_out[name] = {"images": images, "max_tokens_per_item": maxes, "videos": videos,
                      "most_features": list(info.get_image_size_with_most_features())}
 out["families"] = fam_out
+
+# serve.py's defaulting of --api-server-count, run on the release's own parser with the launchers
+# replaced by recorders (nothing starts)
+import vllm.entrypoints.cli.serve as serve
+from vllm.entrypoints.common.cli_args import make_arg_parser as _map
+from vllm.utils.argparse_utils import FlexibleArgumentParser as _FAP
+parser = _map(_FAP(prog="vllm serve"))
+rows = []
+for argv in API_ARGVS:
+    ns = parser.parse_args(["m", *argv])
+    seen = {}
+    serve.run_dp_supervisor = lambda a: seen.setdefault("mode", "multi-port")
+    serve.run_headless = lambda a: seen.setdefault("mode", "headless")
+    serve.run_multi_api_server = lambda a: seen.setdefault("mode", "multi-api")
+    serve.uvloop = NS(run=lambda coro: (coro.close(), seen.setdefault("mode", "single")))
+    serve.run_server = lambda a: NS(close=lambda: None)
+    try:
+        serve.ServeSubcommand.cmd(ns)
+        count = ns.api_server_count
+        rows.append({"argv": argv, "api_server_count": 1 if count is None else count, "mode": seen.get("mode")})
+    except ValueError as e:
+        rows.append({"argv": argv, "error": str(e)[:300]})
+out["api_server_count"] = rows
 json.dump(out, sys.stdout, indent=None)
 """
 
@@ -295,6 +333,7 @@ def main() -> int:
             f"SEQ_LENS = {SEQ_LENS!r}",
             f"VIDEOS = {VIDEOS!r}",
             f"GPUS = {GPUS!r}",
+            f"API_ARGVS = {API_ARGVS!r}",
             CHILD,
         ]
     )

@@ -25,6 +25,7 @@ from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.models import Finding, Severity
 from mmpool_cli.engines.vllm import gib
 from mmpool_cli.engines.vllm.flags import FlagTable, Option, table
+from mmpool_cli.engines.vllm.processor_cache import DataParallel
 from mmpool_cli.inputs.yamlsrc import Source, load
 
 MAX_INT = 2**63 - 1
@@ -551,3 +552,18 @@ def read_config_file(path: str, flags: FlagTable | None = None) -> Reading:
     words = [_dashed(t) for t in config_words(reading, src)]
     _argparse(reading, _dotted(reading, words))
     return reading
+
+
+def data_parallel(reading: Reading) -> DataParallel:
+    """The data-parallel and API-server flags of a reading (vLLM's defaults where not given)."""
+    return DataParallel(
+        size=reading.get("data_parallel_size", 1),
+        size_local=reading.get("data_parallel_size_local"),
+        rank=reading.get("data_parallel_rank"),
+        start_rank=reading.get("data_parallel_start_rank"),
+        external_lb=bool(reading.get("data_parallel_external_lb", False)),
+        hybrid_lb=bool(reading.get("data_parallel_hybrid_lb", False)),
+        multi_port=bool(reading.get("data_parallel_multi_port_external_lb", False)),
+        api_server_count=reading.get("api_server_count"),
+        headless=bool(reading.get("headless", False)),
+    )

@@ -64,3 +64,12 @@ def test_hybrid_with_one_local_rank_becomes_external_and_keeps_lru():
 def test_a_zero_budget_disables_it():
     c = plan(0, "lru", DataParallel(size=4))
     assert (c.layout, c.host_bytes, c.api_processes) == ("disabled", 0, 4)
+
+
+def test_api_processes_match_vllm_serves_own_defaulting(recorded):
+    from mmpool_cli.engines.vllm import args
+
+    for row in recorded["api_server_count"]:
+        words = [args.Token(t, f"argv[{i}]") for i, t in enumerate(["m", *row["argv"]])]
+        reading = args.read(words, serve=False)
+        assert api_processes(args.data_parallel(reading)) == row["api_server_count"], row
