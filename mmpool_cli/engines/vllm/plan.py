@@ -158,7 +158,7 @@ def make_plan(req: VllmRequest) -> VllmPlan:
                 "vllm-gib-rounded",
                 f"{v.flag} {v.text}: vLLM reads it as the float {v.value!r} and uses {v.bytes:,} B, not the "
                 "bytes of the decimal written; write the value the float holds",
-                v.flag,
+                v.flag[2:].replace("-", "_"),
             )
         if v is not None and v.odd_spelling:
             _add(
@@ -168,7 +168,7 @@ def make_plan(req: VllmRequest) -> VllmPlan:
                 "vllm-gib-spelling",
                 f"{v.flag} {v.text!r}: Python's float() reads this spelling as {v.value!r} GiB; write it as plain "
                 "digits",
-                v.flag,
+                v.flag[2:].replace("-", "_"),
             )
     _dp_findings(findings, req, facts)
 
@@ -467,8 +467,8 @@ def _item_tokens(v: eb.QwenVision, item: Item) -> tuple[int | None, int | None]:
             groups = -(-frames // v.temporal_patch_size)
             patches = groups * (h // v.patch_size) * (w // v.patch_size)
             return (
-                patches // v.merge_size** 2,
-                patches * 3 * v.temporal_patch_size * v.patch_size** 2 * 4 + GRID_THW_BYTES,
+                patches // v.merge_size**2,
+                patches * 3 * v.temporal_patch_size * v.patch_size**2 * 4 + GRID_THW_BYTES,
             )
     except qwen.ResizeError:
         return None, None
@@ -559,3 +559,51 @@ def _gib_for(nbytes: int) -> str:
 def dumps(plan: VllmPlan) -> str:
     """The ``vllm`` object as JSON text (for tests and debugging)."""
     return json.dumps(plan.to_json(), indent=2)
+
+
+def request_from_reading(
+    reading: Any,
+    release: Release,
+    *,
+    release_source: str = "newest",
+    model: Model | None = None,
+    items: tuple[Item, ...] = (),
+    gpu: eb.Gpu | None = None,
+    host_memory: int | None = None,
+    shm_size: int | None = None,
+) -> VllmRequest:
+    """The plan request of a launch command as ``args.read`` parsed it (``reading``)."""
+    from mmpool_cli.engines.vllm.args import data_parallel
+
+    media = reading.get("media_io_kwargs") or {}
+    video = media.get("video") if isinstance(media, dict) else None
+    backend = video.get("video_backend") or video.get("backend") if isinstance(video, dict) else None
+    limits = reading.get("limit_mm_per_prompt") or {}
+    kv_dtype = str(reading.get("kv_cache_dtype") or "auto")
+    origins = {dest: s.origin for dest, s in reading.settings.items()}
+    return VllmRequest(
+        release=release,
+        release_source=release_source,
+        cache_gb=reading.get("mm_processor_cache_gb"),
+        cache_type=reading.get("mm_processor_cache_type", "lru"),
+        shm_max_object_mb=reading.get("mm_shm_cache_max_object_size_mb", 128),
+        ipc_gb=reading.get("mm_ipc_gpu_memory_gb"),
+        dp=data_parallel(reading),
+        tp=reading.get("tensor_parallel_size", 1),
+        max_model_len=reading.get("max_model_len"),
+        max_num_batched_tokens=reading.get("max_num_batched_tokens"),
+        max_num_seqs=reading.get("max_num_seqs"),
+        performance_mode=reading.get("performance_mode", "balanced"),
+        chunked_prefill=reading.get("enable_chunked_prefill") is not False,
+        disable_chunked_mm_input=bool(reading.get("disable_chunked_mm_input", False)),
+        limit_mm_per_prompt=limits if isinstance(limits, dict) else {},
+        gpu=gpu,
+        host_memory=host_memory,
+        shm_size=shm_size,
+        model=model,
+        items=items,
+        gpu_video_backend=backend == "pynvvideocodec",
+        kv_dtype_bytes=1 if kv_dtype.startswith("fp8") else 2,
+        block_size=reading.get("block_size") or 16,
+        origins=origins,
+    )

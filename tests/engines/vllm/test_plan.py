@@ -121,3 +121,18 @@ def test_a_float_that_loses_the_decimal_is_a_warning():
 def test_an_item_larger_than_the_processor_cache_is_never_cached():
     p = _plan(cache_gb=gib.parse("--mm-processor-cache-gb", "0.01"), items=(parse_image("1920x1080"),))
     assert "vllm-cache-item-skipped" in _codes(p, Severity.warning)
+
+
+def test_a_launch_command_is_planned_with_findings_at_its_words():
+    from mmpool_cli.engines.vllm import args
+
+    argv = ["vllm", "serve", "Qwen/Qwen2.5-VL-7B-Instruct", "-dp", "108", "--mm-ipc-gpu-memory-gb", "1e-7",
+            "--limit-mm-per-prompt.video", "0"]
+    words, serve = args.launch_words(argv)
+    reading = args.read(words, serve=serve)
+    req = P.request_from_reading(reading, REL, model=hf.resolve("qwen2.5-vl"))
+    p = P.make_plan(req)
+    f = next(f for f in p.findings if f.code == "vllm-gpu-pool-floors-to-zero")
+    assert f.location == "argv[6]"
+    assert p.encoder_cache["budget_tokens"] == 16_384  # video disabled: the image alone
+    assert p.processor_cache.api_processes == 108
