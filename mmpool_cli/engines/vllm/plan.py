@@ -24,6 +24,7 @@ from mmpool_cli.workload.hf import Model, _read_json, _text_config
 from mmpool_cli.workload.items import Image, Item, Video
 
 MiB = 1 << 20
+SCHEMA_VERSION = 1
 DEFAULT_CACHE_GB = 4
 VIDEO_LOADER_FRAMES = 32  # VideoMediaIO(num_frames=32): the default loader samples at most 32 frames
 GRID_THW_BYTES = 24  # image_grid_thw / video_grid_thw: 3 int64 per item, part of the item's nbytes
@@ -82,7 +83,22 @@ class VllmPlan:
     def ok(self) -> bool:
         return not any(f.severity is Severity.error for f in self.findings)
 
+    def to_data(self) -> dict[str, Any]:
+        """mmpool's JSON output of a vLLM plan: the status, the ``vllm`` object and every finding."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "status": "ok" if self.ok else "fail",
+            "engine": "vllm",
+            "vllm_version": self.version,
+            "vllm": self.to_json(),
+            "findings": [
+                {"severity": f.severity.value, "code": f.code, "message": f.message, "location": f.location}
+                for f in self.findings
+            ],
+        }
+
     def to_json(self) -> dict[str, Any]:
+        """The ``vllm`` object."""
         return {
             "version": self.version,
             "version_source": self.version_source,
@@ -189,7 +205,7 @@ def make_plan(req: VllmRequest) -> VllmPlan:
             "vllm-processor-only-cache",
             f"with {pc.api_processes} API process(es) and DP {req.dp.size} vLLM {rel.version} cannot mirror the "
             f"cache into the engine core, so each API process keeps its own processor-only cache "
-            f"({rel.at['processor_cache']}); --mm-processor-cache-type {req.cache_type} has no effect",
+            f"({rel.at['processor_cache']}); the cache type ({req.cache_type}) has no effect",
         )
     if pc.layout != "disabled":
         _add(
