@@ -515,8 +515,11 @@ def _store(reading: Reading, option: Option, string: str, value_tok: Token) -> N
                 value = -1
             else:
                 value = human_int(text)
-        except ValueError:
-            _bad(reading, option, f"invalid {option.type or 'int'} value: {excerpt(text)}", value_tok.origin)
+        except ValueError as e:
+            # argparse: an ArgumentTypeError's own text, else "invalid <type's __name__> value"
+            typename = (option.type or "int").rpartition(".")[2]
+            message = str(e) if str(e).startswith("Decimals") else f"invalid {typename} value: {excerpt(text)}"
+            _bad(reading, option, message, value_tok.origin)
             return
         if abs(value) > MAX_INT:
             reading.add(

@@ -73,12 +73,9 @@ def default_batched_tokens(
             continue
         tokens, seqs = tier["server"], rules["server_seqs"][i]
         label = f"{floor} GiB or more" if floor is not None else "other GPUs"
-        if tier["excluded_names"] or tier["excludes_gb10"]:
-            label += (
-                " (not "
-                + ", ".join([n.upper() for n in tier["excluded_names"]] + (["GB10"] if tier["excludes_gb10"] else []))
-                + ")"
-            )
+        excluded = [n.upper() for n in tier["excluded_names"]] + (["GB10"] if tier["excludes_gb10"] else [])
+        if excluded:
+            label += ", not " + "/".join(excluded)
         break
     else:  # the last tier has no condition in every release the tables know
         raise AssertionError("no batch-default tier matched")

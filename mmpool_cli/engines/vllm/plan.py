@@ -343,7 +343,7 @@ def _encoder(
             max_num_seqs=req.max_num_seqs,
             chunked_prefill=req.chunked_prefill,
         )
-        mnbt, mnbt_source = d.tokens, f"default for {gpu.name} ({d.tier}, {req.performance_mode})"
+        mnbt, mnbt_source = d.tokens, f"default for {gpu.name}: {d.tier}; {req.performance_mode}"
         if req.gpu is None:
             _add(
                 findings,
