@@ -23,8 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from mmpool_cli.sglang.rules import MiB, ipc_header_bytes
-from mmpool_cli.simulate.engine import ALLOC, FREE, PoolLayout, simulate
+from mmpool_cli.core.units import MiB
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.simulation import pool_rules
+from mmpool_cli.simulate.replay import ALLOC, FREE, PoolLayout, simulate
 from mmpool_cli.simulate.trace import read_trace
 
 TICK = 50_000_000
@@ -90,8 +92,9 @@ def main() -> int:
     args = parser.parse_args()
 
     events = make_events(args.events, args.workers, args.seed, args.features)
-    header = ipc_header_bytes(args.tp)
-    layout = PoolLayout(args.workers, args.budget_mb * MiB // args.workers, header, TICK)
+    rel = versions.release(versions.NEWEST)
+    header = rel.header_bytes(args.tp)
+    layout = PoolLayout(args.workers, args.budget_mb * MiB // args.workers, header, TICK, pool_rules(rel))
     n = len(events)
     print(
         f"{n} events, {args.workers} workers x {layout.memory_size} B, TP {args.tp}, {n and events[-1][0] / 1e9:.0f} s"

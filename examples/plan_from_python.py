@@ -3,9 +3,9 @@
 Run: python examples/plan_from_python.py
 """
 
-from mmpool_cli.core.models import Budget, PlanRequest
-from mmpool_cli.core.plan import make_plan
 from mmpool_cli.core.units import format_size, parse_size
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest
+from mmpool_cli.engines.sglang.plan import make_plan
 
 # Qwen2.5-VL, one 1920x1080 image: 50,633,856 bytes of float32 pixel_values (see the README).
 request = PlanRequest(

@@ -12,8 +12,8 @@ and then:
 - reads the pool rules from the source without importing it (``sglang_rules.py``), failing
   loudly on a shape it does not know.
 
-Writes ``mmpool_cli/sglang/data/releases.json`` (the pool rules per release, small, loaded by
-``mmpool plan``) and ``mmpool_cli/sglang/data/flags.json`` (one row per flag, loaded only when
+Writes ``mmpool_cli/engines/sglang/data/releases.json`` (the pool rules per release, small, loaded by
+``mmpool plan``) and ``mmpool_cli/engines/sglang/data/flags.json`` (one row per flag, loaded only when
 argv or a config file is checked).
 
 The interpreter that builds the parsers (``--python``) needs SGLang's import-time dependencies:
@@ -46,7 +46,7 @@ import sglang_rules  # noqa: E402
 import sglang_tables  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "mmpool_cli" / "sglang" / "data"
+DATA = ROOT / "mmpool_cli" / "engines" / "sglang" / "data"
 RELEASES_JSON = DATA / "releases.json"
 FLAGS_JSON = DATA / "flags.json"
 PROBES_JSON = ROOT / "tests" / "data" / "sglang_parser_probes.json"

@@ -2,7 +2,7 @@
 
 Used by gen_sglang_tables.py. Every fact is found by parsing the source (``ast``) and recorded
 with the file and line it came from. A shape this module does not know stops the generator with
-a message naming the file: mmpool's rules (``mmpool_cli/sglang/versions.py``) must then be taught
+a message naming the file: mmpool's rules (``mmpool_cli/engines/sglang/versions.py``) must then be taught
 the new shape by hand before the tables are regenerated.
 """
 

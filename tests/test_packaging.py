@@ -42,7 +42,7 @@ def test_wheel_holds_the_package_and_its_metadata(dist: Path) -> None:
     assert wheel.name == f"mmpool-{__version__}-py3-none-any.whl"
     names = zipfile.ZipFile(wheel).namelist()
     assert "mmpool_cli/py.typed" in names
-    assert {"mmpool_cli/cli/__init__.py", "mmpool_cli/core/plan.py", "mmpool_cli/probe/worker.py"} <= set(names)
+    assert {"mmpool_cli/cli/__init__.py", "mmpool_cli/engines/sglang/plan.py", "mmpool_cli/probe/worker.py"} <= set(names)
     assert not [n for n in names if n.startswith("tests/")]
     metadata = zipfile.ZipFile(wheel).read(f"mmpool-{__version__}.dist-info/METADATA").decode()
     assert "License-Expression: Apache-2.0" in metadata

@@ -82,10 +82,8 @@ def check(
     sglang_version: SglangVersionOpt = None,
 ) -> None:
     """Check an SGLang launch command and its environment before launch; --exec then runs it."""
-    from dataclasses import replace
-
-    from mmpool_cli.core.models import Report
-    from mmpool_cli.inputs.launch import Assumptions, check_launch
+    from mmpool_cli.engines.sglang.resolution import Assumptions
+    from mmpool_cli.usecases.check import check as run_check
 
     with reported():
         if exec_ and exit_zero:
@@ -108,12 +106,15 @@ def check(
             sglang_version=version,
             sglang_version_chosen=chosen,
         )
-        result = check_launch(command, environ, assume)
-    if env_findings:
-        result = replace(result, findings=env_findings + result.findings)
-    report = Report(
-        command="check", results=[result], strict=strict, sglang_version=version, sglang_version_chosen=chosen
-    )
+        report = run_check(
+            command,
+            environ,
+            assume,
+            env_file_findings=env_findings,
+            strict=strict,
+            sglang_version=version,
+            sglang_version_chosen=chosen,
+        )
     # With --exec the server owns stdout: the report goes to stderr.
     emit(render("report", output.value, report, launch=command, quiet=quiet), err=exec_)
     if not report.ok:

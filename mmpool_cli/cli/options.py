@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -24,10 +24,18 @@ from mmpool_cli.core.bounds import (
     largest_gpu,
 )
 from mmpool_cli.core.excerpt import excerpt, shorten
-from mmpool_cli.core.models import Budget, PlanRequest
 from mmpool_cli.core.units import MAX_BYTES, format_binary, parse_size
+from mmpool_cli.engines.sglang import env_vars as envmod
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest
+from mmpool_cli.engines.sglang.settings import SETTINGS
 from mmpool_cli.errors import MmpoolError, SizeError
-from mmpool_cli.sglang import environment as envmod
+
+if TYPE_CHECKING:
+    from mmpool_cli.core.findings import Finding
+    from mmpool_cli.inputs.dotenv import Environment
+
+# Each pool setting's flags, declared once (engines/sglang/settings.py).
+FLAGS = {s.subject: s.flags for s in SETTINGS}
 
 
 class OutputFormat(StrEnum):
@@ -104,12 +112,14 @@ def context_arg(text: str) -> int:
 
 FeatureOpt = Annotated[
     list[str] | None,
-    typer.Option("--feature-size", metavar="SIZE", help="Bytes of one feature tensor, e.g. 6MiB; repeat for several."),
+    typer.Option(
+        *FLAGS["feature_sizes"], metavar="SIZE", help="Bytes of one feature tensor, e.g. 6MiB; repeat for several."
+    ),
 ]
 ContextOpt = Annotated[
     str | None,
     typer.Option(
-        "--context-size",
+        *FLAGS["context_bytes"],
         metavar="SIZE",
         help=f"CUDA context per tokenizer process, for the HBM estimate: {format_binary(MIN_CONTEXT)} to "
         f"{largest_gpu()}.",
@@ -118,7 +128,7 @@ ContextOpt = Annotated[
 GranularityOpt = Annotated[
     str,
     typer.Option(
-        "--vmm-granularity",
+        *FLAGS["vmm_granularity"],
         metavar="SIZE",
         help=f"CUDA VMM allocation granularity (cuda_vmm only): a power of two from {format_binary(MIN_GRANULARITY)} "
         f"to {format_binary(MAX_GRANULARITY)}.",
@@ -209,7 +219,7 @@ class PoolOptions:
 
 def sglang_release(flag: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
     """The SGLang release to apply and how it was chosen; an unknown one is a usage error (exit 2)."""
-    from mmpool_cli.sglang.versions import choose
+    from mmpool_cli.engines.sglang.versions import choose
 
     release, chosen = choose(flag, environ)
     return release.version, chosen
@@ -220,7 +230,7 @@ _POOL_DECLARATIONS: dict[str, Any] = {
     "size": Annotated[
         str | None,
         typer.Option(
-            "--size",
+            *FLAGS["budget"],
             metavar="SIZE",
             help="Pool budget for the node, e.g. 1GiB, 512MiB, 2GB. "
             "Default: SGLANG_MM_FEATURE_CACHE_MB as SGLang reads it, else SGLang's 1024 MiB. "
@@ -230,8 +240,7 @@ _POOL_DECLARATIONS: dict[str, Any] = {
     "workers": Annotated[
         int,
         typer.Option(
-            "--workers",
-            "--tokenizer-worker-num",
+            *FLAGS["workers"],
             parser=bounded_int(MAX_WORKERS, "tokenizer workers"),
             metavar="N",
             help=f"Tokenizer workers (--tokenizer-worker-num), at most {MAX_WORKERS}; below 1 is SGLang's error.",
@@ -240,8 +249,7 @@ _POOL_DECLARATIONS: dict[str, Any] = {
     "tp": Annotated[
         int,
         typer.Option(
-            "--tp",
-            "--tp-size",
+            *FLAGS["tp_size"],
             parser=bounded_int(MAX_PARALLEL, "ranks"),
             metavar="N",
             help="Tensor-parallel size, at most 4096.",
@@ -250,8 +258,7 @@ _POOL_DECLARATIONS: dict[str, Any] = {
     "dp": Annotated[
         int,
         typer.Option(
-            "--dp",
-            "--dp-size",
+            *FLAGS["dp_size"],
             parser=bounded_int(MAX_PARALLEL, "ranks"),
             metavar="N",
             help="Data-parallel size, at most 4096.",
@@ -260,24 +267,23 @@ _POOL_DECLARATIONS: dict[str, Any] = {
     "attn_dp_size": Annotated[
         int,
         typer.Option(
-            "--attn-dp-size",
+            *FLAGS["attn_dp_size"],
             parser=bounded_int(MAX_PARALLEL, "ranks"),
             metavar="N",
             help="Attention data-parallel size (fewer consumers per feature).",
         ),
     ],
     "enable_dp_attention": Annotated[
-        bool, typer.Option("--enable-dp-attention", help="SGLang's deprecated alias for --attn-dp-size <dp-size>.")
+        bool,
+        typer.Option(*FLAGS["enable_dp_attention"], help="SGLang's deprecated alias for --attn-dp-size <dp-size>."),
     ],
-    "transport": Annotated[
-        TransportChoice, typer.Option("--transport", "--mm-feature-transport", help="Pool transport.")
-    ],
+    "transport": Annotated[TransportChoice, typer.Option(*FLAGS["transport"], help="Pool transport.")],
     "vmm_granularity": GranularityOpt,
     "feature_size": FeatureOpt,
     "base_gpu_id": Annotated[
         int,
         typer.Option(
-            "--base-gpu-id",
+            *FLAGS["base_gpu_id"],
             parser=bounded_int(MAX_PARALLEL, "ranks"),
             metavar="N",
             help="GPU that holds the pools (--base-gpu-id); below 0 is SGLang's error.",
@@ -288,7 +294,9 @@ _POOL_DECLARATIONS: dict[str, Any] = {
 }
 
 
-def with_options(cls: type, declarations: dict[str, Any], argument: str) -> Callable[..., Any]:
+def with_options(
+    cls: type, declarations: dict[str, Any], argument: str
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """A decorator giving a command the flags of dataclass ``cls`` as one ``argument: cls`` parameter.
 
     The flags come before the command's own options in ``--help``.
@@ -321,8 +329,10 @@ def with_pool_options(command: Callable[..., None]) -> Callable[..., None]:
     return with_options(PoolOptions, _POOL_DECLARATIONS, "pool")(command)
 
 
-def environment(no_process_env: bool, env_file: list[str] | None, env: list[str] | None):
+def environment(
+    no_process_env: bool, env_file: list[str] | None, env: list[str] | None
+) -> tuple[Environment, list[Finding]]:
     """The environment a command checks: the process's (unless refused), then files, then ``--env``."""
-    from mmpool_cli.inputs.envfile import assemble
+    from mmpool_cli.inputs.dotenv import assemble
 
     return assemble(None if no_process_env else os.environ, env_file or [], env or [])

@@ -15,9 +15,9 @@ from mmpool_cli.cli.options import (
     with_pool_options,
 )
 from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
-from mmpool_cli.core.plan import make_plan
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK
 from mmpool_cli.render import render
+from mmpool_cli.usecases.plan import plan as make_plan
 
 
 @app.command(

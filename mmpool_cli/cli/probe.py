@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from fractions import Fraction
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -21,12 +21,13 @@ from mmpool_cli.cli.options import (
     sglang_release,
     with_pool_options,
 )
-from mmpool_cli.core.models import PlanRequest
+from mmpool_cli.engines.sglang.env_vars import read_launch_env
+from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
-from mmpool_cli.sglang.environment import read_launch_env
 
 MAX_TIMEOUT_S = 3600
+T = TypeVar("T")
 
 
 @app.command(
@@ -72,8 +73,9 @@ def probe(
 ) -> None:
     """Measure the pools on the real GPU: allocate, verify, share through CUDA IPC, release."""
     from mmpool_cli.probe.devices import ProbeUnavailable
-    from mmpool_cli.probe.report import ProbeReport
-    from mmpool_cli.probe.runner import ProbeRequest, run_probe
+    from mmpool_cli.probe.runner import ProbeRequest
+    from mmpool_cli.usecases.probe import probe as run_probe
+    from mmpool_cli.usecases.probe import unavailable_report
 
     with reported():
         if not 0 < timeout <= MAX_TIMEOUT_S:  # NaN fails this too
@@ -94,12 +96,7 @@ def probe(
             report = _with_progress(lambda note: run_probe(request, note), show=output is OutputFormat.human)
         except ProbeUnavailable as e:
             if output is OutputFormat.json:  # one JSON document on stdout for every exit status
-                from mmpool_cli.core.models import Finding, Severity
-                from mmpool_cli.core.plan import make_plan
-
-                unavailable = [Finding(Severity.error, "probe-unavailable", str(e))]
-                data = ProbeReport(make_plan(plan_request), [], None, [], 0.0, unavailable, unavailable=True)
-                emit(render("probe", "json", data))
+                emit(render("probe", "json", unavailable_report(request, e)))
             raise
     emit(render("probe", output.value, report))
     raise typer.Exit(EXIT_FINDINGS if report.status == "fail" else EXIT_OK)
@@ -110,13 +107,13 @@ def _config_request(path: str, environ: Mapping[str, str], pool: PoolOptions, ou
     given = sorted(set(pool.given()) - {"--sglang-version"})
     if given:
         raise MmpoolError(f"--config takes the pool from the file; drop {', '.join(given)} or drop --config")
-    from mmpool_cli.inputs.validate import mmpool_config
-    from mmpool_cli.probe.report import ProbeReport
+    from mmpool_cli.engines.sglang.files import mmpool_config
+    from mmpool_cli.usecases.probe import invalid_input_report
 
     result, request = mmpool_config(path, environ)
     if request is None and result.fails(strict=False):
         # the probe's own report, with the file's findings as its inputs and no stage run
-        emit(render("probe", output.value, ProbeReport(result.plan, [], None, [], 0.0, list(result.findings))))
+        emit(render("probe", output.value, invalid_input_report(result)))
         raise typer.Exit(EXIT_FINDINGS)
     if request is None:
         raise MmpoolError(f"{path}: pool.transport is cpu, so there is no pool to probe")
@@ -136,7 +133,7 @@ def _fraction(text: str | None) -> Fraction | None:
     return value
 
 
-def _with_progress(work, show: bool):
+def _with_progress(work: Callable[[Callable[[str], None]], T], show: bool) -> T:
     """Run ``work(note)`` with a spinner on stderr naming the current step (humans only)."""
     if not show or not sys.stderr.isatty():
         return work(lambda _message: None)

@@ -8,9 +8,13 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from fractions import Fraction
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from mmpool_cli.simulate.replay import Event
+    from mmpool_cli.simulate.sim_report import SimulationReport
 
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
@@ -22,13 +26,11 @@ from mmpool_cli.cli.options import (
     with_pool_options,
 )
 from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions, with_workload_options
-from mmpool_cli.core.bounds import MAX_WORKERS
-from mmpool_cli.core.models import Budget, PlanRequest, Severity
-from mmpool_cli.core.plan import make_plan
+from mmpool_cli.engines import engine
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
-from mmpool_cli.sglang import versions
-from mmpool_cli.sglang.rules import MiB, ipc_header_bytes
 
 
 class ModeChoice(StrEnum):
@@ -51,7 +53,6 @@ class BasisChoice(StrEnum):
     bytes = "bytes"
 
 
-NS_PER_S = 10**9
 MAX_SECONDS = 10**6
 
 
@@ -186,14 +187,15 @@ def simulate(
     raise typer.Exit(EXIT_OK if report.meets_target else EXIT_FINDINGS)
 
 
-def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions):
-    from mmpool_cli.simulate.budget import smallest_budget
-    from mmpool_cli.simulate.engine import PoolLayout
-    from mmpool_cli.simulate.engine import simulate as run
-    from mmpool_cli.simulate.report import SimulationReport, recycle_interval_ns
+def _simulate(
+    pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions
+) -> SimulationReport:
+    from mmpool_cli.usecases.simulate import SimulateRequest
+    from mmpool_cli.usecases.simulate import simulate as run_simulate
 
+    eng = engine()
     if pool.transport is TransportChoice.cuda_vmm:
-        raise MmpoolError("simulate models cuda_ipc only: the cuda_vmm allocator (packed leases, no slot cap) is not")
+        raise MmpoolError(eng.simulation_refusal(eng.releases()[-1], pool.transport.value) or "")
     ignored = {"--vmm-granularity", "--context-size"} & set(pool.given())
     if ignored:
         raise MmpoolError(f"{sorted(ignored)[0]} does not change the simulation; drop it")
@@ -205,69 +207,32 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
     if o.max_events < 1:
         raise MmpoolError(f"--max-events: must be at least 1, not {o.max_events}")
     request = pool.request(os.environ)
-    if not versions.release(request.sglang_version).stream_ordered:
-        raise MmpoolError(
-            f"simulate models the stream-ordered pool of SGLang 0.5.18 and later (its allocator is the same "
-            f"through 0.5.23); SGLang {request.sglang_version} has the older shm-counter pool: pick "
-            "--sglang-version 0.5.18 or later"
-        )
-    plan = make_plan(request)
-    if plan.consumers is None or request.workers < 1:  # a layout SGLang refuses: nothing to simulate
-        raise MmpoolError(_first_error(plan) or "the parallel layout has no consumers")
-    if request.workers > MAX_WORKERS:
-        raise MmpoolError(f"--workers {request.workers}: simulate handles at most {MAX_WORKERS} tokenizer workers")
-    header = ipc_header_bytes(plan.consumers)
-    recycle_ns, recycle_source = recycle_interval_ns(os.environ)
-    workers = request.workers
-    if workload.kv_cache_dtype is not KvDtypeChoice.auto or workload.page_size != 1:
-        raise MmpoolError("--kv-cache-dtype and --page-size do not change the simulation; use them with plan")
-    if o.trace is not None:
+
+    def read_traffic(workers: int) -> tuple[dict[str, Any], list[Event]]:
+        if workload.kv_cache_dtype is not KvDtypeChoice.auto or workload.page_size != 1:
+            raise MmpoolError("--kv-cache-dtype and --page-size do not change the simulation; use them with plan")
+        if o.trace is None:
+            return _synthetic(request, _model_items(workload), traffic)
         given = traffic.given()
         if given or pool.feature_size or workload.model is not None:
             flag = "--feature-size" if pool.feature_size else "--model" if workload.model else sorted(given)[0]
             raise MmpoolError(f"{flag} describes a synthetic workload; a --trace carries its own events")
         from mmpool_cli.simulate.trace import read_trace
 
-        source = {"trace": o.trace}
-        timeline = read_trace(o.trace, workers, max_events=o.max_events, idle_timeout=o.idle_timeout)
-    else:
-        source, timeline = _synthetic(request, _model_items(workload), traffic)
-    refused = None
-    result = None
-    if plan.per_worker_bytes is None or plan.per_worker_bytes <= header:
-        refused = _first_error(plan) or "SGLang refuses this budget"
-    else:
-        layout = PoolLayout(workers, plan.per_worker_bytes, header, recycle_ns)
-        result = run(timeline, layout, record=o.events)
-    report = SimulationReport(
-        source=source,
-        budget_bytes=plan.budget_bytes,
-        sglang_mm_feature_cache_mb=plan.sglang_mm_feature_cache_mb,
-        tp_size=request.tp_size,
-        consumers=plan.consumers,
-        recycle_source=recycle_source,
-        result=result,
-        refused=refused,
-        target=target,
-        basis=o.target_basis.value,
-        sglang_version=request.sglang_version,
-        sglang_version_chosen=request.sglang_version_chosen,
-    )
-    if o.smallest_budget:
-        found = smallest_budget(
-            timeline,
-            workers=workers,
-            data_start=header,
-            recycle_ns=recycle_ns,
+        return {"trace": o.trace}, read_trace(o.trace, workers, max_events=o.max_events, idle_timeout=o.idle_timeout)
+
+    return run_simulate(
+        SimulateRequest(
+            pools=request,
+            environ=os.environ,
+            traffic=read_traffic,
             target=target,
             basis=o.target_basis.value,
             method=o.search.value,
+            smallest_budget=o.smallest_budget,
+            record_events=o.events,
         )
-        report.search = found
-        if found.smallest_mb is not None:
-            budget = Budget(bytes=found.smallest_mb * MiB, source="flag")
-            report.settings = make_plan(dataclasses.replace(request, budget=budget, feature_sizes=())).settings
-    return report
+    )
 
 
 def _model_items(workload: WorkloadOptions) -> tuple[int, ...]:
@@ -277,7 +242,7 @@ def _model_items(workload: WorkloadOptions) -> tuple[int, ...]:
         return ()
     if not load.pooled:
         raise MmpoolError(
-            f"{load.model}: SGLang 0.5.23 (mmpool's family table) does not pool this family's features, "
+            f"{load.model}: SGLang {versions.TEXTS_FROM} (mmpool's family table) does not pool this family's features, "
             "so the pool never fills (see 'mmpool plan --model'); nothing to simulate"
         )
     if not load.tensors:
@@ -285,10 +250,12 @@ def _model_items(workload: WorkloadOptions) -> tuple[int, ...]:
     return tuple(t.bytes for t in load.tensors)
 
 
-def _synthetic(request: PlanRequest, model_items: tuple[int, ...], t: TrafficOptions):
-    from mmpool_cli.simulate.workload import Workload, synthesize
+def _synthetic(
+    request: PlanRequest, model_items: tuple[int, ...], t: TrafficOptions
+) -> tuple[dict[str, Any], list[Event]]:
+    from mmpool_cli.simulate.synthetic import SyntheticWorkload, synthesize
 
-    workload = Workload(
+    workload = SyntheticWorkload(
         items=request.feature_sizes + model_items,
         requests=t.requests,
         rate=t.rate,
@@ -302,7 +269,3 @@ def _synthetic(request: PlanRequest, model_items: tuple[int, ...], t: TrafficOpt
     )
     timeline = synthesize(workload, request.workers)
     return {"synthetic": dataclasses.asdict(workload) | {"items": list(workload.items)}}, timeline
-
-
-def _first_error(plan) -> str | None:
-    return next((f.message for f in plan.findings if f.severity is Severity.error), None)

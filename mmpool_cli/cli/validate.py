@@ -58,7 +58,7 @@ def validate(
     sglang_version: SglangVersionOpt = None,
 ) -> None:
     """Validate mmpool configs, SGLang --config files and the environment; report every finding."""
-    from mmpool_cli.inputs.validate import validate as run_validate
+    from mmpool_cli.usecases.validate import validate as run_validate
 
     with reported():
         environ, env_findings = environment(no_process_env, env_file, env)

@@ -5,11 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+if TYPE_CHECKING:
+    from mmpool_cli.workload.features import Workload
+    from mmpool_cli.workload.kv import KvRequest
+
 from mmpool_cli.cli.options import with_options
+from mmpool_cli.engines import engine
 from mmpool_cli.errors import MmpoolError
 
 
@@ -37,15 +42,15 @@ class WorkloadOptions:
     kv_cache_dtype: KvDtypeChoice = KvDtypeChoice.auto
     page_size: int = 1
 
-    def resolve(self, environ: Mapping[str, str]):
+    def resolve(self, environ: Mapping[str, str]) -> tuple[Workload | None, KvRequest | None]:
         """The workload and the KV-cost request these flags make (each None when not asked for).
 
         Raises:
             MmpoolError: items or processor flags without ``--model``, a bad item, an unknown family.
         """
-        from mmpool_cli.sglang.environment import vlm_cache_from_env
-        from mmpool_cli.workload import environ as wenv
+        from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
         from mmpool_cli.workload import items as wi
+        from mmpool_cli.workload import video_env as wenv
         from mmpool_cli.workload.families import with_overrides
         from mmpool_cli.workload.features import workload
         from mmpool_cli.workload.hf import resolve
@@ -59,7 +64,7 @@ class WorkloadOptions:
                 raise MmpoolError(f"{flag} needs --model NAME|PATH (a family or a model directory)")
             return None, None
         model = resolve(self.model)
-        items = [wi.parse_image(t) for t in self.image or ()]
+        items: list[wi.Item] = [wi.parse_image(t) for t in self.image or ()]
         items += [wi.parse_video(t) for t in self.video or ()]
         items += [wi.parse_audio(t) for t in self.audio or ()]
         overrides = {
@@ -72,7 +77,7 @@ class WorkloadOptions:
         settings = with_overrides(model.family, model.settings, overrides, _WORKLOAD_FLAGS)
         if "max_frames" in settings:
             settings["video_total_pixels"] = wenv.video_total_pixels(environ)
-        load = workload(model.name, model.family, settings, items)
+        load = workload(model.name, model.family, settings, items, engine().pooled(model.family.name))
         kv = None
         if model.kv is not None:
             vlm = vlm_cache_from_env(environ)

@@ -31,6 +31,17 @@ DECIMAL_UNITS = {"kB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4, "PB": 
 BINARY_UNITS = {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4, "PiB": 1024**5}
 
 KiB = BINARY_UNITS["KiB"]
+MiB = BINARY_UNITS["MiB"]
+NS_PER_S = 10**9  # nanoseconds in a second: the simulator's clock
+
+
+def align_up(value: int, alignment: int) -> int:
+    """``value`` rounded up to a multiple of ``alignment`` (both non-negative integers).
+
+    >>> align_up(50633856, 256), align_up(0, 256)
+    (50633984, 0)
+    """
+    return -(-value // alignment) * alignment
 
 MAX_SIZE_TEXT = 64
 MAX_BYTES = 2**63 - 1

@@ -24,7 +24,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from mmpool_cli.core.excerpt import excerpt
-from mmpool_cli.core.models import Finding, Severity
+from mmpool_cli.core.findings import Finding, Severity
 
 # NOTE: the C loader is 5-10x faster; its marks carry the same line and column.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

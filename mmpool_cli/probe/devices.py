@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mmpool_cli.errors import EXIT_UNAVAILABLE, MmpoolError
-from mmpool_cli.probe.report import GpuInfo
+from mmpool_cli.probe.probe_report import GpuInfo
 
 INSTALL_HINT = "pip install 'mmpool[probe]'"
 

@@ -70,12 +70,12 @@ def server_started_at() -> float:
 def stop_fork_server() -> None:
     """Kill the fork server (a later probe starts a new one): a start blocked on it then fails at once."""
     server = forkserver._forkserver  # noqa: SLF001 - multiprocessing has no public handle on its server
-    with server._lock:  # noqa: SLF001
-        pid = server._forkserver_pid  # noqa: SLF001
+    with server._lock:  # type: ignore[attr-defined]  # noqa: SLF001
+        pid = server._forkserver_pid  # type: ignore[attr-defined]  # noqa: SLF001
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)  # it may be deep in torch's import: asking would wait for that
-        server._stop_unlocked()  # noqa: SLF001 - reaps it and forgets its address
+        server._stop_unlocked()  # type: ignore[attr-defined]  # noqa: SLF001 - reaps it and forgets its address
     server_started_at.cache_clear()
 
 
@@ -137,7 +137,8 @@ class Child:
             raise self._died("stopped answering") from None
         if "error" in reply:
             raise ChildFailed(self.name, reply["error"], reply.get("kind", "error"))
-        return reply
+        answer: dict[str, Any] = reply
+        return answer
 
     def ask(self, op: str, **args: Any) -> dict[str, Any]:
         self.send(op, **args)

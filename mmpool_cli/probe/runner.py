@@ -14,16 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from mmpool_cli.core.models import Plan, PlanRequest, Severity
-from mmpool_cli.core.plan import make_plan
-from mmpool_cli.core.units import format_size
+from mmpool_cli.core.findings import Severity
+from mmpool_cli.core.units import MiB, format_size
+from mmpool_cli.engines.sglang.models import Plan, PlanRequest
+from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.probe import devices as dv
 from mmpool_cli.probe import stages as st
+from mmpool_cli.probe.probe_report import GpuInfo, ProbeReport, Stage
 from mmpool_cli.probe.processes import RELEASE_GRACE_S, Child, ChildFailed, Children, Deadline, server_started_at
-from mmpool_cli.probe.report import GpuInfo, ProbeReport, Stage
-from mmpool_cli.sglang import rules as sg
 
-MiB = sg.MiB
 IPC_SLICE_BYTES = 8 * MiB
 COPY_MIN, COPY_MAX = 64 * MiB, 1024 * MiB
 BASELINE_TOLERANCE = st.BASELINE_TOLERANCE

@@ -10,13 +10,13 @@ import time
 from fractions import Fraction
 from typing import Any
 
-from mmpool_cli.core.models import Plan, Severity
-from mmpool_cli.core.units import format_size
+from mmpool_cli.core.findings import Severity
+from mmpool_cli.core.units import MiB, format_size
+from mmpool_cli.engines.sglang.models import Plan
+from mmpool_cli.engines.sglang.pidfd import FIXES, check_pidfd_getfd
 from mmpool_cli.probe import devices as dv
+from mmpool_cli.probe.probe_report import GpuInfo, Stage
 from mmpool_cli.probe.processes import Child, ChildFailed
-from mmpool_cli.probe.report import GpuInfo, Stage
-from mmpool_cli.sglang.pidfd import FIXES, check_pidfd_getfd
-from mmpool_cli.sglang.rules import MiB
 
 BASELINE_TOLERANCE = 2 * MiB
 BASELINE_WAIT_S = 10.0

@@ -50,7 +50,7 @@ def serve(conn: Any, device: int, alloc_conf: str | None, log_path: str) -> None
             conn.send({})
             return
         try:
-            reply = HANDLERS[op](state, **request)
+            reply = HANDLERS[op](state, **request)  # type: ignore[operator]
         except BaseException as e:  # noqa: BLE001 - every failure becomes a reply
             kind = "oom" if isinstance(e, torch.cuda.OutOfMemoryError) else "error"
             traceback.print_exc()
@@ -181,7 +181,7 @@ def share(state: dict[str, Any]) -> dict[str, Any]:
     from torch.multiprocessing.reductions import reduce_tensor
 
     start = time.perf_counter()
-    rebuild, args = reduce_tensor(state["pool"])
+    rebuild, args = reduce_tensor(state["pool"])  # type: ignore[no-untyped-call]
     payload = pickle.dumps((rebuild, args))
     return {"payload": payload, "seconds": time.perf_counter() - start}
 

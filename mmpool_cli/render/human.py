@@ -9,11 +9,14 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mmpool_cli.core.models import FileResult, Finding, Plan, Report, Severity
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.reports import FileResult, Report
 from mmpool_cli.core.units import format_binary, format_size, is_whole_binary
-from mmpool_cli.probe.report import ProbeReport
+from mmpool_cli.engines.sglang.models import Plan
+from mmpool_cli.engines.sglang.rules import ENV_BUDGET
+from mmpool_cli.engines.sglang.versions import NEWEST
+from mmpool_cli.probe.probe_report import ProbeReport
 from mmpool_cli.render.text import summary_line, version_note
-from mmpool_cli.sglang.rules import ENV_BUDGET, SGLANG_VERSION
 from mmpool_cli.workload.kv import KvCost
 
 SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
@@ -174,7 +177,7 @@ def probe_human(report: ProbeReport) -> RenderableType:
     verdict = Text("OK", style="bold green") if report.status == "ok" else Text("FAIL", style="bold red")
     plan = report.plan
     release = (
-        f"SGLang {SGLANG_VERSION}" if plan is None else version_note(plan.sglang_version, plan.sglang_version_chosen)
+        f"SGLang {NEWEST}" if plan is None else version_note(plan.sglang_version, plan.sglang_version_chosen)
     )
     parts: list[RenderableType] = [Text.assemble("mmpool probe: ", verdict, f"  ({report.seconds:.1f} s, {release})")]
     for f in report.inputs:  # one line each, as a compiler prints them (a table would cut long paths)
@@ -235,7 +238,7 @@ def result_human(result: FileResult, strict: bool, verbose: bool) -> RenderableT
                     f" [{f.code}] {f.message}",
                 )
             )
-    if result.plan is not None and result.plan.status == "ok":
+    if isinstance(result.plan, Plan) and result.plan.status == "ok":
         parts.append(Text("  " + _plan_line(result.plan), style="dim"))
     return Group(*parts)
 

@@ -12,7 +12,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from mmpool_cli import __version__
-from mmpool_cli.core.models import FileResult, Finding, Report, Severity
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.reports import FileResult, Report
 from mmpool_cli.render.text import split_location
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

@@ -11,7 +11,7 @@ from rich.text import Text
 from mmpool_cli.core.units import format_binary
 from mmpool_cli.render.human import _kv_table
 from mmpool_cli.render.text import version_note
-from mmpool_cli.simulate.report import SimulationReport, result_data
+from mmpool_cli.simulate.sim_report import SimulationReport, result_data
 
 
 def _pct(part: int, whole: int) -> str:
@@ -47,7 +47,7 @@ def simulate_human(report: SimulationReport) -> RenderableType:
         Text.assemble(
             "mmpool simulate: ",
             verdict,
-            f"  ({version_note(report.sglang_version, report.sglang_version_chosen)}, cuda_ipc, {source})",
+            f"  ({version_note(report.sglang_version, report.sglang_version_chosen)}, {report.transport}, {source})",
         )
     )
     rows = [

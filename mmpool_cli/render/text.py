@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mmpool_cli.core.models import REPORT_SCHEMA_VERSION, FileResult, Finding, Report, Severity, to_data
-from mmpool_cli.sglang.versions import how_chosen
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.reports import FileResult, Report
+from mmpool_cli.engines.sglang.versions import how_chosen
 
 
 def to_json(data: Any) -> str:
@@ -20,31 +21,8 @@ def to_json(data: Any) -> str:
 
 
 def report_data(report: Report, launch: list[str] | None = None) -> dict[str, Any]:
-    """The versioned JSON payload of ``validate``/``check``: every input with its findings and plan."""
-    data: dict[str, Any] = {
-        "schema_version": REPORT_SCHEMA_VERSION,
-        "command": report.command,
-        "status": "ok" if report.ok else "fail",
-        "strict": report.strict,
-        "sglang_version": report.sglang_version,
-        "sglang_version_chosen": report.sglang_version_chosen,
-    }
-    if launch is not None:
-        data["launch"] = launch
-    data["files"] = [_result_data(r, report.strict) for r in report.results]
-    data["summary"] = report.counts()
-    return data
-
-
-def _result_data(result: FileResult, strict: bool) -> dict[str, Any]:
-    return {
-        "path": result.path,
-        "kind": result.kind,
-        "status": "invalid" if result.fails(strict) else "valid",
-        "transport": result.transport,
-        "findings": [to_data(f) for f in result.findings],
-        "plan": None if result.plan is None else result.plan.to_data(),
-    }
+    """The versioned JSON payload of ``validate``/``check`` (``Report.to_data``)."""
+    return report.to_data(launch)
 
 
 def summary_line(report: Report) -> str:

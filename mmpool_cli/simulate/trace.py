@@ -24,16 +24,16 @@ from decimal import Decimal, InvalidOperation
 from json.scanner import make_scanner
 from typing import Any, cast
 
+from mmpool_cli.core.units import NS_PER_S
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.engine import ALLOC, FREE, Event
-from mmpool_cli.simulate.pool import MAX_POOL_BYTES
+from mmpool_cli.simulate.cuda_ipc import MAX_POOL_BYTES
+from mmpool_cli.simulate.replay import ALLOC, FREE, Event
 
 MAX_LINE_BYTES = 4096
 MAX_EVENTS = 10_000_000
 MAX_ID_CHARS = 256
 MAX_T_SECONDS = 10**9  # about 32 years: far beyond any recording, and keeps times small integers
 IDLE_TIMEOUT_S = 30.0
-NS_PER_S = 10**9
 _CHUNK = 1 << 16
 _KEYS = {"alloc": {"t", "op", "id", "bytes", "worker"}, "free": {"t", "op", "id"}}
 

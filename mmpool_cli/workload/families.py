@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.workload.items import shorten
+from mmpool_cli.workload.items import quote_clipped
 
 
 class FamilyError(MmpoolError):
@@ -21,11 +21,10 @@ class FamilyError(MmpoolError):
 
 @dataclass(frozen=True)
 class Family:
-    """One model family: its CLI name, whether its features reach the pool, and its settings."""
+    """One model family: its CLI name, modalities and processor settings (the engine says whether it is pooled)."""
 
     name: str
     title: str
-    pooled: bool
     modalities: tuple[str, ...]
     model_types: tuple[str, ...]
     # Why the features skip the pool (not pooled), or the tensor and dtype that enter it (pooled).
@@ -55,7 +54,6 @@ FAMILIES: dict[str, Family] = {
         Family(
             "qwen2-vl",
             "Qwen2-VL",
-            True,
             ("image", "video"),
             ("qwen2_vl",),
             "pixel_values / pixel_values_videos, float32 on the GPU",
@@ -64,7 +62,6 @@ FAMILIES: dict[str, Family] = {
         Family(
             "qwen2.5-vl",
             "Qwen2.5-VL",
-            True,
             ("image", "video"),
             ("qwen2_5_vl",),
             "pixel_values / pixel_values_videos, float32 on the GPU",
@@ -73,7 +70,6 @@ FAMILIES: dict[str, Family] = {
         Family(
             "qwen3-vl",
             "Qwen3-VL",
-            True,
             ("image", "video"),
             ("qwen3_vl", "qwen3_vl_moe"),
             "pixel_values / pixel_values_videos, float32 on the GPU",
@@ -91,7 +87,6 @@ FAMILIES: dict[str, Family] = {
         Family(
             "gemma3",
             "Gemma 3",
-            True,
             ("image",),
             ("gemma3",),
             "pixel_values [1 + crops, 3, 896, 896], float32 on the GPU",
@@ -106,7 +101,6 @@ FAMILIES: dict[str, Family] = {
         Family(
             "llama4",
             "Llama 4",
-            True,
             ("image",),
             ("llama4",),
             "pixel_values [tiles, 3, 336, 336], bfloat16 on the GPU",
@@ -115,7 +109,6 @@ FAMILIES: dict[str, Family] = {
         Family(
             "kimi-k2.5",
             "Kimi-K2.5",
-            True,
             ("image",),
             ("kimi_k25",),
             "pixel_values [patches, 3, 14, 14], float32 on the GPU (SGLang's own preprocessing)",
@@ -124,7 +117,6 @@ FAMILIES: dict[str, Family] = {
         Family(
             "internvl",
             "InternVL 2.5 / 3",
-            False,
             ("image", "video"),
             ("internvl_chat", "internvl", "interns1"),
             "SGLang's InternVL processor builds its items itself and never wraps them for the pool",
@@ -132,7 +124,6 @@ FAMILIES: dict[str, Family] = {
         Family(
             "llava-onevision",
             "LLaVA / LLaVA-NeXT / LLaVA-OneVision",
-            False,
             ("image", "video"),
             ("llava_onevision", "llava_qwen", "llava", "llava_next"),
             "SGLang's LLaVA processor emits float16 numpy arrays on the CPU",
@@ -140,7 +131,6 @@ FAMILIES: dict[str, Family] = {
         Family(
             "minicpm-v",
             "MiniCPM-V / MiniCPM-o",
-            False,
             ("image", "video", "audio"),
             ("minicpmv", "minicpmo"),
             "its processor returns a list of CPU tensors and builds its items itself",
@@ -148,7 +138,6 @@ FAMILIES: dict[str, Family] = {
         Family(
             "kimi-vl",
             "Kimi-VL",
-            False,
             ("image",),
             ("kimi_vl",),
             "its remote-code processor returns CPU tensors",
@@ -156,7 +145,6 @@ FAMILIES: dict[str, Family] = {
         Family(
             "whisper",
             "Whisper-style audio (Whisper, Qwen2-Audio)",
-            False,
             ("audio",),
             ("whisper", "qwen2_audio"),
             "Whisper feature extractors return CPU tensors even when given device='cuda'",
@@ -176,7 +164,7 @@ def family(name: str) -> Family:
     found = FAMILIES.get(name.strip().lower())
     if found is None:
         raise FamilyError(
-            f"--model {shorten(name)}: not a known model family or an existing path; known families: {KNOWN} "
+            f"--model {quote_clipped(name)}: not a known model family or an existing path; known families: {KNOWN} "
             "(or give a Hugging Face model directory or its config.json)"
         )
     return found
@@ -193,7 +181,7 @@ def family_of_model_type(model_type: str, where: str) -> Family:
             return f
     types = ", ".join(t for f in FAMILIES.values() for t in f.model_types)
     raise FamilyError(
-        f"{where}: model_type {shorten(model_type)} is not one mmpool knows the processor of; known: {types}"
+        f"{where}: model_type {quote_clipped(model_type)} is not one mmpool knows the processor of; known: {types}"
     )
 
 

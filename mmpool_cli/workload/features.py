@@ -107,8 +107,8 @@ def _kind(item: Item) -> str:
     return "audio" if isinstance(item, Audio) else type(item).__name__.lower()
 
 
-def workload(model: str, fam: Family, settings: dict[str, Any], items: list[Item]) -> Workload:
-    """The pooled tensors of one request of ``items`` (none for a family that is never pooled).
+def workload(model: str, fam: Family, settings: dict[str, Any], items: list[Item], pooled: bool) -> Workload:
+    """The pooled tensors of one request of ``items`` (none when the engine does not pool the family).
 
     Raises:
         FamilyError: an item the family does not take.
@@ -117,12 +117,12 @@ def workload(model: str, fam: Family, settings: dict[str, Any], items: list[Item
     for item in items:
         if _kind(item) not in fam.modalities:
             raise FamilyError(f"{fam.name} takes no {_kind(item)} ({item.label}); it takes {', '.join(fam.modalities)}")
-    tensors = [pooled_tensor(fam, settings, item) for item in items] if fam.pooled else []
-    unpooled = [] if fam.pooled else [t for t in (unpooled_tensor(fam, item, items) for item in items) if t]
+    tensors = [pooled_tensor(fam, settings, item) for item in items] if pooled else []
+    unpooled = [] if pooled else [t for t in (unpooled_tensor(fam, item, items) for item in items) if t]
     return Workload(
         model=model,
         family=fam.name,
-        pooled=fam.pooled,
+        pooled=pooled,
         items=[item.label for item in items],
         tensors=tensors,
         request_bytes=sum(t.bytes for t in tensors),

@@ -16,7 +16,7 @@ from typing import Any
 
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.workload.families import Family, family, family_of_model_type
-from mmpool_cli.workload.items import shorten
+from mmpool_cli.workload.items import quote_clipped
 from mmpool_cli.workload.kv import KvModel
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
@@ -51,7 +51,7 @@ def resolve(text: str) -> Model:
         FamilyError: neither a known family nor an existing path.
         ModelConfigError: a path whose config is missing or unreadable.
     """
-    shown = shorten(text)
+    shown = quote_clipped(text)
     path = Path(text).expanduser()
     try:
         exists = path.exists()
@@ -97,7 +97,7 @@ def load(path: Path) -> Model:
     config_path = path / CONFIG if path.is_dir() else path
     if not config_path.is_file():
         raise ModelConfigError(
-            f"--model {shorten(str(path))}: the directory has no {CONFIG}; give a Hugging Face model directory, "
+            f"--model {quote_clipped(str(path))}: the directory has no {CONFIG}; give a Hugging Face model directory, "
             f"its {CONFIG}, or a family name"
         )
     config = _read_json(config_path)
@@ -117,7 +117,7 @@ def load(path: Path) -> Model:
 
 def _positive(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ModelConfigError(f"{where}: expected a positive integer, got {shorten(repr(value))}")
+        raise ModelConfigError(f"{where}: expected a positive integer, got {quote_clipped(repr(value))}")
     return value
 
 

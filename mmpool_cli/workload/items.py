@@ -24,7 +24,7 @@ _SIZE = re.compile(r"(\d{1,9})[xX×](\d{1,9})")
 _MAX_NUMBER_TEXT = 24
 
 
-def shorten(text: str, limit: int = 60) -> str:
+def quote_clipped(text: str, limit: int = 60) -> str:
     """``text`` quoted for an error message, cut to ``limit`` characters so a long input stays one line."""
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
@@ -90,12 +90,12 @@ def _dec(x: Fraction) -> str:
 def _size(flag: str, text: str, example: str) -> tuple[int, int]:
     m = _SIZE.fullmatch(text.strip())
     if m is None:
-        raise ItemError(f"{flag} {shorten(text)}: expected WIDTHxHEIGHT in pixels, e.g. {example}")
+        raise ItemError(f"{flag} {quote_clipped(text)}: expected WIDTHxHEIGHT in pixels, e.g. {example}")
     width, height = int(m.group(1)), int(m.group(2))
     if width == 0 or height == 0:
-        raise ItemError(f"{flag} {shorten(text)}: width and height must be at least 1 pixel, e.g. {example}")
+        raise ItemError(f"{flag} {quote_clipped(text)}: width and height must be at least 1 pixel, e.g. {example}")
     if width > MAX_SIDE or height > MAX_SIDE:
-        raise ItemError(f"{flag} {shorten(text)}: a side above {MAX_SIDE} pixels is out of range")
+        raise ItemError(f"{flag} {quote_clipped(text)}: a side above {MAX_SIDE} pixels is out of range")
     return width, height
 
 
@@ -105,11 +105,11 @@ def _number(flag: str, text: str, what: str, limit: int, example: str) -> Fracti
             raise InvalidOperation
         value = Decimal(text.strip())
     except InvalidOperation:
-        raise ItemError(f"{flag} {shorten(text)}: {what} must be a number, e.g. {example}") from None
+        raise ItemError(f"{flag} {quote_clipped(text)}: {what} must be a number, e.g. {example}") from None
     if not value.is_finite() or value <= 0:
-        raise ItemError(f"{flag} {shorten(text)}: {what} must be a positive number, e.g. {example}")
+        raise ItemError(f"{flag} {quote_clipped(text)}: {what} must be a positive number, e.g. {example}")
     if value > limit:
-        raise ItemError(f"{flag} {shorten(text)}: {what} above {limit} is out of range")
+        raise ItemError(f"{flag} {quote_clipped(text)}: {what} above {limit} is out of range")
     return Fraction(value)
 
 
@@ -132,13 +132,13 @@ def parse_video(text: str) -> Video:
     example = "1920x1080:30:30 (30 s of 1080p at 30 fps)"
     parts = text.split(":")
     if len(parts) != 3:
-        raise ItemError(f"--video {shorten(text)}: expected WIDTHxHEIGHT:SECONDS:FPS, e.g. {example}")
+        raise ItemError(f"--video {quote_clipped(text)}: expected WIDTHxHEIGHT:SECONDS:FPS, e.g. {example}")
     width, height = _size("--video", parts[0], example)
     seconds = _number("--video", parts[1], "the duration in seconds", MAX_SECONDS, example)
     fps = _number("--video", parts[2], "the frame rate", MAX_FPS, example)
     video = Video(width, height, seconds, fps)
     if video.frames < 1:
-        raise ItemError(f"--video {shorten(text)}: {_dec(seconds)} s at {_dec(fps)} fps is less than one frame")
+        raise ItemError(f"--video {quote_clipped(text)}: {_dec(seconds)} s at {_dec(fps)} fps is less than one frame")
     return video
 
 

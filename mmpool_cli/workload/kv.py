@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from mmpool_cli.sglang.rules import DEFAULT_VLM_CACHE_MB, MiB
+from mmpool_cli.core.units import MiB
 
 # SGLang's --kv-cache-dtype choices with a plain element size (mxfp8 and the FP4 recipes add
 # scale buffers mmpool does not model); "auto" follows the model's dtype, and SGLang serves
@@ -40,9 +40,9 @@ class KvRequest:
     """What the KV cost needs beyond the pool layout: the model, the KV flags and the VLM cache."""
 
     model: KvModel
+    vlm_cache_mb: int  # as the release reads SGLANG_VLM_CACHE_SIZE_MB, or its default
     kv_cache_dtype: str = "auto"
     page_size: int = 1
-    vlm_cache_mb: int = DEFAULT_VLM_CACHE_MB
     vlm_cache_variable: str | None = None  # the variable it was read from; None for SGLang's default
     vlm_cache_raw: str | None = None
     vlm_cache_invalid: bool = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from mmpool_cli.core.units import align_up
 from mmpool_cli.workload import exact as fp
 
 INTERNVL_TILE = 448
@@ -71,7 +72,7 @@ def kimi_vl_patches(width: int, height: int, limit: int = KIMI_VL_TOKEN_LIMIT, p
         scale = fp.sqrt(fp.div(limit, count))
         width, height = fp.floor(fp.mul(width, scale)), fp.floor(fp.mul(height, scale))
     factor = 2 * patch
-    padded_w = -(-width // factor) * factor
+    padded_w = align_up(width, factor)
     padded_h = -(-height // factor) * factor
     return (padded_w // patch) * (padded_h // patch)
 

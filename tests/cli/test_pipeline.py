@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mmpool_cli.inputs.validate import CONFIG_NAME
+from mmpool_cli.usecases.validate import CONFIG_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 INVALID = ROOT / "tests" / "data" / "configs" / "invalid"

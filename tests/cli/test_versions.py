@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mmpool_cli.sglang import versions
+from mmpool_cli.engines.sglang import versions
 
 MiB = 1024 * 1024
 RELEASES = versions.known()

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mmpool_cli.core.models import Severity
-from mmpool_cli.inputs.validate import validate_file
-from mmpool_cli.sglang.environment import read_launch_env
+from mmpool_cli.core import codes
+from mmpool_cli.core.findings import Severity
+from mmpool_cli.engines.sglang.env_vars import read_launch_env
+from mmpool_cli.engines.sglang.files import validate_file
 
 NO_ENV = read_launch_env({})
 SECONDS = 20.0
@@ -96,10 +97,14 @@ def _bounded(path: Path, kind: str) -> None:
         tracemalloc.stop()
     assert elapsed < SECONDS, f"{elapsed:.1f} s"
     assert peak < PEAK_BYTES, f"{peak / 2**20:.0f} MiB"
+    assert result.path == str(path)
     for f in result.findings:
-        assert f.severity in Severity
+        # a registered code with a severity it takes, a message, located in this file
+        assert f.severity in codes.ALL[f.code].severities, f
+        assert f.message, f
         assert len(f.message) < LONGEST_MESSAGE, f.message[:200]
         assert f.location and f.location.startswith(str(path)), f
+    assert result.fails() == any(f.severity is Severity.error for f in result.findings)
 
 
 @settings(

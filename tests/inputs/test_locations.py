@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from mmpool_cli.core import budget, capacity, eras
-from mmpool_cli.core import plan as planmod
-from mmpool_cli.core.models import Budget, PlanRequest
-from mmpool_cli.core.plan import make_plan
-from mmpool_cli.inputs.config import SUBJECT_PATHS
-from mmpool_cli.inputs.launch import check_launch
-from mmpool_cli.inputs.validate import validate_file
-from mmpool_cli.sglang.environment import budget_from_env, read_launch_env
-from mmpool_cli.sglang.resolution import SUBJECT_DESTS, Assumptions
+from mmpool_cli.engines.sglang import budget, capacity, eras
+from mmpool_cli.engines.sglang import plan as planmod
+from mmpool_cli.engines.sglang.env_vars import budget_from_env, read_launch_env
+from mmpool_cli.engines.sglang.files import validate_file
+from mmpool_cli.engines.sglang.launch import check_launch
+from mmpool_cli.engines.sglang.mmpool_config import SUBJECT_PATHS
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest
+from mmpool_cli.engines.sglang.plan import make_plan
+from mmpool_cli.engines.sglang.resolution import SUBJECT_DESTS, Assumptions
 
 MiB = 2**20
 

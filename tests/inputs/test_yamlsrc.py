@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mmpool_cli.inputs.validate import validate_file
+from mmpool_cli.engines.sglang.env_vars import read_launch_env
+from mmpool_cli.engines.sglang.files import validate_file
 from mmpool_cli.inputs.yamlsrc import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES, load, parse_text, read_stdin
-from mmpool_cli.sglang.environment import read_launch_env
 
 NO_ENV = read_launch_env({})
 
@@ -29,8 +29,8 @@ def test_locating_is_linear_in_the_number_of_keys(tmp_path: Path) -> None:
     path = tmp_path / "many.yaml"
     path.write_text("".join(f"unknown-key-{i}: {i}\n" for i in range(100_000)))
     code = (
-        "import sys; from mmpool_cli.inputs.validate import validate_file; "
-        "from mmpool_cli.sglang.environment import read_launch_env; "
+        "import sys; from mmpool_cli.engines.sglang.files import validate_file; "
+        "from mmpool_cli.engines.sglang.env_vars import read_launch_env; "
         "r = validate_file(sys.argv[1], read_launch_env({})); print(len(r.findings), *(f.location for f in r.findings))"
     )
     done = subprocess.run(
@@ -138,7 +138,7 @@ def test_a_fifo_as_a_config_is_refused_without_blocking(tmp_path: Path) -> None:
 
 
 def test_a_fifo_as_an_env_file_is_refused_without_blocking(tmp_path: Path) -> None:
-    from mmpool_cli.inputs.envfile import read_env_file
+    from mmpool_cli.inputs.dotenv import read_env_file
 
     fifo = tmp_path / "pool.env"
     os.mkfifo(fifo)

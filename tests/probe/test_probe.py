@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from mmpool_cli.core.models import Budget, PlanRequest, Severity
-from mmpool_cli.core.plan import make_plan
+from mmpool_cli.core.findings import Severity
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest
+from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.probe import devices as dv
-from mmpool_cli.probe.report import GpuInfo, ProbeReport, Stage
+from mmpool_cli.probe.probe_report import GpuInfo, ProbeReport, Stage
 from mmpool_cli.render.human import probe_human
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

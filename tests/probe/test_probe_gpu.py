@@ -14,10 +14,10 @@ import sys
 
 import pytest
 
-from mmpool_cli.core.models import Budget, PlanRequest
+from mmpool_cli.core.units import MiB
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.probe import devices as dv
 from mmpool_cli.probe.runner import BASELINE_TOLERANCE, ProbeRequest, run_probe
-from mmpool_cli.sglang.rules import MiB
 
 pytestmark = pytest.mark.gpu
 

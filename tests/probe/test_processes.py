@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from mmpool_cli.core.models import Budget, PlanRequest
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.probe import devices as dv
 from mmpool_cli.probe import processes, runner
 from mmpool_cli.probe.processes import ChildFailed, Deadline

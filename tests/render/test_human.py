@@ -7,8 +7,8 @@ import json
 
 from rich.console import Console
 
-from mmpool_cli.core.models import Budget, PlanRequest
-from mmpool_cli.core.plan import make_plan
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest
+from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.render.human import plan_human
 from mmpool_cli.render.text import to_json
 

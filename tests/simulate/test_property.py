@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mmpool_cli.simulate.engine import ALLOC, FREE, PoolLayout, simulate
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.simulation import pool_rules
+from mmpool_cli.simulate.replay import ALLOC, FREE, PoolLayout, simulate
 
 from .reference import reference_offsets
+
+REL = versions.release(versions.NEWEST)
+RULES = pool_rules(REL)
 
 INTERVAL = 4
 
@@ -49,7 +56,7 @@ def traces(draw):
 @given(traces())
 def test_offsets_match_the_reference(trace) -> None:
     workers, memory_size, data_start, max_slots, events = trace
-    layout = PoolLayout(workers, memory_size, data_start, INTERVAL, max_slots)
+    layout = PoolLayout(workers, memory_size, data_start, INTERVAL, dataclasses.replace(RULES, max_leases=max_slots))
     result = simulate(events, layout, record=True)
     expected = reference_offsets(events, workers, memory_size, data_start, INTERVAL, max_slots)
     assert result.offsets == expected

@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from mmpool_cli.sglang.rules import ipc_header_bytes
-from mmpool_cli.simulate.engine import PoolLayout, simulate
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.simulation import pool_rules
+from mmpool_cli.simulate.replay import PoolLayout, simulate
 from mmpool_cli.simulate.trace import read_trace
 
 DATA = Path(__file__).parent / "data" / "sglang-0.5.23"
+REL = versions.release(DATA.name.removeprefix("sglang-"))  # the release the fixture was recorded from
 CASES = json.loads((DATA / "offsets.json").read_text())["cases"]
 
 
@@ -24,7 +26,11 @@ CASES = json.loads((DATA / "offsets.json").read_text())["cases"]
 def test_offsets_match_sglangs_allocator(case: dict) -> None:
     events = read_trace(str(DATA / case["trace"]), workers=case["workers"])
     layout = PoolLayout(
-        case["workers"], case["memory_size"], ipc_header_bytes(case["consumers"]), case["recycle_interval_ns"]
+        case["workers"],
+        case["memory_size"],
+        REL.header_bytes(case["consumers"]),
+        case["recycle_interval_ns"],
+        pool_rules(REL),
     )
     result = simulate(events, layout, record=True)
     assert result.offsets == case["offsets"]

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mmpool_cli.simulate import trace as tr
-from mmpool_cli.simulate.engine import ALLOC, FREE
+from mmpool_cli.simulate.replay import ALLOC, FREE
 from mmpool_cli.simulate.trace import TraceError, read_trace
 
 

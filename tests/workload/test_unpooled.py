@@ -15,7 +15,7 @@ from mmpool_cli.workload.items import parse_audio, parse_image, parse_video
 
 def moved(family: str, *items) -> list[int]:
     fam = FAMILIES[family]
-    return [t.bytes for t in workload(family, fam, dict(fam.settings), list(items)).unpooled]
+    return [t.bytes for t in workload(family, fam, dict(fam.settings), list(items), pooled=False).unpooled]
 
 
 # feature-sizes.md §3 (W×H; each image alone in its request)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmpool_cli.core.excerpt import excerpt, shorten
-from mmpool_cli.core.models import Finding, Severity
+from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.vllm import gib
 from mmpool_cli.engines.vllm.flags import FlagTable, Option, table
 from mmpool_cli.engines.vllm.processor_cache import DataParallel

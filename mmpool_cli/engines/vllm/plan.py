@@ -13,7 +13,7 @@ from decimal import ROUND_CEILING, Decimal, localcontext
 from pathlib import Path
 from typing import Any, Literal
 
-from mmpool_cli.core.models import Finding, Severity
+from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm import gpu_pool, processor_cache
 from mmpool_cli.engines.vllm.gib import GiB, GibValue, bytes_of

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mmpool_cli.core.models import Severity
+from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.vllm import args, versions
 from mmpool_cli.engines.vllm.flags import table
 from mmpool_cli.engines.vllm.gib import GibValue

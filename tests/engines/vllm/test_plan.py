@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from mmpool_cli.core.models import Severity
+from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.vllm import gib, versions
 from mmpool_cli.engines.vllm import plan as P
 from mmpool_cli.engines.vllm.encoder_budget import Gpu

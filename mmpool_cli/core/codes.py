@@ -1,0 +1,107 @@
+"""The registry of finding codes: every code a finding can carry, its severity and what it means.
+
+Each owner keeps one registry (``NEUTRAL``, below, for mmpool's own inputs, one per
+engine, one for the probe); each registry joins ``ALL`` when its module is imported, and a
+``Finding`` with a code or severity no registry has is refused (a bug in mmpool, caught by the
+tests), so the README's tables (checked against the registries by a test) list every code.
+Neutral core: knows no engine; standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from mmpool_cli.core.findings import Severity
+
+# code -> its entry, from every registry imported so far
+ALL: dict[str, Code] = {}
+
+
+@dataclass(frozen=True)
+class Code:
+    """One finding code: its usual severity, any other it takes (e.g. for older releases), its meaning."""
+
+    code: str
+    severity: Severity
+    meaning: str
+    also: tuple[Severity, ...] = ()
+
+    @property
+    def severities(self) -> tuple[Severity, ...]:
+        return (self.severity, *self.also)
+
+
+class CodeRegistry:
+    """The codes of one owner (mmpool's inputs, an engine, the probe); a code belongs to one owner."""
+
+    def __init__(self, owner: str, codes: Iterable[Code]) -> None:
+        self.owner = owner
+        self.codes: dict[str, Code] = {}
+        for entry in codes:
+            if entry.code in self.codes or entry.code in ALL:
+                raise ValueError(f"finding code {entry.code!r} is registered twice")
+            self.codes[entry.code] = entry
+        ALL.update(self.codes)
+
+    def __contains__(self, code: object) -> bool:
+        return code in self.codes
+
+    def __getitem__(self, code: str) -> Code:
+        return self.codes[code]
+
+
+def check(code: str, severity: Severity) -> None:
+    """Refuse a finding that no registry knows, or with a severity its code does not take."""
+    entry = ALL.get(code)
+    if entry is None:
+        raise ValueError(f"finding code {code!r} is in no registry (core.codes)")
+    if severity not in entry.severities:
+        raise ValueError(f"finding code {code!r} never has severity {severity.value}")
+
+
+# The codes of mmpool's own inputs, whatever the engine: files, YAML, directories, env files.
+NEUTRAL = CodeRegistry(
+    "neutral",
+    [
+        Code("file-missing", Severity.error, "the file cannot be read (over 4 MiB, stdin too, is not a config)"),
+        Code("file-unreadable", Severity.error, "the file cannot be read (over 4 MiB, stdin too, is not a config)"),
+        Code("file-too-large", Severity.error, "the file cannot be read (over 4 MiB, stdin too, is not a config)"),
+        Code("file-not-regular", Severity.error, "a FIFO, device or socket: refused unread, so nothing blocks"),
+        Code("file-binary", Severity.error, "NUL bytes, or a byte that is not UTF-8 (located at the byte)"),
+        Code("file-not-utf8", Severity.error, "NUL bytes, or a byte that is not UTF-8 (located at the byte)"),
+        Code("file-empty", Severity.error, "nothing to read, or the top level is not a mapping"),
+        Code("root-not-mapping", Severity.error, "nothing to read, or the top level is not a mapping"),
+        Code("yaml-syntax", Severity.error, "YAML SGLang cannot read, or a key given twice (only the last counts)"),
+        Code(
+            "yaml-duplicate-key", Severity.error, "YAML SGLang cannot read, or a key given twice (only the last counts)"
+        ),
+        Code(
+            "yaml-alias-expansion",
+            Severity.error,
+            "aliases that add more than 100 000 values, or a value that contains itself",
+        ),
+        Code(
+            "yaml-recursive-alias",
+            Severity.error,
+            "aliases that add more than 100 000 values, or a value that contains itself",
+        ),
+        Code(
+            "yaml-too-deep",
+            Severity.error,
+            "nesting deeper than 100 levels; an integer of more than 4 300 digits (Python's int() limit)",
+        ),
+        Code(
+            "yaml-int-too-long",
+            Severity.error,
+            "nesting deeper than 100 levels; an integer of more than 4 300 digits (Python's int() limit)",
+        ),
+        Code("env-file-syntax", Severity.error, "an --env-file line that is not KEY=VALUE"),
+        Code(
+            "directory-no-configs",
+            Severity.error,
+            "a directory argument holds no file named mmpool* or sglang* ending in .yaml, .yml or .json",
+        ),
+        Code("directory-too-many", Severity.error, "a directory argument holds more than 10 000 config files"),
+    ],
+)

@@ -1,0 +1,79 @@
+"""Interfaces for engines: what mmpool needs of an inference engine to plan and check its pools.
+
+An engine lives in a package of its own under ``mmpool_cli/engines/`` and is one subclass of
+``Engine``, named in ``mmpool_cli.engines.REGISTRY``. The use cases (``mmpool_cli.usecases``) reach
+an engine only through this interface, so a second engine is one new package and one registry
+entry. An engine's request and plan are its own types; what crosses this interface otherwise is
+the neutral core's (``core.findings``, ``core.reports``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+
+from mmpool_cli.core.findings import Finding
+from mmpool_cli.core.reports import FileResult, PlanResult, Settings
+
+if TYPE_CHECKING:  # the simulator loads only for simulate
+    from mmpool_cli.simulate.sim_report import PoolSetup
+
+RequestT = TypeVar("RequestT")
+PlanT = TypeVar("PlanT", bound=PlanResult)
+FileKind = Literal["auto", "mmpool", "engine"]
+
+
+class Engine(ABC, Generic[RequestT, PlanT]):
+    """One inference engine: its releases, how it reads its inputs, how it plans its pools."""
+
+    name: ClassVar[str]  # the registry key and the ``--kind`` of its config files, e.g. "sglang"
+    title: ClassVar[str]  # how reports name it, e.g. "SGLang"
+
+    @abstractmethod
+    def releases(self) -> tuple[str, ...]:
+        """Every release this engine has rules for, oldest first."""
+
+    @abstractmethod
+    def choose_release(self, flag: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
+        """The release to apply (from a flag, the environment, what is installed, else the newest)
+        and how it was chosen. An unknown release raises ``MmpoolError``."""
+
+    @abstractmethod
+    def allocators(self, version: str) -> tuple[str, ...]:
+        """The pool allocators (transports that create a GPU pool) release ``version`` has."""
+
+    @abstractmethod
+    def pooled(self, family: str) -> bool:
+        """Whether the features of model ``family`` (``workload.families``) enter the pool."""
+
+    @abstractmethod
+    def read_environment(self, environ: Mapping[str, str], file_findings: list[Finding], version: str) -> FileResult:
+        """The environment as one input: what the engine will silently do with each variable."""
+
+    @abstractmethod
+    def read_file(
+        self, name: str, environ: Mapping[str, str], kind: FileKind, stdin: bytes | None, version: str, chosen: str
+    ) -> FileResult:
+        """Read one config file (an mmpool config, or the engine's own) and plan what it sets with the
+        rules of ``version`` (chosen as ``choose_release`` said: ``chosen``)."""
+
+    @abstractmethod
+    def read_launch(self, argv: list[str], environ: Mapping[str, str], assumptions: Any) -> FileResult:
+        """Read a launch command as the engine would, with its config file and environment, and plan it."""
+
+    @abstractmethod
+    def plan(self, request: RequestT) -> PlanT:
+        """Plan the pools of ``request``: never raises for a bad configuration (findings say it)."""
+
+    @abstractmethod
+    def simulation_refusal(self, version: str, allocator: str) -> str | None:
+        """Why the simulator cannot replay ``allocator`` of release ``version``; None when it can."""
+
+    @abstractmethod
+    def simulation_setup(self, request: RequestT, environ: Mapping[str, str]) -> PoolSetup:
+        """The pools ``request`` makes, for the simulator; a layout that makes none raises ``MmpoolError``."""
+
+    @abstractmethod
+    def settings_for_budget(self, request: RequestT, budget_mb: int) -> Settings | None:
+        """What to copy into the launch for ``request`` with a budget of ``budget_mb`` MiB."""

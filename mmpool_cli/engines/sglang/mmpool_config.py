@@ -1,0 +1,316 @@
+"""mmpool's own config file: pydantic models, their JSON Schema, and the plan request they make.
+
+A config has up to four sections, ``pool``, ``parallel``, ``gpu`` and ``workload``; unknown keys
+are refused, sizes are size strings or integers of bytes. pydantic is imported only inside these
+functions, so commands that never read a config do not pay for it. Errors come back located at the
+offending key or value. No typer, rich or torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+from mmpool_cli.core.excerpt import excerpt, shorten
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.units import MAX_BYTES, SIZE_PATTERN, format_size, parse_size
+from mmpool_cli.engines.sglang import rules as sg
+from mmpool_cli.engines.sglang import settings
+from mmpool_cli.engines.sglang.env_vars import LaunchEnv, read_launch_env, resolve_budget
+from mmpool_cli.engines.sglang.models import Budget, Plan, PlanRequest
+from mmpool_cli.engines.sglang.plan import make_plan
+from mmpool_cli.errors import SizeError
+from mmpool_cli.inputs.yamlsrc import Source
+
+SECTIONS = ("pool", "parallel", "gpu", "workload")
+
+# The key that sets each plan subject in a config file (declared once, in settings.py).
+SUBJECT_PATHS = settings.SUBJECT_PATHS
+
+
+def _byte_count(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as 1GiB or a whole number of bytes, not true/false")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"a size cannot be negative ({shorten(str(value))})")
+        if value > MAX_BYTES:
+            raise ValueError(
+                f"{shorten(str(value))} bytes is larger than 2^63 - 1 (8 EiB), the most torch and CUDA can address"
+            )
+        return value
+    if isinstance(value, str):
+        try:
+            return parse_size(value)
+        except SizeError as e:
+            raise ValueError(str(e)) from None
+    raise ValueError("expected a size such as 1GiB or a whole number of bytes")
+
+
+@cache
+def models() -> Any:
+    """The pydantic models, built on first use (``models().Config`` is the root)."""
+    from typing import Annotated, Literal
+
+    from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+    # The schema says what JSON Schema can of the validator: the size grammar, the integer ranges.
+    size_schema = {
+        "anyOf": [
+            {"type": "integer", "minimum": 0, "maximum": MAX_BYTES},
+            {"type": "string", "pattern": SIZE_PATTERN, "examples": ["1GiB", "512MiB", "4.35MB"]},
+        ],
+        "description": "bytes: an integer, or a size string (kB/MB/GB = 1000^n, KiB/MiB/GiB = 1024^n)",
+    }
+    ByteCount = Annotated[int, BeforeValidator(_byte_count), WithJsonSchema(size_schema)]
+    # SGLang needs at least 1 of each; the plan says so with SGLang's own words, the schema with a minimum.
+    Count = Annotated[int, Field(le=MAX_BYTES, json_schema_extra={"minimum": 1})]
+    Integer = Annotated[int, Field(ge=-MAX_BYTES, le=MAX_BYTES)]
+    strict = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    class Pool(BaseModel):
+        """The node's pool budget and how it is split."""
+
+        model_config = strict
+        size: ByteCount | None = Field(None, description="pool budget; unset: SGLANG_MM_FEATURE_CACHE_MB")
+        tokenizer_workers: Count = Field(1, description="--tokenizer-worker-num: one pool per worker")
+        transport: Literal["cuda_ipc", "cuda_vmm", "cpu"] = Field("cuda_ipc", description="--mm-feature-transport")
+        vmm_granularity: ByteCount = Field(sg.DEFAULT_VMM_GRANULARITY, description="CUDA VMM granularity")
+
+    class Parallel(BaseModel):
+        """The parallel layout: it sets the consumers per feature and the transport's limits."""
+
+        model_config = strict
+        tp: Count = Field(1, description="--tp-size")
+        dp: Count = Field(1, description="--dp-size")
+        attn_dp: Count = Field(1, description="--attn-dp-size")
+        enable_dp_attention: bool = Field(False, description="deprecated --enable-dp-attention")
+        pp: Integer = Field(1, description="--pp-size")
+        nnodes: Integer = Field(1, description="--nnodes")
+        base_gpu_id: int = Field(0, ge=0, le=MAX_BYTES, description="--base-gpu-id: the GPU that holds the pools")
+
+    class Gpu(BaseModel):
+        """The base GPU, for offline planning."""
+
+        model_config = strict
+        total_hbm: ByteCount | None = Field(None, description="total memory of the base GPU")
+        free_hbm: ByteCount | None = Field(None, description="memory free on the base GPU before the launch")
+        context_size: ByteCount | None = Field(None, description="CUDA context per tokenizer process")
+
+    class Workload(BaseModel):
+        """The features the pools must hold."""
+
+        model_config = strict
+        feature_sizes: list[ByteCount] = Field(default_factory=list, description="bytes of one feature tensor each")
+
+    class Config(BaseModel):
+        """An mmpool config file."""
+
+        model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="mmpool config")
+        pool: Pool = Field(default_factory=Pool)
+        parallel: Parallel = Field(default_factory=Parallel)
+        gpu: Gpu = Field(default_factory=Gpu)
+        workload: Workload = Field(default_factory=Workload)
+
+    return Config
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of an mmpool config file."""
+    schema = models().model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def is_mmpool_config(data: Mapping[Any, Any]) -> bool:
+    """The recognition rule: a mapping with at least one of ``pool``, ``parallel``, ``gpu``, ``workload``."""
+    return any(section in data for section in SECTIONS)
+
+
+def parse(src: Source) -> tuple[Any | None, list[Finding]]:
+    """Validate a located mapping as an mmpool config: the model, or located findings.
+
+    With errors, the layout rules (the transport's limits, the worker and parallel sizes) are still
+    checked on the keys that are valid, so one run reports a bad value and a layout SGLang refuses
+    together.
+    """
+    from pydantic import ValidationError
+
+    try:
+        return models().model_validate(src.data), []
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+    findings = [_finding(src, err) for err in errors]
+    return None, findings + _layout_despite(src, [tuple(err.get("loc", ())) for err in errors])
+
+
+_LAYOUT_KEYS = (("pool", "transport"), ("parallel", "nnodes"), ("parallel", "pp"))
+# The plan's findings that depend on one key each, and those that combine the parallel keys.
+_SINGLE_KEY_CODES = ("workers-not-positive", "parallel-not-positive")
+_PARALLEL_CODES = ("dp-replicas-with-attention-dp", "attention-dp-not-divisor")
+
+
+def _layout_despite(src: Source, bad: list[tuple[Any, ...]]) -> list[Finding]:
+    cfg = _valid_part(src, bad)
+    if cfg is None:
+        return []
+    findings: list[Finding] = []
+    if not any(_overlaps(loc, key) for loc in bad for key in _LAYOUT_KEYS):  # else its own finding says so
+        where = src.where(("pool", "transport"))
+        findings += [
+            Finding(Severity.error, "transport-layout", f"SGLang refuses this layout: '{message}'", where)
+            for message in sg.transport_errors(cfg.pool.transport, cfg.parallel.nnodes, cfg.parallel.pp)
+        ]
+    if cfg.pool.transport == "cpu" or any(_overlaps(loc, ("pool", "transport")) for loc in bad):
+        return findings  # no pool, or none known: the plan's rules do not apply
+    codes: tuple[str, ...] = _SINGLE_KEY_CODES
+    if not any(_overlaps(loc, ("parallel",)) for loc in bad):
+        codes += _PARALLEL_CODES  # a bad parallel key leaves its default: a combination would be a guess
+    for f in make_plan(request(cfg, read_launch_env({}))).findings:
+        if f.code in codes:
+            findings.append(f.at(src.where(SUBJECT_PATHS.get(f.subject or "", ()))))
+    return findings
+
+
+def _overlaps(loc: tuple[Any, ...], key: tuple[str, ...]) -> bool:
+    return loc[: len(key)] == key or key[: len(loc)] == loc
+
+
+def _valid_part(src: Source, bad: list[tuple[Any, ...]]) -> Any | None:
+    """The config made of the valid keys alone (the bad ones left at their defaults), or None."""
+    from pydantic import ValidationError
+
+    try:
+        return models().model_validate(_without(src.data, bad))
+    except ValidationError:
+        return None
+
+
+def _without(data: dict[Any, Any], bad: list[tuple[Any, ...]]) -> dict[Any, Any]:
+    # One pass over the bad keys, copying only the mappings on their way (no deepcopy: a value may
+    # nest deep; no copy per key: a file may have thousands of unknown keys).
+    below: dict[Any, list[tuple[Any, ...]]] = {}
+    for loc in bad:
+        if loc and loc[0] in data:
+            below.setdefault(loc[0], []).append(loc[1:])
+    pruned = dict(data)
+    for head, rests in below.items():
+        child = data[head]
+        if isinstance(child, dict) and all(rests):
+            pruned[head] = _without(child, rests)
+        else:
+            del pruned[head]  # the bad key itself, or the list that holds a bad item
+    return pruned
+
+
+def _finding(src: Source, err: Mapping[str, Any]) -> Finding:
+    loc = tuple(err.get("loc", ()))
+    dotted = ".".join(str(part) for part in loc) or "(top level)"
+    if err.get("type") == "extra_forbidden":
+        known = _known_keys(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        fix = f"did you mean {close[0]!r}?" if close else f"known keys here: {', '.join(known)}"
+        where = src.where(loc, key=True)
+        return Finding(Severity.error, "config-unknown-key", f"unknown key {excerpt(dotted)}: {fix}", where)
+    message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    return Finding(Severity.error, "config-invalid-value", f"{dotted}: {message}", src.where(loc))
+
+
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    model = models()
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        if field is None or not hasattr(field.annotation, "model_fields"):
+            return list(SECTIONS)
+        model = field.annotation
+    return list(model.model_fields)
+
+
+def request(cfg: Any, launch: LaunchEnv) -> PlanRequest:
+    """The plan request a config makes; an unset size is the environment's, as SGLang reads it."""
+    config = None if cfg.pool.size is None else Budget(bytes=cfg.pool.size, source="config")
+    return PlanRequest(
+        budget=resolve_budget(launch, config=config),
+        workers=cfg.pool.tokenizer_workers,
+        tp_size=cfg.parallel.tp,
+        dp_size=cfg.parallel.dp,
+        attn_dp_size=cfg.parallel.attn_dp,
+        enable_dp_attention=cfg.parallel.enable_dp_attention,
+        transport="cuda_vmm" if cfg.pool.transport == "cuda_vmm" else "cuda_ipc",
+        vmm_granularity=cfg.pool.vmm_granularity,
+        feature_sizes=tuple(cfg.workload.feature_sizes),
+        base_gpu_id=cfg.parallel.base_gpu_id,
+        expandable_segments=launch.expandable_segments,
+        context_bytes=cfg.gpu.context_size,
+    )
+
+
+def extra_findings(src: Source, cfg: Any, plan: Plan | None, launch: LaunchEnv) -> list[Finding]:
+    """What the plan alone does not say: transport limits, the GPU's room, the environment's budget."""
+    findings: list[Finding] = []
+    where_transport = src.where(("pool", "transport"))
+    for message in sg.transport_errors(cfg.pool.transport, cfg.parallel.nnodes, cfg.parallel.pp):
+        findings.append(
+            Finding(Severity.error, "transport-layout", f"SGLang refuses this layout: '{message}'", where_transport)
+        )
+    env_budget = launch.budget
+    if cfg.pool.size is not None and env_budget.source == "env":
+        mb = None if env_budget.invalid else sg.budget_mb(env_budget.bytes)
+        if mb != sg.budget_mb(cfg.pool.size):
+            findings.append(
+                Finding(
+                    Severity.warning,
+                    "config-size-env-differs",
+                    f"the environment sets {env_budget.variable}={shorten(env_budget.raw or '')}, and SGLang "
+                    "reads that, "
+                    "not pool.size "
+                    f"({sg.budget_mb(cfg.pool.size)} MiB); export {sg.ENV_BUDGET}={sg.budget_mb(cfg.pool.size)}",
+                    src.where(("pool", "size")),
+                )
+            )
+    if plan is None or plan.hbm is None:
+        return findings
+    if plan.transport == "cuda_ipc" and launch.expandable_segments:
+        findings.append(
+            Finding(
+                Severity.warning,
+                "pidfd-getfd-needed",
+                "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, cuda_ipc moves memory between processes "
+                "with pidfd_getfd, which needs ptrace rights; 'mmpool check' on the launch machine tests it",
+                where_transport,
+            )
+        )
+    total, free = cfg.gpu.total_hbm, cfg.gpu.free_hbm
+    if total is not None and free is not None and free > total:
+        findings.append(
+            Finding(
+                Severity.error,
+                "gpu-free-exceeds-total",
+                f"gpu.free_hbm {format_size(free)} is more than gpu.total_hbm {format_size(total)}",
+                src.where(("gpu", "free_hbm")),
+            )
+        )
+    elif free is not None and plan.hbm.total_bytes > free:
+        findings.append(
+            Finding(
+                Severity.error,
+                "hbm-exceeds-free",
+                f"the pools and tokenizer contexts take {format_size(plan.hbm.total_bytes)} on GPU "
+                f"{plan.hbm.base_gpu_id}, more than its {format_size(free)} free; lower pool.size or "
+                "pool.tokenizer_workers",
+                src.where(("gpu", "free_hbm")),
+            )
+        )
+    elif total:
+        share = plan.hbm.total_bytes * 1000 // total
+        findings.append(
+            Finding(
+                Severity.info,
+                "hbm-share",
+                f"the pools and tokenizer contexts take {format_size(plan.hbm.total_bytes)}, "
+                f"{share // 10}.{share % 10}% of GPU {plan.hbm.base_gpu_id}'s {format_size(total)}",
+                src.where(("gpu", "total_hbm")),
+            )
+        )
+    return findings

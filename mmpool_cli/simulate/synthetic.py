@@ -1,0 +1,111 @@
+"""A seeded synthetic workload: requests with pooled features, as alloc/free events.
+
+Requests arrive as a Poisson process at a given rate, or from a fixed number of clients that
+each send the next request when the previous one finishes. They are dispatched round-robin to
+the tokenizer workers. Each feature of a request is leased when the request arrives and
+acknowledged by its last consumer:
+
+* eager (SGLang's default): on receipt by the scheduler, ``ack_delay`` after arrival;
+* deferred (Qwen3-VL at TP=1, or the DP encoder): when the vision encoder runs for the item's
+  prefill chunk, ``hold`` after arrival, by default at the request's end.
+
+Request durations are fixed or exponentially distributed about their mean. The same seed gives
+the same events, to the nanosecond.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+from mmpool_cli.core.units import NS_PER_S
+from mmpool_cli.errors import MmpoolError
+from mmpool_cli.simulate.replay import ALLOC, FREE, Event
+
+Mode = Literal["eager", "deferred"]
+Residency = Literal["fixed", "exponential"]
+MAX_SYNTHETIC_EVENTS = 10_000_000
+MIN_RATE = 1e-6  # keeps arrival times within what a trace can hold (10**9 s)
+MAX_RATE = 1e9
+
+
+@dataclass(frozen=True)
+class SyntheticWorkload:
+    """The traffic to simulate. Times in integer nanoseconds, sizes in bytes."""
+
+    items: tuple[int, ...]  # bytes of each pooled feature of one request
+    requests: int
+    rate: float | None = None  # requests per second (Poisson arrivals)
+    concurrency: int | None = None  # or this many clients, each waiting for its last request
+    duration_ns: int = NS_PER_S  # mean time from a request's arrival to its end
+    residency: Residency = "fixed"
+    mode: Mode = "eager"
+    ack_delay_ns: int = 0  # eager: arrival to the scheduler's acknowledgement
+    hold_ns: int | None = None  # deferred: arrival to the acknowledgement; None: the request's end
+    seed: int = 0
+
+
+def check_workload(w: SyntheticWorkload) -> None:
+    """Raise MmpoolError (exit 2) for a workload that cannot be simulated."""
+    if not w.items:
+        raise MmpoolError("a synthetic workload needs --feature-size at least once (the features of one request)")
+    if any(n <= 0 for n in w.items):
+        raise MmpoolError("--feature-size: every feature must be at least 1 byte (SGLang cannot pool an empty tensor)")
+    if (w.rate is None) == (w.concurrency is None):
+        raise MmpoolError("give exactly one of --rate (requests per second) and --concurrency (clients)")
+    if w.rate is not None and not MIN_RATE <= w.rate <= MAX_RATE:
+        raise MmpoolError(f"--rate: must be from {MIN_RATE:g} to {MAX_RATE:g} requests per second, not {w.rate}")
+    if w.concurrency is not None and w.concurrency <= 0:
+        raise MmpoolError(f"--concurrency: must be at least 1, not {w.concurrency}")
+    if w.requests <= 0:
+        raise MmpoolError(f"--requests: must be at least 1, not {w.requests}")
+    if 2 * w.requests * len(w.items) > MAX_SYNTHETIC_EVENTS:
+        raise MmpoolError(
+            f"--requests {w.requests} with {len(w.items)} features each makes more than "
+            f"{MAX_SYNTHETIC_EVENTS} events; use fewer requests"
+        )
+    if w.duration_ns <= 0 and w.concurrency is not None:
+        raise MmpoolError("--duration: must be positive with --concurrency (each client waits for its request)")
+    if min(w.duration_ns, w.ack_delay_ns, w.hold_ns or 0) < 0:
+        raise MmpoolError("--duration, --ack-delay and --hold must not be negative")
+
+
+def synthesize(w: SyntheticWorkload, workers: int) -> list[Event]:
+    """The alloc and free events of ``w`` over ``workers`` pools, in time order."""
+    check_workload(w)
+    rng = random.Random(w.seed)
+    exponential = w.residency == "exponential"
+
+    def duration() -> int:
+        return round(rng.expovariate(1.0) * w.duration_ns) if exponential else w.duration_ns
+
+    starts: list[tuple[int, int]] = []  # (arrival, duration) in dispatch order
+    if w.rate is not None:
+        t = 0
+        for _ in range(w.requests):
+            starts.append((t, duration()))
+            t += round(rng.expovariate(w.rate) * NS_PER_S)
+    else:
+        # clients beyond the number of requests would never send one
+        clients = [(0, c) for c in range(min(w.concurrency or 0, w.requests))]
+        while len(starts) < w.requests:
+            t, client = heapq.heappop(clients)
+            d = duration()
+            starts.append((t, d))
+            heapq.heappush(clients, (t + d, client))
+    events: list[tuple[int, int, Event]] = []
+    n = len(w.items)
+    for r, (arrival, d) in enumerate(starts):
+        worker = r % workers
+        if w.mode == "eager":
+            ack = arrival + w.ack_delay_ns
+        else:
+            ack = arrival + (d if w.hold_ns is None else w.hold_ns)
+        for j, nbytes in enumerate(w.items):
+            key = r * n + j
+            events.append((arrival, 2 * key, (arrival, ALLOC, key, nbytes, worker)))
+            events.append((ack, 2 * key + 1, (ack, FREE, key, 0, 0)))
+    events.sort()
+    return [e for _, _, e in events]

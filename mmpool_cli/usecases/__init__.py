@@ -1,0 +1,1 @@
+"""What each command does, as a function from a request to a result; the CLI only parses and renders."""

@@ -1,0 +1,87 @@
+"""``mmpool validate``: every file and the environment, every finding, in one run.
+
+The engine reads each input (``Engine.read_environment``, ``Engine.read_file``); this use case
+expands directories, keeps the input order and makes the report. The environment is one more
+input, reported once. No typer, rich or torch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Literal
+
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.core.reports import FileResult, Report
+from mmpool_cli.engines import DEFAULT, engine
+from mmpool_cli.inputs.yamlsrc import STDIN
+
+Kind = Literal["auto", "mmpool", "sglang"]
+# The files a directory argument (and the pre-commit hook) checks: names that start with mmpool or
+# sglang and end in .yaml, .yml or .json, so that other YAML in a repository is left alone.
+CONFIG_NAME = re.compile(r"(mmpool|sglang)[^/]*\.(ya?ml|json)")
+MAX_DIRECTORY_FILES = 10_000
+
+
+def expand(paths: list[str]) -> tuple[list[str], list[FileResult]]:
+    """Files to validate: each path as given, each directory walked for ``CONFIG_NAME`` files.
+
+    Hidden directories are skipped; a directory with no config files, or with more than
+    ``MAX_DIRECTORY_FILES`` of them, is a finding rather than a silent pass or an endless walk.
+    """
+    files: list[str] = []
+    problems: list[FileResult] = []
+    for path in paths:
+        if path == STDIN or not os.path.isdir(path):
+            files.append(path)
+            continue
+        found: list[str] = []
+        for top, dirs, names in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            found += [os.path.join(top, n) for n in sorted(names) if CONFIG_NAME.fullmatch(n)]
+            if len(found) > MAX_DIRECTORY_FILES:
+                break
+        if not found or len(found) > MAX_DIRECTORY_FILES:
+            why = "no" if not found else f"more than {MAX_DIRECTORY_FILES:,}"
+            finding = Finding(
+                Severity.error,
+                "directory-no-configs" if not found else "directory-too-many",
+                f"{why} files named mmpool*.yaml/.yml/.json or sglang*.yaml/.yml/.json under {path}; "
+                "name the files to check",
+                path,
+            )
+            problems.append(FileResult(path=path, kind="unknown", findings=[finding]))
+        else:
+            files += found
+    return files, problems
+
+
+def validate(
+    paths: list[str],
+    environ: Mapping[str, str],
+    *,
+    kind: Kind = "auto",
+    stdin: bytes | None = None,
+    env_file_findings: list[Finding] | None = None,
+    strict: bool = False,
+    sglang_version: str | None = None,
+    sglang_version_chosen: str = "newest",
+    engine_name: str = DEFAULT,
+) -> Report:
+    """Validate every path (``-`` is ``stdin``, a directory its config files) and the environment
+    against one release of the engine (its newest unless ``sglang_version`` names one).
+
+    Never raises for bad input; an unknown release raises MmpoolError.
+    """
+    eng = engine(engine_name)
+    version, _ = eng.choose_release(sglang_version or eng.releases()[-1], {})
+    chosen = sglang_version_chosen
+    files, problems = expand(paths)
+    results = [eng.read_environment(environ, env_file_findings or [], version), *problems]
+    results += [
+        eng.read_file(p, environ, "engine" if kind == "sglang" else kind, stdin, version, chosen) for p in files
+    ]
+    return Report(
+        command="validate", results=results, strict=strict, sglang_version=version, sglang_version_chosen=chosen
+    )

@@ -1,0 +1,84 @@
+"""The finding-code registries: the README's tables list exactly their codes, and findings are made from them."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from mmpool_cli.core import codes
+from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.engines import engine, names
+from mmpool_cli.probe.codes import PROBE
+
+ROOT = Path(__file__).resolve().parents[2]
+ROW = re.compile(r"^\| ((?:`[a-z0-9.-]+`(?:, )?)+) \| ([a-z, ()0-9.]+?) \| .* \|$")
+
+
+def readme_codes() -> dict[str, tuple[str, ...]]:
+    """Every code in the README's finding-code tables, with its severities (the usual one first)."""
+    found: dict[str, tuple[str, ...]] = {}
+    heading = ""
+    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            heading = line
+        m = ROW.match(line)
+        if not m or "Finding codes" not in heading:
+            continue
+        names_ = re.findall(r"`([a-z0-9.-]+)`", m[1])
+        usual, _, also = m[2].partition("(")
+        severities = [s.strip() for s in usual.split(",")]
+        if len(severities) == 1:
+            severities *= len(names_)
+        assert len(severities) == len(names_), line
+        extra = tuple(re.findall(r"(error|warning|info) ", also))
+        for name, severity in zip(names_, severities, strict=True):
+            assert found.get(name, (severity, *extra)) == (severity, *extra), f"{name} twice with two severities"
+            found[name] = (severity, *extra)
+    return found
+
+
+def registered() -> dict[str, tuple[str, ...]]:
+    for name in names():
+        engine(name)  # an engine's registry joins codes.ALL when it is imported
+    assert PROBE.owner == "probe"
+    return {c.code: tuple(s.value for s in c.severities) for c in codes.ALL.values()}
+
+
+def test_the_readme_lists_every_registered_code_and_no_other() -> None:
+    readme, registry = readme_codes(), registered()
+    assert sorted(set(registry) - set(readme)) == [], "registered but not in the README"
+    assert sorted(set(readme) - set(registry)) == [], "in the README but in no registry"
+    assert {c: s for c, s in readme.items() if registry[c] != s} == {}
+
+
+def test_every_code_written_in_the_source_is_registered_with_its_severity() -> None:
+    registry = registered()
+    wrong = []
+    for path in sorted((ROOT / "mmpool_cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or len(node.args) < 2:
+                continue
+            severity, code = node.args[0], node.args[1]
+            is_severity = isinstance(severity, ast.Attribute) and ast.unparse(severity.value) == "Severity"
+            if is_severity and isinstance(code, ast.Constant) and isinstance(code.value, str):
+                assert isinstance(severity, ast.Attribute)
+                if severity.attr not in registry.get(code.value, ()):
+                    wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {code.value} ({severity.attr})")
+    assert wrong == []
+
+
+def test_a_finding_with_an_unknown_code_or_severity_is_refused() -> None:
+    registered()
+    assert Finding(Severity.error, "file-missing", "no such file").code == "file-missing"
+    with pytest.raises(ValueError, match="in no registry"):
+        Finding(Severity.error, "no-such-code", "x")
+    with pytest.raises(ValueError, match="never has severity info"):
+        Finding(Severity.info, "file-missing", "x")
+
+
+def test_a_code_belongs_to_one_registry() -> None:
+    with pytest.raises(ValueError, match="registered twice"):
+        codes.CodeRegistry("again", [codes.Code("file-missing", Severity.error, "x")])

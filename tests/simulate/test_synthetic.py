@@ -1,0 +1,71 @@
+"""The synthetic workload: arrivals, round-robin dispatch, lease lifetimes by mode, seeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmpool_cli.errors import MmpoolError
+from mmpool_cli.simulate.replay import ALLOC, FREE
+from mmpool_cli.simulate.synthetic import SyntheticWorkload, synthesize
+
+MS = 1_000_000
+
+
+def test_fixed_concurrency_sends_the_next_request_when_one_ends() -> None:
+    w = SyntheticWorkload(items=(100, 200), requests=4, concurrency=2, duration_ns=300 * MS, mode="deferred")
+    allocs = [e for e in synthesize(w, workers=3) if e[1] == ALLOC]
+    assert [(t, key, n, worker) for t, _, key, n, worker in allocs] == [
+        (0, 0, 100, 0),
+        (0, 1, 200, 0),
+        (0, 2, 100, 1),
+        (0, 3, 200, 1),
+        (300 * MS, 4, 100, 2),
+        (300 * MS, 5, 200, 2),
+        (300 * MS, 6, 100, 0),
+        (300 * MS, 7, 200, 0),
+    ]
+
+
+def test_eager_leases_are_acknowledged_on_receipt_deferred_ones_at_prefill() -> None:
+    base = {"items": (100,), "requests": 1, "concurrency": 1, "duration_ns": 900 * MS}
+    eager = synthesize(SyntheticWorkload(**base, mode="eager", ack_delay_ns=20 * MS), workers=1)
+    deferred = synthesize(SyntheticWorkload(**base, mode="deferred"), workers=1)
+    prefill = synthesize(SyntheticWorkload(**base, mode="deferred", hold_ns=150 * MS), workers=1)
+    assert eager == [(0, ALLOC, 0, 100, 0), (20 * MS, FREE, 0, 0, 0)]
+    assert deferred == [(0, ALLOC, 0, 100, 0), (900 * MS, FREE, 0, 0, 0)]
+    assert prefill == [(0, ALLOC, 0, 100, 0), (150 * MS, FREE, 0, 0, 0)]
+
+
+def test_poisson_arrivals_are_seeded_and_in_time_order() -> None:
+    w = SyntheticWorkload(items=(1,), requests=500, rate=40.0, residency="exponential", seed=7)
+    events = synthesize(w, workers=2)
+    assert events == synthesize(w, workers=2)
+    assert events != synthesize(SyntheticWorkload(**{**w.__dict__, "seed": 8}), workers=2)
+    times = [e[0] for e in events]
+    assert times == sorted(times)
+    arrivals = [e[0] for e in events if e[1] == ALLOC]
+    assert 8e9 < arrivals[-1] < 17e9  # 499 gaps of mean 25 ms: about 12.5 s
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"items": ()}, "--feature-size at least once"),
+        ({"items": (0,)}, "at least 1 byte"),
+        ({"concurrency": 2}, "exactly one of --rate"),
+        ({"rate": None}, "exactly one of --rate"),
+        ({"rate": 0.0}, "--rate"),
+        ({"requests": 0}, "--requests"),
+        ({"requests": 10**7}, "more than"),
+        ({"ack_delay_ns": -1}, "must not be negative"),
+    ],
+)
+def test_bad_workloads_are_usage_errors(change: dict, message: str) -> None:
+    w = SyntheticWorkload(**{"items": (1,), "requests": 1, "rate": 1.0, **change})
+    with pytest.raises(MmpoolError, match=message):
+        synthesize(w, workers=1)
+
+
+def test_more_clients_than_requests_costs_nothing_extra() -> None:
+    w = SyntheticWorkload(items=(1,), requests=3, concurrency=10**9)
+    assert [e[0] for e in synthesize(w, workers=1) if e[1] == ALLOC] == [0, 0, 0]
