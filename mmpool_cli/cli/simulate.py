@@ -18,10 +18,13 @@ if TYPE_CHECKING:
 
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
+    EngineChoice,
+    EngineOpt,
     FormatOpt,
     OutputFormat,
     PoolOptions,
     TransportChoice,
+    only_sglang,
     with_options,
     with_pool_options,
 )
@@ -172,6 +175,7 @@ def simulate(
     max_events: Annotated[int, typer.Option(metavar="N", help="Refuse traces with more events.")] = 10_000_000,
     idle_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Give up on a silent pipe.")] = 30.0,
     output: FormatOpt = OutputFormat.human,
+    engine: EngineOpt = EngineChoice.sglang,
 ) -> None:
     """Simulate SGLang 0.5.23's cuda_ipc pools under load: fallback, occupancy, the smallest budget.
 
@@ -182,6 +186,7 @@ def simulate(
         trace, smallest_budget, target_fallback, target_basis, search, events, max_events, idle_timeout, output
     )
     with reported():
+        only_sglang(engine, "simulate")
         report = _simulate(pool, workload, traffic, run_options)
     emit(render("simulate", output.value, report, events=events))
     raise typer.Exit(EXIT_OK if report.meets_target else EXIT_FINDINGS)

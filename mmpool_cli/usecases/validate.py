@@ -17,7 +17,7 @@ from mmpool_cli.core.reports import FileResult, Report
 from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.inputs.yamlsrc import STDIN
 
-Kind = Literal["auto", "mmpool", "sglang"]
+Kind = Literal["auto", "mmpool", "sglang", "vllm"]
 # The files a directory argument (and the pre-commit hook) checks: names that start with mmpool or
 # sglang and end in .yaml, .yml or .json, so that other YAML in a repository is left alone.
 CONFIG_NAME = re.compile(r"(mmpool|sglang)[^/]*\.(ya?ml|json)")
@@ -76,6 +76,8 @@ def validate(
     """
     eng = engine(engine_name)
     version, _ = eng.choose_release(sglang_version or eng.releases()[-1], {})
+    if kind == "vllm":
+        kind = "sglang"  # the engine's own kind: engine_name says which engine
     chosen = sglang_version_chosen
     files, problems = expand(paths)
     results = [eng.read_environment(environ, env_file_findings or [], version), *problems]
@@ -83,5 +85,10 @@ def validate(
         eng.read_file(p, environ, "engine" if kind == "sglang" else kind, stdin, version, chosen) for p in files
     ]
     return Report(
-        command="validate", results=results, strict=strict, sglang_version=version, sglang_version_chosen=chosen
+        command="validate",
+        results=results,
+        strict=strict,
+        sglang_version=version,
+        sglang_version_chosen=chosen,
+        engine=engine_name,
     )

@@ -545,11 +545,11 @@ def _store(reading: Reading, option: Option, string: str, value_tok: Token) -> N
     reading.settings[option.dest] = Setting(value, value_tok.origin)
 
 
-def read_config_file(path: str, flags: FlagTable | None = None) -> Reading:
+def read_config_file(path: str, flags: FlagTable | None = None, stdin: bytes | None = None) -> Reading:
     """A ``vllm serve --config`` YAML file on its own, read as vLLM would splice it in: every key a
     flag of the release, every value converted as the flag's parser does; findings at ``file:line:col``."""
     reading = Reading(flags or table())
-    src = load(path)
+    src = load(path, stdin)
     reading.config_path = path
     reading.findings.extend(src.findings)
     words = [_dashed(t) for t in config_words(reading, src)]

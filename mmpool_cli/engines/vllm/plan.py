@@ -83,6 +83,21 @@ class VllmPlan:
     def ok(self) -> bool:
         return not any(f.severity is Severity.error for f in self.findings)
 
+    @property
+    def status(self) -> str:
+        return "ok" if self.ok else "fail"
+
+    def summary_line(self) -> str:
+        """One line for a check or validate report."""
+        pc, enc = self.processor_cache, self.encoder_cache
+        line = f"plan: processor cache {pc.layout}, {pc.api_processes} API process(es)"
+        line += f", up to {pc.host_bytes:,} B host RAM"
+        if enc["budget_tokens"] is not None:
+            line += f"; encoder cache {enc['budget_tokens']:,} tokens"
+        if self.gpu_decode_pool is not None:
+            line += f"; decode pool {self.gpu_decode_pool['bytes_per_process']:,} B per API process"
+        return line
+
     def to_data(self) -> dict[str, Any]:
         """mmpool's JSON output of a vLLM plan: the status, the ``vllm`` object and every finding."""
         return {
