@@ -38,19 +38,20 @@ from mmpool_cli.render import render
 
 @app.command(
     context_settings={"allow_interspersed_args": False},
-    short_help="Check an SGLang launch command before launch.",
+    short_help="Check an SGLang or vLLM launch command before launch.",
     epilog=epilog(
         [
             "mmpool check -- python -m sglang.launch_server --model-path MODEL --tp 8",
             "mmpool check --exec --strict -- sglang serve MODEL --config sglang.yaml",
+            "mmpool check -- vllm serve ./Qwen2.5-VL-7B-Instruct -dp 4 --config v.yaml",
         ],
         "0 the launch is valid (with --exec: the launch command's own status); 1 an error finding (or a "
-        "warning with --strict); 2 usage error, or not an SGLang launch; 70 internal error.",
+        "warning with --strict); 2 usage error, or not an SGLang or vLLM launch; 70 internal error.",
     ),
 )
 def check(
     command: Annotated[
-        list[str], typer.Argument(metavar="-- LAUNCH COMMAND...", help="The SGLang launch command, after --.")
+        list[str], typer.Argument(metavar="-- LAUNCH COMMAND...", help="The SGLang or vLLM launch command, after --.")
     ],
     exec_: Annotated[
         bool, typer.Option("--exec", help="Run the launch command in mmpool's place when the check passes.")
@@ -111,7 +112,7 @@ def check(
         typer.Option("--video", metavar="WxH:SECONDS:FPS", help="vLLM launches: a video of a request."),
     ] = None,
 ) -> None:
-    """Check an SGLang launch command and its environment before launch; --exec then runs it."""
+    """Check an SGLang or vLLM launch command and its environment before launch; --exec then runs it."""
     from mmpool_cli.engines.sglang.resolution import Assumptions
     from mmpool_cli.usecases.check import check as run_check
 

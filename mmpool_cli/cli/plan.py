@@ -30,7 +30,7 @@ from mmpool_cli.usecases.plan import plan as make_plan
             "mmpool plan",
             "mmpool plan --size 1GiB --workers 4 --tp 8 --feature-size 48MiB",
             "mmpool plan --model qwen2.5-vl --image 1920x1080 --workers 4 --tp 8",
-            "mmpool plan --engine vllm --model qwen2.5-vl --image 1920x1080 --data-parallel-size 4",
+            "mmpool plan --engine vllm --model qwen2.5-vl --data-parallel-size 4",
         ],
         "0 the plan is valid; 1 the engine would fail with it (the plan is still printed); 2 usage error; "
         "70 internal error.",
@@ -50,6 +50,7 @@ def plan(
 
     With --model and the items of one request (--image, --video, --audio), the tensors they put
     in the pool join the capacity table; with a model directory, the KV-cache cost too.
+    With --engine vllm: vLLM's processor cache, encoder cache and GPU decode pool instead.
     """
     with reported():
         refuse_mixed(engine.value, pool.given(), vllm.given())

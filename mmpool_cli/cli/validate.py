@@ -60,7 +60,7 @@ def validate(
         str | None, typer.Option("--vllm-version", metavar="X.Y.Z", help="With --kind vllm: the vLLM release.")
     ] = None,
 ) -> None:
-    """Validate mmpool configs, SGLang --config files and the environment; report every finding."""
+    """Validate mmpool configs, SGLang and vLLM --config files and the environment; report every finding."""
     from mmpool_cli.usecases.validate import validate as run_validate
 
     with reported():

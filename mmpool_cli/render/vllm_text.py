@@ -14,6 +14,10 @@ def _b(n: int | None) -> str:
     return "unknown" if n is None else f"{n:,} B ({format_binary(n)})"
 
 
+def _n(n: int | None) -> str:
+    return "unknown" if n is None else f"{n:,}"
+
+
 def _table(rows: list[tuple[str, str]]) -> list[str]:
     width = max((len(k) for k, _ in rows), default=0)
     return [f"{k.ljust(width)}  {v}" for k, v in rows]
@@ -39,10 +43,11 @@ def plan_text(plan: Any) -> str:
     ]
     out += _table(rows)
     out.append("Encoder cache (GPU, per worker)")
+    per = ", ".join(f"{m} {n:,}" for m, n in enc["per_modality"].items())
     rows = [
-        ("max_num_batched_tokens", f"{enc['max_num_batched_tokens']}  [{enc['max_num_batched_tokens_source']}]"),
-        ("largest item", f"{enc['max_tokens_per_item']}  {enc['per_modality']}"),
-        ("budget", f"{enc['budget_tokens']} tokens"),
+        ("max_num_batched_tokens", f"{_n(enc['max_num_batched_tokens'])}  [{enc['max_num_batched_tokens_source']}]"),
+        ("largest item", f"{_n(enc['max_tokens_per_item'])}" + (f"  ({per})" if per else "")),
+        ("budget", f"{_n(enc['budget_tokens'])} tokens"),
         ("budget bytes", _b(enc["budget_bytes"])),
     ]
     out += _table(rows)
