@@ -154,6 +154,11 @@ def check(
                 sglang_version_chosen=assume.version_chosen,
                 engine_name="vllm",
             )
+        elif _names_vllm(command):
+            from mmpool_cli.engines.vllm.engine import LAUNCHERS
+
+            shown = " ".join(command[:3])[:80]
+            raise MmpoolError(f"{shown!r} is not a vLLM server launch: mmpool check accepts {LAUNCHERS}")
         elif vllm.given():
             raise MmpoolError(f"{vllm.given()[0]} applies to vLLM launches ('vllm serve …'), not to SGLang's")
     if report is not None:
@@ -199,6 +204,12 @@ def _finish(
             typer.echo(f"mmpool: error: cannot run {command[0]!r}: {e.strerror or e}", err=True)
             raise typer.Exit(EXIT_USAGE) from None
     raise typer.Exit(EXIT_OK)
+
+
+def _names_vllm(command: list[str]) -> bool:
+    """Whether ``command`` runs vLLM some other way than its server (``vllm chat``, another module)."""
+    program = os.path.basename(command[0]) if command else ""
+    return program == "vllm" or any(word.startswith("vllm.") for word in command[1:3])
 
 
 def _gpu_memory(text: str) -> int:

@@ -109,3 +109,17 @@ def test_validate_kind_vllm(run_line, tmp_path) -> None:
 def test_simulate_and_probe_say_vllm_has_no_pool_to_replay(run_line, command) -> None:
     result = run_line(["mmpool", command, "--engine", "vllm"])
     assert result.exit_code == 2 and "mmpool plan --engine vllm" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--", "vllm", "chat"], "'vllm chat' is not a vLLM server launch"),
+        (["--model", "bogus", "--", "vllm", "serve", "m"], "--model 'bogus': not a known model family"),
+        (["--image", "1x1", "--", "sglang", "serve", "m"], "--image applies to vLLM launches"),
+        (["--vllm-version", "0.2", "--", "vllm", "serve", "m"], "vLLM '0.2' is not a release mmpool knows"),
+    ],
+)
+def test_bad_check_input_is_one_line_and_exit_2(run_line, argv, says) -> None:
+    result = run_line(["mmpool", "check", *argv])
+    assert result.exit_code == 2 and says in result.stderr and result.stderr.count("\n") == 1
