@@ -19,7 +19,7 @@ def _install(tmp_path, monkeypatch, version: str) -> None:
 
 def test_the_tables_hold_0_30_to_0_34_and_newest_is_the_last():
     assert versions.known() == ("0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
-    assert versions.NEWEST == versions.known()[-1]
+    assert versions.known()[-1] == versions.NEWEST
 
 
 def test_the_installed_vllm_is_read_from_its_metadata_never_imported(tmp_path, monkeypatch):
