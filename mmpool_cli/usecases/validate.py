@@ -81,9 +81,13 @@ def validate(
     chosen = sglang_version_chosen
     files, problems = expand(paths)
     results = [eng.read_environment(environ, env_file_findings or [], version), *problems]
-    results += [
-        eng.read_file(p, environ, "engine" if kind == "sglang" else kind, stdin, version, chosen) for p in files
-    ]
+    for p in files:
+        if kind == "auto" and engine_name == DEFAULT and is_vllm_config(p, stdin):
+            other = engine("vllm")
+            v_version, v_chosen = other.choose_release(None, environ)
+            results.append(other.read_file(p, environ, "engine", stdin, v_version, v_chosen))
+        else:
+            results.append(eng.read_file(p, environ, "engine" if kind == "sglang" else kind, stdin, version, chosen))
     return Report(
         command="validate",
         results=results,
@@ -92,3 +96,28 @@ def validate(
         sglang_version_chosen=chosen,
         engine=engine_name,
     )
+
+
+def is_vllm_config(path: str, stdin: bytes | None = None) -> bool:
+    """Whether ``--kind auto`` reads ``path`` as a vLLM ``--config`` file: named ``vllm*``, or with a
+    top-level key that is a ``vllm serve`` flag the newest SGLang lacks (``mm-processor-cache-gb``);
+    ``mmpool*`` and ``sglang*`` files are never vLLM's."""
+    name = os.path.basename(path).lower()
+    if name.startswith("vllm"):
+        return True
+    if name.startswith(("mmpool", "sglang")):  # named for the other kinds: not read twice
+        return False
+    from mmpool_cli.engines.sglang.flags import table as sglang_table
+    from mmpool_cli.engines.vllm.flags import table as vllm_table
+    from mmpool_cli.inputs.yamlsrc import load
+
+    src = load(path, stdin)
+    if not isinstance(src.data, dict):
+        return False
+    vllm_options, sglang_options = vllm_table().by_string, sglang_table().options
+    for key in src.data:
+        if isinstance(key, str) and not key.startswith("-"):
+            flag = "--" + key.replace("_", "-")
+            if flag in vllm_options and flag not in sglang_options and "--" + key not in sglang_options:
+                return True
+    return False
