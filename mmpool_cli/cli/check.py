@@ -31,7 +31,6 @@ from mmpool_cli.cli.options import (
 from mmpool_cli.cli.vllm_options import VllmCheckOptions
 from mmpool_cli.core.bounds import gpu_memory_problem, largest_gpu
 from mmpool_cli.core.reports import Report
-from mmpool_cli.engines.vllm.args import launch_words
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, MmpoolError
 from mmpool_cli.render import render
 
@@ -114,6 +113,7 @@ def check(
 ) -> None:
     """Check an SGLang or vLLM launch command and its environment before launch; --exec then runs it."""
     from mmpool_cli.engines.sglang.resolution import Assumptions
+    from mmpool_cli.engines.vllm.args import launch_words
     from mmpool_cli.usecases.check import check as run_check
 
     with reported():
