@@ -49,7 +49,13 @@ PROBE = CodeRegistry(
         Code("allocator-differs", Severity.warning, "a measurement disagrees with the plan, or cannot be made"),
         Code("vmm-granularity-differs", Severity.warning, "a measurement disagrees with the plan, or cannot be made"),
         Code("vmm-unchecked", Severity.warning, "a measurement disagrees with the plan, or cannot be made"),
-        Code("verify-bandwidth", Severity.warning, "a measurement disagrees with the plan, or cannot be made"),
+        # info when verification reads at least VERIFY_GOAL of the copy bandwidth, a warning below it
+        Code(
+            "verify-bandwidth",
+            Severity.warning,
+            "a measurement disagrees with the plan, or cannot be made",
+            also=(Severity.info,),
+        ),
         Code("fits", Severity.info, "the measurements"),
         Code("context-as-predicted", Severity.info, "the measurements"),
         Code("context-differs", Severity.info, "the measurements"),

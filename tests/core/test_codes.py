@@ -62,11 +62,14 @@ def test_every_code_written_in_the_source_is_registered_with_its_severity() -> N
             if not isinstance(node, ast.Call) or len(node.args) < 2:
                 continue
             severity, code = node.args[0], node.args[1]
-            is_severity = isinstance(severity, ast.Attribute) and ast.unparse(severity.value) == "Severity"
-            if is_severity and isinstance(code, ast.Constant) and isinstance(code.value, str):
-                assert isinstance(severity, ast.Attribute)
-                if severity.attr not in registry.get(code.value, ()):
-                    wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {code.value} ({severity.attr})")
+            # a severity chosen at run time (`Severity.info if ok else Severity.warning`): both branches
+            choices = [severity.body, severity.orelse] if isinstance(severity, ast.IfExp) else [severity]
+            for choice in choices:
+                is_severity = isinstance(choice, ast.Attribute) and ast.unparse(choice.value) == "Severity"
+                if is_severity and isinstance(code, ast.Constant) and isinstance(code.value, str):
+                    assert isinstance(choice, ast.Attribute)
+                    if choice.attr not in registry.get(code.value, ()):
+                        wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {code.value} ({choice.attr})")
     assert wrong == []
 
 

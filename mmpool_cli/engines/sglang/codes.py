@@ -69,12 +69,13 @@ SGLANG = CodeRegistry(
         Code(
             "no-split",
             Severity.warning,
-            "0.5.10 gives every worker the whole budget; 0.5.11-0.5.15 at least 128 MiB each",
+            "0.5.10 gives every worker the whole budget (info with one worker)",
+            also=(Severity.info,),
         ),
         Code(
             "split-floor",
             Severity.warning,
-            "0.5.10 gives every worker the whole budget; 0.5.11-0.5.15 at least 128 MiB each",
+            "0.5.11-0.5.15 give every worker at least 128 MiB",
         ),
         Code(
             "kv-not-reserved",
