@@ -30,27 +30,30 @@ from mmpool_cli.cli.options import (
     size_arg,
     spelled,
 )
+from mmpool_cli.cli.vllm_options import VllmCheckOptions
 from mmpool_cli.core.bounds import gpu_memory_problem, largest_gpu
+from mmpool_cli.core.reports import Report
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, MmpoolError
 from mmpool_cli.render import render
 
 
 @app.command(
     context_settings={"allow_interspersed_args": False},
-    short_help="Check an SGLang launch command before launch.",
+    short_help="Check an SGLang or vLLM launch command before launch.",
     epilog=epilog(
         [
             "mmpool check -- python -m sglang.launch_server --model-path MODEL --tp 8",
             "mmpool check --exec --strict -- sglang serve MODEL --config sglang.yaml",
+            "mmpool check -- vllm serve ./Qwen2.5-VL-7B-Instruct -dp 4 --config v.yaml",
         ],
         "0 the launch is valid (with --exec: the launch command's own status); 1 an error finding (or a "
-        "warning with --strict); 2 usage error, or not an SGLang launch; 70 internal error.",
+        "warning with --strict); 2 usage error, or not an SGLang or vLLM launch; 70 internal error.",
     ),
 )
 def check(
     ctx: typer.Context,
     command: Annotated[
-        list[str], typer.Argument(metavar="-- LAUNCH COMMAND...", help="The SGLang launch command, after --.")
+        list[str], typer.Argument(metavar="-- LAUNCH COMMAND...", help="The SGLang or vLLM launch command, after --.")
     ],
     exec_: Annotated[
         bool, typer.Option("--exec", help="Run the launch command in mmpool's place when the check passes.")
@@ -84,9 +87,37 @@ def check(
     quiet: QuietOpt = False,
     exit_zero: ExitZeroOpt = False,
     sglang_version: SglangVersionOpt = None,
+    vllm_version: Annotated[
+        str | None, typer.Option("--vllm-version", metavar="X.Y.Z", help="vLLM launches: the release (0.30.0-0.34.0).")
+    ] = None,
+    gpu_name: Annotated[
+        str | None, typer.Option("--gpu-name", metavar="NAME", help="vLLM launches: the GPU's name (batch defaults).")
+    ] = None,
+    host_memory: Annotated[
+        str | None,
+        typer.Option("--host-memory", metavar="SIZE", help="vLLM launches: host RAM (default: this machine's)."),
+    ] = None,
+    shm_size: Annotated[
+        str | None,
+        typer.Option("--shm-size", metavar="SIZE", help="vLLM launches: /dev/shm size (default: this machine's)."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", metavar="NAME|PATH", help="vLLM launches: the model family or directory, for a hub id."
+        ),
+    ] = None,
+    image: Annotated[
+        list[str] | None, typer.Option("--image", metavar="WxH", help="vLLM launches: an image of a request.")
+    ] = None,
+    video: Annotated[
+        list[str] | None,
+        typer.Option("--video", metavar="WxH:SECONDS:FPS", help="vLLM launches: a video of a request."),
+    ] = None,
 ) -> None:
-    """Check an SGLang launch command and its environment before launch; --exec then runs it."""
+    """Check an SGLang or vLLM launch command and its environment before launch; --exec then runs it."""
     from mmpool_cli.engines.sglang.resolution import Assumptions
+    from mmpool_cli.engines.vllm.args import launch_words
     from mmpool_cli.usecases.check import check as run_check
 
     with reported():
@@ -102,6 +133,45 @@ def check(
                 "--no-process-env would check a different one: export the variables instead"
             )
         environ, env_findings = environment(no_process_env, env_file, env)
+        vllm = VllmCheckOptions(vllm_version, gpu_name, host_memory, shm_size, model, image or [], video or [])
+        report = None
+        if launch_words(command) is not None:
+            sglang_given = [
+                flag
+                for flag, value in (
+                    ("--sglang-version", sglang_version),
+                    ("--hf-model-type", hf_model_type),
+                    ("--sm90", sm90),
+                    ("--feature-size", feature_size),
+                    ("--context-size", context_size),
+                )
+                if value is not None and value != []
+            ]
+            if sglang_given:
+                raise MmpoolError(f"this is a vLLM launch: {sglang_given[0]} is SGLang's; see --help for vLLM's")
+            known = None if gpu_memory is None else _gpu_memory(gpu_memory)
+            gpu = None if gpu_memory is None and gpu_name is None else vllm.gpu(known)
+            assume = vllm.assumptions(environ, gpu)
+            report = run_check(
+                command,
+                environ,
+                assume,
+                env_file_findings=env_findings,
+                strict=strict,
+                sglang_version=assume.version,
+                sglang_version_chosen=assume.version_chosen,
+                engine_name="vllm",
+            )
+        elif _names_vllm(command):
+            from mmpool_cli.engines.vllm.engine import LAUNCHERS
+
+            shown = " ".join(command[:3])[:80]
+            raise MmpoolError(f"{shown!r} is not a vLLM server launch: mmpool check accepts {LAUNCHERS}")
+        elif vllm.given():
+            raise MmpoolError(f"{vllm.given()[0]} applies to vLLM launches ('vllm serve …'), not to SGLang's")
+    if report is not None:
+        _finish(report, output, quiet, command, exec_, exit_zero, verbose)
+    with reported():
         version, chosen = sglang_release(sglang_version, environ)
         assume = Assumptions(
             hf_model_type=hf_model_type,
@@ -123,6 +193,12 @@ def check(
             sglang_version=version,
             sglang_version_chosen=chosen,
         )
+    _finish(report, output, quiet, command, exec_, exit_zero, verbose)
+
+
+def _finish(
+    report: Report, output: ReportFormat, quiet: bool, command: list[str], exec_: bool, exit_zero: bool, verbose: bool
+) -> None:
     # With --exec the server owns stdout: the report goes to stderr.
     emit(render("report", output.value, report, launch=command, quiet=quiet, verbose=verbose), err=exec_)
     if not report.ok:
@@ -136,6 +212,12 @@ def check(
             typer.echo(f"mmpool: error: cannot run {command[0]!r}: {e.strerror or e}", err=True)
             raise typer.Exit(EXIT_USAGE) from None
     raise typer.Exit(EXIT_OK)
+
+
+def _names_vllm(command: list[str]) -> bool:
+    """Whether ``command`` runs vLLM some other way than its server (``vllm chat``, another module)."""
+    program = os.path.basename(command[0]) if command else ""
+    return program == "vllm" or any(word.startswith("vllm.") for word in command[1:3])
 
 
 def _gpu_memory(text: str) -> int:

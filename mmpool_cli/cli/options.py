@@ -56,6 +56,24 @@ class KindChoice(StrEnum):
     auto = "auto"
     mmpool = "mmpool"
     sglang = "sglang"
+    vllm = "vllm"
+
+
+class EngineChoice(StrEnum):
+    sglang = "sglang"
+    vllm = "vllm"
+
+
+EngineOpt = Annotated[EngineChoice, typer.Option("--engine", help="The inference engine: sglang or vllm.")]
+
+
+def only_sglang(engine: EngineChoice, command: str) -> None:
+    """A usage error for an engine whose pools ``command`` cannot model, with what to run instead."""
+    if engine is not EngineChoice.sglang:
+        from mmpool_cli.engines import engine as get_engine
+
+        reason = get_engine(engine.value).simulation_refusal(get_engine(engine.value).releases()[-1], "")
+        raise MmpoolError(f"mmpool {command} models SGLang's feature pools only: {reason}")
 
 
 class TransportChoice(StrEnum):

@@ -13,12 +13,15 @@ import typer
 
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
+    EngineChoice,
+    EngineOpt,
     EnvFileOpt,
     EnvOpt,
     FormatOpt,
     OutputFormat,
     PoolOptions,
     environment,
+    only_sglang,
     sglang_release,
     with_pool_options,
 )
@@ -71,6 +74,7 @@ def probe(
         ),
     ] = 120.0,
     output: FormatOpt = OutputFormat.human,
+    engine: EngineOpt = EngineChoice.sglang,
 ) -> None:
     """Measure the pools on the real GPU: allocate, verify, share through CUDA IPC, release."""
     from mmpool_cli.probe.devices import ProbeUnavailable
@@ -79,6 +83,7 @@ def probe(
     from mmpool_cli.usecases.probe import unavailable_report
 
     with reported():
+        only_sglang(engine, "probe")
         if not 0 < timeout <= MAX_TIMEOUT_S:  # NaN fails this too
             raise MmpoolError(
                 f"--timeout: {timeout:g} seconds is out of range: use more than 0 and at most {MAX_TIMEOUT_S} "

@@ -17,9 +17,12 @@ import typer
 
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
+    EngineChoice,
+    EngineOpt,
     FormatOpt,
     OutputFormat,
     PoolOptions,
+    only_sglang,
     with_options,
     with_pool_options,
 )
@@ -232,6 +235,7 @@ def simulate(
         ),
     ] = None,
     output: FormatOpt = OutputFormat.human,
+    engine: EngineOpt = EngineChoice.sglang,
 ) -> None:
     """Simulate SGLang 0.5.23's feature pools under load: fallback, occupancy, the smallest safe budget.
 
@@ -258,6 +262,7 @@ def simulate(
         request_time=request_time,
     )
     with reported():
+        only_sglang(engine, "simulate")
         report = _simulate(pool, workload, traffic, run_options)
         if plot is not None:
             from mmpool_cli.render.plot import write_plot

@@ -26,7 +26,7 @@ from mmpool_cli.cli.options import (
     sglang_release,
 )
 from mmpool_cli.core.bounds import IDLE_TIMEOUT_S
-from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK
+from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.inputs.yamlsrc import read_stdin
 from mmpool_cli.render import render
 
@@ -61,14 +61,26 @@ def validate(
     exit_zero: ExitZeroOpt = False,
     sglang_version: SglangVersionOpt = None,
     idle_timeout: IdleTimeoutOpt = IDLE_TIMEOUT_S,
+    vllm_version: Annotated[
+        str | None, typer.Option("--vllm-version", metavar="X.Y.Z", help="With --kind vllm: the vLLM release.")
+    ] = None,
 ) -> None:
-    """Validate mmpool configs, SGLang --config files and the environment; report every finding."""
+    """Validate mmpool configs, SGLang and vLLM --config files and the environment; report every finding."""
     from mmpool_cli.usecases.validate import validate as run_validate
 
     with reported():
         environ, env_findings = environment(no_process_env, env_file, env)
-        version, chosen = sglang_release(sglang_version, environ)
         check_idle_timeout(idle_timeout)
+        if kind is KindChoice.vllm:
+            if sglang_version:
+                raise MmpoolError("--sglang-version does not apply to --kind vllm; give --vllm-version")
+            from mmpool_cli.engines import engine
+
+            version, chosen = engine("vllm").choose_release(vllm_version, environ)
+        elif vllm_version:
+            raise MmpoolError("--vllm-version applies to --kind vllm")
+        else:
+            version, chosen = sglang_release(sglang_version, environ)
     files = files or []
     stdin = read_stdin(sys.stdin.buffer, idle_timeout) if "-" in files else None
     report = run_validate(
@@ -80,6 +92,7 @@ def validate(
         strict=strict,
         sglang_version=version,
         sglang_version_chosen=chosen,
+        engine_name="vllm" if kind is KindChoice.vllm else "sglang",
     )
     emit(render("report", output.value, report, verbose=verbose, quiet=quiet))
     raise typer.Exit(EXIT_OK if report.ok or exit_zero else EXIT_FINDINGS)

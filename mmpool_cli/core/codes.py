@@ -117,3 +117,30 @@ NEUTRAL = CodeRegistry(
         Code("traffic-long-id", Severity.warning, "a request id over 200 characters: the trace names it line<N>"),
     ],
 )
+
+# The codes of reading an engine's command line and --config file, the same for every engine:
+# each engine mirrors its own parser, and these are argparse's (and the config merge's) refusals.
+LAUNCH = CodeRegistry(
+    "launch",
+    [
+        Code("flag-not-in-release", Severity.error, "a flag another release of the engine has, but not the chosen one"),
+        Code(
+            "flag-bad-value",
+            Severity.error,
+            "the engine's parser refuses a flag's value (not a number, not a choice, no value), or an integer past "
+            "2^63 - 1",
+        ),
+        Code("unrecognized-argument", Severity.error, "not an option of the chosen release, or a stray word"),
+        Code("ambiguous-option", Severity.error, "a prefix of several options"),
+        Code("abbreviated-option", Severity.info, "a unique prefix, read as the full flag"),
+        Code(
+            "config-not-merged",
+            Severity.error,
+            "--config=FILE or an abbreviation: argparse accepts it, the file is ignored",
+        ),
+        Code("config-not-yaml", Severity.error, "the engine's own --config refusals"),
+        Code("config-multiple", Severity.error, "the engine's own --config refusals"),
+        Code("config-missing-path", Severity.error, "the engine's own --config refusals"),
+        Code("parallel-not-positive", Severity.error, "a parallel size below 1"),
+    ],
+)

@@ -29,7 +29,7 @@ class Settings:
     model_path: str | None = None
 
 
-ResultKind = Literal["mmpool", "sglang", "environment", "launch", "unknown"]
+ResultKind = Literal["mmpool", "sglang", "vllm", "environment", "launch", "unknown"]
 REPORT_SCHEMA_VERSION = 1
 
 
@@ -83,6 +83,7 @@ class Report:
     strict: bool = False
     sglang_version: str = dataclasses.field(kw_only=True)
     sglang_version_chosen: str = "newest"
+    engine: str = dataclasses.field(default="sglang", kw_only=True)  # whose release the versions are
 
     def __post_init__(self) -> None:
         # every format lists each input's findings by place: file, line, column (argv[N] by N)
@@ -113,6 +114,11 @@ class Report:
             "sglang_version": self.sglang_version,
             "sglang_version_chosen": self.sglang_version_chosen,
         }
+        if self.engine != "sglang":  # another engine's report names its own release
+            del data["sglang_version"], data["sglang_version_chosen"]
+            data["engine"] = self.engine
+            data[f"{self.engine}_version"] = self.sglang_version
+            data[f"{self.engine}_version_chosen"] = self.sglang_version_chosen
         if launch is not None:
             data["launch"] = launch
         data["files"] = [r.to_data(self.strict) for r in self.results]

@@ -14,6 +14,7 @@ from mmpool_cli.engines.interface import Engine
 # name -> "module:class" of its Engine; a new engine is a package beside sglang/ and one line here
 REGISTRY: dict[str, str] = {
     "sglang": "mmpool_cli.engines.sglang.engine:SGLangEngine",
+    "vllm": "mmpool_cli.engines.vllm.engine:VllmEngine",
 }
 DEFAULT = "sglang"
 

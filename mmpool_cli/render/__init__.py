@@ -91,7 +91,20 @@ def _simulate_human(report: Any, *, events: bool = False) -> Rich:
     return Rich(simulate_human(report), soft_wrap=True)
 
 
+def _vllm_plan_json(plan: Any) -> str:
+    import json
+
+    return json.dumps(plan.to_data(), indent=2, ensure_ascii=False)
+
+
+def _vllm_plan_human(plan: Any) -> str:
+    from mmpool_cli.render.vllm_text import plan_text
+
+    return plan_text(plan)
+
+
 RENDERERS: dict[str, dict[str, Renderer]] = {
+    "vllm-plan": {"human": _vllm_plan_human, "json": _vllm_plan_json},
     "plan": {"human": _plan_human, "json": _plan_json},
     "probe": {"human": _probe_human, "json": _plan_json},
     "simulate": {"human": _simulate_human, "json": _simulate_json},

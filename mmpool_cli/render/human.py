@@ -217,6 +217,8 @@ def probe_human(report: ProbeReport) -> RenderableType:
 
 
 def _plan_line(plan: Plan) -> str:
+    if hasattr(plan, "summary_line"):  # another engine's plan says itself what it is
+        return str(plan.summary_line())
     usable = _size(plan.usable_bytes_per_worker)
     line = (
         f"plan: {plan.transport}, {plan.sglang_mm_feature_cache_mb} MiB over {plan.workers} worker(s), "
@@ -258,7 +260,7 @@ def report_human(report: Report, verbose: bool = False) -> RenderableType:
     for result in report.results:
         parts.append(result_human(result, report.strict, verbose))
     verdict = Text("OK", style="bold green") if report.ok else Text("FAIL", style="bold red")
-    release = version_note(report.sglang_version, report.sglang_version_chosen)
+    release = version_note(report.sglang_version, report.sglang_version_chosen, report.engine)
     parts.append(Text.assemble(f"mmpool {report.command}: ", verdict, f"  {summary_line(report)}; {release}"))
     return Group(*parts)
 

@@ -60,10 +60,10 @@ def report_sarif(report: Report) -> str:
                 "tool": {"driver": {"name": "mmpool", "version": __version__, "rules": rules}},
                 "results": results,
                 "invocations": [{"executionSuccessful": True, "exitCode": 0 if report.ok else 1}],
-                # the SGLang release whose rules the findings follow
+                # the engine release whose rules the findings follow
                 "properties": {
-                    "sglangVersion": report.sglang_version,
-                    "sglangVersionChosen": report.sglang_version_chosen,
+                    f"{report.engine}Version": report.sglang_version,
+                    f"{report.engine}VersionChosen": report.sglang_version_chosen,
                 },
             }
         ],

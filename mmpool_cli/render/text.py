@@ -52,8 +52,12 @@ def report_quiet(report: Report) -> str:
     return "\n".join(lines)
 
 
-def version_note(version: str, chosen: str) -> str:
-    """Which SGLang release's rules a result follows, and why: ``SGLang 0.5.20 (from --sglang-version)``."""
+def version_note(version: str, chosen: str, engine: str = "sglang") -> str:
+    """Which release's rules a result follows, and why: ``SGLang 0.5.20 (from --sglang-version)``."""
+    if engine == "vllm":
+        from mmpool_cli.engines.vllm.versions import how_chosen as vllm_how_chosen
+
+        return f"vLLM {version} ({vllm_how_chosen(chosen)})"
     return f"SGLang {version} ({how_chosen(chosen)})"
 
 
@@ -95,7 +99,7 @@ def github_annotation(result: FileResult, f: Finding) -> str:
 def report_github(report: Report) -> str:
     """Every finding as a GitHub annotation, then the summary as one more: nothing but annotations."""
     lines = [github_annotation(r, f) for r in report.results for f in r.findings]
-    release = version_note(report.sglang_version, report.sglang_version_chosen)
+    release = version_note(report.sglang_version, report.sglang_version_chosen, report.engine)
     verdict = "OK" if report.ok else "FAIL"
     title = _escape_property(f"mmpool {report.command}")
     lines.append(f"::notice title={title}::{_escape_data(f'{verdict}: {summary_line(report)}; {release}')}")

@@ -35,4 +35,5 @@ def check(
         strict=strict,
         sglang_version=sglang_version,
         sglang_version_chosen=sglang_version_chosen,
+        engine=engine_name,
     )

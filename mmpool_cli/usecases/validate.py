@@ -17,7 +17,7 @@ from mmpool_cli.core.reports import FileResult, Report
 from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.inputs.yamlsrc import STDIN
 
-Kind = Literal["auto", "mmpool", "sglang"]
+Kind = Literal["auto", "mmpool", "sglang", "vllm"]
 # The files a directory argument (and the pre-commit hook) checks: names that start with mmpool or
 # sglang and end in .yaml, .yml or .json, so that other YAML in a repository is left alone.
 CONFIG_NAME = re.compile(r"(mmpool|sglang)[^/]*\.(ya?ml|json)")
@@ -76,12 +76,48 @@ def validate(
     """
     eng = engine(engine_name)
     version, _ = eng.choose_release(sglang_version or eng.releases()[-1], {})
+    if kind == "vllm":
+        kind = "sglang"  # the engine's own kind: engine_name says which engine
     chosen = sglang_version_chosen
     files, problems = expand(paths)
     results = [eng.read_environment(environ, env_file_findings or [], version), *problems]
-    results += [
-        eng.read_file(p, environ, "engine" if kind == "sglang" else kind, stdin, version, chosen) for p in files
-    ]
+    for p in files:
+        if kind == "auto" and engine_name == DEFAULT and is_vllm_config(p, stdin):
+            other = engine("vllm")
+            v_version, v_chosen = other.choose_release(None, environ)
+            results.append(other.read_file(p, environ, "engine", stdin, v_version, v_chosen))
+        else:
+            results.append(eng.read_file(p, environ, "engine" if kind == "sglang" else kind, stdin, version, chosen))
     return Report(
-        command="validate", results=results, strict=strict, sglang_version=version, sglang_version_chosen=chosen
+        command="validate",
+        results=results,
+        strict=strict,
+        sglang_version=version,
+        sglang_version_chosen=chosen,
+        engine=engine_name,
     )
+
+
+def is_vllm_config(path: str, stdin: bytes | Finding | None = None) -> bool:
+    """Whether ``--kind auto`` reads ``path`` as a vLLM ``--config`` file: named ``vllm*``, or with a
+    top-level key that is a ``vllm serve`` flag the newest SGLang lacks (``mm-processor-cache-gb``);
+    ``mmpool*`` and ``sglang*`` files are never vLLM's."""
+    name = os.path.basename(path).lower()
+    if name.startswith("vllm"):
+        return True
+    if name.startswith(("mmpool", "sglang")):  # named for the other kinds: not read twice
+        return False
+    from mmpool_cli.engines.sglang.flags import table as sglang_table
+    from mmpool_cli.engines.vllm.flags import table as vllm_table
+    from mmpool_cli.inputs.yamlsrc import load
+
+    src = load(path, stdin)
+    if not isinstance(src.data, dict):
+        return False
+    vllm_options, sglang_options = vllm_table().by_string, sglang_table().options
+    for key in src.data:
+        if isinstance(key, str) and not key.startswith("-"):
+            flag = "--" + key.replace("_", "-")
+            if flag in vllm_options and flag not in sglang_options and "--" + key not in sglang_options:
+                return True
+    return False

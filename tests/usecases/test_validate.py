@@ -259,3 +259,18 @@ def test_random_bytes_never_raise(tmp_path: Path, raw: bytes) -> None:
     assert result.kind in ("mmpool", "sglang", "unknown")
     if result.kind == "unknown":
         assert result.findings and all(f.location and f.location.startswith(str(path)) for f in result.findings)
+
+
+def test_auto_reads_a_vllm_config_by_its_name_or_its_keys(tmp_path) -> None:
+    from mmpool_cli.usecases.validate import is_vllm_config, validate
+
+    by_keys = tmp_path / "serve.yaml"
+    by_keys.write_text("model: m\nmm-processor-cache-gb: 1\n")
+    by_name = tmp_path / "vllm-prod.yaml"
+    by_name.write_text("port: 8000\n")
+    sglang = tmp_path / "sglang.yaml"
+    sglang.write_text("mm-processor-cache-gb: 1\n")
+    assert is_vllm_config(str(by_keys)) and is_vllm_config(str(by_name)) and not is_vllm_config(str(sglang))
+    assert not is_vllm_config(str(tmp_path / "other.yaml"))  # unreadable: left to the engine's finding
+    report = validate([str(by_keys), str(by_name)], {})
+    assert [r.kind for r in report.results] == ["environment", "vllm", "vllm"]

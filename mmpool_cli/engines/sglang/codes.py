@@ -26,7 +26,6 @@ SGLANG = CodeRegistry(
             "int() reads it, but the pool's bytes pass 2^63 - 1: torch cannot allocate it and SGLang fails at start-up",
         ),
         Code("workers-not-positive", Severity.error, "--tokenizer-worker-num below 1 (Tokenizer worker num must >= 1)"),
-        Code("parallel-not-positive", Severity.error, "a parallel size below 1"),
         Code("base-gpu-id-negative", Severity.error, "--base-gpu-id below 0 (base_gpu_id must be non-negative)"),
         Code("budget-exceeds-gpu", Severity.error, "the budget is more than any GPU has (288 GiB, NVIDIA B300)"),
         Code("hbm-exceeds-gpu", Severity.error, "the pools and tokenizer contexts are more than any GPU has"),
@@ -67,7 +66,6 @@ SGLANG = CodeRegistry(
             "under cuda_vmm (0.5.22 and later) a second, unreserved pool can appear",
         ),
         Code("transport-not-in-release", Severity.error, "cuda_vmm before 0.5.18, --attn-dp-size before 0.5.22"),
-        Code("flag-not-in-release", Severity.error, "cuda_vmm before 0.5.18, --attn-dp-size before 0.5.22"),
         Code(
             "no-split",
             Severity.warning,
@@ -133,30 +131,10 @@ SGLANG = CodeRegistry(
             Severity.info,
             "a store-true flag switched on by the file, which the command line cannot undo",
         ),
-        Code("config-not-yaml", Severity.error, "SGLang's own --config refusals"),
-        Code("config-multiple", Severity.error, "SGLang's own --config refusals"),
-        Code("config-missing-path", Severity.error, "SGLang's own --config refusals"),
-        Code(
-            "config-not-merged",
-            Severity.error,
-            "--config=FILE or an abbreviation: argparse accepts it, SGLang ignores the file",
-        ),
-        Code(
-            "flag-bad-value",
-            Severity.error,
-            "argparse refuses a pool flag's value (invalid int value, invalid choice, expected one argument), or an integer past 2^63 - 1",
-        ),
-        Code(
-            "unrecognized-argument",
-            Severity.error,
-            "not an option of the chosen SGLang release, or a prefix of several",
-        ),
-        Code("ambiguous-option", Severity.error, "not an option of the chosen SGLang release, or a prefix of several"),
         Code("keep-on-device-conflict", Severity.error, "0.5.16-0.5.20: --keep-mm-feature-on-device means cuda_ipc"),
         Code(
             "keep-on-device-deprecated", Severity.warning, "0.5.16-0.5.20: --keep-mm-feature-on-device means cuda_ipc"
         ),
-        Code("abbreviated-option", Severity.info, "a unique prefix, read as the full flag"),
         Code(
             "model-path-missing",
             Severity.error,

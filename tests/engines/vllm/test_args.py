@@ -1,0 +1,150 @@
+"""Launch words read as vLLM's parser reads them, replayed against every release's own parser."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mmpool_cli.core.findings import Severity
+from mmpool_cli.engines.vllm import args, versions
+from mmpool_cli.engines.vllm.flags import table
+from mmpool_cli.engines.vllm.gib import GibValue
+
+
+def _plain(value):
+    if isinstance(value, GibValue):
+        return repr(value.value)
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+def _words(argv):
+    return [args.Token(t, f"argv[{i}]") for i, t in enumerate(argv)]
+
+
+@pytest.mark.parametrize("version", versions.known())
+def test_every_probe_is_refused_or_read_as_the_release_did(probes, version):
+    for probe in probes[1:]:
+        outcome = next(o for o in probe["outcomes"] if version in o["releases"])
+        reading = args.read(_words(probe["argv"]), serve=False, flags=table(version))
+        errors = [f for f in reading.findings if f.severity is Severity.error]
+        if "error" in outcome:
+            structural = outcome["error"].startswith(("unrecognized", "ambiguous")) or outcome["error"].endswith("expected one argument")
+            if not errors and not structural:
+                # a value refusal of a flag mmpool does not interpret: its value is left alone
+                option = args.resolve(probe["argv"][1], table(version))[0]
+                assert option is not None and option.dest not in args.MM_DESTS, (probe["argv"], version)
+                continue
+            assert errors, (probe["argv"], version, outcome)
+            assert all(f.location and f.location.startswith("argv[") for f in errors)
+        else:
+            # vLLM parses these and refuses them at start-up (its config's ge=0, int() of an infinity)
+            assert all(f.code == "vllm-value-refused" for f in errors), (probe["argv"], version, errors)
+            if errors:
+                continue
+            for dest, want in outcome["read"].items():
+                if dest in args.MM_DESTS:
+                    assert _plain(reading.get(dest)) == want, (probe["argv"], version, dest)
+
+
+def test_a_flag_of_another_release_names_the_releases_that_have_it():
+    old = versions.known()[0]
+    newer_only = next(
+        s for s in table().by_string if s.startswith("--") and s not in table(old).by_string and len(s) > 8
+    )
+    reading = args.read(_words(["m", newer_only, "1"]), serve=False, flags=table(old))
+    f = next(f for f in reading.findings if f.code == "flag-not-in-release")
+    assert f.location == "argv[1]" and f"vLLM {old} has no {newer_only}" in f.message and "is new in" in f.message
+
+
+def test_vllm_serve_and_the_api_server_entry_point():
+    w, serve = args.launch_words(["vllm", "serve", "Qwen/Qwen2.5-VL-7B-Instruct", "-dp", "4"])
+    assert serve and [t.origin for t in w] == ["argv[2]", "argv[3]", "argv[4]"]
+    w, serve = args.launch_words(["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"])
+    assert not serve and w[0].origin == "argv[3]"
+    assert args.launch_words(["sglang", "serve", "m"]) is None
+
+
+def test_serve_moves_the_model_flag_to_the_front():
+    w, _ = args.launch_words(["vllm", "serve", "-dp", "4", "--model", "m"])
+    reading = args.read(w)
+    assert reading.get("model_tag") == "m" and reading.get("data_parallel_size") == 4
+    assert reading.origin("data_parallel_size") == "argv[3]"
+
+
+def test_non_number_cache_gb_is_a_located_error():
+    w, _ = args.launch_words(["vllm", "serve", "m", "--mm-processor-cache-gb", "4GB"])
+    (f,) = args.read(w).findings
+    assert (f.code, f.location) == ("flag-bad-value", "argv[4]") and "invalid float value: '4GB'" in f.message
+
+
+def test_negative_values_are_located_errors():
+    w, _ = args.launch_words(["vllm", "serve", "m", "--mm-ipc-gpu-memory-gb=-1"])
+    (f,) = args.read(w).findings
+    assert f.location == "argv[3]" and "greater than or equal to 0" in f.message
+
+
+def test_underscores_and_dotted_keys_as_vllm_merges_them():
+    w, _ = args.launch_words(["vllm", "serve", "m", "--mm_processor_cache_gb", "2", "--limit-mm-per-prompt.video", "0"])
+    reading = args.read(w)
+    assert reading.get("mm_processor_cache_gb").bytes == 2 << 30
+    assert reading.get("limit_mm_per_prompt") == {"video": 0}
+
+
+def test_config_file_is_spliced_after_the_model_and_located(tmp_path):
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text("data-parallel-size: 4\nmm-processor-cache-gb: x\nmm_processor_cache_type: shm\n")
+    w, _ = args.launch_words(["vllm", "serve", "m", "--config", str(cfg), "--data-parallel-size", "2"])
+    reading = args.read(w)
+    assert reading.get("data_parallel_size") == 2  # the command line wins
+    assert reading.get("mm_processor_cache_type") == "shm"
+    (f,) = [f for f in reading.findings if f.severity is Severity.error]
+    assert f.code == "flag-bad-value" and f.location == f"{cfg}:2:24"
+
+
+def test_config_problems(tmp_path):
+    w, _ = args.launch_words(["vllm", "serve", "m", "--config=x.yaml"])
+    assert [f.code for f in args.read(w).findings] == ["config-not-merged"]
+    w, _ = args.launch_words(["vllm", "serve", "m", "--config", "x.json"])
+    assert [f.code for f in args.read(w).findings] == ["config-not-yaml"]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("port: 8000\n")
+    w, _ = args.launch_words(["vllm", "serve", "--config", str(cfg)])
+    assert "vllm-no-model" in [f.code for f in args.read(w).findings]
+
+
+def test_false_without_a_no_flag_does_nothing(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({"headless": False, "data-parallel-external-lb": False}))
+    w, _ = args.launch_words(["vllm", "serve", "m", "--config", str(cfg)])
+    reading = args.read(w)
+    assert [f.code for f in reading.findings] == ["vllm-config-false-ignored"]
+    assert reading.get("data_parallel_external_lb") is False
+
+
+def test_human_readable_ints():
+    assert args.human_int("16k") == 16_000 and args.human_int("16K") == 16_384
+    with pytest.raises(ValueError, match="Decimals are not allowed"):
+        args.human_int("1.5K")
+
+
+def test_a_config_file_alone_is_checked_key_by_key(tmp_path):
+    cfg = tmp_path / "vllm.yaml"
+    cfg.write_text("model: Qwen/Qwen2.5-VL-7B-Instruct\nmm-processor-cache-gb: -2\nno-such-key: 1\n")
+    reading = args.read_config_file(str(cfg), table("0.34.0"))
+    got = sorted((f.code, f.location) for f in reading.findings)
+    assert got == [("unrecognized-argument", f"{cfg}:3:1"), ("vllm-value-refused", f"{cfg}:2:24")]
+    assert reading.get("model") == "Qwen/Qwen2.5-VL-7B-Instruct"
+
+
+def test_deep_or_huge_inputs_are_bounded_findings():
+    deep = "--limit-mm-per-prompt" + ".a" * 40
+    reading = args.read(_words(["m", deep, "1"]), serve=False)
+    assert [f.code for f in reading.findings] == ["flag-bad-value"]
+    nested = "[" * 100_000 + "]" * 100_000
+    reading = args.read(_words(["m", "--limit-mm-per-prompt", nested]), serve=False)
+    assert [f.code for f in reading.findings] == ["flag-bad-value"]
+    reading = args.read(_words(["m", "--limit-mm-per-prompt.video", nested]), serve=False)
+    assert all(f.severity is not Severity.error or f.code == "flag-bad-value" for f in reading.findings)
