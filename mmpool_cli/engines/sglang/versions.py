@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from mmpool_cli.core import origin
+from mmpool_cli.core import releases
 from mmpool_cli.core.units import MiB, align_up
 from mmpool_cli.engines.sglang.rules import VMM_CONTROL_ALIGNMENT, smallest_budget_mb
 from mmpool_cli.errors import MmpoolError
@@ -149,26 +149,12 @@ def known() -> tuple[str, ...]:
 
 def supported_range() -> str:
     """The known releases as text: ``0.5.10 … 0.5.23 (18 releases)``."""
-    names = known()
-    return f"{names[0]} … {names[-1]} ({len(names)} releases)"
+    return releases.supported_range(known())
 
 
 def release(version: str) -> Release:
     """The rules of ``version``; an unknown one is a usage error listing the known range."""
-    table = _table()
-    found = table.get(version.strip().removeprefix("v"))
-    if found is None:
-        shown = version if len(version) <= 40 else version[:40] + "…"
-        raise MmpoolError(
-            f"SGLang {shown!r} is not a release mmpool knows: pick one of {', '.join(table)} ({_newer_releases()})"
-        )
-    return found
-
-
-def _newer_releases() -> str:
-    """What adds an SGLang release mmpool does not know yet, from where mmpool runs."""
-    script = origin.script("scripts/gen_sglang_tables.py")
-    return f"{script} adds newer ones" if script else "a newer SGLang release needs a newer mmpool"
+    return releases.lookup(_table(), version, "SGLang", "scripts/gen_sglang_tables.py")
 
 
 def first_with(option: str) -> str | None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from mmpool_cli.core import releases
 from mmpool_cli.errors import MmpoolError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -60,21 +61,12 @@ def known() -> tuple[str, ...]:
 
 def supported_range() -> str:
     """The known releases as text: ``0.30.0 … 0.34.0 (5 releases)``."""
-    names = known()
-    return f"{names[0]} … {names[-1]} ({len(names)} releases)"
+    return releases.supported_range(known())
 
 
 def release(version: str) -> Release:
     """The rules of ``version``; an unknown one is a usage error listing the known releases."""
-    table = _table()
-    found = table.get(version.strip().removeprefix("v"))
-    if found is None:
-        shown = version if len(version) <= 40 else version[:40] + "…"
-        raise MmpoolError(
-            f"vLLM {shown!r} is not a release mmpool knows: pick one of {', '.join(table)} "
-            "(scripts/gen_vllm_tables.py adds newer ones)"
-        )
-    return found
+    return releases.lookup(_table(), version, "vLLM", "scripts/gen_vllm_tables.py")
 
 
 def installed_version() -> str | None:
