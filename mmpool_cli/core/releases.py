@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import sys
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from mmpool_cli.core import origin
@@ -35,3 +37,58 @@ def lookup(table: Mapping[str, T], version: str, engine: str, generator: str) ->
             f"({newer_releases(engine, generator)})"
         )
     return found
+
+
+def installed_version(distribution: str) -> str | None:
+    """The version of ``distribution`` on ``sys.path``, from its metadata; None without one.
+
+    A directory scan first, so that mmpool does not pay for ``importlib.metadata`` where the
+    engine is not installed; the engine itself is never imported.
+    """
+    prefix = distribution.lower() + "-"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        if any(n.lower().startswith(prefix) and n.endswith((".dist-info", ".egg-info")) for n in names):
+            break
+    else:
+        return None
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def choose(
+    release: Callable[[str], T],
+    newest: T,
+    flag: str | None,
+    option: str,
+    environ: Mapping[str, str],
+    env_var: str,
+    installed: str | None,
+    distribution: str,
+    supported: str,
+) -> tuple[T, str]:
+    """The release to plan for and how it was chosen: ``option``, then ``env_var``, then the
+    ``installed`` version of ``distribution``, then ``newest``; each miss is a usage error saying which."""
+    if flag:
+        return release(flag), option
+    if environ.get(env_var):
+        try:
+            return release(environ[env_var]), env_var
+        except MmpoolError as e:
+            raise MmpoolError(f"{env_var}: {e}") from None
+    if installed is not None:
+        try:
+            return release(installed), "installed"
+        except MmpoolError:
+            raise MmpoolError(
+                f"the installed {distribution} {installed[:40]!r} is not a release mmpool knows ({supported}): "
+                f"pass {option} or set {env_var}"
+            ) from None
+    return newest, "newest"

@@ -22,3 +22,20 @@ def test_an_unknown_release_names_the_generator_only_where_it_exists(
     with pytest.raises(MmpoolError, match=f"a newer {engine} release needs a newer mmpool") as e:
         releases.lookup({"1.0": 1}, "x" * 100, engine, generator)
     assert "x" * 41 not in str(e.value)
+
+
+def test_the_release_is_chosen_by_flag_then_environment_then_installed_then_newest() -> None:
+    table = {"1.0": "one", "2.0": "two"}
+
+    def pick(flag: str | None, environ: dict[str, str], installed: str | None) -> tuple[str, str]:
+        find = lambda v: releases.lookup(table, v, "X", "scripts/none.py")  # noqa: E731
+        return releases.choose(find, "two", flag, "--x-version", environ, "MMPOOL_X", installed, "x", "1.0 … 2.0")
+
+    assert pick("1.0", {"MMPOOL_X": "2.0"}, "2.0") == ("one", "--x-version")
+    assert pick(None, {"MMPOOL_X": "1.0"}, "2.0") == ("one", "MMPOOL_X")
+    assert pick(None, {}, "1.0") == ("one", "installed")
+    assert pick(None, {}, None) == ("two", "newest")
+    with pytest.raises(MmpoolError, match=r"^MMPOOL_X: X '9' is not a release"):
+        pick(None, {"MMPOOL_X": "9"}, None)
+    with pytest.raises(MmpoolError, match=r"the installed x '9' is not a release mmpool knows \(1.0 … 2.0\): pass --x-version or set MMPOOL_X"):
+        pick(None, {}, "9")

@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from mmpool_cli.core import releases
 from mmpool_cli.core.units import MiB, align_up
 from mmpool_cli.engines.sglang.rules import VMM_CONTROL_ALIGNMENT, smallest_budget_mb
-from mmpool_cli.errors import MmpoolError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 ENV_VERSION = "MMPOOL_SGLANG_VERSION"
@@ -163,20 +160,8 @@ def first_with(option: str) -> str | None:
 
 
 def installed_version() -> str | None:
-    """The version of the ``sglang`` distribution on ``sys.path``, from its metadata; None without one.
-
-    A directory scan first, so that mmpool does not pay for ``importlib.metadata`` where
-    SGLang is not installed.
-    """
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        if any(n.lower().startswith("sglang-") and n.endswith((".dist-info", ".egg-info")) for n in names):
-            break
-    else:
-        return None
+    """The version of the ``sglang`` distribution on ``sys.path``, from its metadata; None without one."""
+    return releases.installed_version("sglang")
     from importlib import metadata
 
     try:
@@ -187,23 +172,19 @@ def installed_version() -> str | None:
 
 def choose(flag: str | None, environ: Mapping[str, str]) -> tuple[Release, Chosen]:
     """The release to plan for and how it was chosen (flag, environment, installed, newest)."""
-    if flag:
-        return release(flag), "--sglang-version"
-    if environ.get(ENV_VERSION):
-        try:
-            return release(environ[ENV_VERSION]), "MMPOOL_SGLANG_VERSION"
-        except MmpoolError as e:
-            raise MmpoolError(f"{ENV_VERSION}: {e}") from None
-    installed = installed_version()
-    if installed is not None:
-        try:
-            return release(installed), "installed"
-        except MmpoolError:
-            raise MmpoolError(
-                f"the installed sglang {installed[:40]!r} is not a release mmpool knows ({supported_range()}): "
-                f"pass --sglang-version or set {ENV_VERSION}"
-            ) from None
-    return _table()[known()[-1]], "newest"
+    newest = _table()[known()[-1]]
+    found, chosen = releases.choose(
+        release,
+        newest,
+        flag,
+        "--sglang-version",
+        environ,
+        ENV_VERSION,
+        installed_version(),
+        "sglang",
+        supported_range(),
+    )
+    return found, cast(Chosen, chosen)
 
 
 def how_chosen(chosen: str) -> str:

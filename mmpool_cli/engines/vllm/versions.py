@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from mmpool_cli.core import releases
-from mmpool_cli.errors import MmpoolError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 ENV_VERSION = "MMPOOL_VLLM_VERSION"
@@ -71,15 +68,7 @@ def release(version: str) -> Release:
 
 def installed_version() -> str | None:
     """The version of the ``vllm`` distribution on ``sys.path``, from its metadata; None without one."""
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        if any(n.lower().startswith("vllm-") and n.endswith((".dist-info", ".egg-info")) for n in names):
-            break
-    else:
-        return None
+    return releases.installed_version("vllm")
     from importlib import metadata
 
     try:
@@ -90,23 +79,22 @@ def installed_version() -> str | None:
 
 def choose(flag: str | None, environ: Mapping[str, str]) -> tuple[Release, Chosen]:
     """The release to plan for and how it was chosen (flag, environment, installed, newest)."""
-    if flag:
-        return release(flag), "--vllm-version"
-    if environ.get(ENV_VERSION):
-        try:
-            return release(environ[ENV_VERSION]), "MMPOOL_VLLM_VERSION"
-        except MmpoolError as e:
-            raise MmpoolError(f"{ENV_VERSION}: {e}") from None
+    newest = _table()[known()[-1]]
     installed = installed_version()
     if installed is not None:
-        try:
-            return release(installed.split("+")[0]), "installed"
-        except MmpoolError:
-            raise MmpoolError(
-                f"the installed vllm {installed[:40]!r} is not a release mmpool knows ({supported_range()}): "
-                f"pass --vllm-version or set {ENV_VERSION}"
-            ) from None
-    return _table()[known()[-1]], "newest"
+        installed = installed.split("+")[0]  # a local build (+cu130) is its release
+    found, chosen = releases.choose(
+        release,
+        newest,
+        flag,
+        "--vllm-version",
+        environ,
+        ENV_VERSION,
+        installed,
+        "vllm",
+        supported_range(),
+    )
+    return found, cast(Chosen, chosen)
 
 
 def how_chosen(chosen: str) -> str:
