@@ -10,10 +10,10 @@ points of its attributes. Read on first use only. Pure core: standard library on
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from mmpool_cli.core.flag_history import FlagHistory
 from mmpool_cli.engines.vllm.versions import DATA_DIR, NEWEST
 
 
@@ -67,48 +67,9 @@ class FlagTable:
         return next((o for o in self.by_string.values() if o.dest == dest), None)
 
 
-@functools.cache
-def _data() -> dict[str, Any]:
-    with open(DATA_DIR / "flags.json", encoding="utf-8") as f:
-        data: dict[str, Any] = json.load(f)
-    return data
-
-
-def _versions() -> list[str]:
-    versions: list[str] = _data()["versions"]
-    return versions
-
-
-@functools.cache
-def _order() -> dict[str, int]:
-    return {v: i for i, v in enumerate(_versions())}
-
-
-def _at(changes: list[list[Any]], version: str) -> Any:
-    order = _order()
-    value = None
-    for since, v in changes:
-        if order[since] > order[version]:
-            break
-        value = v
-    return value
-
-
-def _present(row: dict[str, Any], version: str) -> bool:
-    order = _order()
-    return any(order[lo] <= order[version] <= order[hi] for lo, hi in row["spans"])
-
-
-@functools.cache
-def _releases_with() -> dict[str, list[str]]:
-    versions, order = _versions(), _order()
-    have: dict[str, set[int]] = {}
-    for row in _data()["flags"]:
-        for lo, hi in row["spans"]:
-            for i in range(order[lo], order[hi] + 1):
-                for option in _at(row["options"], versions[i]):
-                    have.setdefault(option, set()).add(i)
-    return {option: [versions[i] for i in sorted(found)] for option, found in have.items()}
+_HISTORY = FlagHistory(DATA_DIR / "flags.json")
+_data, _versions, _order = _HISTORY.data, _HISTORY.versions, _HISTORY.order
+_at, _present, _releases_with = _HISTORY.at, _HISTORY.present, _HISTORY.releases_with
 
 
 @functools.cache
