@@ -34,6 +34,8 @@ from pathlib import Path
 from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.simulation import pool_rules
+from mmpool_cli.simulate import native
+from mmpool_cli.simulate.events import as_events
 from mmpool_cli.simulate.replay import ALLOC, FREE, PoolLayout, simulate
 from mmpool_cli.simulate.trace import read_trace
 
@@ -135,10 +137,18 @@ def main() -> int:
 
     floor_s, _ = best(args.runs, plain_loop)
     print(f"plain dict loop:    {floor_s:7.3f} s  {n / floor_s / 1e6:6.2f} M events/s  (this machine's yardstick)")
-    seconds, result = best(args.runs, lambda: simulate(events, layout, record=True))
+    columns = as_events(events)  # as read_trace returns them
+    engine = "compiled" if native.FAST is not None else "pure Python (no compiled simulator)"
+    seconds, result = best(args.runs, lambda: simulate(columns, layout, record=True))
     items, fallback = result.total("items"), result.total("fallback_items")
     print(f"fallback {fallback} of {items} features ({100 * fallback / items:.1f}%)")
-    print(f"mmpool engine:      {seconds:7.3f} s  {n / seconds / 1e6:6.2f} M events/s")
+    print(f"mmpool engine:      {seconds:7.3f} s  {n / seconds / 1e6:6.2f} M events/s  ({engine})")
+    if native.FAST is not None:
+        compiled, native.FAST = native.FAST, None
+        pure_s, pure = best(1, lambda: simulate(columns, layout, record=True))
+        native.FAST = compiled
+        assert pure.offsets == result.offsets, "the compiled and pure-Python engines disagree"
+        print(f"  pure Python:      {pure_s:7.3f} s  {n / pure_s / 1e6:6.2f} M events/s  (MMPOOL_PURE_PYTHON=1)")
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.jsonl"

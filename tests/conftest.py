@@ -2,10 +2,50 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
 from mmpool_cli.cli import app
+from mmpool_cli.simulate import native
+
+
+def _compiled_simulator() -> None:
+    """Give the tests this checkout's compiled simulator where the imported package has none.
+
+    ``pip install .`` builds ``_fastsim`` into site-packages, while the tests import the checkout;
+    so it is compiled here once, into a temporary folder, as ``setup.py`` builds it. Without a C
+    compiler the pure-Python code is what runs (and the comparison tests skip).
+    """
+    if native.FAST is not None or os.environ.get("MMPOOL_PURE_PYTHON", "") not in ("", "0"):
+        return
+    source = Path(native.__file__).with_name("_fastsim.c")
+    cc = (sysconfig.get_config_var("CC") or "cc").split()
+    if not source.exists() or shutil.which(cc[0]) is None:
+        return
+    out = Path(tempfile.mkdtemp(prefix="mmpool-fastsim-")) / f"_fastsim{sysconfig.get_config_var('EXT_SUFFIX')}"
+    include = sysconfig.get_paths()["include"]
+    build = [*cc, "-O2", "-std=c11", "-shared", "-fPIC", f"-I{include}", str(source), "-o", str(out)]
+    if subprocess.run(build, capture_output=True, check=False).returncode != 0:
+        return
+    spec = importlib.util.spec_from_file_location("mmpool_cli.simulate._fastsim", out)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[spec.name] = module
+    native.FAST = module
+
+
+_compiled_simulator()
 
 POOL_ENV = (
     "SGLANG_MM_FEATURE_CACHE_MB",

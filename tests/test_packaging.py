@@ -40,8 +40,14 @@ def test_wheel_holds_the_package_and_its_metadata(dist: Path) -> None:
     from mmpool_cli import __version__
 
     wheel = next(dist.glob("*.whl"))
-    assert wheel.name == f"mmpool-{__version__}-py3-none-any.whl"
     names = zipfile.ZipFile(wheel).namelist()
+    compiled = [n for n in names if n.startswith("mmpool_cli/simulate/_fastsim.") and n.endswith(".so")]
+    if compiled:  # built with the compiled simulator: a wheel for this interpreter and platform
+        tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+        assert wheel.name.startswith(f"mmpool-{__version__}-{tag}-{tag}-"), wheel.name
+    else:  # no C compiler at hand: pure Python, for any platform
+        assert wheel.name == f"mmpool-{__version__}-py3-none-any.whl"
+    assert "mmpool_cli/simulate/_fastsim.pyi" in names
     assert "mmpool_cli/py.typed" in names
     assert {"mmpool_cli/cli/__init__.py", "mmpool_cli/engines/sglang/plan.py", "mmpool_cli/probe/worker.py"} <= set(
         names
@@ -50,6 +56,14 @@ def test_wheel_holds_the_package_and_its_metadata(dist: Path) -> None:
     metadata = zipfile.ZipFile(wheel).read(f"mmpool-{__version__}.dist-info/METADATA").decode()
     assert "License-Expression: Apache-2.0" in metadata
     assert "Requires-Python: >=3.11" in metadata
+
+
+def test_sdist_holds_the_compiled_simulator_source(dist: Path) -> None:
+    import tarfile
+
+    with tarfile.open(next(dist.glob("*.tar.gz"))) as sdist:
+        names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
+    assert {"setup.py", "mmpool_cli/simulate/_fastsim.c", "mmpool_cli/simulate/_fastsim.pyi"} <= names
 
 
 def test_wheel_installs_and_plans_in_a_fresh_environment(dist: Path, tmp_path: Path) -> None:

@@ -30,7 +30,8 @@ from typing import Any, Literal
 
 from mmpool_cli.core.units import MiB
 from mmpool_cli.simulate.allocator import PoolRules
-from mmpool_cli.simulate.replay import Event, Events, PoolLayout, SimResult, simulate
+from mmpool_cli.simulate.events import as_events
+from mmpool_cli.simulate.replay import Event, Events, PoolLayout, SimResult, enough_bytes, simulate
 
 Basis = Literal["items", "bytes"]
 Method = Literal["safe", "scan", "bisect"]
@@ -131,8 +132,10 @@ def no_miss_budget(events: Sequence[Event] | Events, layouts: LayoutFor, lowest:
         pools.append(UnboundedPool(memory_size, data_start, rules))
         return pools[-1]
 
-    simulate(events, probe, pool_factory=unbounded)
-    most = max(pool.enough for pool in pools)
+    compiled = enough_bytes(as_events(events), probe)
+    if compiled is None:
+        simulate(events, probe, pool_factory=unbounded)
+    most = compiled if compiled is not None else max(pool.enough for pool in pools)
     if layouts(highest).memory_size < most:
         return highest + 1
     lo, hi = lowest, highest
@@ -316,6 +319,7 @@ def smallest_budget(
     of the safe and scan searches: past it the answer is the candidate so far, ``exact`` False,
     with the budgets checked in ``checked_mb``.
     """
+    events = as_events(events)  # once: every trial replays the same columns
     no_miss = no_miss_budget(events, layouts, lowest, highest)
     top = min(no_miss, highest)
     search = BudgetSearch(target, basis, method, None, lowest, top_mb=top, no_miss_mb=no_miss)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mmpool_cli.core.units import align_up
+from mmpool_cli.simulate import native
 from mmpool_cli.simulate.allocator import MISS_SLOTS, Allocator, PoolRules, allocator_for
 from mmpool_cli.simulate.events import ALLOC, FREE, Event, Events, as_events
 
@@ -88,6 +89,7 @@ class SimResult:
     alloc_workers: list[int] | None = None
     # every budget whose pools are at most this many bytes larger (exclusive) decides every alloc alike
     slack_bytes: int = 0
+    stopped: bool = False  # the run stopped early, past its fallback limit (``events`` were replayed)
     schema_version: int = field(default=SIM_SCHEMA_VERSION)
 
     def total(self, name: str) -> int:
@@ -98,12 +100,22 @@ PoolFactory = Callable[[int, int, PoolRules], Allocator]  # (memory_size, data_s
 
 
 def simulate(
-    events: Iterable[Event] | Events, layout: PoolLayout, record: bool = False, pool_factory: PoolFactory | None = None
+    events: Iterable[Event] | Events,
+    layout: PoolLayout,
+    record: bool = False,
+    pool_factory: PoolFactory | None = None,
+    *,
+    stop_fallback_items: int | None = None,
+    stop_fallback_bytes: int | None = None,
 ) -> SimResult:
     """Run ``events`` through ``layout.workers`` pools; ``record`` keeps every alloc's decision.
 
     ``pool_factory`` makes each worker's pool (an instrumented ``Pool``, say, for a picture).
+    The run stops right after the miss that takes the fallback items (or bytes) past
+    ``stop_fallback_items`` (``stop_fallback_bytes``), finished as if the trace ended there.
     """
+    if pool_factory is None and layout.transport == "cuda_ipc" and native.FAST is not None:
+        return _simulate_native(as_events(events), layout, record, stop_fallback_items, stop_fallback_bytes)
     make = pool_factory or allocator_for(layout.rules)
     if layout.transport == "cuda_vmm":
         from mmpool_cli.simulate.cuda_vmm import simulate_vmm
@@ -175,6 +187,59 @@ def simulate(
         ids = events.ids  # the trace's own ids, in alloc order
     columns = [items, nbytes_in, fb_items, fb_bytes, slot_misses, peak_bytes, peak_leases, miss_free, miss_largest]
     return finish(pools, live.values(), due, layout, count, t, [*columns, fragmented], record, offsets, ids, workers_of)
+
+
+_NO_STOP = (1 << 64) - 1
+
+
+def _simulate_native(
+    events: Events,
+    layout: PoolLayout,
+    record: bool,
+    stop_items: int | None,
+    stop_bytes: int | None,
+    unbounded: bool = False,
+) -> SimResult:
+    """``simulate`` through the compiled replay (``native.FAST``): the same rules, figure for figure."""
+    assert native.FAST is not None
+    rules = layout.rules
+    bytes_limit = _NO_STOP << 64 | _NO_STOP if stop_bytes is None else stop_bytes
+    count, t, stopped, slack, enough, rows, offsets, owners = native.FAST.replay(
+        events.t,
+        events.op,
+        events.key,
+        events.nbytes,
+        events.worker,
+        layout.workers,
+        layout.memory_size,
+        layout.data_start,
+        layout.recycle_ns,
+        rules.alignment,
+        rules.max_leases,
+        record,
+        -1 if stop_items is None else stop_items,
+        bytes_limit >> 64,
+        bytes_limit & _NO_STOP,
+        unbounded,
+    )
+    stats = [WorkerStats(*row) for row in rows]
+    result = SimResult(layout, count, t, stats, slack_bytes=slack, stopped=bool(stopped))
+    if unbounded:
+        result.slack_bytes = enough  # the no-miss run: how large a pool must be to make it
+    if record and offsets is not None and owners is not None:
+        ids: list[object] = events.ids if events.ids is not None else []
+        if events.ids is None:
+            ids = [k for k, op in zip(events.key, events.op, strict=True) if op == ALLOC]
+        result.offsets, result.alloc_ids, result.alloc_workers = offsets, ids[: len(offsets)], owners
+    return result
+
+
+def enough_bytes(events: Events, layout: PoolLayout) -> int | None:
+    """With the compiled replay: the smallest pool that decides every alloc as an unbounded one does
+    (``cuda_ipc.UnboundedPool.enough``, the largest over the workers); None without it."""
+    if native.FAST is None or layout.transport != "cuda_ipc":
+        return None
+    return _simulate_native(events, layout, False, None, None, unbounded=True).slack_bytes
 
 
 def finish(

@@ -29,6 +29,7 @@ from typing import Any, cast
 from mmpool_cli.core.excerpt import SHOWN, duplicate_key, shorten
 from mmpool_cli.core.units import NS_PER_S
 from mmpool_cli.errors import MmpoolError
+from mmpool_cli.simulate import native
 from mmpool_cli.simulate.cuda_ipc import MAX_POOL_BYTES
 from mmpool_cli.simulate.events import ALLOC, FREE, Event, Events, request_of
 
@@ -110,6 +111,8 @@ def read_trace(
     a request of its own.
     """
     name = "<stdin>" if path == "-" else path
+    if native.FAST is not None:
+        return _read_native(native.FAST.TraceReader(workers, max_events, requests, keep_ids), path, name, idle_timeout)
     out = Events(keep_ids=keep_ids, requests=requests)
     live: dict[object, int] = {}  # id -> its alloc's key while in flight, -1 once freed
     groups: dict[tuple[object, int], int] | None = {} if requests else None
@@ -118,23 +121,34 @@ def read_trace(
     for first, lines in _batches(path, name, idle_timeout):
         parsed = decode(first, lines, workers) if decode is not None and lines else None
         if parsed is None:  # the careful path, line by line, which explains what is wrong
-            numbered = enumerate(lines, first)
-            events = [(lineno, e) for lineno, raw in numbered if (e := _line_event(raw, name, lineno, workers))]
-            linenos = [lineno for lineno, _ in events]
-            columns = tuple(list(c) for c in zip(*(e for _, e in events), strict=True)) or ([], [], [], [], [])
-            parsed = (linenos, *columns)
+            events: list[tuple[int, Event]] = []
+            try:
+                for lineno, raw in enumerate(lines, first):
+                    if e := _line_event(raw, name, lineno, workers):
+                        events.append((lineno, e))
+            except TraceError:  # the lines before it first: an earlier line's error is reported first
+                _extend(out, _columns(events), name, max_events, live, groups, state)
+                raise
+            parsed = _columns(events)
         _extend(out, parsed, name, max_events, live, groups, state)
     if not len(out):
         raise TraceError(f"{name}: no events; a trace holds one JSON object per line")
     return out
 
 
+def _columns(events: list[tuple[int, Event]]) -> tuple[list[Any], ...]:
+    linenos = [lineno for lineno, _ in events]
+    columns = tuple(list(c) for c in zip(*(e for _, e in events), strict=True)) or ([], [], [], [], [])
+    return (linenos, *columns)
+
+
 def _extend(out, parsed, name, max_events, live, groups, state) -> None:  # type: ignore[no-untyped-def]
     """Check a batch's events against what came before and append them to ``out``'s columns."""
     linenos, times, ops, keys, sizes, owners = parsed
     if len(out) + len(times) > max_events:
-        lineno = linenos[max_events - len(out)]
-        raise TraceError(f"{name}:{lineno}: more than {max_events} events; split the trace or raise --max-events")
+        room = max_events - len(out)  # the events before the first one too many are checked first
+        _extend(out, [c[:room] for c in parsed], name, max_events, live, groups, state)
+        raise TraceError(f"{name}:{linenos[room]}: {_TOO_MANY.format(max_events)}")
     serials: list[int] = []
     group_of: list[int] = []
     previous, at, serial = state
@@ -142,18 +156,13 @@ def _extend(out, parsed, name, max_events, live, groups, state) -> None:  # type
     add_serial, add_group = serials.append, group_of.append
     for i, t in enumerate(times):
         if t < previous:
-            raise TraceError(
-                f"{name}:{linenos[i]}: t={_seconds(t)} s comes before the previous event's "
-                f"t={_seconds(previous)} s; sort the trace by t"
-            )
+            raise TraceError(f"{name}:{linenos[i]}: {_refusal(_BACKWARDS, t, previous, None)}")
         previous = t
         key = keys[i]
         found = get(key, -1)
         if ops[i] == ALLOC:
             if found >= 0:
-                raise TraceError(
-                    f"{name}:{linenos[i]}: alloc of id {key!r}, which is still in flight (its free has not come)"
-                )
+                raise TraceError(f"{name}:{linenos[i]}: {_refusal(_IN_FLIGHT, t, previous, key)}")
             live[key] = serial
             if groups is not None:
                 if t != at:
@@ -164,9 +173,8 @@ def _extend(out, parsed, name, max_events, live, groups, state) -> None:  # type
             serial += 1
             continue
         if found < 0:
-            if key in live:
-                raise TraceError(f"{name}:{linenos[i]}: free of id {key!r}, which was already freed")
-            raise TraceError(f"{name}:{linenos[i]}: free of unknown id {key!r}: no alloc before it names it")
+            code = _FREED if key in live else _UNKNOWN
+            raise TraceError(f"{name}:{linenos[i]}: {_refusal(code, t, previous, key)}")
         live[key] = -1
         add_serial(found)
         if groups is not None:
@@ -183,6 +191,78 @@ def _extend(out, parsed, name, max_events, live, groups, state) -> None:  # type
         out.group.extend(group_of)
         out.pack.extend([1 - op for op in ops])  # a trace's features count as image features
         out.elem.extend([1 - op for op in ops])  # of 1-byte elements
+
+
+# why an event is refused after what came before (the compiled reader's codes)
+_BACKWARDS, _IN_FLIGHT, _FREED, _UNKNOWN, _TOO_MANY_CODE = 1, 2, 3, 4, 5
+_TOO_MANY = "more than {} events; split the trace or raise --max-events"
+
+
+def _refusal(code: int, t: int, previous: int, key: object) -> str:
+    if code == _BACKWARDS:
+        return f"t={_seconds(t)} s comes before the previous event's t={_seconds(previous)} s; sort the trace by t"
+    if code == _IN_FLIGHT:
+        return f"alloc of id {key!r}, which is still in flight (its free has not come)"
+    if code == _FREED:
+        return f"free of id {key!r}, which was already freed"
+    return f"free of unknown id {key!r}: no alloc before it names it"
+
+
+def _read_native(reader: Any, path: str, name: str, idle_timeout: float) -> Events:
+    """``read_trace`` through the compiled reader: it takes the plain lines, this module the rest."""
+    lineno = 1
+    pending = b""
+    for chunk in _chunks(path, name, idle_timeout):
+        data = pending + chunk if pending else chunk
+        pos, lineno = _feed(reader, data, lineno, name)
+        pending = data[pos:]
+        if len(pending) > MAX_LINE_BYTES:
+            raise TraceError(f"{name}:{lineno}: line longer than {MAX_LINE_BYTES} bytes")
+    if pending:
+        _feed(reader, pending + b"\n", lineno, name)
+    if not reader.events:
+        raise TraceError(f"{name}: no events; a trace holds one JSON object per line")
+    t, op, key, nbytes, worker, group, ids = reader.columns()
+    out = Events(keep_ids=False, requests=bool(reader.requests))
+    out.t.frombytes(t)
+    out.op.frombytes(op)
+    out.key.frombytes(key)
+    out.nbytes.frombytes(nbytes)
+    out.worker.frombytes(worker)
+    if out.group is not None and out.pack is not None and out.elem is not None:
+        out.group.frombytes(group)
+        alloc_is_one = op.translate(_NOT)  # a trace's features count as image features of 1-byte elements
+        out.pack.frombytes(alloc_is_one)
+        out.elem.frombytes(alloc_is_one)
+    out.ids = ids
+    return out
+
+
+_NOT = bytes([1, 0]) + bytes(254)  # ALLOC (0) -> 1, FREE (1) -> 0
+
+
+def _feed(reader: Any, data: bytes, lineno: int, name: str) -> tuple[int, int]:
+    """Read ``data``'s complete lines; the reader stops at each line the careful parser must see."""
+    pos = 0
+    workers = reader.workers
+    while True:
+        pos, lineno, stopped = reader.feed(data, pos, lineno, MAX_LINE_BYTES)
+        if not stopped:
+            return pos, lineno
+        nl = data.find(b"\n", pos)
+        raw = data[pos:nl]
+        if len(raw) > MAX_LINE_BYTES:
+            raise TraceError(f"{name}:{lineno}: line longer than {MAX_LINE_BYTES} bytes")
+        event = _line_event(raw, name, lineno, workers)
+        if event is not None:
+            t, op, key, nbytes, worker = event
+            code, previous = reader.push(t, op == FREE, key, nbytes, worker)
+            if code == _TOO_MANY_CODE:
+                raise TraceError(f"{name}:{lineno}: {_TOO_MANY.format(reader.max_events)}")
+            if code:
+                raise TraceError(f"{name}:{lineno}: {_refusal(code, t, previous, key)}")
+        pos = nl + 1
+        lineno += 1
 
 
 def _line_event(raw: bytes, name: str, lineno: int, workers: int) -> Event | None:
@@ -397,6 +477,25 @@ def _reason(e: Exception) -> str:
 
 def _batches(path: str, name: str, idle_timeout: float) -> Iterator[tuple[int, list[bytes]]]:
     """Lines of ``path`` without their newlines, a bounded chunk's worth at a time, with the first's number."""
+    lineno = 0
+    pending = b""
+    for chunk in _chunks(path, name, idle_timeout):
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        if max(map(len, lines), default=0) > MAX_LINE_BYTES:
+            long = next(i for i, line in enumerate(lines) if len(line) > MAX_LINE_BYTES)
+            yield lineno + 1, lines[:long]  # the lines before it first: an earlier error is reported first
+            raise TraceError(f"{name}:{lineno + long + 1}: line longer than {MAX_LINE_BYTES} bytes")
+        yield lineno + 1, lines
+        lineno += len(lines)
+        if len(pending) > MAX_LINE_BYTES:
+            raise TraceError(f"{name}:{lineno + 1}: line longer than {MAX_LINE_BYTES} bytes")
+    if pending:
+        yield lineno + 1, [pending]
+
+
+def _chunks(path: str, name: str, idle_timeout: float) -> Iterator[bytes]:
+    """The bytes of ``path`` (``-``: stdin), a bounded chunk at a time, without a leading UTF-8 BOM."""
     if path == "-":
         fd = sys.stdin.fileno()
         if os.isatty(fd):
@@ -414,7 +513,6 @@ def _batches(path: str, name: str, idle_timeout: float) -> Iterator[tuple[int, l
         if stat.S_ISDIR(mode):
             raise TraceError(f"{name}: is a directory; give a JSON-lines trace file")
         waits = not stat.S_ISREG(mode)
-        lineno = 0
         pending = b""
         bom_checked = False
         while True:
@@ -434,18 +532,9 @@ def _batches(path: str, name: str, idle_timeout: float) -> Iterator[tuple[int, l
                     pending = head  # too short to tell yet: decide with the next chunk
                     continue
                 pending, chunk, bom_checked = b"", head.removeprefix(codecs.BOM_UTF8), True
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            if max(map(len, lines), default=0) > MAX_LINE_BYTES:
-                long = next(i for i, line in enumerate(lines) if len(line) > MAX_LINE_BYTES)
-                yield lineno + 1, lines[:long]  # the lines before it first: an earlier error is reported first
-                raise TraceError(f"{name}:{lineno + long + 1}: line longer than {MAX_LINE_BYTES} bytes")
-            yield lineno + 1, lines
-            lineno += len(lines)
-            if len(pending) > MAX_LINE_BYTES:
-                raise TraceError(f"{name}:{lineno + 1}: line longer than {MAX_LINE_BYTES} bytes")
-        if pending:
-            yield lineno + 1, [pending]
+            yield chunk
+        if pending:  # fewer bytes than a BOM: the whole trace
+            yield pending
     finally:
         if owned:
             os.close(fd)

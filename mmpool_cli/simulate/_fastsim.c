@@ -1,0 +1,1056 @@
+/* mmpool's compiled simulator: the cuda_ipc replay and the trace reader, in C.
+ *
+ * Both are exact twins of the pure-Python code they speed up, which stays the reference and the
+ * fallback (simulate/replay.py with simulate/cuda_ipc.py, simulate/trace.py); tests replay the
+ * same traces through both and compare every figure and every offset.
+ *
+ * replay(): one worker pool per tokenizer worker, allocating as SGLang's stream-ordered pool
+ * does (best fit, the earliest of equal sizes in SGLang's list order, the rest appended, a slot
+ * cap, the recycler's ticks). The free ranges are kept twice, sorted: by (size, start) for best
+ * fit, and by start for the neighbours a released lease joins. A pool never holds more than its
+ * slot cap of leases, so both arrays stay short and insertion is a small memmove.
+ *
+ * TraceReader: reads JSON-lines traces a chunk at a time. It takes the lines that are plain
+ * (keys t, op, id, bytes, worker, item with plain values) and valid after what came before, and
+ * stops at the first line that is not: the Python reader then reads that line with its careful
+ * parser, which explains what is wrong, and hands a valid event back through push().
+ *
+ * Sums of bytes and of bytes x nanoseconds can pass 2**63, so they are kept in 128 bits.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef unsigned __int128 u128;
+
+#define MISS_SPACE (-1)
+#define MISS_SLOTS (-2)
+#define MAX_POOL_BYTES ((int64_t)1 << 44)
+
+static PyObject *u128_to_py(u128 v) {
+    PyObject *hi = PyLong_FromUnsignedLongLong((unsigned long long)(v >> 64));
+    PyObject *lo = PyLong_FromUnsignedLongLong((unsigned long long)v);
+    PyObject *sixty_four = PyLong_FromLong(64);
+    PyObject *out = NULL, *shifted = NULL;
+    if (hi && lo && sixty_four && (shifted = PyNumber_Lshift(hi, sixty_four)))
+        out = PyNumber_Or(shifted, lo);
+    Py_XDECREF(hi);
+    Py_XDECREF(lo);
+    Py_XDECREF(sixty_four);
+    Py_XDECREF(shifted);
+    return out;
+}
+
+static void *grow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
+    if (need <= *cap) return p;
+    Py_ssize_t n = *cap ? *cap : 16;
+    while (n < need) n *= 2;
+    void *q = PyMem_Realloc(p, (size_t)n * item);
+    if (!q) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    *cap = n;
+    return q;
+}
+
+/* ------------------------------------------------------------------ the pool */
+
+typedef struct {
+    int64_t size, start, appended; /* appended: the append counter, or -1 (present at the last merge) */
+} Key;
+
+typedef struct {
+    int64_t start, size;
+} Range;
+
+typedef struct {
+    int64_t memory_size, data_start, round, trunc, max_leases;
+    int64_t leases, leased_bytes, slack, enough;
+    int64_t counter, merge_base; /* a key appended since the last merge has appended >= merge_base */
+    u128 area;
+    Key *keys;
+    Py_ssize_t nkeys, capkeys;
+    Range *ranges;
+    Py_ssize_t nranges, capranges;
+    int64_t *acked; /* lease keys acknowledged since the last tick */
+    Py_ssize_t nacked, capacked;
+    int unbounded;
+} Pool;
+
+typedef struct {
+    int64_t *start, *nbytes, *t;
+    int32_t *worker;
+    int8_t *status; /* 0 none, 1 leased, 2 missed */
+} Leases;
+
+static void limit(Pool *p, int64_t slack) {
+    if (slack < p->slack) p->slack = slack;
+}
+
+/* the first key of size >= size (start 0 sorts first) */
+static Py_ssize_t key_lower(const Pool *p, int64_t size, int64_t start) {
+    Py_ssize_t lo = 0, hi = p->nkeys;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        const Key *k = &p->keys[mid];
+        if (k->size < size || (k->size == size && k->start < start))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int key_insert(Pool *p, int64_t size, int64_t start, int64_t appended) {
+    Key *k = grow(p->keys, &p->capkeys, p->nkeys + 1, sizeof(Key));
+    if (!k) return -1;
+    p->keys = k;
+    Py_ssize_t i = key_lower(p, size, start);
+    memmove(&k[i + 1], &k[i], (size_t)(p->nkeys - i) * sizeof(Key));
+    k[i].size = size;
+    k[i].start = start;
+    k[i].appended = appended;
+    p->nkeys++;
+    return 0;
+}
+
+static void key_delete_at(Pool *p, Py_ssize_t i) {
+    memmove(&p->keys[i], &p->keys[i + 1], (size_t)(p->nkeys - i - 1) * sizeof(Key));
+    p->nkeys--;
+}
+
+static void key_delete(Pool *p, int64_t size, int64_t start) {
+    key_delete_at(p, key_lower(p, size, start));
+}
+
+/* the first range whose start is > start */
+static Py_ssize_t range_upper(const Pool *p, int64_t start) {
+    Py_ssize_t lo = 0, hi = p->nranges;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (p->ranges[mid].start <= start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* the start of the range that ends at the pool's end, or -1 */
+static int64_t last_start(const Pool *p) {
+    if (!p->nranges) return -1;
+    const Range *r = &p->ranges[p->nranges - 1];
+    return r->start + r->size == p->memory_size ? r->start : -1;
+}
+
+static int pool_init(Pool *p, int64_t memory_size, int64_t data_start, int64_t alignment, int64_t max_leases,
+                     int unbounded) {
+    memset(p, 0, sizeof(*p));
+    p->memory_size = unbounded ? MAX_POOL_BYTES - 1 : memory_size;
+    p->data_start = data_start;
+    p->round = alignment - 1;
+    p->trunc = -alignment;
+    p->max_leases = max_leases;
+    p->slack = MAX_POOL_BYTES;
+    p->enough = data_start + 1;
+    p->unbounded = unbounded;
+    p->ranges = grow(NULL, &p->capranges, 1, sizeof(Range));
+    if (!p->ranges) return -1;
+    p->ranges[0].start = data_start;
+    p->ranges[0].size = p->memory_size - data_start;
+    p->nranges = 1;
+    return key_insert(p, p->memory_size - data_start, data_start, -1);
+}
+
+static void pool_free(Pool *p) {
+    PyMem_Free(p->keys);
+    PyMem_Free(p->ranges);
+    PyMem_Free(p->acked);
+}
+
+/* Among the equal-size keys from i, the one earliest in SGLang's list: a key present at the last
+ * merge (they are in start order) before any appended since, and those in append order. */
+static Py_ssize_t earliest(const Pool *p, Py_ssize_t i, int64_t size) {
+    Py_ssize_t best = i;
+    for (Py_ssize_t j = i; j < p->nkeys && p->keys[j].size == size; j++) {
+        if (p->keys[j].appended < p->merge_base) return j;
+        if (p->keys[j].appended < p->keys[best].appended) best = j;
+    }
+    return best;
+}
+
+/* The last range held the lease (its key already removed, at i): how much larger it may be. */
+static void took_last(Pool *p, Py_ssize_t i, int64_t found, int64_t size) {
+    Py_ssize_t n = p->nkeys;
+    if ((i > 0 && p->keys[i - 1].size == found) || (i < n && p->keys[i].size == found))
+        limit(p, 0);
+    else if (i < n)
+        limit(p, p->keys[i].size - found);
+    if (found == size) limit(p, p->round + 1);
+}
+
+/* Lease nbytes: the offset, or MISS_SPACE / MISS_SLOTS; -3 when out of memory. */
+static int64_t pool_alloc(Pool *p, int64_t nbytes) {
+    int64_t size = (nbytes + p->round) & p->trunc;
+    Py_ssize_t n = p->nkeys;
+    Py_ssize_t i = key_lower(p, size, 0);
+    if (p->unbounded && i < n) {
+        int64_t last = last_start(p);
+        int64_t end = p->keys[i].start == last ? last + size : last + p->keys[i].size + 1;
+        if (end > p->enough) p->enough = end;
+    }
+    if (i == n) {
+        int64_t last = last_start(p);
+        if (last >= 0) limit(p, size - (p->memory_size - last));
+        return MISS_SPACE;
+    }
+    if (p->leases >= p->max_leases) return MISS_SLOTS;
+    int64_t found = p->keys[i].size;
+    if (i + 1 < n && p->keys[i + 1].size == found) i = earliest(p, i, found);
+    int64_t start = p->keys[i].start;
+    key_delete_at(p, i);
+    int64_t end = start + found;
+    if (end == p->memory_size) {
+        took_last(p, i, found, size);
+    } else {
+        int64_t last = last_start(p);
+        if (last >= 0 && p->memory_size - last < size) limit(p, size - (p->memory_size - last));
+    }
+    Py_ssize_t r = range_upper(p, start) - 1; /* the chosen range */
+    int64_t rest = start + size;
+    if (rest < end) {
+        p->ranges[r].start = rest;
+        p->ranges[r].size = end - rest;
+        if (key_insert(p, end - rest, rest, p->counter++) < 0) return -3;
+    } else {
+        memmove(&p->ranges[r], &p->ranges[r + 1], (size_t)(p->nranges - r - 1) * sizeof(Range));
+        p->nranges--;
+    }
+    p->leases++;
+    p->leased_bytes += size;
+    return start;
+}
+
+static int pool_ack(Pool *p, int64_t lease) {
+    int64_t *a = grow(p->acked, &p->capacked, p->nacked + 1, sizeof(int64_t));
+    if (!a) return -1;
+    p->acked = a;
+    a[p->nacked++] = lease;
+    return 0;
+}
+
+/* One recycler tick at now: give back every acknowledged lease, joining it with its free neighbours. */
+static int pool_tick(Pool *p, int64_t now, const Leases *L) {
+    if (!p->leases) return 0;
+    p->merge_base = p->counter; /* the merge's sort: no range ranks as appended any more */
+    int64_t released = 0;
+    for (Py_ssize_t a = 0; a < p->nacked; a++) {
+        int64_t k = p->acked[a];
+        int64_t start = L->start[k];
+        int64_t size = (L->nbytes[k] + p->round) & p->trunc;
+        released += size;
+        p->area += (u128)size * (u128)(now - L->t[k]);
+        int64_t end = start + size;
+        Py_ssize_t pos = range_upper(p, start);
+        int left = pos > 0 && p->ranges[pos - 1].start + p->ranges[pos - 1].size == start;
+        int right = pos < p->nranges && p->ranges[pos].start == end;
+        Range *ranges;
+        if (left) {
+            Range *l = &p->ranges[pos - 1];
+            key_delete(p, l->size, l->start);
+            l->size += size;
+            if (right) {
+                Range *rr = &p->ranges[pos];
+                key_delete(p, rr->size, rr->start);
+                l->size += rr->size;
+                memmove(&p->ranges[pos], &p->ranges[pos + 1], (size_t)(p->nranges - pos - 1) * sizeof(Range));
+                p->nranges--;
+            }
+            l = &p->ranges[pos - 1];
+            if (key_insert(p, l->size, l->start, -1) < 0) return -1;
+        } else if (right) {
+            Range *rr = &p->ranges[pos];
+            key_delete(p, rr->size, rr->start);
+            rr->start = start;
+            rr->size += size;
+            if (key_insert(p, rr->size, rr->start, -1) < 0) return -1;
+        } else {
+            ranges = grow(p->ranges, &p->capranges, p->nranges + 1, sizeof(Range));
+            if (!ranges) return -1;
+            p->ranges = ranges;
+            memmove(&ranges[pos + 1], &ranges[pos], (size_t)(p->nranges - pos) * sizeof(Range));
+            ranges[pos].start = start;
+            ranges[pos].size = size;
+            p->nranges++;
+            if (key_insert(p, size, start, -1) < 0) return -1;
+        }
+    }
+    p->leases -= p->nacked;
+    p->leased_bytes -= released;
+    p->nacked = 0;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the replay */
+
+typedef struct {
+    int64_t items, slot_misses, peak_bytes, peak_leases, fragmented, fb_items;
+    u128 bytes, fb_bytes, miss_free, miss_largest;
+} Stats;
+
+static void peak(const Pool *p, Stats *s) {
+    if (p->leased_bytes > s->peak_bytes) s->peak_bytes = p->leased_bytes;
+    if (p->leases > s->peak_leases) s->peak_leases = p->leases;
+}
+
+static int get_column(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, Py_ssize_t n, const char *name) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->itemsize != itemsize || view->len != n * itemsize) {
+        PyErr_Format(PyExc_ValueError, "column %s: %zd items of %zd bytes expected", name, n, itemsize);
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int64_t ceil_to(int64_t t, int64_t interval) {
+    int64_t q = t / interval + (t % interval > 0);
+    return q * interval;
+}
+
+PyDoc_STRVAR(replay_doc,
+             "replay(t, op, key, nbytes, worker, workers, memory_size, data_start, recycle_ns, alignment,\n"
+             "       max_leases, record, stop_items, stop_bytes_hi, stop_bytes_lo, unbounded)\n"
+             "Replay event columns over cuda_ipc pools; see simulate.replay.simulate for the rules.");
+
+static PyObject *replay(PyObject *self, PyObject *args) {
+    PyObject *ot, *oop, *okey, *onb, *ow;
+    long long workers, memory_size, data_start, interval, alignment, max_leases, stop_items;
+    unsigned long long stop_hi, stop_lo;
+    int record, unbounded;
+    if (!PyArg_ParseTuple(args, "OOOOOLLLLLLpLKKp", &ot, &oop, &okey, &onb, &ow, &workers, &memory_size, &data_start,
+                          &interval, &alignment, &max_leases, &record, &stop_items, &stop_hi, &stop_lo, &unbounded))
+        return NULL;
+    if (workers <= 0 || interval <= 0 || alignment <= 0 || (alignment & (alignment - 1)) || max_leases <= 0 ||
+        !(0 <= data_start && data_start < memory_size && memory_size <= MAX_POOL_BYTES)) {
+        PyErr_SetString(PyExc_ValueError, "replay: invalid pool layout");
+        return NULL;
+    }
+    u128 stop_bytes = ((u128)stop_hi << 64) | stop_lo;
+    int stop_on_bytes = stop_hi != ~0ULL || stop_lo != ~0ULL;
+    Py_buffer vt = {0}, vop = {0}, vkey = {0}, vnb = {0}, vw = {0};
+    PyObject *result = NULL, *offsets = NULL, *owners = NULL;
+    Pool *pools = NULL;
+    Stats *stats = NULL;
+    int64_t *due = NULL;
+    Leases L = {0};
+    Py_ssize_t npools = 0;
+    Py_ssize_t n = PyObject_Length(ot);
+    if (n < 0) return NULL;
+    if (get_column(ot, &vt, 8, n, "t") < 0 || get_column(oop, &vop, 1, n, "op") < 0 ||
+        get_column(okey, &vkey, 8, n, "key") < 0 || get_column(onb, &vnb, 8, n, "nbytes") < 0 ||
+        get_column(ow, &vw, sizeof(long), n, "worker") < 0)
+        goto done;
+    const int64_t *T = vt.buf, *K = vkey.buf, *NB = vnb.buf;
+    const int8_t *OP = vop.buf;
+    const long *W = vw.buf;
+    int64_t nkeys = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (K[i] < 0) {
+            PyErr_SetString(PyExc_ValueError, "replay: keys are lease numbers from 0");
+            goto done;
+        }
+        if (K[i] >= nkeys) nkeys = K[i] + 1;
+    }
+    L.start = PyMem_Calloc((size_t)nkeys + 1, 8);
+    L.nbytes = PyMem_Calloc((size_t)nkeys + 1, 8);
+    L.t = PyMem_Calloc((size_t)nkeys + 1, 8);
+    L.worker = PyMem_Calloc((size_t)nkeys + 1, 4);
+    L.status = PyMem_Calloc((size_t)nkeys + 1, 1);
+    pools = PyMem_Calloc((size_t)workers, sizeof(Pool));
+    stats = PyMem_Calloc((size_t)workers, sizeof(Stats));
+    due = PyMem_Calloc((size_t)workers, 8);
+    if (!L.start || !L.nbytes || !L.t || !L.worker || !L.status || !pools || !stats || !due) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; npools < workers; npools++) {
+        due[npools] = -1;
+        if (pool_init(&pools[npools], memory_size, data_start, alignment, max_leases, unbounded) < 0) goto done;
+    }
+    if (record && (!(offsets = PyList_New(0)) || !(owners = PyList_New(0)))) goto done;
+    int64_t usable = memory_size - data_start, round = alignment - 1, trunc = -alignment;
+    int64_t count = 0, t = 0, total_items = 0;
+    u128 total_bytes = 0;
+    int stopped = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        t = T[i];
+        int64_t key = K[i];
+        count++;
+        if (OP[i]) { /* free: the last consumer's acknowledgement */
+            int8_t st = L.status[key];
+            if (!st) {
+                PyObject *k = PyLong_FromLongLong(key);
+                if (k) {
+                    PyErr_SetObject(PyExc_KeyError, k);
+                    Py_DECREF(k);
+                }
+                goto done;
+            }
+            L.status[key] = 0;
+            if (st == 2) continue; /* it missed: nothing to give back */
+            int32_t w = L.worker[key];
+            int64_t tick_at = due[w];
+            if (0 <= tick_at && tick_at < t) {
+                peak(&pools[w], &stats[w]);
+                if (pool_tick(&pools[w], tick_at, &L) < 0) goto nomem;
+                tick_at = -1;
+            }
+            if (pool_ack(&pools[w], key) < 0) goto done;
+            if (tick_at < 0) due[w] = ceil_to(t, interval);
+            continue;
+        }
+        long w = W[i];
+        if (w < 0 || w >= workers) {
+            PyErr_Format(PyExc_ValueError, "replay: worker %ld of %lld", w, workers);
+            goto done;
+        }
+        int64_t nbytes = NB[i];
+        if (nbytes <= 0 || nbytes > MAX_POOL_BYTES) {
+            PyErr_SetString(PyExc_ValueError, "replay: an alloc's bytes are from 1 to 2**44");
+            goto done;
+        }
+        Pool *p = &pools[w];
+        Stats *s = &stats[w];
+        int64_t tick_at = due[w];
+        if (0 <= tick_at && tick_at < t) {
+            peak(p, s);
+            if (pool_tick(p, tick_at, &L) < 0) goto nomem;
+            due[w] = tick_at = -1;
+        }
+        s->items++;
+        s->bytes += (u128)nbytes;
+        int64_t start = pool_alloc(p, nbytes);
+        if (start == -3) goto done;
+        if (record) {
+            PyObject *o = start >= 0 ? PyLong_FromLongLong(start) : Py_NewRef(Py_None);
+            PyObject *ow2 = PyLong_FromLong(w);
+            int bad = !o || !ow2 || PyList_Append(offsets, o) < 0 || PyList_Append(owners, ow2) < 0;
+            Py_XDECREF(o);
+            Py_XDECREF(ow2);
+            if (bad) goto done;
+        }
+        if (start < 0) {
+            L.status[key] = 2;
+            s->fb_items++;
+            s->fb_bytes += (u128)nbytes;
+            if (start == MISS_SLOTS) {
+                s->slot_misses++;
+            } else {
+                int64_t free_bytes = usable - p->leased_bytes;
+                s->miss_free += (u128)free_bytes;
+                s->miss_largest += (u128)(p->nkeys ? p->keys[p->nkeys - 1].size : 0);
+                if (free_bytes >= ((nbytes + round) & trunc)) s->fragmented++;
+            }
+            total_items++;
+            total_bytes += (u128)nbytes;
+            if ((stop_items >= 0 && total_items > stop_items) || (stop_on_bytes && total_bytes > stop_bytes)) {
+                stopped = 1;
+                break;
+            }
+            continue;
+        }
+        L.status[key] = 1;
+        L.worker[key] = (int32_t)w;
+        L.start[key] = start;
+        L.nbytes[key] = nbytes;
+        L.t[key] = t;
+        if (tick_at < 0) due[w] = ceil_to(t, interval);
+    }
+    /* the last ticks, and the occupancy of what is still in flight */
+    u128 *area = PyMem_Calloc((size_t)workers, sizeof(u128));
+    if (!area) goto nomem;
+    for (Py_ssize_t w = 0; w < workers; w++) {
+        Pool *p = &pools[w];
+        if (0 <= due[w] && due[w] <= t) {
+            peak(p, &stats[w]);
+            if (pool_tick(p, due[w], &L) < 0) {
+                PyMem_Free(area);
+                goto nomem;
+            }
+        }
+        peak(p, &stats[w]);
+        area[w] = p->area;
+        for (Py_ssize_t a = 0; a < p->nacked; a++) {
+            int64_t k = p->acked[a];
+            area[w] += (u128)((L.nbytes[k] + round) & trunc) * (u128)(t - L.t[k]);
+        }
+    }
+    for (int64_t k = 0; k < nkeys; k++)
+        if (L.status[k] == 1) area[L.worker[k]] += (u128)((L.nbytes[k] + round) & trunc) * (u128)(t - L.t[k]);
+    PyObject *per = PyList_New(workers);
+    int64_t slack = MAX_POOL_BYTES, enough = 0;
+    for (Py_ssize_t w = 0; per && w < workers; w++) {
+        Stats *s = &stats[w];
+        PyObject *row = Py_BuildValue("(nLNLNLLLNNNL)", w, (long long)s->items, u128_to_py(s->bytes),
+                                      (long long)s->fb_items, u128_to_py(s->fb_bytes), (long long)s->slot_misses,
+                                      (long long)s->peak_bytes, (long long)s->peak_leases, u128_to_py(area[w]),
+                                      u128_to_py(s->miss_free), u128_to_py(s->miss_largest),
+                                      (long long)s->fragmented);
+        if (!row) {
+            Py_CLEAR(per);
+            break;
+        }
+        PyList_SET_ITEM(per, w, row);
+        if (pools[w].slack < slack) slack = pools[w].slack;
+        if (pools[w].enough > enough) enough = pools[w].enough;
+    }
+    PyMem_Free(area);
+    if (!per) goto done;
+    result = Py_BuildValue("(LLiLLNOO)", (long long)count, (long long)t, stopped, (long long)slack,
+                           (long long)enough, per, record ? offsets : Py_None, record ? owners : Py_None);
+    goto done;
+nomem:
+    if (!PyErr_Occurred()) PyErr_NoMemory();
+done:
+    for (Py_ssize_t w = 0; w < npools; w++) pool_free(&pools[w]);
+    PyMem_Free(pools);
+    PyMem_Free(stats);
+    PyMem_Free(due);
+    PyMem_Free(L.start);
+    PyMem_Free(L.nbytes);
+    PyMem_Free(L.t);
+    PyMem_Free(L.worker);
+    PyMem_Free(L.status);
+    Py_XDECREF(offsets);
+    Py_XDECREF(owners);
+    if (vt.obj) PyBuffer_Release(&vt);
+    if (vop.obj) PyBuffer_Release(&vop);
+    if (vkey.obj) PyBuffer_Release(&vkey);
+    if (vnb.obj) PyBuffer_Release(&vnb);
+    if (vw.obj) PyBuffer_Release(&vw);
+    return result;
+}
+
+/* ------------------------------------------------------------------ the trace reader */
+
+#define MAX_ID_CHARS 256
+#define MAX_ITEM_CHARS 256
+#define MAX_T_SECONDS 1000000000LL
+#define NS_PER_S 1000000000LL
+
+enum { OK = 0, E_BACKWARDS = 1, E_IN_FLIGHT = 2, E_FREED = 3, E_UNKNOWN = 4, E_TOO_MANY = 5 };
+
+typedef struct {
+    uint64_t hash;
+    int64_t off;   /* of the id's bytes in the arena; -1: an empty slot */
+    int64_t value; /* the alloc's key while in flight, -1 once freed */
+    int32_t len;
+} IdSlot;
+
+typedef struct {
+    uint64_t hash, gen;
+    int64_t off, value, worker;
+    int32_t len;
+} GroupSlot;
+
+typedef struct {
+    PyObject_HEAD
+    int64_t workers, max_events, count, prev_t, at, serial;
+    int requests, keep_ids;
+    int64_t *t, *key, *nbytes, *group;
+    long *worker;
+    int8_t *op;
+    Py_ssize_t n, cap;
+    IdSlot *ids;
+    Py_ssize_t idcap, idcount;
+    char *arena;
+    Py_ssize_t arenalen, arenacap;
+    GroupSlot *groups;
+    Py_ssize_t gcap, gcount;
+    uint64_t gen;
+    PyObject *names; /* the allocs' ids, in order, when keep_ids */
+} Reader;
+
+static uint64_t hash_bytes(const char *s, Py_ssize_t len) {
+#if PY_VERSION_HEX >= 0x030E0000
+    return (uint64_t)Py_HashBuffer(s, len);
+#else
+    return (uint64_t)_Py_HashBytes(s, len); /* SipHash, keyed per process: no crafted collisions */
+#endif
+}
+
+static void reader_dealloc(Reader *r) {
+    PyMem_Free(r->t);
+    PyMem_Free(r->key);
+    PyMem_Free(r->nbytes);
+    PyMem_Free(r->group);
+    PyMem_Free(r->worker);
+    PyMem_Free(r->op);
+    PyMem_Free(r->ids);
+    PyMem_Free(r->arena);
+    PyMem_Free(r->groups);
+    Py_XDECREF(r->names);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static int reader_init(Reader *r, PyObject *args, PyObject *kwds) {
+    static char *kw[] = {"workers", "max_events", "requests", "keep_ids", NULL};
+    long long workers, max_events;
+    int requests, keep_ids;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "LLpp", kw, &workers, &max_events, &requests, &keep_ids)) return -1;
+    if (r->ids) {
+        PyErr_SetString(PyExc_RuntimeError, "TraceReader: already initialised");
+        return -1;
+    }
+    r->workers = workers;
+    r->max_events = max_events;
+    r->requests = requests;
+    r->keep_ids = keep_ids;
+    r->prev_t = 0;
+    r->at = -1;
+    r->idcap = 1024;
+    r->ids = PyMem_Malloc((size_t)r->idcap * sizeof(IdSlot));
+    r->gcap = 64;
+    r->groups = PyMem_Calloc((size_t)r->gcap, sizeof(GroupSlot));
+    r->gen = 1;
+    if (!r->ids || !r->groups) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < r->idcap; i++) r->ids[i].off = -1;
+    if (keep_ids && !(r->names = PyList_New(0))) return -1;
+    return 0;
+}
+
+static IdSlot *id_find(Reader *r, const char *s, Py_ssize_t len, uint64_t h) {
+    Py_ssize_t mask = r->idcap - 1;
+    for (Py_ssize_t i = (Py_ssize_t)(h & (uint64_t)mask);; i = (i + 1) & mask) {
+        IdSlot *slot = &r->ids[i];
+        if (slot->off < 0) return slot;
+        if (slot->hash == h && slot->len == len && !memcmp(r->arena + slot->off, s, (size_t)len)) return slot;
+    }
+}
+
+static int id_grow(Reader *r) {
+    Py_ssize_t cap = r->idcap * 2;
+    IdSlot *old = r->ids, *fresh = PyMem_Malloc((size_t)cap * sizeof(IdSlot));
+    if (!fresh) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < cap; i++) fresh[i].off = -1;
+    for (Py_ssize_t i = 0; i < r->idcap; i++) {
+        if (old[i].off < 0) continue;
+        Py_ssize_t j = (Py_ssize_t)(old[i].hash & (uint64_t)(cap - 1));
+        while (fresh[j].off >= 0) j = (j + 1) & (cap - 1);
+        fresh[j] = old[i];
+    }
+    PyMem_Free(old);
+    r->ids = fresh;
+    r->idcap = cap;
+    return 0;
+}
+
+/* The group of an alloc: the first alloc at this t of the same worker whose id has the same request. */
+static int64_t group_of(Reader *r, int64_t off, Py_ssize_t idlen, int64_t worker, int64_t serial) {
+    const char *s = r->arena + off;
+    Py_ssize_t len = idlen;
+    for (Py_ssize_t i = idlen - 1; i >= 0; i--)
+        if (s[i] == '/') {
+            len = i;
+            break;
+        }
+    uint64_t h = hash_bytes(s, len) ^ ((uint64_t)worker * 0x9E3779B97F4A7C15ULL);
+    if (2 * (r->gcount + 1) > r->gcap) { /* grow, keeping this t's entries */
+        Py_ssize_t cap = r->gcap * 2;
+        GroupSlot *old = r->groups, *fresh = PyMem_Calloc((size_t)cap, sizeof(GroupSlot));
+        if (!fresh) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        for (Py_ssize_t i = 0; i < r->gcap; i++) {
+            if (old[i].gen != r->gen) continue;
+            Py_ssize_t j = (Py_ssize_t)(old[i].hash & (uint64_t)(cap - 1));
+            while (fresh[j].gen == r->gen) j = (j + 1) & (cap - 1);
+            fresh[j] = old[i];
+        }
+        PyMem_Free(old);
+        r->groups = fresh;
+        r->gcap = cap;
+    }
+    Py_ssize_t mask = r->gcap - 1;
+    for (Py_ssize_t i = (Py_ssize_t)(h & (uint64_t)mask);; i = (i + 1) & mask) {
+        GroupSlot *g = &r->groups[i];
+        if (g->gen != r->gen) {
+            g->gen = r->gen;
+            g->hash = h;
+            g->off = off;
+            g->len = (int32_t)len;
+            g->worker = worker;
+            g->value = serial;
+            r->gcount++;
+            return serial;
+        }
+        if (g->hash == h && g->worker == worker && g->len == len && !memcmp(r->arena + g->off, s, (size_t)len))
+            return g->value;
+    }
+}
+
+static int append_event(Reader *r, int64_t t, int8_t op, int64_t key, int64_t nbytes, long worker, int64_t group) {
+    if (r->n == r->cap) {
+        Py_ssize_t cap = r->cap ? r->cap * 2 : 4096;
+        int64_t *a = PyMem_Realloc(r->t, (size_t)cap * 8);
+        if (a) r->t = a;
+        int64_t *b = a ? PyMem_Realloc(r->key, (size_t)cap * 8) : NULL;
+        if (b) r->key = b;
+        int64_t *c = b ? PyMem_Realloc(r->nbytes, (size_t)cap * 8) : NULL;
+        if (c) r->nbytes = c;
+        int64_t *d = c ? PyMem_Realloc(r->group, (size_t)cap * 8) : NULL;
+        if (d) r->group = d;
+        long *e = d ? PyMem_Realloc(r->worker, (size_t)cap * sizeof(long)) : NULL;
+        if (e) r->worker = e;
+        int8_t *f = e ? PyMem_Realloc(r->op, (size_t)cap) : NULL;
+        if (!f) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        r->op = f;
+        r->cap = cap;
+    }
+    Py_ssize_t i = r->n++;
+    r->t[i] = t;
+    r->op[i] = op;
+    r->key[i] = key;
+    r->nbytes[i] = nbytes;
+    r->worker[i] = worker;
+    r->group[i] = group;
+    return 0;
+}
+
+/* Check one event against what came before and add it: OK, an error code (nothing changed), or -1
+ * with a Python exception. name: the id as a str, or NULL to make one from the (ASCII) bytes. */
+static int apply(Reader *r, int64_t t, int is_free, const char *id, Py_ssize_t idlen, int64_t nbytes, long worker,
+                 PyObject *name) {
+    if (r->count >= r->max_events) return E_TOO_MANY;
+    if (t < r->prev_t) return E_BACKWARDS;
+    uint64_t h = hash_bytes(id, idlen);
+    IdSlot *slot = id_find(r, id, idlen, h);
+    int found = slot->off >= 0;
+    if (is_free) {
+        if (!found) return E_UNKNOWN;
+        if (slot->value < 0) return E_FREED;
+        if (append_event(r, t, 1, slot->value, 0, 0, -1) < 0) return -1;
+        slot->value = -1;
+    } else {
+        if (found && slot->value >= 0) return E_IN_FLIGHT;
+        if (!found) {
+            if (2 * (r->idcount + 1) > r->idcap) {
+                if (id_grow(r) < 0) return -1;
+                slot = id_find(r, id, idlen, h);
+            }
+            char *arena = grow(r->arena, &r->arenacap, r->arenalen + idlen, 1);
+            if (!arena) return -1;
+            r->arena = arena;
+            memcpy(arena + r->arenalen, id, (size_t)idlen);
+            slot->off = r->arenalen;
+            slot->hash = h;
+            slot->len = (int32_t)idlen;
+            r->arenalen += idlen;
+            r->idcount++;
+        }
+        int64_t group = -1;
+        if (r->requests) {
+            if (t != r->at) {
+                r->gen++;
+                r->gcount = 0;
+                r->at = t;
+            }
+            group = group_of(r, slot->off, idlen, worker, r->serial);
+            if (group == -2) return -1;
+        }
+        if (r->keep_ids) {
+            PyObject *s = name ? Py_NewRef(name) : PyUnicode_DecodeASCII(id, idlen, NULL);
+            int bad = !s || PyList_Append(r->names, s) < 0;
+            Py_XDECREF(s);
+            if (bad) return -1;
+        }
+        if (append_event(r, t, 0, r->serial, nbytes, worker, group) < 0) return -1;
+        slot->value = r->serial++;
+    }
+    r->prev_t = t;
+    r->count++;
+    return OK;
+}
+
+static inline int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+enum { K_T = 1, K_OP = 2, K_ID = 4, K_BYTES = 8, K_WORKER = 16, K_ITEM = 32 };
+
+/* a plain string: printable ASCII without escapes; returns its end (after the quote) or NULL */
+static const char *plain_string(const char *p, const char *end, const char **s, Py_ssize_t *len, Py_ssize_t most) {
+    if (p >= end || *p != '"') return NULL;
+    const char *q = ++p;
+    while (q < end && *q != '"') {
+        unsigned char c = (unsigned char)*q;
+        if (c < 0x20 || c > 0x7e || c == '\\') return NULL;
+        q++;
+    }
+    if (q >= end || q - p > most) return NULL;
+    *s = p;
+    *len = q - p;
+    return q + 1;
+}
+
+/* a whole number without sign or leading zeros, at most 'top'; returns its end or NULL */
+static const char *plain_int(const char *p, const char *end, int64_t top, int64_t *out) {
+    if (p >= end || *p < '0' || *p > '9') return NULL;
+    if (*p == '0' && p + 1 < end && p[1] >= '0' && p[1] <= '9') return NULL;
+    int64_t v = 0;
+    while (p < end && *p >= '0' && *p <= '9') {
+        v = v * 10 + (*p - '0');
+        if (v > top) return NULL;
+        p++;
+    }
+    if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return NULL;
+    *out = v;
+    return p;
+}
+
+/* seconds as digits[.digits], to the nanosecond; returns its end or NULL */
+static const char *plain_seconds(const char *p, const char *end, int64_t *ns) {
+    if (p >= end || *p < '0' || *p > '9') return NULL;
+    if (*p == '0' && p + 1 < end && p[1] >= '0' && p[1] <= '9') return NULL;
+    int64_t whole = 0;
+    while (p < end && *p >= '0' && *p <= '9') {
+        whole = whole * 10 + (*p - '0');
+        if (whole > MAX_T_SECONDS) return NULL;
+        p++;
+    }
+    int64_t frac = 0, scale = NS_PER_S;
+    if (p < end && *p == '.') {
+        p++;
+        int digits = 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (++digits > 9) return NULL;
+            scale /= 10;
+            frac += (*p - '0') * scale;
+            p++;
+        }
+        if (!digits) return NULL;
+    }
+    if (p < end && (*p == 'e' || *p == 'E' || *p == '.')) return NULL;
+    int64_t t = whole * NS_PER_S + frac;
+    if (t > MAX_T_SECONDS * NS_PER_S) return NULL;
+    *ns = t;
+    return p;
+}
+
+/* One plain line: 1 with its fields, 0 if the careful parser must look at it. */
+static int plain_line(const char *p, const char *end, int64_t workers, int64_t *t, int *is_free, const char **id,
+                      Py_ssize_t *idlen, int64_t *nbytes, long *worker) {
+    int seen = 0;
+    int64_t w = 0;
+    const char *s;
+    Py_ssize_t len;
+    while (p < end && is_ws(*p)) p++;
+    if (p >= end || *p++ != '{') return 0;
+    for (;;) {
+        while (p < end && is_ws(*p)) p++;
+        if (!(p = plain_string(p, end, &s, &len, 8))) return 0;
+        int k = 0;
+        if (len == 1 && s[0] == 't')
+            k = K_T;
+        else if (len == 2 && !memcmp(s, "op", 2))
+            k = K_OP;
+        else if (len == 2 && !memcmp(s, "id", 2))
+            k = K_ID;
+        else if (len == 5 && !memcmp(s, "bytes", 5))
+            k = K_BYTES;
+        else if (len == 6 && !memcmp(s, "worker", 6))
+            k = K_WORKER;
+        else if (len == 4 && !memcmp(s, "item", 4))
+            k = K_ITEM;
+        if (!k || (seen & k)) return 0;
+        seen |= k;
+        while (p < end && is_ws(*p)) p++;
+        if (p >= end || *p++ != ':') return 0;
+        while (p < end && is_ws(*p)) p++;
+        switch (k) {
+        case K_T:
+            p = plain_seconds(p, end, t);
+            break;
+        case K_OP:
+            p = plain_string(p, end, &s, &len, 5);
+            if (p && len == 5 && !memcmp(s, "alloc", 5))
+                *is_free = 0;
+            else if (p && len == 4 && !memcmp(s, "free", 4))
+                *is_free = 1;
+            else
+                return 0;
+            break;
+        case K_ID:
+            p = plain_string(p, end, id, idlen, MAX_ID_CHARS);
+            if (p && !*idlen) return 0;
+            break;
+        case K_BYTES:
+            p = plain_int(p, end, MAX_POOL_BYTES, nbytes);
+            if (p && !*nbytes) return 0;
+            break;
+        case K_WORKER:
+            p = plain_int(p, end, workers - 1, &w);
+            break;
+        case K_ITEM:
+            p = plain_string(p, end, &s, &len, MAX_ITEM_CHARS);
+            break;
+        }
+        if (!p) return 0;
+        while (p < end && is_ws(*p)) p++;
+        if (p >= end) return 0;
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+        if (*p++ != '}') return 0;
+        break;
+    }
+    while (p < end && is_ws(*p)) p++;
+    if (p != end || !(seen & K_T) || !(seen & K_OP) || !(seen & K_ID)) return 0;
+    if (*is_free) {
+        if (seen != (K_T | K_OP | K_ID)) return 0;
+        *nbytes = 0;
+        *worker = 0;
+    } else {
+        if (!(seen & K_BYTES)) return 0;
+        *worker = (long)w;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(feed_doc,
+             "feed(data, pos, lineno, max_line) -> (pos, lineno, stopped)\n"
+             "Read the plain, valid lines of data from pos. stopped: the line at pos needs the careful parser.");
+
+static PyObject *reader_feed(Reader *r, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, max_line;
+    long long lineno;
+    if (!PyArg_ParseTuple(args, "y*nLn", &view, &pos, &lineno, &max_line)) return NULL;
+    const char *buf = view.buf, *end = buf + view.len;
+    const char *p = buf + (pos < 0 ? 0 : pos > view.len ? view.len : pos);
+    int stopped = 0;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) break; /* an unfinished line: the next chunk completes it */
+        int64_t t = 0, nbytes = 0;
+        int is_free = 0;
+        const char *id = NULL;
+        Py_ssize_t idlen = 0;
+        long worker = 0;
+        if (nl - p > max_line || !plain_line(p, nl, r->workers, &t, &is_free, &id, &idlen, &nbytes, &worker)) {
+            stopped = 1;
+            break;
+        }
+        int code = apply(r, t, is_free, id, idlen, nbytes, worker, NULL);
+        if (code < 0) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        if (code) {
+            stopped = 1;
+            break;
+        }
+        p = nl + 1;
+        lineno++;
+    }
+    Py_ssize_t at = p - buf;
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nLO)", at, lineno, stopped ? Py_True : Py_False);
+}
+
+PyDoc_STRVAR(push_doc,
+             "push(t, is_free, id, nbytes, worker) -> (code, previous_t)\n"
+             "Add one event the careful parser read: code 0, or why it is refused (nothing is added).");
+
+static PyObject *reader_push(Reader *r, PyObject *args) {
+    long long t, nbytes;
+    int is_free;
+    PyObject *name;
+    long worker;
+    if (!PyArg_ParseTuple(args, "LpULl", &t, &is_free, &name, &nbytes, &worker)) return NULL;
+    Py_ssize_t len;
+    const char *id = PyUnicode_AsUTF8AndSize(name, &len);
+    if (!id) return NULL;
+    int64_t previous = r->prev_t;
+    int code = apply(r, t, is_free, id, len, nbytes, worker, name);
+    if (code < 0) return NULL;
+    return Py_BuildValue("(iL)", code, (long long)previous);
+}
+
+PyDoc_STRVAR(columns_doc,
+             "columns() -> (t, op, key, nbytes, worker, group, ids)\n"
+             "The events read so far as the bytes of Events' arrays (ids: a list, or None).");
+
+static PyObject *reader_columns(Reader *r, PyObject *Py_UNUSED(ignored)) {
+    Py_ssize_t n = r->n;
+    return Py_BuildValue("(y#y#y#y#y#y#O)", (const char *)r->t, n * 8, (const char *)r->op, n,
+                         (const char *)r->key, n * 8, (const char *)r->nbytes, n * 8, (const char *)r->worker,
+                         n * (Py_ssize_t)sizeof(long), (const char *)r->group, n * 8,
+                         r->names ? r->names : Py_None);
+}
+
+static PyObject *reader_len(Reader *r, void *Py_UNUSED(closure)) { return PyLong_FromSsize_t(r->n); }
+
+static PyMethodDef reader_methods[] = {
+    {"feed", (PyCFunction)reader_feed, METH_VARARGS, feed_doc},
+    {"push", (PyCFunction)reader_push, METH_VARARGS, push_doc},
+    {"columns", (PyCFunction)reader_columns, METH_NOARGS, columns_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef reader_members[] = {
+    {"workers", T_LONGLONG, offsetof(Reader, workers), READONLY, "the trace's pools"},
+    {"max_events", T_LONGLONG, offsetof(Reader, max_events), READONLY, "events read at most"},
+    {"requests", T_INT, offsetof(Reader, requests), READONLY, "whether allocs are grouped by request"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef reader_getset[] = {
+    {"events", (getter)reader_len, NULL, "events read so far", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mmpool_cli.simulate._fastsim.TraceReader",
+    .tp_doc = PyDoc_STR("TraceReader(workers, max_events, requests, keep_ids): a trace's events, checked"),
+    .tp_basicsize = sizeof(Reader),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)reader_init,
+    .tp_dealloc = (destructor)reader_dealloc,
+    .tp_methods = reader_methods,
+    .tp_getset = reader_getset,
+    .tp_members = reader_members,
+};
+
+static PyMethodDef methods[] = {
+    {"replay", replay, METH_VARARGS, replay_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastsim", "mmpool's compiled simulator.", -1, methods};
+
+PyMODINIT_FUNC PyInit__fastsim(void) {
+    if (PyType_Ready(&ReaderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "TraceReader", (PyObject *)&ReaderType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,30 @@
+from typing import Any
+
+def replay(
+    t: Any,
+    op: Any,
+    key: Any,
+    nbytes: Any,
+    worker: Any,
+    workers: int,
+    memory_size: int,
+    data_start: int,
+    recycle_ns: int,
+    alignment: int,
+    max_leases: int,
+    record: bool,
+    stop_items: int,
+    stop_bytes_hi: int,
+    stop_bytes_lo: int,
+    unbounded: bool,
+) -> tuple[int, int, int, int, int, list[tuple[int, ...]], list[int | None] | None, list[int] | None]: ...
+
+class TraceReader:
+    events: int
+    workers: int
+    max_events: int
+    requests: int
+    def __init__(self, workers: int, max_events: int, requests: bool, keep_ids: bool) -> None: ...
+    def feed(self, data: bytes, pos: int, lineno: int, max_line: int) -> tuple[int, int, bool]: ...
+    def push(self, t: int, is_free: bool, id: str, nbytes: int, worker: int) -> tuple[int, int]: ...
+    def columns(self) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, list[str] | None]: ...

@@ -1,0 +1,15 @@
+"""The optional compiled simulator: where no C compiler is at hand, mmpool installs without it and
+simulates in pure Python (the same results, more slowly)."""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "mmpool_cli.simulate._fastsim",
+            ["mmpool_cli/simulate/_fastsim.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c11"],
+        )
+    ]
+)
