@@ -56,25 +56,170 @@ static void *grow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
     return q;
 }
 
+/* A sorted list of triples (a, b, c), ordered by (a, b), kept in blocks of at most 2 * BLOCK so that
+ * an insertion or a deletion moves at most a block's worth, however long the list grows. */
+#define BLOCK 32
+
+typedef struct {
+    int64_t a, b, c;
+} Item;
+
+typedef struct {
+    int n;
+    Item items[2 * BLOCK];
+} Block;
+
+typedef struct {
+    Block **blocks;
+    Item *lasts; /* each block's last item, side by side: the search over blocks reads no block */
+    Py_ssize_t nblocks, cap, lastcap;
+} List;
+
+typedef struct {
+    Py_ssize_t b; /* nblocks: past the end */
+    int i;
+} Cursor;
+
+static int before(const Item *x, int64_t a, int64_t b) { return x->a < a || (x->a == a && x->b < b); }
+
+/* the first item >= (a, b) */
+static Cursor list_lower(const List *l, int64_t a, int64_t b) {
+    Py_ssize_t lo = 0, hi = l->nblocks;
+    while (lo < hi) { /* the first block whose last item is >= (a, b) */
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (before(&l->lasts[mid], a, b))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    Cursor c = {lo, 0};
+    if (lo == l->nblocks) return c;
+    const Block *k = l->blocks[lo];
+    int i = 0, j = k->n;
+    while (i < j) {
+        int mid = (i + j) / 2;
+        if (before(&k->items[mid], a, b))
+            i = mid + 1;
+        else
+            j = mid;
+    }
+    c.i = i;
+    return c;
+}
+
+static inline int at_end(const List *l, Cursor c) { return c.b >= l->nblocks; }
+static inline Item *item(const List *l, Cursor c) { return &l->blocks[c.b]->items[c.i]; }
+
+static Cursor list_next(const List *l, Cursor c) {
+    if (++c.i >= l->blocks[c.b]->n) {
+        c.b++;
+        c.i = 0;
+    }
+    return c;
+}
+
+/* the item before c, or NULL */
+static Item *list_before(const List *l, Cursor c) {
+    if (c.i > 0) return &l->blocks[c.b]->items[c.i - 1];
+    if (c.b == 0) return NULL;
+    const Block *k = l->blocks[c.b - 1];
+    return (Item *)&k->items[k->n - 1];
+}
+
+static Item *list_last(const List *l) {
+    if (!l->nblocks) return NULL;
+    Block *k = l->blocks[l->nblocks - 1];
+    return &k->items[k->n - 1];
+}
+
+/* after a change to the items of block b: its last item, as the search over blocks sees it */
+static inline void list_touch(List *l, Py_ssize_t b) {
+    if (b < l->nblocks) l->lasts[b] = l->blocks[b]->items[l->blocks[b]->n - 1];
+}
+
+static int list_room(List *l, Py_ssize_t nblocks) {
+    Block **bs = grow(l->blocks, &l->cap, nblocks, sizeof(Block *));
+    if (!bs) return -1;
+    l->blocks = bs;
+    Item *lasts = grow(l->lasts, &l->lastcap, nblocks, sizeof(Item));
+    if (!lasts) return -1;
+    l->lasts = lasts;
+    return 0;
+}
+
+static int list_insert(List *l, int64_t a, int64_t b, int64_t c) {
+    if (!l->nblocks) {
+        if (list_room(l, 1) < 0) return -1;
+        Block **bs = l->blocks;
+        if (!(bs[0] = PyMem_Malloc(sizeof(Block)))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        bs[0]->n = 0;
+        l->nblocks = 1;
+    }
+    Cursor at = list_lower(l, a, b);
+    if (at_end(l, at)) { /* past every item: at the end of the last block */
+        at.b = l->nblocks - 1;
+        at.i = l->blocks[at.b]->n;
+    }
+    Block *k = l->blocks[at.b];
+    memmove(&k->items[at.i + 1], &k->items[at.i], (size_t)(k->n - at.i) * sizeof(Item));
+    k->items[at.i] = (Item){a, b, c};
+    if (++k->n < 2 * BLOCK) {
+        if (at.i == k->n - 1) list_touch(l, at.b);
+        return 0;
+    }
+    /* full: its upper half becomes a block of its own */
+    if (list_room(l, l->nblocks + 1) < 0) return -1;
+    Block **bs = l->blocks;
+    Block *upper = PyMem_Malloc(sizeof(Block));
+    if (!upper) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(upper->items, &k->items[BLOCK], BLOCK * sizeof(Item));
+    upper->n = BLOCK;
+    k->n = BLOCK;
+    memmove(&bs[at.b + 2], &bs[at.b + 1], (size_t)(l->nblocks - at.b - 1) * sizeof(Block *));
+    memmove(&l->lasts[at.b + 2], &l->lasts[at.b + 1], (size_t)(l->nblocks - at.b - 1) * sizeof(Item));
+    bs[at.b + 1] = upper;
+    l->nblocks++;
+    list_touch(l, at.b);
+    list_touch(l, at.b + 1);
+    return 0;
+}
+
+static void list_delete(List *l, Cursor c) {
+    Block *k = l->blocks[c.b];
+    memmove(&k->items[c.i], &k->items[c.i + 1], (size_t)(k->n - c.i - 1) * sizeof(Item));
+    if (--k->n) {
+        if (c.i == k->n) list_touch(l, c.b);
+        return;
+    }
+    PyMem_Free(k);
+    memmove(&l->blocks[c.b], &l->blocks[c.b + 1], (size_t)(l->nblocks - c.b - 1) * sizeof(Block *));
+    memmove(&l->lasts[c.b], &l->lasts[c.b + 1], (size_t)(l->nblocks - c.b - 1) * sizeof(Item));
+    l->nblocks--;
+}
+
+static void list_free(List *l) {
+    for (Py_ssize_t b = 0; b < l->nblocks; b++) PyMem_Free(l->blocks[b]);
+    PyMem_Free(l->blocks);
+    PyMem_Free(l->lasts);
+}
+
 /* ------------------------------------------------------------------ the pool */
 
-typedef struct {
-    int64_t size, start, appended; /* appended: the append counter, or -1 (present at the last merge) */
-} Key;
-
-typedef struct {
-    int64_t start, size;
-} Range;
-
+/* keys: the free ranges as (size, start, appended) for best fit, where appended is the append
+ * counter of a range appended to SGLang's list since the last merge (>= merge_base), else -1;
+ * ranges: the same ranges as (start, size) for the neighbours a released lease joins. */
 typedef struct {
     int64_t memory_size, data_start, round, trunc, max_leases;
     int64_t leases, leased_bytes, slack, enough;
-    int64_t counter, merge_base; /* a key appended since the last merge has appended >= merge_base */
+    int64_t counter, merge_base;
     u128 area;
-    Key *keys;
-    Py_ssize_t nkeys, capkeys;
-    Range *ranges;
-    Py_ssize_t nranges, capranges;
+    List keys, ranges;
     int64_t *acked; /* lease keys acknowledged since the last tick */
     Py_ssize_t nacked, capacked;
     int unbounded;
@@ -90,60 +235,17 @@ static void limit(Pool *p, int64_t slack) {
     if (slack < p->slack) p->slack = slack;
 }
 
-/* the first key of size >= size (start 0 sorts first) */
-static Py_ssize_t key_lower(const Pool *p, int64_t size, int64_t start) {
-    Py_ssize_t lo = 0, hi = p->nkeys;
-    while (lo < hi) {
-        Py_ssize_t mid = (lo + hi) / 2;
-        const Key *k = &p->keys[mid];
-        if (k->size < size || (k->size == size && k->start < start))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static int key_insert(Pool *p, int64_t size, int64_t start, int64_t appended) {
-    Key *k = grow(p->keys, &p->capkeys, p->nkeys + 1, sizeof(Key));
-    if (!k) return -1;
-    p->keys = k;
-    Py_ssize_t i = key_lower(p, size, start);
-    memmove(&k[i + 1], &k[i], (size_t)(p->nkeys - i) * sizeof(Key));
-    k[i].size = size;
-    k[i].start = start;
-    k[i].appended = appended;
-    p->nkeys++;
-    return 0;
-}
-
-static void key_delete_at(Pool *p, Py_ssize_t i) {
-    memmove(&p->keys[i], &p->keys[i + 1], (size_t)(p->nkeys - i - 1) * sizeof(Key));
-    p->nkeys--;
-}
-
-static void key_delete(Pool *p, int64_t size, int64_t start) {
-    key_delete_at(p, key_lower(p, size, start));
-}
-
-/* the first range whose start is > start */
-static Py_ssize_t range_upper(const Pool *p, int64_t start) {
-    Py_ssize_t lo = 0, hi = p->nranges;
-    while (lo < hi) {
-        Py_ssize_t mid = (lo + hi) / 2;
-        if (p->ranges[mid].start <= start)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
+static void key_delete(Pool *p, int64_t size, int64_t start) { list_delete(&p->keys, list_lower(&p->keys, size, start)); }
 
 /* the start of the range that ends at the pool's end, or -1 */
 static int64_t last_start(const Pool *p) {
-    if (!p->nranges) return -1;
-    const Range *r = &p->ranges[p->nranges - 1];
-    return r->start + r->size == p->memory_size ? r->start : -1;
+    const Item *r = list_last(&p->ranges);
+    return r && r->a + r->b == p->memory_size ? r->a : -1;
+}
+
+static int64_t largest_free(const Pool *p) {
+    const Item *k = list_last(&p->keys);
+    return k ? k->a : 0;
 }
 
 static int pool_init(Pool *p, int64_t memory_size, int64_t data_start, int64_t alignment, int64_t max_leases,
@@ -157,77 +259,78 @@ static int pool_init(Pool *p, int64_t memory_size, int64_t data_start, int64_t a
     p->slack = MAX_POOL_BYTES;
     p->enough = data_start + 1;
     p->unbounded = unbounded;
-    p->ranges = grow(NULL, &p->capranges, 1, sizeof(Range));
-    if (!p->ranges) return -1;
-    p->ranges[0].start = data_start;
-    p->ranges[0].size = p->memory_size - data_start;
-    p->nranges = 1;
-    return key_insert(p, p->memory_size - data_start, data_start, -1);
+    if (list_insert(&p->ranges, data_start, p->memory_size - data_start, 0) < 0) return -1;
+    return list_insert(&p->keys, p->memory_size - data_start, data_start, -1);
 }
 
 static void pool_free(Pool *p) {
-    PyMem_Free(p->keys);
-    PyMem_Free(p->ranges);
+    list_free(&p->keys);
+    list_free(&p->ranges);
     PyMem_Free(p->acked);
 }
 
-/* Among the equal-size keys from i, the one earliest in SGLang's list: a key present at the last
+/* Among the equal-size keys from c, the one earliest in SGLang's list: a key present at the last
  * merge (they are in start order) before any appended since, and those in append order. */
-static Py_ssize_t earliest(const Pool *p, Py_ssize_t i, int64_t size) {
-    Py_ssize_t best = i;
-    for (Py_ssize_t j = i; j < p->nkeys && p->keys[j].size == size; j++) {
-        if (p->keys[j].appended < p->merge_base) return j;
-        if (p->keys[j].appended < p->keys[best].appended) best = j;
+static Cursor earliest(const Pool *p, Cursor c, int64_t size) {
+    Cursor best = c;
+    for (; !at_end(&p->keys, c) && item(&p->keys, c)->a == size; c = list_next(&p->keys, c)) {
+        int64_t appended = item(&p->keys, c)->c;
+        if (appended < p->merge_base) return c;
+        if (appended < item(&p->keys, best)->c) best = c;
     }
     return best;
-}
-
-/* The last range held the lease (its key already removed, at i): how much larger it may be. */
-static void took_last(Pool *p, Py_ssize_t i, int64_t found, int64_t size) {
-    Py_ssize_t n = p->nkeys;
-    if ((i > 0 && p->keys[i - 1].size == found) || (i < n && p->keys[i].size == found))
-        limit(p, 0);
-    else if (i < n)
-        limit(p, p->keys[i].size - found);
-    if (found == size) limit(p, p->round + 1);
 }
 
 /* Lease nbytes: the offset, or MISS_SPACE / MISS_SLOTS; -3 when out of memory. */
 static int64_t pool_alloc(Pool *p, int64_t nbytes) {
     int64_t size = (nbytes + p->round) & p->trunc;
-    Py_ssize_t n = p->nkeys;
-    Py_ssize_t i = key_lower(p, size, 0);
-    if (p->unbounded && i < n) {
+    List *keys = &p->keys;
+    Cursor c = list_lower(keys, size, 0);
+    if (p->unbounded && !at_end(keys, c)) {
         int64_t last = last_start(p);
-        int64_t end = p->keys[i].start == last ? last + size : last + p->keys[i].size + 1;
+        const Item *k = item(keys, c);
+        int64_t end = k->b == last ? last + size : last + k->a + 1;
         if (end > p->enough) p->enough = end;
     }
-    if (i == n) {
+    if (at_end(keys, c)) {
         int64_t last = last_start(p);
         if (last >= 0) limit(p, size - (p->memory_size - last));
         return MISS_SPACE;
     }
     if (p->leases >= p->max_leases) return MISS_SLOTS;
-    int64_t found = p->keys[i].size;
-    if (i + 1 < n && p->keys[i + 1].size == found) i = earliest(p, i, found);
-    int64_t start = p->keys[i].start;
-    key_delete_at(p, i);
+    int64_t found = item(keys, c)->a;
+    Cursor after = list_next(keys, c);
+    if (!at_end(keys, after) && item(keys, after)->a == found) {
+        c = earliest(p, c, found);
+        after = list_next(keys, c);
+    }
+    int64_t start = item(keys, c)->b;
     int64_t end = start + found;
     if (end == p->memory_size) {
-        took_last(p, i, found, size);
+        /* the last range holds the lease: any other range that fits would win over a larger last
+         * range once the last is larger than it (equal size: no growth at all) */
+        const Item *prev = list_before(keys, c);
+        const Item *next = at_end(keys, after) ? NULL : item(keys, after);
+        if ((prev && prev->a == found) || (next && next->a == found))
+            limit(p, 0);
+        else if (next)
+            limit(p, next->a - found);
+        if (found == size) limit(p, p->round + 1); /* taken whole: a larger pool keeps a remnant */
     } else {
         int64_t last = last_start(p);
         if (last >= 0 && p->memory_size - last < size) limit(p, size - (p->memory_size - last));
     }
-    Py_ssize_t r = range_upper(p, start) - 1; /* the chosen range */
+    list_delete(keys, c);
+    Cursor r = list_lower(&p->ranges, start, INT64_MIN); /* the chosen range */
     int64_t rest = start + size;
     if (rest < end) {
-        p->ranges[r].start = rest;
-        p->ranges[r].size = end - rest;
-        if (key_insert(p, end - rest, rest, p->counter++) < 0) return -3;
+        Item *range = item(&p->ranges, r);
+        range->a = rest;
+        range->b = end - rest;
+        list_touch(&p->ranges, r.b);
+        if (list_insert(keys, end - rest, rest, p->counter++) < 0) return -3;
     } else {
-        memmove(&p->ranges[r], &p->ranges[r + 1], (size_t)(p->nranges - r - 1) * sizeof(Range));
-        p->nranges--;
+        list_delete(&p->ranges, r);
     }
     p->leases++;
     p->leased_bytes += size;
@@ -247,6 +350,7 @@ static int pool_tick(Pool *p, int64_t now, const Leases *L) {
     if (!p->leases) return 0;
     p->merge_base = p->counter; /* the merge's sort: no range ranks as appended any more */
     int64_t released = 0;
+    List *ranges = &p->ranges;
     for (Py_ssize_t a = 0; a < p->nacked; a++) {
         int64_t k = p->acked[a];
         int64_t start = L->start[k];
@@ -254,38 +358,32 @@ static int pool_tick(Pool *p, int64_t now, const Leases *L) {
         released += size;
         p->area += (u128)size * (u128)(now - L->t[k]);
         int64_t end = start + size;
-        Py_ssize_t pos = range_upper(p, start);
-        int left = pos > 0 && p->ranges[pos - 1].start + p->ranges[pos - 1].size == start;
-        int right = pos < p->nranges && p->ranges[pos].start == end;
-        Range *ranges;
+        Cursor pos = list_lower(ranges, start, INT64_MIN);
+        Item *left = list_before(ranges, pos);
+        if (left && left->a + left->b != start) left = NULL;
+        Item *right = at_end(ranges, pos) ? NULL : item(ranges, pos);
+        if (right && right->a != end) right = NULL;
         if (left) {
-            Range *l = &p->ranges[pos - 1];
-            key_delete(p, l->size, l->start);
-            l->size += size;
+            key_delete(p, left->b, left->a);
+            left->b += size;
             if (right) {
-                Range *rr = &p->ranges[pos];
-                key_delete(p, rr->size, rr->start);
-                l->size += rr->size;
-                memmove(&p->ranges[pos], &p->ranges[pos + 1], (size_t)(p->nranges - pos - 1) * sizeof(Range));
-                p->nranges--;
+                key_delete(p, right->b, right->a);
+                left->b += right->b;
             }
-            l = &p->ranges[pos - 1];
-            if (key_insert(p, l->size, l->start, -1) < 0) return -1;
+            int64_t s = left->a, n = left->b;
+            if (right) list_delete(ranges, pos); /* left stays valid: it is in this block or the one before */
+            /* only the size changed, which the order of ranges (by start) never reads */
+            if (list_insert(&p->keys, n, s, -1) < 0) return -1;
         } else if (right) {
-            Range *rr = &p->ranges[pos];
-            key_delete(p, rr->size, rr->start);
-            rr->start = start;
-            rr->size += size;
-            if (key_insert(p, rr->size, rr->start, -1) < 0) return -1;
+            key_delete(p, right->b, right->a);
+            right->a = start;
+            right->b += size;
+            int64_t n = right->b;
+            list_touch(ranges, pos.b);
+            if (list_insert(&p->keys, n, start, -1) < 0) return -1;
         } else {
-            ranges = grow(p->ranges, &p->capranges, p->nranges + 1, sizeof(Range));
-            if (!ranges) return -1;
-            p->ranges = ranges;
-            memmove(&ranges[pos + 1], &ranges[pos], (size_t)(p->nranges - pos) * sizeof(Range));
-            ranges[pos].start = start;
-            ranges[pos].size = size;
-            p->nranges++;
-            if (key_insert(p, size, start, -1) < 0) return -1;
+            if (list_insert(ranges, start, size, 0) < 0) return -1;
+            if (list_insert(&p->keys, size, start, -1) < 0) return -1;
         }
     }
     p->leases -= p->nacked;
@@ -453,7 +551,7 @@ static PyObject *replay(PyObject *self, PyObject *args) {
             } else {
                 int64_t free_bytes = usable - p->leased_bytes;
                 s->miss_free += (u128)free_bytes;
-                s->miss_largest += (u128)(p->nkeys ? p->keys[p->nkeys - 1].size : 0);
+                s->miss_largest += (u128)largest_free(p);
                 if (free_bytes >= ((nbytes + round) & trunc)) s->fragmented++;
             }
             total_items++;
@@ -548,9 +646,9 @@ enum { OK = 0, E_BACKWARDS = 1, E_IN_FLIGHT = 2, E_FREED = 3, E_UNKNOWN = 4, E_T
 typedef struct {
     uint64_t hash;
     int64_t off;   /* of the id's bytes in the arena; -1: an empty slot */
-    int64_t value; /* the alloc's key while in flight, -1 once freed */
+    int64_t value; /* the alloc's key */
     int32_t len;
-} IdSlot;
+} IdSlot; /* an id in flight: the table holds only those, so it stays small and in cache */
 
 typedef struct {
     uint64_t hash, gen;
@@ -568,8 +666,10 @@ typedef struct {
     Py_ssize_t n, cap;
     IdSlot *ids;
     Py_ssize_t idcap, idcount;
-    char *arena;
+    char *arena; /* every alloc's id, in order */
     Py_ssize_t arenalen, arenacap;
+    int64_t *alloc_off; /* per alloc key: its id's offset in the arena (the length: up to the next) */
+    Py_ssize_t alloc_cap;
     GroupSlot *groups;
     Py_ssize_t gcap, gcount;
     uint64_t gen;
@@ -593,6 +693,7 @@ static void reader_dealloc(Reader *r) {
     PyMem_Free(r->op);
     PyMem_Free(r->ids);
     PyMem_Free(r->arena);
+    PyMem_Free(r->alloc_off);
     PyMem_Free(r->groups);
     Py_XDECREF(r->names);
     Py_TYPE(r)->tp_free((PyObject *)r);
@@ -653,6 +754,30 @@ static int id_grow(Reader *r) {
     PyMem_Free(old);
     r->ids = fresh;
     r->idcap = cap;
+    return 0;
+}
+
+/* Take a freed id out of the table, shifting back the ids its slot kept from their home slots. */
+static void id_delete(Reader *r, IdSlot *slot) {
+    Py_ssize_t mask = r->idcap - 1, i = slot - r->ids, j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (r->ids[j].off < 0) break;
+        Py_ssize_t home = (Py_ssize_t)(r->ids[j].hash & (uint64_t)mask);
+        if (i <= j ? (i < home && home <= j) : (i < home || home <= j)) continue;
+        r->ids[i] = r->ids[j];
+        i = j;
+    }
+    r->ids[i].off = -1;
+    r->idcount--;
+}
+
+/* A free of an id not in flight: was it allocated (and freed) before? Only on the way to an error. */
+static int id_was_allocated(const Reader *r, const char *s, Py_ssize_t len) {
+    for (int64_t k = 0; k < r->serial; k++) {
+        int64_t off = r->alloc_off[k], end = k + 1 < r->serial ? r->alloc_off[k + 1] : r->arenalen;
+        if (end - off == len && !memcmp(r->arena + off, s, (size_t)len)) return 1;
+    }
     return 0;
 }
 
@@ -742,27 +867,28 @@ static int apply(Reader *r, int64_t t, int is_free, const char *id, Py_ssize_t i
     IdSlot *slot = id_find(r, id, idlen, h);
     int found = slot->off >= 0;
     if (is_free) {
-        if (!found) return E_UNKNOWN;
-        if (slot->value < 0) return E_FREED;
+        if (!found) return id_was_allocated(r, id, idlen) ? E_FREED : E_UNKNOWN;
         if (append_event(r, t, 1, slot->value, 0, 0, -1) < 0) return -1;
-        slot->value = -1;
+        id_delete(r, slot);
     } else {
-        if (found && slot->value >= 0) return E_IN_FLIGHT;
-        if (!found) {
-            if (2 * (r->idcount + 1) > r->idcap) {
-                if (id_grow(r) < 0) return -1;
-                slot = id_find(r, id, idlen, h);
-            }
-            char *arena = grow(r->arena, &r->arenacap, r->arenalen + idlen, 1);
-            if (!arena) return -1;
-            r->arena = arena;
-            memcpy(arena + r->arenalen, id, (size_t)idlen);
-            slot->off = r->arenalen;
-            slot->hash = h;
-            slot->len = (int32_t)idlen;
-            r->arenalen += idlen;
-            r->idcount++;
+        if (found) return E_IN_FLIGHT;
+        if (2 * (r->idcount + 1) > r->idcap) {
+            if (id_grow(r) < 0) return -1;
+            slot = id_find(r, id, idlen, h);
         }
+        int64_t *offs = grow(r->alloc_off, &r->alloc_cap, r->serial + 1, sizeof(int64_t));
+        if (!offs) return -1;
+        r->alloc_off = offs;
+        char *arena = grow(r->arena, &r->arenacap, r->arenalen + idlen, 1);
+        if (!arena) return -1;
+        r->arena = arena;
+        memcpy(arena + r->arenalen, id, (size_t)idlen);
+        offs[r->serial] = r->arenalen;
+        slot->off = r->arenalen;
+        slot->hash = h;
+        slot->len = (int32_t)idlen;
+        r->arenalen += idlen;
+        r->idcount++;
         int64_t group = -1;
         if (r->requests) {
             if (t != r->at) {
