@@ -6,9 +6,9 @@
  *
  * replay(): one worker pool per tokenizer worker, allocating as SGLang's stream-ordered pool
  * does (best fit, the earliest of equal sizes in SGLang's list order, the rest appended, a slot
- * cap, the recycler's ticks). The free ranges are kept twice, sorted: by (size, start) for best
- * fit, and by start for the neighbours a released lease joins. A pool never holds more than its
- * slot cap of leases, so both arrays stay short and insertion is a small memmove.
+ * cap, the recycler's ticks). The free ranges are kept sorted by (size, start) for best fit, in
+ * blocks so that no insertion moves more than a block, and in two maps, by start and by end, for
+ * the neighbours a released lease joins.
  *
  * TraceReader: reads JSON-lines traces a chunk at a time. It takes the lines that are plain
  * (keys t, op, id, bytes, worker, item with plain values) and valid after what came before, and
@@ -80,30 +80,24 @@ typedef struct {
     int i;
 } Cursor;
 
-static int before(const Item *x, int64_t a, int64_t b) { return x->a < a || (x->a == a && x->b < b); }
+static inline int before(const Item *x, int64_t a, int64_t b) { return (x->a < a) | ((x->a == a) & (x->b < b)); }
+
+/* the number of items of items[0..n) before (a, b); branch-free, so the search costs no mispredictions */
+static inline Py_ssize_t count_before(const Item *items, Py_ssize_t n, int64_t a, int64_t b) {
+    if (!n) return 0;
+    const Item *base = items;
+    while (n > 1) {
+        Py_ssize_t half = n / 2;
+        base = before(&base[half], a, b) ? &base[half] : base;
+        n -= half;
+    }
+    return (base - items) + before(base, a, b);
+}
 
 /* the first item >= (a, b) */
 static Cursor list_lower(const List *l, int64_t a, int64_t b) {
-    Py_ssize_t lo = 0, hi = l->nblocks;
-    while (lo < hi) { /* the first block whose last item is >= (a, b) */
-        Py_ssize_t mid = (lo + hi) / 2;
-        if (before(&l->lasts[mid], a, b))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    Cursor c = {lo, 0};
-    if (lo == l->nblocks) return c;
-    const Block *k = l->blocks[lo];
-    int i = 0, j = k->n;
-    while (i < j) {
-        int mid = (i + j) / 2;
-        if (before(&k->items[mid], a, b))
-            i = mid + 1;
-        else
-            j = mid;
-    }
-    c.i = i;
+    Cursor c = {count_before(l->lasts, l->nblocks, a, b), 0}; /* the first block whose last item is >= (a, b) */
+    if (c.b < l->nblocks) c.i = (int)count_before(l->blocks[c.b]->items, l->blocks[c.b]->n, a, b);
     return c;
 }
 
@@ -209,17 +203,103 @@ static void list_free(List *l) {
     PyMem_Free(l->lasts);
 }
 
+/* A map of offsets (>= 0) to offsets: open addressing, Fibonacci hashing, and deletion by shifting
+ * back, so no tombstones build up. A pool holds at most its slot cap of leases, so maps stay small. */
+typedef struct {
+    int64_t *keys, *values; /* key -1: an empty slot */
+    Py_ssize_t cap, n;
+    int shift;
+} Map;
+
+static inline Py_ssize_t map_home(const Map *m, int64_t key) {
+    return (Py_ssize_t)(((uint64_t)key * 0x9E3779B97F4A7C15ULL) >> m->shift);
+}
+
+static int map_init(Map *m, int bits) {
+    m->cap = (Py_ssize_t)1 << bits;
+    m->shift = 64 - bits;
+    m->n = 0;
+    m->keys = PyMem_Malloc((size_t)m->cap * sizeof(int64_t));
+    m->values = PyMem_Malloc((size_t)m->cap * sizeof(int64_t));
+    if (!m->keys || !m->values) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < m->cap; i++) m->keys[i] = -1;
+    return 0;
+}
+
+static void map_free(Map *m) {
+    PyMem_Free(m->keys);
+    PyMem_Free(m->values);
+}
+
+/* the slot of key, or the empty slot where it would go */
+static inline Py_ssize_t map_slot(const Map *m, int64_t key) {
+    Py_ssize_t mask = m->cap - 1, i = map_home(m, key);
+    while (m->keys[i] != key && m->keys[i] >= 0) i = (i + 1) & mask;
+    return i;
+}
+
+/* the value of key, or -1 */
+static inline int64_t map_get(const Map *m, int64_t key) {
+    Py_ssize_t i = map_slot(m, key);
+    return m->keys[i] == key ? m->values[i] : -1;
+}
+
+static int map_put(Map *m, int64_t key, int64_t value) {
+    if (2 * (m->n + 1) > m->cap) {
+        Map bigger;
+        if (map_init(&bigger, 64 - m->shift + 1) < 0) return -1;
+        for (Py_ssize_t i = 0; i < m->cap; i++)
+            if (m->keys[i] >= 0) {
+                Py_ssize_t j = map_slot(&bigger, m->keys[i]);
+                bigger.keys[j] = m->keys[i];
+                bigger.values[j] = m->values[i];
+                bigger.n++;
+            }
+        map_free(m);
+        *m = bigger;
+    }
+    Py_ssize_t i = map_slot(m, key);
+    if (m->keys[i] < 0) m->n++;
+    m->keys[i] = key;
+    m->values[i] = value;
+    return 0;
+}
+
+/* remove key and return its value, or -1 if it is absent */
+static int64_t map_pop(Map *m, int64_t key) {
+    Py_ssize_t mask = m->cap - 1, i = map_slot(m, key), j = i;
+    if (m->keys[i] != key) return -1;
+    int64_t value = m->values[i];
+    for (;;) {
+        j = (j + 1) & mask;
+        if (m->keys[j] < 0) break;
+        Py_ssize_t home = map_home(m, m->keys[j]);
+        if (i <= j ? (i < home && home <= j) : (i < home || home <= j)) continue;
+        m->keys[i] = m->keys[j];
+        m->values[i] = m->values[j];
+        i = j;
+    }
+    m->keys[i] = -1;
+    m->n--;
+    return value;
+}
+
 /* ------------------------------------------------------------------ the pool */
 
 /* keys: the free ranges as (size, start, appended) for best fit, where appended is the append
  * counter of a range appended to SGLang's list since the last merge (>= merge_base), else -1;
- * ranges: the same ranges as (start, size) for the neighbours a released lease joins. */
+ * by_start (start -> size) and by_end (end -> start): the same ranges, for the neighbours a released
+ * lease joins. */
 typedef struct {
     int64_t memory_size, data_start, round, trunc, max_leases;
     int64_t leases, leased_bytes, slack, enough;
     int64_t counter, merge_base;
     u128 area;
-    List keys, ranges;
+    List keys;
+    Map by_start, by_end;
     int64_t *acked; /* lease keys acknowledged since the last tick */
     Py_ssize_t nacked, capacked;
     int unbounded;
@@ -239,8 +319,7 @@ static void key_delete(Pool *p, int64_t size, int64_t start) { list_delete(&p->k
 
 /* the start of the range that ends at the pool's end, or -1 */
 static int64_t last_start(const Pool *p) {
-    const Item *r = list_last(&p->ranges);
-    return r && r->a + r->b == p->memory_size ? r->a : -1;
+    return map_get(&p->by_end, p->memory_size);
 }
 
 static int64_t largest_free(const Pool *p) {
@@ -259,13 +338,16 @@ static int pool_init(Pool *p, int64_t memory_size, int64_t data_start, int64_t a
     p->slack = MAX_POOL_BYTES;
     p->enough = data_start + 1;
     p->unbounded = unbounded;
-    if (list_insert(&p->ranges, data_start, p->memory_size - data_start, 0) < 0) return -1;
+    if (map_init(&p->by_start, 6) < 0 || map_init(&p->by_end, 6) < 0) return -1;
+    if (map_put(&p->by_start, data_start, p->memory_size - data_start) < 0) return -1;
+    if (map_put(&p->by_end, p->memory_size, data_start) < 0) return -1;
     return list_insert(&p->keys, p->memory_size - data_start, data_start, -1);
 }
 
 static void pool_free(Pool *p) {
     list_free(&p->keys);
-    list_free(&p->ranges);
+    map_free(&p->by_start);
+    map_free(&p->by_end);
     PyMem_Free(p->acked);
 }
 
@@ -321,16 +403,13 @@ static int64_t pool_alloc(Pool *p, int64_t nbytes) {
         if (last >= 0 && p->memory_size - last < size) limit(p, size - (p->memory_size - last));
     }
     list_delete(keys, c);
-    Cursor r = list_lower(&p->ranges, start, INT64_MIN); /* the chosen range */
+    map_pop(&p->by_start, start);
     int64_t rest = start + size;
     if (rest < end) {
-        Item *range = item(&p->ranges, r);
-        range->a = rest;
-        range->b = end - rest;
-        list_touch(&p->ranges, r.b);
+        if (map_put(&p->by_start, rest, end - rest) < 0 || map_put(&p->by_end, end, rest) < 0) return -3;
         if (list_insert(keys, end - rest, rest, p->counter++) < 0) return -3;
     } else {
-        list_delete(&p->ranges, r);
+        map_pop(&p->by_end, end);
     }
     p->leases++;
     p->leased_bytes += size;
@@ -350,7 +429,6 @@ static int pool_tick(Pool *p, int64_t now, const Leases *L) {
     if (!p->leases) return 0;
     p->merge_base = p->counter; /* the merge's sort: no range ranks as appended any more */
     int64_t released = 0;
-    List *ranges = &p->ranges;
     for (Py_ssize_t a = 0; a < p->nacked; a++) {
         int64_t k = p->acked[a];
         int64_t start = L->start[k];
@@ -358,33 +436,20 @@ static int pool_tick(Pool *p, int64_t now, const Leases *L) {
         released += size;
         p->area += (u128)size * (u128)(now - L->t[k]);
         int64_t end = start + size;
-        Cursor pos = list_lower(ranges, start, INT64_MIN);
-        Item *left = list_before(ranges, pos);
-        if (left && left->a + left->b != start) left = NULL;
-        Item *right = at_end(ranges, pos) ? NULL : item(ranges, pos);
-        if (right && right->a != end) right = NULL;
-        if (left) {
-            key_delete(p, left->b, left->a);
-            left->b += size;
-            if (right) {
-                key_delete(p, right->b, right->a);
-                left->b += right->b;
-            }
-            int64_t s = left->a, n = left->b;
-            if (right) list_delete(ranges, pos); /* left stays valid: it is in this block or the one before */
-            /* only the size changed, which the order of ranges (by start) never reads */
-            if (list_insert(&p->keys, n, s, -1) < 0) return -1;
-        } else if (right) {
-            key_delete(p, right->b, right->a);
-            right->a = start;
-            right->b += size;
-            int64_t n = right->b;
-            list_touch(ranges, pos.b);
-            if (list_insert(&p->keys, n, start, -1) < 0) return -1;
-        } else {
-            if (list_insert(ranges, start, size, 0) < 0) return -1;
-            if (list_insert(&p->keys, size, start, -1) < 0) return -1;
+        int64_t left = map_pop(&p->by_end, start); /* the free range that ends where the lease starts */
+        if (left >= 0) {
+            key_delete(p, start - left, left);
+            map_pop(&p->by_start, left);
+            start = left;
         }
+        int64_t right = map_pop(&p->by_start, end); /* the size of the one that starts where it ends */
+        if (right >= 0) {
+            key_delete(p, right, end);
+            map_pop(&p->by_end, end + right);
+            end += right;
+        }
+        if (map_put(&p->by_start, start, end - start) < 0 || map_put(&p->by_end, end, start) < 0) return -1;
+        if (list_insert(&p->keys, end - start, start, -1) < 0) return -1;
     }
     p->leases -= p->nacked;
     p->leased_bytes -= released;
