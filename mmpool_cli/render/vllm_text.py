@@ -54,8 +54,7 @@ def plan_text(plan: Any) -> str:
     if enc["items"]:
         out.append("item                          tokens   fits")
         for item in enc["items"]:
-            approx = "  ≈" if item.get("approximate") else ""
-            out.append(f"{item['item']:<28}  {item['tokens']:>7,}   {'yes' if item['fits'] else 'NO'}{approx}")
+            out.append(f"{item['item']:<28}  {item['tokens']:>7,}   {'yes' if item['fits'] else 'NO'}")
     out.append("GPU decode pool (--mm-ipc-gpu-memory-gb)")
     if pool is None:
         out.append("off (0 GiB)")
