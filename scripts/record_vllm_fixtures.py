@@ -317,7 +317,8 @@ tree_v3 = ast.parse(open(TF + "/models/qwen3_vl/video_processing_qwen3_vl.py").r
 cls_v3 = next(n for n in tree_v3.body if isinstance(n, ast.ClassDef) and n.name == "Qwen3VLVideoProcessor")
 fn_v3 = next(n for n in cls_v3.body if isinstance(n, ast.FunctionDef) and n.name == "sample_frames")
 ns_v3 = {"np": __import__("numpy"), "logger": logging.getLogger("x"), "VideoMetadata": object}
-exec(compile(ast.Module([fn_v3], []), "sample_frames", "exec", flags=__import__("__future__").annotations.compiler_flag), ns_v3)
+annotations_flag = __import__("__future__").annotations.compiler_flag
+exec(compile(ast.Module([fn_v3], []), "sample_frames", "exec", flags=annotations_flag), ns_v3)
 sample3 = ns_v3["sample_frames"]
 consts3 = {ast.unparse(n.targets[0]): ast.literal_eval(n.value) for n in cls_v3.body
            if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) in ("fps", "min_frames", "max_frames")}

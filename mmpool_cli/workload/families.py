@@ -42,11 +42,9 @@ _QWEN2 = _settings(
     temporal_patch_size=2,
     min_pixels=3136,
     max_pixels=12_845_056,
-    # The checkpoints ship no video_preprocessor_config.json, so transformers builds the video
-    # processor from preprocessor_config.json (video_processing_utils.py): the image bounds, not
-    # Qwen2VLVideoProcessor's class defaults (128·28² / 768·28²)
-    video_min_pixels=3136,
-    video_max_pixels=12_845_056,
+    # Qwen2VLVideoProcessor's defaults (shortest_edge / longest_edge)
+    video_min_pixels=128 * 28 * 28,
+    video_max_pixels=768 * 28 * 28,
     max_frames=None,
 )
 

@@ -341,7 +341,13 @@ def _vision(req: VllmRequest) -> eb.QwenVision | None:
     model = req.model
     if model is None or model.family.name not in QWEN_VERSION:
         return None
-    return eb.from_params(QWEN_VERSION[model.family.name], _qwen_params(model.settings, model.family))
+    settings = dict(model.settings)
+    if model.config_path is None and model.family.name in ("qwen2-vl", "qwen2.5-vl"):
+        # the checkpoints ship no video_preprocessor_config.json, so transformers builds the video
+        # processor from preprocessor_config.json (video_processing_utils.py): the image bounds, not
+        # Qwen2VLVideoProcessor's class defaults; a model directory is read that way by workload.hf
+        settings |= {"video_min_pixels": settings["min_pixels"], "video_max_pixels": settings["max_pixels"]}
+    return eb.from_params(QWEN_VERSION[model.family.name], _qwen_params(settings, model.family))
 
 
 def _encoder(

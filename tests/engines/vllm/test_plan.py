@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 from mmpool_cli.core.findings import Severity
@@ -141,6 +140,8 @@ def test_a_launch_command_is_planned_with_findings_at_its_words():
 
 def test_the_codec_alone_keeps_the_models_loader_for_the_decode(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl", "hidden_size": 3584}))
+    # as the checkpoints ship it; transformers builds the video processor from it too
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"min_pixels": 3136, "max_pixels": 12845056}))
     p = _plan(model=hf.resolve(str(tmp_path)), ipc_gb=gib.parse("--mm-ipc-gpu-memory-gb", "4"),
               items=(parse_video("1920x1080:30:30"),), gpu_video_backend=True,
               video_kwargs={"backend": "pynvvideocodec"})

@@ -7,18 +7,18 @@ from fractions import Fraction
 import pytest
 
 from mmpool_cli.engines.vllm import encoder_budget as eb
+from mmpool_cli.engines.vllm import plan as P
+from mmpool_cli.engines.vllm import versions
 from mmpool_cli.engines.vllm import video as vv
-from mmpool_cli.workload import qwen
-from mmpool_cli.workload.families import family
-from mmpool_cli.workload.features import _qwen_params
+from mmpool_cli.workload import hf, qwen
 from mmpool_cli.workload.items import Video
-
-VERSION = {"qwen2.5-vl": 2, "qwen3-vl": 3}
 
 
 def _vision(name: str) -> eb.QwenVision:
-    fam = family(name)
-    return eb.from_params(VERSION[name], _qwen_params(dict(fam.settings), fam))
+    """The vision settings the vLLM plan uses for a family given by name."""
+    vision = P._vision(P.VllmRequest(release=versions.release("0.34.0"), model=hf.resolve(name)))
+    assert vision is not None
+    return vision
 
 
 def _video(row: dict) -> Video:
