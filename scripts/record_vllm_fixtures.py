@@ -10,6 +10,9 @@ them on CPU, writing ``tests/data/vllm_fixtures.json``:
   ``MultiModalCache.get_lru_cache`` with ``put_if_fits``;
 - ``EngineArgs.get_batch_defaults`` with the platform's device queries answered per GPU;
 - ``compute_mm_encoder_budget``;
+- the video loader of a request (``get_video_loader_backend_for_processor``, each loader's
+  ``compute_frames_index_to_sample``) and, for Qwen3-VL, the HF video processor's own
+  ``sample_frames`` when the loader keeps every frame;
 - the Qwen2-VL / Qwen2.5-VL / Qwen3-VL processing info's token counts. Their module imports the
   whole model (and torchvision), so the methods are taken from the wheel's source by name and run
   on stand-in configs holding the checkpoints' processor settings; ``smart_resize`` comes from
@@ -50,6 +53,28 @@ IMAGES = [
     (12000, 9000),
 ]
 SEQ_LENS = [128_000, 32_768, 262_144, 8192, 16_384, 4096, 1_000_000]
+# --video W x H : seconds : fps, and the --media-io-kwargs video keys of the launch
+VIDEO_SPECS = [
+    (1920, 1080, "30", "30"),
+    (1280, 720, "1", "30"),
+    (3840, 2160, "120", "24"),
+    (640, 480, "0.5", "29.97"),
+    (1920, 1080, "10", "1"),
+    (854, 480, "3", "2.5"),
+    (1080, 1920, "600", "60"),
+    (1920, 1080, "0.1", "10"),
+    (20, 3000, "5", "30"),
+]
+VIDEO_KWARGS = [
+    {},
+    {"num_frames": 8},
+    {"fps": 1},
+    {"num_frames": -1, "fps": 2},
+    {"fps": 4},
+    {"max_frames": 16, "min_frames": 2},
+    {"video_backend": "pynvvideocodec"},
+    {"video_backend": "opencv", "num_frames": 64},
+]
 VIDEOS = [(1920, 1080, 32), (1280, 720, 16), (640, 480, 2), (1920, 1080, 3), (3840, 2160, 64)]
 API_ARGVS = [
     [],
@@ -279,6 +304,60 @@ for name, info in families.items():
                      "most_features": list(info.get_image_size_with_most_features())}
 out["families"] = fam_out
 
+# one request's video: the loader vLLM picks (connector.py), the frames its sampling keeps
+# (compute_frames_index_to_sample on the source metadata the OpenCV decoder reports), the frames
+# HF's Qwen3-VL video processor resamples when the loader kept all (sample_frames, taken from
+# transformers' source), and the processing info's tokens for them
+import inspect
+from fractions import Fraction
+from vllm.multimodal import video as vmod
+from vllm.multimodal.video_decoders import VideoSourceMetadata, VideoTargetMetadata
+sample3 = None
+tree_v3 = ast.parse(open(TF + "/models/qwen3_vl/video_processing_qwen3_vl.py").read())
+cls_v3 = next(n for n in tree_v3.body if isinstance(n, ast.ClassDef) and n.name == "Qwen3VLVideoProcessor")
+fn_v3 = next(n for n in cls_v3.body if isinstance(n, ast.FunctionDef) and n.name == "sample_frames")
+ns_v3 = {"np": __import__("numpy"), "logger": logging.getLogger("x"), "VideoMetadata": object}
+annotations_flag = __import__("__future__").annotations.compiler_flag
+exec(compile(ast.Module([fn_v3], []), "sample_frames", "exec", flags=annotations_flag), ns_v3)
+sample3 = ns_v3["sample_frames"]
+consts3 = {ast.unparse(n.targets[0]): ast.literal_eval(n.value) for n in cls_v3.body
+           if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) in ("fps", "min_frames", "max_frames")}
+video_processor_names = {"qwen2.5-vl": "Qwen2VLVideoProcessor", "qwen3-vl": "Qwen3VLVideoProcessor"}
+rows = []
+for name, info in families.items():
+    proc = info.get_video_processor() or info.get_image_processor()
+    auto = vmod.get_video_loader_backend_for_processor(video_processor_names[name])
+    for w, h, seconds, fps_text in VIDEO_SPECS:
+        total = int(Fraction(seconds) * Fraction(fps_text))
+        source_fps = float(fps_text)
+        for given in VIDEO_KWARGS:
+            kw = dict(given)
+            loader_name = kw.pop("video_backend", None) or auto or "opencv"
+            cls = vmod.VIDEO_LOADER_REGISTRY.load(loader_name)
+            params = inspect.signature(cls.load_bytes).parameters
+            target = VideoTargetMetadata(num_frames=kw.pop("num_frames", 32),
+                                         fps=kw.pop("fps", params["fps"].default), max_duration=300)
+            source = VideoSourceMetadata(total, source_fps, total / source_fps)
+            row = {"family": name, "w": w, "h": h, "seconds": seconds, "fps": fps_text, "media_io": given,
+                   "loader": loader_name}
+            try:
+                idx = cls.compute_frames_index_to_sample(source, target, **kw)
+            except (ValueError, ZeroDivisionError) as e:
+                rows.append(row | {"error": f"{type(e).__name__}: {e}"[:200]})
+                continue
+            frames = len(set(idx))  # the OpenCV reader decodes each distinct index once
+            if name == "qwen3-vl" and frames == total:  # do_sample_frames: HF samples again
+                me = NS(**consts3)
+                frames = len(sample3(me, NS(total_num_frames=total, fps=source_fps)))
+            row["loader_frames"], row["frames"] = len(set(idx)), frames
+            try:
+                row["tokens"] = info.get_num_video_tokens(image_width=w, image_height=h, num_frames=frames,
+                                                          image_processor=proc, mm_kwargs={})
+            except ValueError as e:
+                row["error"] = str(e)[:200]
+            rows.append(row)
+out["video_requests"] = rows
+
 # serve.py's defaulting of --api-server-count, run on the release's own parser with the launchers
 # replaced by recorders (nothing starts)
 import vllm.entrypoints.cli.serve as serve
@@ -332,6 +411,8 @@ def main() -> int:
             f"IMAGES = {IMAGES!r}",
             f"SEQ_LENS = {SEQ_LENS!r}",
             f"VIDEOS = {VIDEOS!r}",
+            f"VIDEO_SPECS = {VIDEO_SPECS!r}",
+            f"VIDEO_KWARGS = {VIDEO_KWARGS!r}",
             f"GPUS = {GPUS!r}",
             f"API_ARGVS = {API_ARGVS!r}",
             CHILD,

@@ -91,6 +91,7 @@ class VllmOptions:
         """The vLLM plan request these flags make with the workload; a value vLLM refuses is a usage error."""
         from mmpool_cli.core.findings import Severity
         from mmpool_cli.engines.vllm import args, versions
+        from mmpool_cli.engines.vllm.engine import with_env
         from mmpool_cli.engines.vllm.flags import table
         from mmpool_cli.engines.vllm.plan import request_from_reading
 
@@ -103,15 +104,18 @@ class VllmOptions:
         gpu = None
         if self.gpu_memory is not None or self.gpu_name is not None:
             gpu = _gpu(None if self.gpu_memory is None else size_arg("--gpu-memory", self.gpu_memory), self.gpu_name)
-        return request_from_reading(
-            reading,
-            release,
-            release_source=chosen,
-            model=model,
-            items=items,
-            gpu=gpu,
-            host_memory=None if self.host_memory is None else size_arg("--host-memory", self.host_memory),
-            shm_size=None if self.shm_size is None else size_arg("--shm-size", self.shm_size),
+        return with_env(
+            request_from_reading(
+                reading,
+                release,
+                release_source=chosen,
+                model=model,
+                items=items,
+                gpu=gpu,
+                host_memory=None if self.host_memory is None else size_arg("--host-memory", self.host_memory),
+                shm_size=None if self.shm_size is None else size_arg("--shm-size", self.shm_size),
+            ),
+            environ,
         )
 
 

@@ -97,10 +97,10 @@ def _vllm_plan_json(plan: Any) -> str:
     return json.dumps(plan.to_data(), indent=2, ensure_ascii=False)
 
 
-def _vllm_plan_human(plan: Any) -> str:
+def _vllm_plan_human(plan: Any) -> Rich:
     from mmpool_cli.render.vllm_text import plan_text
 
-    return plan_text(plan)
+    return Rich(plan_text(plan))
 
 
 RENDERERS: dict[str, dict[str, Renderer]] = {

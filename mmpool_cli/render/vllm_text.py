@@ -1,13 +1,19 @@
-"""A vLLM plan as text for a terminal: the three memories, each item, the findings.
+"""A vLLM plan for a terminal: the three memories, each item, the findings.
 
-Returns the text; never prints. Numbers are never cut: exact bytes beside a binary reading.
+Returns a renderable laid out by ``render.layout`` at the console's width, as SGLang's plan is:
+lines wrap at words and never inside a number. Never prints.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group, RenderableType
+from rich.text import Text
+
 from mmpool_cli.core.units import format_binary
+from mmpool_cli.render.human import Laid, findings_table, paragraph
+from mmpool_cli.render.layout import Grid, Rows, Span
 
 
 def _b(n: int | None) -> str:
@@ -18,17 +24,18 @@ def _n(n: int | None) -> str:
     return "unknown" if n is None else f"{n:,}"
 
 
-def _table(rows: list[tuple[str, str]]) -> list[str]:
-    width = max((len(k) for k, _ in rows), default=0)
-    return [f"{k.ljust(width)}  {v}" for k, v in rows]
+def _rows(title: str, rows: list[tuple[str, str]]) -> Laid:
+    return Laid(Rows(title, [(k, [(v, None)]) for k, v in rows], key_style=None))
 
 
-def plan_text(plan: Any) -> str:
+def plan_text(plan: Any) -> RenderableType:
     """The human report of a ``VllmPlan``."""
     data = plan.to_json()
     pc, enc, pool = data["processor_cache"], data["encoder_cache"], data["gpu_decode_pool"]
-    status = "OK" if plan.ok else "FAIL"
-    out = [f"mmpool plan: {status}  (vLLM {data['version']} ({data['version_source']}))", "Processor cache (host RAM)"]
+    verdict = ("OK", "bold green") if plan.ok else ("FAIL", "bold red")
+    parts: list[RenderableType] = [
+        Text.assemble("mmpool plan: ", verdict, f"  (vLLM {data['version']} ({data['version_source']}))")
+    ]
     rows = [
         (
             "layout",
@@ -41,8 +48,7 @@ def plan_text(plan: Any) -> str:
         ("/dev/shm", _b(pc["shm_bytes"])),
         ("host RAM, at most", _b(pc["host_bytes"])),
     ]
-    out += _table(rows)
-    out.append("Encoder cache (GPU, per worker)")
+    parts.append(_rows("Processor cache (host RAM)", rows))
     per = ", ".join(f"{m} {n:,}" for m, n in enc["per_modality"].items())
     rows = [
         ("max_num_batched_tokens", f"{_n(enc['max_num_batched_tokens'])}  [{enc['max_num_batched_tokens_source']}]"),
@@ -50,15 +56,16 @@ def plan_text(plan: Any) -> str:
         ("budget", f"{_n(enc['budget_tokens'])} tokens"),
         ("budget bytes", _b(enc["budget_bytes"])),
     ]
-    out += _table(rows)
+    parts.append(_rows("Encoder cache (GPU, per worker)", rows))
     if enc["items"]:
-        out.append("item                          tokens   fits")
-        for item in enc["items"]:
-            approx = "  ≈" if item.get("approximate") else ""
-            out.append(f"{item['item']:<28}  {item['tokens']:>7,}   {'yes' if item['fits'] else 'NO'}{approx}")
-    out.append("GPU decode pool (--mm-ipc-gpu-memory-gb)")
+        cells: list[list[list[Span]]] = [
+            [[(i["item"], None)], [(f"{i['tokens']:,}", None)], [("yes" if i["fits"] else "NO", None)]]
+            for i in enc["items"]
+        ]
+        parts.append(Laid(Grid(None, ["item", "tokens", "fits"], cells, right={1}, rule=False)))
     if pool is None:
-        out.append("off (0 GiB)")
+        parts.append(Laid(Rows("GPU decode pool (--mm-ipc-gpu-memory-gb)", [])))
+        parts.append(paragraph("off (0 GiB)"))
     else:
         rows = [
             ("total", _b(pool["total_bytes"])),
@@ -67,12 +74,15 @@ def plan_text(plan: Any) -> str:
         ]
         if pool.get("kv_tokens_min") is not None:
             rows.append(("KV tokens lost per worker", f"{pool['kv_tokens_min']:,}-{pool['kv_tokens_max']:,}"))
-        out += _table(rows)
-        for item in pool["items"]:
-            out.append(f"{item['item']:<28}  {item['bytes']:>15,} B   {'fits' if item['fits'] else 'TOO LARGE'}")
+        parts.append(_rows("GPU decode pool (--mm-ipc-gpu-memory-gb)", rows))
+        if pool["items"]:
+            cells = [
+                [[(i["item"], None)], [(f"{i['bytes']:,} B", None)], [("fits" if i["fits"] else "TOO LARGE", None)]]
+                for i in pool["items"]
+            ]
+            parts.append(Laid(Grid(None, ["video", "decode", "fits"], cells, right={1}, rule=False)))
     if plan.findings:
-        out.append("Findings")
-        for f in plan.findings:
-            where = f" [{f.location}]" if f.location else ""
-            out.append(f"{f.severity.value:<8} {f.code}: {f.message}{where}")
-    return "\n".join(out)
+        parts.append(findings_table(plan.findings, "Findings"))
+    else:
+        parts.append(paragraph("No findings."))
+    return Group(*parts)

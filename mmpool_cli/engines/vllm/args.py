@@ -40,6 +40,8 @@ MM_DESTS: dict[str, str] = {
     "mm_shm_cache_max_object_size_mb": "int",
     "limit_mm_per_prompt": "json",
     "media_io_kwargs": "json",
+    "mm_processor_kwargs": "json",
+    "video_pruning_rate": "float",
     "max_num_batched_tokens": "human_int",
     "max_model_len": "human_int_or_auto",
     "max_num_seqs": "int",
@@ -529,6 +531,12 @@ def _store(reading: Reading, option: Option, string: str, value_tok: Token) -> N
                 "use a realistic value",
                 value_tok.origin,
             )
+            return
+    elif kind == "float":
+        try:
+            value = float(text)
+        except ValueError:
+            _bad(reading, option, f"Value {excerpt(text)} cannot be converted to <class 'float'>.", value_tok.origin)
             return
     elif kind == "json":
         try:

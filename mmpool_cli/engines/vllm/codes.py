@@ -65,6 +65,11 @@ VLLM = CodeRegistry(
         Code("vllm-encoder-budget", Severity.info, "the encoder cache's tokens and GPU bytes"),
         Code("vllm-encoder-not-modelled", Severity.info, "a model family whose encoder tokens mmpool does not count"),
         Code(
+            "vllm-item-not-counted",
+            Severity.info,
+            "an item whose tokens depend on what the launch leaves to the request or content",
+        ),
+        Code(
             "vllm-item-exceeds-encoder-cache",
             Severity.error,
             "an item with more embedding tokens than the encoder cache: HTTP 400",

@@ -72,7 +72,7 @@ class VllmEngine(Engine[VllmRequest, VllmPlan]):
         reading = args.read_config_file(name, table(version), stdin)
         # planned even with a refused value (vLLM's default stands in), so every problem shows at once
         req = request_from_reading(reading, versions.release(version), release_source=chosen)
-        plan = make_plan(_with_env(req, environ))
+        plan = make_plan(with_env(req, environ))
         findings = reading.findings + plan.findings
         return FileResult(path=name, kind="vllm", findings=findings, plan=plan)
 
@@ -119,7 +119,7 @@ class VllmEngine(Engine[VllmRequest, VllmPlan]):
             host_memory=ram,
             shm_size=shm,
         )
-        plan = make_plan(_with_env(req, environ))
+        plan = make_plan(with_env(req, environ))
         return FileResult(path="launch", kind="launch", findings=findings + plan.findings, plan=plan)
 
     def plan(self, request: VllmRequest) -> VllmPlan:
@@ -158,10 +158,14 @@ class VllmEngine(Engine[VllmRequest, VllmPlan]):
 LAUNCHERS = "'vllm serve MODEL …' or 'python -m vllm.entrypoints.openai.api_server …'"
 
 
-def _with_env(req: VllmRequest, environ: Mapping[str, str]) -> VllmRequest:
-    """``VLLM_VIDEO_LOADER_BACKEND=pynvvideocodec`` selects the GPU video backend as the flag does."""
+def with_env(req: VllmRequest, environ: Mapping[str, str]) -> VllmRequest:
+    """``req`` with ``VLLM_VIDEO_LOADER_BACKEND``: the loader where neither the launch nor the model picks
+    one, and ``pynvvideocodec`` selects the GPU video backend as the flag does."""
     from dataclasses import replace
 
-    if environ.get(ENV_BACKEND) == "pynvvideocodec" and not req.gpu_video_backend:
+    backend = environ.get(ENV_BACKEND)
+    if backend is not None:
+        req = replace(req, video_loader_env=backend)
+    if backend == "pynvvideocodec" and not req.gpu_video_backend:
         return replace(req, gpu_video_backend=True)
     return req

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm import gpu_pool, processor_cache
+from mmpool_cli.engines.vllm import video as vv
 from mmpool_cli.engines.vllm.gib import GiB, GibValue, bytes_of
 from mmpool_cli.engines.vllm.versions import Release
 from mmpool_cli.workload import qwen
@@ -26,7 +27,6 @@ from mmpool_cli.workload.items import Image, Item, Video
 MiB = 1 << 20
 SCHEMA_VERSION = 1
 DEFAULT_CACHE_GB = 4
-VIDEO_LOADER_FRAMES = 32  # VideoMediaIO(num_frames=32): the default loader samples at most 32 frames
 GRID_THW_BYTES = 24  # image_grid_thw / video_grid_thw: 3 int64 per item, part of the item's nbytes
 QWEN_VERSION = {"qwen2-vl": 2, "qwen2.5-vl": 2, "qwen3-vl": 3}
 # checkpoint values where no config.json is given: context length and embedding elements per token
@@ -63,6 +63,10 @@ class VllmRequest:
     model: Model | None = None
     items: tuple[Item, ...] = ()
     gpu_video_backend: bool = False
+    video_kwargs: dict[str, Any] = field(default_factory=dict)  # the "video" of --media-io-kwargs
+    video_loader_env: str | None = None  # VLLM_VIDEO_LOADER_BACKEND
+    mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)
+    video_pruning_rate: float | None = None
     kv_dtype_bytes: int = 2
     block_size: int = 16
     origins: dict[str, str] = field(default_factory=dict)  # where each flag was written (check)
@@ -337,7 +341,13 @@ def _vision(req: VllmRequest) -> eb.QwenVision | None:
     model = req.model
     if model is None or model.family.name not in QWEN_VERSION:
         return None
-    return eb.from_params(QWEN_VERSION[model.family.name], _qwen_params(model.settings, model.family))
+    settings = dict(model.settings)
+    if model.config_path is None and model.family.name in ("qwen2-vl", "qwen2.5-vl"):
+        # the checkpoints ship no video_preprocessor_config.json, so transformers builds the video
+        # processor from preprocessor_config.json (video_processing_utils.py): the image bounds, not
+        # Qwen2VLVideoProcessor's class defaults; a model directory is read that way by workload.hf
+        settings |= {"video_min_pixels": settings["min_pixels"], "video_max_pixels": settings["max_pixels"]}
+    return eb.from_params(QWEN_VERSION[model.family.name], _qwen_params(settings, model.family))
 
 
 def _encoder(
@@ -413,20 +423,29 @@ def _encoder(
             f"is larger than max_num_batched_tokens ({mnbt})'; raise --max-num-batched-tokens",
             "disable_chunked_mm_input",
         )
+    unmodelled = _unmodelled(req)
+    if unmodelled and req.items:
+        _add(
+            findings,
+            req,
+            Severity.info,
+            "vllm-item-not-counted",
+            f"{unmodelled}, so mmpool does not count the items' embedding tokens",
+            "mm_processor_kwargs" if req.mm_processor_kwargs else "video_pruning_rate",
+        )
+    family = req.model.family.name if req.model else ""
     for item in req.items:
-        tokens, nbytes = _item_tokens(vision, item)
+        if unmodelled:
+            continue
+        try:
+            tokens, nbytes = _item_tokens(vision, family, req, item)
+        except (qwen.ResizeError, vv.NotModelled) as e:
+            _add(findings, req, Severity.info, "vllm-item-not-counted", f"{item.label}: {e}")
+            continue
         if tokens is None:
             continue
         fits = tokens <= budget
-        out["items"].append(
-            {
-                "item": item.label,
-                "tokens": tokens,
-                "fits": fits,
-                "processor_bytes": nbytes,
-                "approximate": isinstance(item, Video),
-            }
-        )
+        out["items"].append({"item": item.label, "tokens": tokens, "fits": fits, "processor_bytes": nbytes})
         modality = "video" if isinstance(item, Video) else "image"
         if modality not in enabled:
             _add(
@@ -481,28 +500,34 @@ def _encoder(
     return out
 
 
-def _item_tokens(v: eb.QwenVision, item: Item) -> tuple[int | None, int | None]:
-    """Embedding tokens and processed bytes (float32 pixels plus the grid) of one item."""
-    try:
-        if isinstance(item, Image):
-            tokens = eb.image_tokens(v, item.width, item.height)
-            return tokens, tokens * v.merge_size**2 * 3 * v.temporal_patch_size * v.patch_size**2 * 4 + GRID_THW_BYTES
-        if isinstance(item, Video):
-            frames = max(1, min(VIDEO_LOADER_FRAMES, item.frames))
-            if v.version == 3:
-                h, w = qwen.volume_resize(
-                    frames, item.height, item.width, v.unit, v.video_min_pixels, v.video_max_pixels
-                )
-            else:
-                h, w = qwen.smart_resize(item.height, item.width, v.unit, v.video_min_pixels, v.video_max_pixels)
-            groups = -(-frames // v.temporal_patch_size)
-            patches = groups * (h // v.patch_size) * (w // v.patch_size)
-            return (
-                patches // v.merge_size**2,
-                patches * 3 * v.temporal_patch_size * v.patch_size**2 * 4 + GRID_THW_BYTES,
-            )
-    except qwen.ResizeError:
-        return None, None
+def _unmodelled(req: VllmRequest) -> str | None:
+    """Why no item's tokens can be counted from the launch alone, or None."""
+    if req.mm_processor_kwargs:
+        return "--mm-processor-kwargs changes how the model's processor resizes and samples items"
+    rate = req.video_pruning_rate
+    if rate is not None and rate != 0 and any(isinstance(i, Video) for i in req.items):
+        return f"--video-pruning-rate {rate!r} drops video tokens by what the frames show"
+    return None
+
+
+def _loader(req: VllmRequest, family: str) -> vv.Loader:
+    return vv.loader(family, req.video_kwargs, req.video_loader_env)
+
+
+def _item_tokens(v: eb.QwenVision, family: str, req: VllmRequest, item: Item) -> tuple[int | None, int | None]:
+    """Embedding tokens and processed bytes (float32 pixels plus the grid) of one item.
+
+    Raises:
+        qwen.ResizeError: the processor refuses the item.
+        vv.NotModelled: the launch samples videos in a way mmpool does not count.
+    """
+    row = 3 * v.temporal_patch_size * v.patch_size**2 * 4  # one patch of float32 pixels
+    if isinstance(item, Image):
+        tokens = eb.image_tokens(v, item.width, item.height)
+        return tokens, tokens * v.merge_size**2 * row + GRID_THW_BYTES
+    if isinstance(item, Video):
+        tokens, _, _, _ = vv.video_tokens(v, family, _loader(req, family), item)
+        return tokens, tokens * v.merge_size**2 * row + GRID_THW_BYTES
     return None, None
 
 
@@ -510,8 +535,13 @@ def _decode_pool(
     findings: list[Finding], req: VllmRequest, facts: dict[str, Any], pc: processor_cache.ProcessorCache
 ) -> dict[str, Any] | None:
     total = 0 if req.ipc_gb is None else req.ipc_gb.bytes
+    # the frames the model's loader decodes (pynvvideocodec as codec or loader); 32 where unknown
+    try:
+        decoder = _loader(req, req.model.family.name if req.model else "")
+    except vv.NotModelled:
+        decoder = vv.Loader("opencv")
     requests = tuple(
-        gpu_pool.DecodeRequest(i.label, max(1, min(VIDEO_LOADER_FRAMES, i.frames)), i.width, i.height)
+        gpu_pool.DecodeRequest(i.label, vv.loader_frames(decoder, i), i.width, i.height)
         for i in req.items
         if isinstance(i, Video)
     )
@@ -610,6 +640,7 @@ def request_from_reading(
     video = media.get("video") if isinstance(media, dict) else None
     backend = video.get("video_backend") or video.get("backend") if isinstance(video, dict) else None
     limits = reading.get("limit_mm_per_prompt") or {}
+    mm_kwargs = reading.get("mm_processor_kwargs") or {}
     kv_dtype = str(reading.get("kv_cache_dtype") or "auto")
     origins = {dest: s.origin for dest, s in reading.settings.items()}
     return VllmRequest(
@@ -634,6 +665,9 @@ def request_from_reading(
         model=model,
         items=items,
         gpu_video_backend=backend == "pynvvideocodec",
+        video_kwargs=video if isinstance(video, dict) else {},
+        mm_processor_kwargs=mm_kwargs if isinstance(mm_kwargs, dict) else {},
+        video_pruning_rate=reading.get("video_pruning_rate"),
         kv_dtype_bytes=1 if kv_dtype.startswith("fp8") else 2,
         block_size=reading.get("block_size") or 16,
         origins=origins,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 from mmpool_cli.core.findings import Severity
@@ -64,9 +63,11 @@ def test_a_video_larger_than_a_share_and_the_kv_it_costs(tmp_path):
         "hidden_size": 3584, "max_position_embeddings": 128000,
     }))
     p = _plan(model=hf.resolve(str(tmp_path)), dp=DataParallel(size=4), ipc_gb=gib.parse("--mm-ipc-gpu-memory-gb", "1"),
-              items=(parse_video("3840x2160:30:30"),), gpu_video_backend=True)
+              items=(parse_video("3840x2160:30:30"),), gpu_video_backend=True,
+              video_kwargs={"video_backend": "pynvvideocodec"})
     pool = p.gpu_decode_pool
     assert pool["bytes_per_process"] == GiB // 4
+    # the pynvvideocodec loader samples 32 of the 900 frames uniformly
     assert pool["items"] == [{"item": "video 3840x2160 30s@30fps", "bytes": 32 * 3840 * 2160 * 3, "fits": False}]
     assert pool["kv_reserved_bytes"] == GiB + 4 * (2 * 128 * 2**20 + 1_932_735_283)
     assert pool["kv_bytes_per_token"] == 28 * 4 * 256 * 2
@@ -80,13 +81,12 @@ def test_a_pool_without_a_gpu_video_backend_is_pure_cost():
 
 
 def test_an_item_above_the_encoder_cache_is_refused_with_the_fix_that_works():
-    model = hf.resolve("qwen2.5-vl")
-    model = dataclasses.replace(model, settings=model.settings | {"video_max_pixels": 12_845_056})
-    p = _plan(model=model, max_model_len=32_768, items=(parse_video("1920x1080:30:30"),))
+    p = _plan(max_model_len=32_768, items=(parse_video("1920x1080:30:30"),))
     enc = p.encoder_cache
-    assert enc["budget_tokens"] == 32_768 and enc["items"][0]["tokens"] == 16 * 2691
+    # qwen2_vl's loader keeps 60 of the 900 frames (2 fps): 30 pairs of 1932x1092 frames
+    assert enc["budget_tokens"] == 32_768 and enc["items"][0]["tokens"] == 30 * 2691
     f = next(f for f in p.findings if f.code == "vllm-item-exceeds-encoder-cache")
-    assert "--max-num-batched-tokens 43056" in f.message and "HTTP 400" in f.message
+    assert "--max-num-batched-tokens 80730" in f.message and "HTTP 400" in f.message
 
 
 def test_disabling_video_shrinks_the_budget_to_the_image():
@@ -136,3 +136,24 @@ def test_a_launch_command_is_planned_with_findings_at_its_words():
     assert f.location == "argv[6]"
     assert p.encoder_cache["budget_tokens"] == 16_384  # video disabled: the image alone
     assert p.processor_cache.api_processes == 108
+
+
+def test_the_codec_alone_keeps_the_models_loader_for_the_decode(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl", "hidden_size": 3584}))
+    # as the checkpoints ship it; transformers builds the video processor from it too
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"min_pixels": 3136, "max_pixels": 12845056}))
+    p = _plan(model=hf.resolve(str(tmp_path)), ipc_gb=gib.parse("--mm-ipc-gpu-memory-gb", "4"),
+              items=(parse_video("1920x1080:30:30"),), gpu_video_backend=True,
+              video_kwargs={"backend": "pynvvideocodec"})
+    # qwen2_vl samples 2 fps of the 30 s: 60 frames, decoded by PyNvVideoCodec
+    assert p.gpu_decode_pool["items"][0]["bytes"] == 60 * 1920 * 1080 * 3
+    assert p.encoder_cache["items"][0]["tokens"] == 30 * 2691
+
+
+def test_processor_kwargs_and_pruning_leave_the_items_uncounted():
+    video = (parse_video("1920x1080:30:30"),)
+    for extra in ({"mm_processor_kwargs": {"fps": 1}}, {"video_pruning_rate": 0.5}):
+        p = _plan(items=video, **extra)
+        assert p.encoder_cache["items"] == []
+        assert "vllm-item-not-counted" in _codes(p, Severity.info)
+    assert _plan(items=video, video_pruning_rate=0.0).encoder_cache["items"]
