@@ -87,7 +87,10 @@ class SimResult:
     alloc_ids: list[object] | None = None
     alloc_workers: list[int] | None = None
     # every budget whose pools are at most this many bytes larger (exclusive) decides every alloc alike
+    # (of the events processed: the prefix, when the run stopped early)
     slack_bytes: int = 0
+    # the fallback passed ``stop_fallback_items``/``stop_fallback_bytes``: the figures cover the first ``events``
+    stopped: bool = False
     schema_version: int = field(default=SIM_SCHEMA_VERSION)
 
     def total(self, name: str) -> int:
@@ -97,18 +100,33 @@ class SimResult:
 PoolFactory = Callable[[int, int, PoolRules], Allocator]  # (memory_size, data_start, rules) -> a pool
 
 
+NO_STOP = 1 << 62  # more fallback than any trace can have
+
+
 def simulate(
-    events: Iterable[Event] | Events, layout: PoolLayout, record: bool = False, pool_factory: PoolFactory | None = None
+    events: Iterable[Event] | Events,
+    layout: PoolLayout,
+    record: bool = False,
+    pool_factory: PoolFactory | None = None,
+    *,
+    stop_fallback_items: int | None = None,
+    stop_fallback_bytes: int | None = None,
 ) -> SimResult:
     """Run ``events`` through ``layout.workers`` pools; ``record`` keeps every alloc's decision.
 
     ``pool_factory`` makes each worker's pool (an instrumented ``Pool``, say, for a picture).
+    The run stops right after the alloc whose miss takes the fallback of all workers past
+    ``stop_fallback_items`` items or ``stop_fallback_bytes`` bytes: the result is then that of the
+    trace cut after that alloc (``stopped`` True, ``events`` the events processed), and its
+    ``slack_bytes`` covers that prefix, so every budget within it passes the limit too.
     """
     make = pool_factory or allocator_for(layout.rules)
+    stop_items = NO_STOP if stop_fallback_items is None else stop_fallback_items
+    stop_bytes = NO_STOP if stop_fallback_bytes is None else stop_fallback_bytes
     if layout.transport == "cuda_vmm":
         from mmpool_cli.simulate.cuda_vmm import simulate_vmm
 
-        return simulate_vmm(as_events(events), layout, record, make)
+        return simulate_vmm(as_events(events), layout, record, make, stop_items, stop_bytes)
     interval = layout.recycle_ns
     n = layout.workers
     alignment = layout.rules.alignment
@@ -128,6 +146,8 @@ def simulate(
     usable = layout.usable_bytes
     count = 0
     t = 0
+    missed = missed_bytes = 0  # fallback of all workers, for the stop
+    stopped = False
     for t, op, key, nbytes, w in events:
         count += 1
         if op == FREE:
@@ -167,6 +187,11 @@ def simulate(
                 miss_largest[w] += pool.largest_free
                 if free >= align_up(nbytes, alignment):
                     fragmented[w] += 1
+            missed += 1
+            missed_bytes += nbytes
+            if missed > stop_items or missed_bytes > stop_bytes:
+                stopped = True
+                break
             continue
         live[key] = (w, start, nbytes, t)
         if tick_at < 0:  # something changed: the next tick has work (or finds none, harmlessly)
@@ -174,7 +199,11 @@ def simulate(
     if record and isinstance(events, Events) and events.ids is not None:
         ids = events.ids  # the trace's own ids, in alloc order
     columns = [items, nbytes_in, fb_items, fb_bytes, slot_misses, peak_bytes, peak_leases, miss_free, miss_largest]
-    return finish(pools, live.values(), due, layout, count, t, [*columns, fragmented], record, offsets, ids, workers_of)
+    if stopped and record:
+        ids = ids[: len(offsets)]
+    return finish(
+        pools, live.values(), due, layout, count, t, [*columns, fragmented], record, offsets, ids, workers_of, stopped
+    )
 
 
 def finish(
@@ -189,8 +218,9 @@ def finish(
     offsets: list[int | None],
     ids: list[object],
     workers_of: list[int],
+    stopped: bool = False,
 ) -> SimResult:
-    """The result of a replay: the last ticks, the occupancy still in flight, every worker's figures."""
+    """The result of a replay that ended at ``t``: the last ticks, the occupancy still in flight, the figures."""
     items, nbytes_in, fb_items, fb_bytes, slot_misses, peak_bytes, peak_leases, miss_free, miss_largest, fragmented = (
         columns
     )
@@ -224,8 +254,8 @@ def finish(
     ]
     slack = min(pool.slack for pool in pools)
     if not record:
-        return SimResult(layout, count, t, stats, slack_bytes=slack)
-    return SimResult(layout, count, t, stats, offsets, ids, workers_of, slack_bytes=slack)
+        return SimResult(layout, count, t, stats, slack_bytes=slack, stopped=stopped)
+    return SimResult(layout, count, t, stats, offsets, ids, workers_of, slack_bytes=slack, stopped=stopped)
 
 
 def _peak(pool: Allocator, peak_bytes: list[int], peak_leases: list[int], w: int) -> None:
