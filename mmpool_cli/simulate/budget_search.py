@@ -16,10 +16,9 @@ memory never hurts).
 
 A trial only has to run the whole trace when the budget meets the target: a replay stops at the
 miss that takes its fallback past ``floor(target x the trace's items)`` (bytes likewise), and the
-budgets its prefix decides alike fail with it (``Trial.stopped``). Below the candidate only the
+budgets its prefix decides alike fail with it (``Trial.stopped``). Below the candidate, the
 lowest budget that meets the target needs every budget under it decided (the fragile figure);
-any other budget b is ruled out as safe by one failing budget from b to ``2 * b``, so the walk
-down from the candidate decides a budget only where no known failure is within its reach.
+a budget b above that one is ruled out as safe by any failing budget from b to ``2 * b``.
 
 Budgets are independent, so they are simulated in parallel, one process per core; the answer
 does not depend on how many there are.
@@ -438,16 +437,12 @@ def smallest_budget(
 def _lowest_meeting(ev: _Evaluator, lowest: int, safe: int, basis: Basis, target: Fraction) -> int:
     """The lowest budget that meets the target (``safe`` does): every budget below it decided, failing.
 
-    Walked up in windows that double, so that the budgets above it are not simulated for nothing.
+    One walk over every budget below ``safe``, split across the cores: walking it in growing
+    windows instead, to stop at the first budget that meets, costs more trials (each window's
+    pieces start trials of their own) and saves only where that budget is far below ``safe``.
     """
-    mb, width = lowest, 4 * ev.jobs
-    while True:
-        hi = min(safe, mb + width - 1)
-        ev.walk(mb, hi)
-        for x in range(mb, hi + 1):
-            if ev.get(x).rate(basis) <= target:
-                return x
-        mb, width = hi + 1, 2 * width
+    ev.walk(lowest, safe)
+    return next(mb for mb in range(lowest, safe + 1) if ev.get(mb).rate(basis) <= target)
 
 
 def _safe_below(ev: _Evaluator, meeting: int, safe: int, top: int, basis: Basis, target: Fraction) -> int:
