@@ -164,10 +164,13 @@ def main() -> int:
             search = [*flags, "--smallest-budget", "--target-fallback", args.target, "--format", "json"]
             cpu_s, wall_s, answer = run_mmpool(search)
             found = answer["smallest_budget"]
+            trials = found["trials"]
+            replayed = sum(t["events"] for t in trials) + n  # and the run that finds the no-miss budget
             print(
                 f"--smallest-budget:  {wall_s:7.3f} s wall, {cpu_s:.3f} s CPU on {os.cpu_count()} cores: "
                 f"{found['sglang_mm_feature_cache_mb']} MiB (exact: {found['exact']}, up to {found['upper_mb']}, "
-                f"{len(found['trials'])} budgets simulated)"
+                f"{len(trials)} budgets simulated, {sum(t['stopped'] for t in trials)} of them stopped past the "
+                f"target; {replayed} events replayed, {replayed / n:.1f} traces' worth)"
             )
 
     if args.skip_sglang:

@@ -121,8 +121,20 @@ def build_figure(report: SimulationReport) -> Any:
     target = float(report.target)
     if search is not None and search.trials:
         mbs = [t.mb for t in search.trials]
-        fallback.plot(mbs, [100 * float(t.rate("items")) for t in search.trials], marker=".", label="by items")
-        fallback.plot(mbs, [100 * float(t.rate("bytes")) for t in search.trials], marker=".", label="by bytes")
+        whole = [t for t in search.trials if not t.stopped]
+        for basis in ("items", "bytes"):
+            rates = [100 * float(t.rate(basis)) for t in whole]
+            fallback.plot([t.mb for t in whole], rates, marker=".", label=f"by {basis}")
+        stopped = [t for t in search.trials if t.stopped]
+        if stopped:  # their rate is only known to be above the target: a lower bound, marked as one
+            fallback.plot(
+                [t.mb for t in stopped],
+                [100 * float(t.rate(search.basis)) for t in stopped],
+                linestyle="none",
+                marker="^",
+                color="grey",
+                label=f"stopped above the target (at least this, by {search.basis})",
+            )
         if search.smallest_mb is not None:
             fallback.axvline(
                 search.smallest_mb, color="green", label=f"budget found: {search.smallest_mb} MiB ({search.method})"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from fractions import Fraction
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -13,6 +14,16 @@ from mmpool_cli.render.human import Laid, _kv_cost_table, _kv_table, findings_ta
 from mmpool_cli.render.layout import Grid, Span
 from mmpool_cli.render.text import version_note
 from mmpool_cli.simulate.sim_report import SimulationReport, result_data
+
+
+def _target(rate: Fraction) -> str:
+    """A target rate exactly: a percentage of up to 4 decimals (1%, 0.5%), else the fraction (1/3)."""
+    pct = rate * 100
+    places = next((p for p in range(5) if (pct * 10**p).denominator == 1), None)
+    if places is None:
+        return f"{rate.numerator}/{rate.denominator}"
+    digits = str(int(pct * 10**places)).rjust(places + 1, "0")
+    return (f"{digits[:-places]}.{digits[-places:]}" if places else digits) + "%"
 
 
 def _pct(part: int, whole: int) -> str:
@@ -210,16 +221,33 @@ def _search_human(report: SimulationReport) -> RenderableType:
         for i, t in enumerate(trials)
         if not any(o.mb < t.mb and o.same_until_mb >= max(t.mb, t.same_until_mb) for o in trials[max(0, i - 8) : i])
     ]
+    over = f"> {_target(s.target)}"  # a stopped trial: the fallback passed the target, and no more is known
     rows: list[list[list[Span]]] = [
         [
             [(str(t.mb) if t.same_until_mb <= t.mb else f"{t.mb}-{t.same_until_mb}", None)],
-            [(f"{t.fallback_items} / {t.items}", None)],
-            [(_size(t.fallback_bytes), None)],
+            [
+                (
+                    f"{over} ({t.fallback_items} so far)"
+                    if t.stopped and s.basis == "items"
+                    else (f"≥ {t.fallback_items} so far" if t.stopped else f"{t.fallback_items} / {t.items}"),
+                    None,
+                )
+            ],
+            [
+                (
+                    f"{over} ({_size(t.fallback_bytes)} so far)"
+                    if t.stopped and s.basis == "bytes"
+                    else (f"≥ {_size(t.fallback_bytes)} so far" if t.stopped else _size(t.fallback_bytes)),
+                    None,
+                )
+            ],
         ]
         for t in trials
     ]
     headers = ["MiB", "fallback items", "fallback bytes"]
     parts.append(Laid(Grid(None, headers, rows, right={0, 1, 2}, gap=2, rule=False)))
+    if any(t.stopped for t in trials):
+        parts.append(paragraph(f"{over}: the replay stopped once that budget's fallback passed the target"))
     if report.kv_cost is not None:
         parts.append(_kv_cost_table(report.kv_cost))
     if report.settings is not None:

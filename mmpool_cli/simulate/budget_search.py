@@ -6,13 +6,19 @@ the target can miss it. The default search (``safe``) returns the smallest budge
 every whole-MiB budget from B up to U meets the target, where U is ``2 * B``, or the budget at
 which no alloc of the trace can miss (every worker's share holds all its allocs at once), or the
 largest budget SGLang and mmpool's plan accept, whichever is smallest. It is exact: every budget
-from the smallest SGLang accepts up to U is decided, by simulation or by the simulation of a
-budget whose pools decide every alloc alike (``SimResult.slack_bytes``: a larger pool differs
+the answer depends on is decided, by simulation or by the simulation of a budget whose pools
+decide every alloc alike (``SimResult.slack_bytes``: a larger pool differs
 only in its last free range, and a run says how much larger that range may grow before any
 decision could change). A lower budget that meets the target while some budget above it does not
 is reported as fragile. ``scan`` returns the smallest budget that meets the target at all, and
 ``bisect`` estimates it (it gallops, bisects and checks one MiB below: exact only where more
 memory never hurts).
+
+A trial only has to run the whole trace when the budget meets the target: a replay stops at the
+miss that takes its fallback past ``floor(target x the trace's items)`` (bytes likewise), and the
+budgets its prefix decides alike fail with it (``Trial.stopped``). Below the candidate, the
+lowest budget that meets the target needs every budget under it decided (the fragile figure);
+a budget b above that one is ruled out as safe by any failing budget from b to ``2 * b``.
 
 Budgets are independent, so they are simulated in parallel, one process per core; the answer
 does not depend on how many there are.
@@ -31,7 +37,7 @@ from typing import Any, Literal
 from mmpool_cli.core.units import MiB
 from mmpool_cli.simulate.allocator import PoolRules
 from mmpool_cli.simulate.events import as_events
-from mmpool_cli.simulate.replay import Event, Events, PoolLayout, SimResult, enough_bytes, simulate
+from mmpool_cli.simulate.replay import ALLOC, Event, Events, PoolLayout, SimResult, enough_bytes, simulate
 
 Basis = Literal["items", "bytes"]
 Method = Literal["safe", "scan", "bisect"]
@@ -41,7 +47,12 @@ Progress = Callable[[int], None]  # called with the number of budgets simulated 
 
 @dataclass(frozen=True)
 class Trial:
-    """One simulated budget, and the budgets up to ``same_until_mb`` that decide every alloc alike."""
+    """One simulated budget, and the budgets up to ``same_until_mb`` that decide every alloc alike.
+
+    A ``stopped`` trial ended once its fallback passed the target: its counts are those of the
+    first ``events`` events, and its rate a lower bound (the fallback so far over the whole trace's
+    ``trace_items``/``trace_bytes``) that is above the target on the search's basis.
+    """
 
     mb: int
     items: int
@@ -49,11 +60,43 @@ class Trial:
     bytes: int
     fallback_bytes: int
     same_until_mb: int = 0
+    stopped: bool = False
+    events: int = 0  # events replayed
+    trace_items: int = 0
+    trace_bytes: int = 0
 
     def rate(self, basis: Basis) -> Fraction:
+        """The fallback rate; for a stopped trial, a lower bound of it."""
         if basis == "items":
-            return Fraction(self.fallback_items, self.items) if self.items else Fraction(0)
-        return Fraction(self.fallback_bytes, self.bytes) if self.bytes else Fraction(0)
+            whole = self.trace_items if self.stopped else self.items
+            return Fraction(self.fallback_items, whole) if whole else Fraction(0)
+        whole = self.trace_bytes if self.stopped else self.bytes
+        return Fraction(self.fallback_bytes, whole) if whole else Fraction(0)
+
+
+@dataclass(frozen=True)
+class StopAt:
+    """When a trial may stop: its fallback past ``items`` (or ``bytes``), of a trace of so many in all."""
+
+    items: int | None
+    bytes: int | None
+    trace_items: int
+    trace_bytes: int
+
+
+def stop_at(events: Sequence[Event] | Events, target: Fraction, basis: Basis) -> StopAt:
+    """The most fallback that still meets ``target``: ``floor(target x the trace's items or bytes)``."""
+    if isinstance(events, Events):
+        items, nbytes = events.op.count(ALLOC), sum(events.nbytes)  # a free's bytes are 0
+    else:
+        items = nbytes = 0
+        for _, op, _, size, _ in events:
+            if op == ALLOC:
+                items += 1
+                nbytes += size
+    whole = items if basis == "items" else nbytes
+    most = target.numerator * whole // target.denominator
+    return StopAt(most if basis == "items" else None, most if basis == "bytes" else None, items, nbytes)
 
 
 @dataclass
@@ -92,14 +135,23 @@ def _same_until(mb: int, size: int, slack: int, layouts: LayoutFor, cap: int) ->
 
 
 def trial(
-    events: Sequence[Event] | Events, mb: int, layouts: LayoutFor, cap: int | None = None, alike_from: int = 0
+    events: Sequence[Event] | Events,
+    mb: int,
+    layouts: LayoutFor,
+    cap: int | None = None,
+    alike_from: int = 0,
+    stop: StopAt | None = None,
 ) -> Trial:
     """Simulate ``events`` at budget ``mb``; with ``cap``, say up to which budget it decides alike.
 
     ``alike_from``: the budget from which every budget makes the same run (``no_miss_budget``).
+    ``stop``: end the replay once the fallback passes the target (the trial then fails).
     """
     layout = layouts(mb)
-    result: SimResult = simulate(events, layout)
+    if stop is None:
+        result: SimResult = simulate(events, layout)
+    else:
+        result = simulate(events, layout, stop_fallback_items=stop.items, stop_fallback_bytes=stop.bytes)
     if cap is None:
         same = mb
     elif alike_from and mb >= alike_from:
@@ -113,6 +165,10 @@ def trial(
         result.total("bytes"),
         result.total("fallback_bytes"),
         same,
+        result.stopped,
+        result.events,
+        result.total("items") if stop is None else stop.trace_items,
+        result.total("bytes") if stop is None else stop.trace_bytes,
     )
 
 
@@ -160,7 +216,7 @@ def _walk(bounds: tuple[int, int, int]) -> list[Trial]:
     out: list[Trial] = []
     mb = lo
     while mb <= hi and len(out) < most:
-        tr = trial(events, mb, layouts, cap, alike)
+        tr = trial(events, mb, layouts, cap, alike, _SHARED["stop"])
         out.append(tr)
         mb = tr.same_until_mb + 1
     return out
@@ -199,6 +255,7 @@ class _Evaluator:
         alike_from: int = 0,
     ) -> None:
         self.events, self.layouts, self.cap, self.alike = events, layouts, cap, alike_from
+        self.stop: StopAt | None = None  # set before the first trial that may stop (and before forking)
         self.limit = 1 << 62
         self.jobs = max(1, jobs)
         self.progress = progress
@@ -216,7 +273,7 @@ class _Evaluator:
 
     def _workers(self) -> Any:
         if self._pool is None and self.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
-            _SHARED.update(events=self.events, layouts=self.layouts, cap=self.cap, alike=self.alike)
+            _SHARED.update(events=self.events, layouts=self.layouts, cap=self.cap, alike=self.alike, stop=self.stop)
             self._pool = multiprocessing.get_context("fork").Pool(self.jobs, initializer=_worker_start)
         return self._pool
 
@@ -237,10 +294,11 @@ class _Evaluator:
                 return tr
         return None
 
-    def get(self, mb: int) -> Trial:
+    def get(self, mb: int, whole: bool = False) -> Trial:
+        """The trial that decides ``mb``, simulated if need be (``whole``: never stopped early)."""
         tr = self.known(mb)
         if tr is None:
-            self._add([trial(self.events, mb, self.layouts, self.cap, self.alike)])
+            self._add([trial(self.events, mb, self.layouts, self.cap, self.alike, None if whole else self.stop)])
             tr = self.trials[mb]
         return tr
 
@@ -312,12 +370,14 @@ def smallest_budget(
     jobs: int | None = None,
     progress: Progress | None = None,
     max_trials: int | None = None,
+    early_stop: bool = True,
 ) -> BudgetSearch:
     """Search the whole-MiB budgets from ``lowest`` to ``highest`` (those SGLang and plan accept).
 
     ``layouts(mb)`` is the pools SGLang creates for ``mb``. ``max_trials`` bounds the simulations
     of the safe and scan searches: past it the answer is the candidate so far, ``exact`` False,
-    with the budgets checked in ``checked_mb``.
+    with the budgets checked in ``checked_mb``. ``early_stop`` False replays every trial whole
+    (the same answer, at more cost).
     """
     events = as_events(events)  # once: every trial replays the same columns
     no_miss = no_miss_budget(events, layouts, lowest, highest)
@@ -332,8 +392,10 @@ def smallest_budget(
             search.trials = [ev.trials[mb] for mb in sorted(ev.trials)]
             return search
 
-        if not meets(top):
+        # the top runs whole: when it fails, its figures are why no budget meets the target
+        if ev.get(top, whole=True).rate(basis) > target:
             return done()  # e.g. more than 4096 features in flight: no budget avoids the slot cap
+        ev.stop = stop_at(events, target, basis) if early_stop else None
         estimate = _bisect(ev, lowest, top, basis, target)
         if method == "bisect":
             search.smallest_mb = estimate
@@ -363,23 +425,52 @@ def smallest_budget(
             search.checked_mb = (safe, _decided_up(ev, safe, basis, target))
             return done()
         search.upper_mb = min(2 * safe, top)
-        try:
-            ev.walk(lowest, safe)  # and below it: a lower budget may be safe too, or fragile
+        try:  # and below it: a lower budget may be safe too, or fragile
+            lowest_meeting = _lowest_meeting(ev, lowest, safe, basis, target)
+            safe = _safe_below(ev, lowest_meeting, safe, top, basis, target)
         except SearchLimit:
             search.smallest_mb, search.exact = safe, False  # safe as stated; a lower one is not ruled out
             search.checked_mb = (_decided_down(ev, safe, lowest), search.upper_mb)
             return done()
-        lowest_meeting = next(mb for mb in range(lowest, safe + 1) if meets(mb))
-        fail_above = top + 1  # the lowest failing budget above mb, walking down
-        for mb in range(safe, lowest - 1, -1):
-            if not meets(mb):
-                fail_above = mb
-            elif fail_above > min(2 * mb, top):
-                safe = mb
         search.smallest_mb = safe
         search.upper_mb = min(2 * safe, top)
         search.fragile_mb = lowest_meeting if lowest_meeting < safe else None
         return done()
+
+
+def _lowest_meeting(ev: _Evaluator, lowest: int, safe: int, basis: Basis, target: Fraction) -> int:
+    """The lowest budget that meets the target (``safe`` does): every budget below it decided, failing.
+
+    One walk over every budget below ``safe``, split across the cores: walking it in growing
+    windows instead, to stop at the first budget that meets, costs more trials (each window's
+    pieces start trials of their own) and saves only where that budget is far below ``safe``.
+    """
+    ev.walk(lowest, safe)
+    return next(mb for mb in range(lowest, safe + 1) if ev.get(mb).rate(basis) <= target)
+
+
+def _safe_below(ev: _Evaluator, meeting: int, safe: int, top: int, basis: Basis, target: Fraction) -> int:
+    """The smallest safe budget from ``meeting`` (the lowest that meets the target) to ``safe``.
+
+    Walking down from ``safe``: a budget b is safe when every budget from b to ``min(2b, top)``
+    meets the target, so the lowest known failure above b rules it out while within that reach,
+    and b is simulated only where none is.
+    """
+    fail_above = next((mb for mb in sorted(ev.trials) if mb > safe and ev.trials[mb].rate(basis) > target), top + 1)
+    for mb in range(safe - 1, meeting - 1, -1):
+        reach = min(2 * mb, top)
+        if fail_above <= reach:
+            continue
+        if ev.get(mb).rate(basis) > target:
+            fail_above = mb
+            continue
+        ev.walk(mb, reach)
+        failing = next((x for x in range(mb, reach + 1) if ev.get(x).rate(basis) > target), None)
+        if failing is None:
+            safe = mb
+        else:
+            fail_above = failing
+    return safe
 
 
 def _decided_up(ev: _Evaluator, mb: int, basis: Basis, target: Fraction) -> int:

@@ -52,15 +52,21 @@ def packed_offsets(sizes: list[int], elems: list[int]) -> tuple[list[int], int]:
     return offsets, end
 
 
-def simulate_vmm(ev: Events, layout: PoolLayout, record: bool, pool_factory: Any) -> SimResult:
-    """Replay ``ev`` through ``layout.workers`` cuda_vmm pools (``replay.simulate`` calls this)."""
+def simulate_vmm(
+    ev: Events, layout: PoolLayout, record: bool, pool_factory: Any, stop_items: int, stop_bytes: int
+) -> SimResult:
+    """Replay ``ev`` through ``layout.workers`` cuda_vmm pools (``replay.simulate`` calls this).
+
+    A request's tensors are placed together at its first alloc, but each tensor's figures (a miss,
+    the pool's free bytes at it) count at its own alloc, so a run stopped after an alloc
+    (``stop_items``, ``stop_bytes``: as ``replay.simulate``) counts exactly the allocs it processed.
+    """
     from mmpool_cli.simulate.replay import _tick, finish
 
     interval = layout.recycle_ns
     control = layout.control_bytes
     n = layout.workers
     pools: list[Allocator] = [pool_factory(layout.memory_size, 0, layout.rules) for _ in range(n)]
-    alignment = layout.rules.alignment
     alignment = layout.rules.alignment
     items, nbytes_in, fb_items, fb_bytes, slot_misses = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
     peak_bytes, peak_leases = [0] * n, [0] * n
@@ -71,6 +77,11 @@ def simulate_vmm(ev: Events, layout: PoolLayout, record: bool, pool_factory: Any
     # chunk share one list. None: the tensor missed.
     live: dict[int, list[int] | None] = {}
     decided: dict[int, int] = {}  # key -> data offset (-1: missed), for requests placed at their first alloc
+    # key -> the pool's free bytes, largest free range, and whether the free bytes would have held it, at its miss
+    missed_at: dict[int, tuple[int, int, bool]] = {}
+    missed = missed_bytes = 0  # fallback of all workers, for the stop
+    stopped = False
+    count = 0
     offsets: list[int | None] = []
     workers_of: list[int] = []
     times, ops, keys, sizes, owners = ev.t, ev.op, ev.key, ev.nbytes, ev.worker
@@ -86,13 +97,8 @@ def simulate_vmm(ev: Events, layout: PoolLayout, record: bool, pool_factory: Any
         start = pool.alloc(control + nbytes)
         if start == MISS_SPACE:
             live[key] = None
-            fb_items[w] += 1
-            fb_bytes[w] += nbytes
             free = usable - pool.leased_bytes
-            miss_free[w] += free
-            miss_largest[w] += pool.largest_free
-            if free >= align_up(control + nbytes, alignment):
-                fragmented[w] += 1
+            missed_at[key] = (free, pool.largest_free, free >= align_up(control + nbytes, alignment))
             return -1
         live[key] = [w, start, control + nbytes, now, 0]
         return start + control
@@ -141,15 +147,34 @@ def simulate_vmm(ev: Events, layout: PoolLayout, record: bool, pool_factory: Any
         if record:
             offsets.append(offset if offset >= 0 else None)
             workers_of.append(w)
-        if offset >= 0 and tick_at < 0:
+        if offset < 0:
+            free, largest, split = missed_at.pop(key)
+            fb_items[w] += 1
+            fb_bytes[w] += nbytes
+            miss_free[w] += free
+            miss_largest[w] += largest
+            fragmented[w] += split
+            missed += 1
+            missed_bytes += nbytes
+            if missed > stop_items or missed_bytes > stop_bytes:
+                stopped = True
+                count = i + 1
+                break
+        elif tick_at < 0:
             due[w] = -(-t // interval) * interval
+    else:
+        count = total
     unacked = {id(lease): lease for lease in live.values() if lease is not None and not lease[4]}
     leases = [(lease[0], lease[1], lease[2], lease[3]) for lease in unacked.values()]
     ids = (ev.ids or []) if record else []
     if record and ev.ids is None:
         ids = [k for k, op in zip(keys, ops, strict=True) if op != FREE]
+    if record and stopped:
+        ids = ids[: len(offsets)]
     columns = [items, nbytes_in, fb_items, fb_bytes, slot_misses, peak_bytes, peak_leases, miss_free, miss_largest]
-    return finish(pools, leases, due, layout, total, t, [*columns, fragmented], record, offsets, ids, workers_of)
+    return finish(
+        pools, leases, due, layout, count, t, [*columns, fragmented], record, offsets, ids, workers_of, stopped
+    )
 
 
 def _place_request(members, i, w, t, ev, place, pools, live, decided, control) -> int:  # type: ignore[no-untyped-def]

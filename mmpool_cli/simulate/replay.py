@@ -88,8 +88,10 @@ class SimResult:
     alloc_ids: list[object] | None = None
     alloc_workers: list[int] | None = None
     # every budget whose pools are at most this many bytes larger (exclusive) decides every alloc alike
+    # (of the events processed: the prefix, when the run stopped early)
     slack_bytes: int = 0
-    stopped: bool = False  # the run stopped early, past its fallback limit (``events`` were replayed)
+    # the fallback passed ``stop_fallback_items``/``stop_fallback_bytes``: the figures cover the first ``events``
+    stopped: bool = False
     schema_version: int = field(default=SIM_SCHEMA_VERSION)
 
     def total(self, name: str) -> int:
@@ -97,6 +99,9 @@ class SimResult:
 
 
 PoolFactory = Callable[[int, int, PoolRules], Allocator]  # (memory_size, data_start, rules) -> a pool
+
+
+NO_STOP = 1 << 80  # more fallback than any trace can have (10**7 allocs of at most 2**44 bytes)
 
 
 def simulate(
@@ -111,16 +116,20 @@ def simulate(
     """Run ``events`` through ``layout.workers`` pools; ``record`` keeps every alloc's decision.
 
     ``pool_factory`` makes each worker's pool (an instrumented ``Pool``, say, for a picture).
-    The run stops right after the miss that takes the fallback items (or bytes) past
-    ``stop_fallback_items`` (``stop_fallback_bytes``), finished as if the trace ended there.
+    The run stops right after the alloc whose miss takes the fallback of all workers past
+    ``stop_fallback_items`` items or ``stop_fallback_bytes`` bytes: the result is then that of the
+    trace cut after that alloc (``stopped`` True, ``events`` the events processed), and its
+    ``slack_bytes`` covers that prefix, so every budget within it passes the limit too.
     """
     if pool_factory is None and layout.transport == "cuda_ipc" and native.FAST is not None:
         return _simulate_native(as_events(events), layout, record, stop_fallback_items, stop_fallback_bytes)
     make = pool_factory or allocator_for(layout.rules)
+    stop_items = NO_STOP if stop_fallback_items is None else stop_fallback_items
+    stop_bytes = NO_STOP if stop_fallback_bytes is None else stop_fallback_bytes
     if layout.transport == "cuda_vmm":
         from mmpool_cli.simulate.cuda_vmm import simulate_vmm
 
-        return simulate_vmm(as_events(events), layout, record, make)
+        return simulate_vmm(as_events(events), layout, record, make, stop_items, stop_bytes)
     interval = layout.recycle_ns
     n = layout.workers
     alignment = layout.rules.alignment
@@ -140,6 +149,8 @@ def simulate(
     usable = layout.usable_bytes
     count = 0
     t = 0
+    missed = missed_bytes = 0  # fallback of all workers, for the stop
+    stopped = False
     for t, op, key, nbytes, w in events:
         count += 1
         if op == FREE:
@@ -179,6 +190,11 @@ def simulate(
                 miss_largest[w] += pool.largest_free
                 if free >= align_up(nbytes, alignment):
                     fragmented[w] += 1
+            missed += 1
+            missed_bytes += nbytes
+            if missed > stop_items or missed_bytes > stop_bytes:
+                stopped = True
+                break
             continue
         live[key] = (w, start, nbytes, t)
         if tick_at < 0:  # something changed: the next tick has work (or finds none, harmlessly)
@@ -186,10 +202,14 @@ def simulate(
     if record and isinstance(events, Events) and events.ids is not None:
         ids = events.ids  # the trace's own ids, in alloc order
     columns = [items, nbytes_in, fb_items, fb_bytes, slot_misses, peak_bytes, peak_leases, miss_free, miss_largest]
-    return finish(pools, live.values(), due, layout, count, t, [*columns, fragmented], record, offsets, ids, workers_of)
+    if stopped and record:
+        ids = ids[: len(offsets)]
+    return finish(
+        pools, live.values(), due, layout, count, t, [*columns, fragmented], record, offsets, ids, workers_of, stopped
+    )
 
 
-_NO_STOP = (1 << 64) - 1
+_U64 = (1 << 64) - 1  # the compiled replay takes a bytes limit as two 64-bit halves (all ones: none)
 
 
 def _simulate_native(
@@ -203,7 +223,7 @@ def _simulate_native(
     """``simulate`` through the compiled replay (``native.FAST``): the same rules, figure for figure."""
     assert native.FAST is not None
     rules = layout.rules
-    bytes_limit = _NO_STOP << 64 | _NO_STOP if stop_bytes is None else stop_bytes
+    bytes_limit = _U64 << 64 | _U64 if stop_bytes is None else stop_bytes
     count, t, stopped, slack, enough, rows, offsets, owners = native.FAST.replay(
         events.t,
         events.op,
@@ -219,7 +239,7 @@ def _simulate_native(
         record,
         -1 if stop_items is None else stop_items,
         bytes_limit >> 64,
-        bytes_limit & _NO_STOP,
+        bytes_limit & _U64,
         unbounded,
     )
     stats = [WorkerStats(*row) for row in rows]
@@ -254,8 +274,9 @@ def finish(
     offsets: list[int | None],
     ids: list[object],
     workers_of: list[int],
+    stopped: bool = False,
 ) -> SimResult:
-    """The result of a replay: the last ticks, the occupancy still in flight, every worker's figures."""
+    """The result of a replay that ended at ``t``: the last ticks, the occupancy still in flight, the figures."""
     items, nbytes_in, fb_items, fb_bytes, slot_misses, peak_bytes, peak_leases, miss_free, miss_largest, fragmented = (
         columns
     )
@@ -289,8 +310,8 @@ def finish(
     ]
     slack = min(pool.slack for pool in pools)
     if not record:
-        return SimResult(layout, count, t, stats, slack_bytes=slack)
-    return SimResult(layout, count, t, stats, offsets, ids, workers_of, slack_bytes=slack)
+        return SimResult(layout, count, t, stats, slack_bytes=slack, stopped=stopped)
+    return SimResult(layout, count, t, stats, offsets, ids, workers_of, slack_bytes=slack, stopped=stopped)
 
 
 def _peak(pool: Allocator, peak_bytes: list[int], peak_leases: list[int], w: int) -> None:

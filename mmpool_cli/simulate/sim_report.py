@@ -204,6 +204,9 @@ def search_data(search: BudgetSearch, settings: Settings | None) -> dict[str, An
                 "bytes": t.bytes,
                 "fallback_bytes": t.fallback_bytes,
                 "same_until_mb": t.same_until_mb,
+                # stopped: the fallback passed the target, and the counts are those of the first "events"
+                "stopped": t.stopped,
+                "events": t.events,
             }
             for t in search.trials
         ],

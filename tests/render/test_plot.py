@@ -70,6 +70,12 @@ def test_the_figure_has_both_panels_their_labels_and_marks(monkeypatch, tmp_path
     assert "(safe)" in found
     target = next(line for line in fallback.get_lines() if line.get_label() == "target (5%)")
     assert list(target.get_ydata()) == [5.0, 5.0]
+    # replays stopped once past the target: marked apart, at lower bounds above the target, never on the curves
+    stopped = next(line for line in fallback.get_lines() if line.get_label().startswith("stopped above the target"))
+    assert stopped.get_marker() == "^" and len(stopped.get_xdata()) > 0
+    assert all(y > 5.0 for y in stopped.get_ydata())
+    curve = next(line for line in fallback.get_lines() if line.get_label() == "by items")
+    assert not set(curve.get_xdata()) & set(stopped.get_xdata())
 
 
 def test_the_svg_is_the_same_for_the_same_seed(tmp_path: Path) -> None:

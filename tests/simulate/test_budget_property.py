@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 from hypothesis import given, settings
@@ -100,7 +101,43 @@ def test_the_safe_budget_meets_the_target_up_to_the_top_and_is_the_smallest_that
         assert not all(meets[x] for x in range(mb, min(2 * mb, top) + 1))
     lowest_meeting = min(mb for mb in meets if meets[mb])
     assert search.fragile_mb == (lowest_meeting if lowest_meeting < safe else None)
+    for tr in search.trials:  # a stopped trial fails, and so does every budget its prefix decides alike
+        if tr.stopped:
+            assert tr.rate("items") > target
+            assert not any(meets[mb] for mb in range(tr.mb, min(tr.same_until_mb, top) + 1))
+    assert not search.trials[-1].stopped  # the top runs whole
     if search.no_miss_mb <= highest:  # from there on every budget makes the same run, with no miss for space
         at = simulate(events, layouts(search.no_miss_mb), record=True)
         assert at.total("fallback_items") == 0
         assert simulate(events, layouts(highest + 7), record=True).offsets == at.offsets
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    traces(unit=MiB // 8, most=40),
+    st.sampled_from([Fraction(0), Fraction(1, 10), Fraction(1, 4)]),
+    st.sampled_from(["items", "bytes"]),
+    st.sampled_from(["safe", "scan", "bisect"]),
+    st.sampled_from(["cuda_ipc", "cuda_vmm"]),
+)
+def test_stopping_trials_early_never_changes_the_answer(trace, target, basis, method, transport) -> None:
+    workers, events = trace
+
+    def layouts(mb: int) -> PoolLayout:
+        if transport == "cuda_vmm":
+            return vmm_layout(workers, mb * MiB // workers, 1 << 20, 256, TICK, 256)
+        return layout_for(mb, workers, ipc_header_bytes(2), TICK, RULES)
+
+    lowest = REL.smallest_valid_budget_mb(workers, transport, 2, 1 << 20)
+    options = {"layouts": layouts, "lowest": lowest, "highest": 48, "target": target, "basis": basis, "jobs": 1}
+    fast = budget.smallest_budget(events, method=method, **options)
+    whole = budget.smallest_budget(events, method=method, early_stop=False, **options)
+    answer = ("smallest_mb", "upper_mb", "fragile_mb", "top_mb", "no_miss_mb", "exact", "checked_mb")
+    assert [getattr(fast, k) for k in answer] == [getattr(whole, k) for k in answer]
+    assert not any(t.stopped for t in whole.trials)
+    full = {t.mb: t for t in whole.trials}
+    for tr in fast.trials:
+        if tr.stopped:  # its rate is a lower bound of the whole run's, above the target
+            assert target < tr.rate(basis) <= budget.trial(events, tr.mb, layouts).rate(basis)
+        elif tr.mb in full:
+            assert tr == dataclasses.replace(full[tr.mb], same_until_mb=tr.same_until_mb)

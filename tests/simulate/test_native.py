@@ -58,6 +58,13 @@ def test_replay_matches_the_python_engine(seed: int, monkeypatch: pytest.MonkeyP
     compiled, reference = _both(monkeypatch, lambda: simulate(events, layout, record=True))
     assert dataclasses.asdict(compiled) == dataclasses.asdict(reference)
     assert compiled.offsets is not None and len(compiled.offsets) == compiled.total("items")
+    # stopped early, past a limit of fallback items or bytes: the same prefix, the same figures
+    limits = {
+        "stop_fallback_items": rng.randrange(0, 30),
+        "stop_fallback_bytes": rng.choice([None, rng.randrange(1 << 24)]),
+    }
+    stopped, stopped_reference = _both(monkeypatch, lambda: simulate(events, layout, record=True, **limits))
+    assert dataclasses.asdict(stopped) == dataclasses.asdict(stopped_reference)
 
     def lay(mb: int) -> PoolLayout:
         return layout_for(mb, workers, layout.data_start, layout.recycle_ns, rules)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.simulation import pool_rules
+from mmpool_cli.simulate.cuda_vmm import vmm_layout
 from mmpool_cli.simulate.replay import ALLOC, FREE, PoolLayout, simulate
 
 REL = versions.release(versions.NEWEST)
@@ -93,3 +99,68 @@ def test_a_miss_with_enough_free_bytes_in_pieces_counts_as_fragmented() -> None:
         512,
         256,
     )
+
+
+@st.composite
+def _traces(draw):
+    workers = draw(st.integers(1, 2))
+    steps = draw(
+        st.lists(
+            st.tuples(st.booleans(), st.integers(0, 3), st.integers(1, 12), st.integers(0, 1), st.integers(0, 99)),
+            max_size=50,
+        )
+    )
+    events, live, t = [], [], 0
+    for n, (is_alloc, dt, size, worker, pick) in enumerate(steps):
+        t += dt
+        if is_alloc or not live:
+            events.append((t, ALLOC, f"r{n // 2}/{n}", size * 256, worker % workers))
+            live.append(f"r{n // 2}/{n}")
+        else:
+            events.append((t, FREE, live.pop(pick % len(live)), 0, 0))
+    return workers, events
+
+
+def _layout(workers: int, transport: str, size: int) -> PoolLayout:
+    if transport == "cuda_vmm":
+        return vmm_layout(workers, size, 256, 256, 4, 256)
+    return PoolLayout(workers, size, 512, 4, RULES)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_traces(), st.integers(2, 24), st.integers(0, 6), st.booleans(), st.sampled_from(["cuda_ipc", "cuda_vmm"]))
+def test_a_stopped_run_is_the_full_run_cut_after_the_alloc_that_passed_the_limit(
+    trace, units, limit, by_bytes, transport
+) -> None:
+    workers, events = trace
+    layout = _layout(workers, transport, 512 + 256 * units)
+    full = simulate(events, layout, record=True)
+    stop = {"stop_fallback_bytes": limit * 256} if by_bytes else {"stop_fallback_items": limit}
+    run = simulate(events, layout, record=True, **stop)
+    allocs = [i for i, e in enumerate(events) if e[1] == ALLOC]
+    missed, over = 0, None
+    for n, (i, offset) in enumerate(zip(allocs, full.offsets, strict=True)):
+        if offset is None:
+            missed += events[i][3] if by_bytes else 1
+            if missed > (limit * 256 if by_bytes else limit):
+                over = n
+                break
+    if over is None:  # the limit is never passed: the whole run, unchanged
+        assert not run.stopped
+        assert run == full
+        return
+    assert run.stopped
+    assert run.events == allocs[over] + 1
+    assert run.offsets == full.offsets[: over + 1]  # no decision changes before the stop
+    assert run.total("fallback_items") == full.offsets[: over + 1].count(None)
+    assert run.duration_ns == events[allocs[over]][0]
+    cut = simulate(events[: run.events], layout, record=True)
+    if transport == "cuda_ipc":  # a cut inside a request would pack it otherwise under cuda_vmm
+        assert dataclasses.replace(run, stopped=False) == cut
+    # every pool within the prefix's slack decides the prefix alike, so it passes the limit too
+    grown = max(0, min(run.slack_bytes, 1 << 16) - 1)
+    if transport == "cuda_vmm":
+        grown -= grown % 256  # the pool is the share rounded down to the granularity
+    bigger = simulate(events, _layout(workers, transport, layout.memory_size + grown), record=True, **stop)
+    assert bigger.stopped
+    assert bigger.offsets == run.offsets

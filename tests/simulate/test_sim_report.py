@@ -89,3 +89,33 @@ def test_the_human_rendering_says_fallback_and_the_numbers() -> None:
     shown = console.export_text()
     assert "mmpool simulate: FALLBACK" in shown
     assert "1 of 3 (33.33%)" in shown
+
+
+def test_a_stopped_trial_says_more_than_the_target_and_never_a_rate() -> None:
+    # 6 MiB features, three at once, then 40 more one by one: small budgets pass the target
+    events = EVENTS + [(2 * TICK + i, ALLOC, 10 + i, 6 * MiB, 0) for i in range(40)]
+    r = report(target=Fraction(1, 100))
+    r.search = smallest_budget(
+        events,
+        layouts=lambda mb: layout_for(mb, 1, HEADER, TICK, RULES),
+        lowest=1,
+        highest=4096,
+        target=Fraction(1, 100),
+        jobs=1,
+    )
+    stopped = [t for t in r.search.trials if t.stopped]
+    assert any(t.events < len(events) for t in stopped) and not r.search.trials[-1].stopped
+    data = search_data(r.search, None)
+    for t, shown in zip(r.search.trials, data["trials"], strict=True):
+        assert shown["stopped"] is t.stopped
+        assert shown["events"] == t.events
+        if t.stopped:  # the counts so far: the first miss past floor(1% of 43) = 0 ended it
+            assert shown["fallback"] == 1
+    from rich.console import Console
+
+    console = Console(width=120, color_system=None, record=True)
+    console.print(render("simulate", "human", r).renderable)  # type: ignore[union-attr]
+    shown_text = console.export_text()
+    assert "> 1% (1 so far)" in shown_text
+    assert "the replay stopped once that budget's fallback passed the target" in shown_text
+    assert " 1 / " not in shown_text.split("Smallest")[1]  # a stopped trial never shows as a rate
