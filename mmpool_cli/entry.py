@@ -26,6 +26,12 @@ def _exit_interrupted(signum: int, frame: FrameType | None) -> None:
 def run() -> NoReturn:
     """``[project.scripts]`` and ``python -m mmpool_cli``: run the CLI, Ctrl-C a silent 130 throughout."""
     _signal.signal(_signal.SIGINT, _exit_interrupted)
+    import mmpool_cli
+
+    # a run of one command imports only that command's module (mmpool_cli.cli's COMMANDS)
+    known = ("check", "plan", "probe", "schema", "simulate", "trace", "validate")
+    if len(sys.argv) > 1 and sys.argv[1] in known and "_MMPOOL_COMPLETE" not in os.environ:
+        mmpool_cli._cli_command = sys.argv[1]  # type: ignore[attr-defined]
     from mmpool_cli.cli import main
 
     try:

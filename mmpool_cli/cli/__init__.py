@@ -6,10 +6,19 @@ import os
 import sys
 from typing import NoReturn
 
+import importlib
+
 import typer
 
-from mmpool_cli.cli import check, plan, probe, schema, simulate, trace, validate  # noqa: F401 - each registers its command
+import mmpool_cli
 from mmpool_cli.cli.app import app
+
+COMMANDS = ("check", "plan", "probe", "schema", "simulate", "trace", "validate")
+# The console entry point names the one command a run needs (``entry.run``): only that module is
+# imported, since a run of ``simulate`` has no use for ``check``'s. Anything else (help, completion,
+# an unknown word, the library's own users of ``app``) registers every command.
+for _name in (getattr(mmpool_cli, "_cli_command", None),) if getattr(mmpool_cli, "_cli_command", None) else COMMANDS:
+    importlib.import_module(f"mmpool_cli.cli.{_name}")  # each registers its command
 from mmpool_cli.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 
 __all__ = ["app", "main", "run"]

@@ -739,6 +739,7 @@ typedef struct {
     Py_ssize_t gcap, gcount;
     uint64_t gen;
     PyObject *names; /* the allocs' ids, in order, when keep_ids */
+    PyObject *out[6]; /* the arrays the columns go to (t, op, key, nbytes, worker, group or None) */
 } Reader;
 
 static uint64_t hash_bytes(const char *s, Py_ssize_t len) {
@@ -761,18 +762,27 @@ static void reader_dealloc(Reader *r) {
     PyMem_Free(r->alloc_off);
     PyMem_Free(r->groups);
     Py_XDECREF(r->names);
+    for (int c = 0; c < 6; c++) Py_XDECREF(r->out[c]);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
 static int reader_init(Reader *r, PyObject *args, PyObject *kwds) {
-    static char *kw[] = {"workers", "max_events", "requests", "keep_ids", NULL};
+    static char *kw[] = {"workers", "max_events", "requests", "keep_ids", "columns", NULL};
     long long workers, max_events;
     int requests, keep_ids;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "LLpp", kw, &workers, &max_events, &requests, &keep_ids)) return -1;
+    PyObject *columns;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "LLppO!", kw, &workers, &max_events, &requests, &keep_ids,
+                                     &PyTuple_Type, &columns))
+        return -1;
     if (r->ids) {
         PyErr_SetString(PyExc_RuntimeError, "TraceReader: already initialised");
         return -1;
     }
+    if (PyTuple_GET_SIZE(columns) != 6) {
+        PyErr_SetString(PyExc_ValueError, "TraceReader: columns are (t, op, key, nbytes, worker, group)");
+        return -1;
+    }
+    for (int c = 0; c < 6; c++) r->out[c] = Py_NewRef(PyTuple_GET_ITEM(columns, c));
     r->workers = workers;
     r->max_events = max_events;
     r->requests = requests;
@@ -1022,17 +1032,18 @@ static const char *plain_seconds(const char *p, const char *end, int64_t *ns) {
         if (whole > MAX_T_SECONDS) return NULL;
         p++;
     }
-    int64_t frac = 0, scale = NS_PER_S;
+    static const int64_t scale[10] = {1000000000, 100000000, 10000000, 1000000, 100000, 10000, 1000, 100, 10, 1};
+    int64_t frac = 0;
     if (p < end && *p == '.') {
         p++;
         int digits = 0;
         while (p < end && *p >= '0' && *p <= '9') {
             if (++digits > 9) return NULL;
-            scale /= 10;
-            frac += (*p - '0') * scale;
+            frac = frac * 10 + (*p - '0');
             p++;
         }
         if (!digits) return NULL;
+        frac *= scale[digits];
     }
     if (p < end && (*p == 'e' || *p == 'E' || *p == '.')) return NULL;
     int64_t t = whole * NS_PER_S + frac;
@@ -1122,16 +1133,60 @@ static int plain_line(const char *p, const char *end, int64_t workers, int64_t *
     return 1;
 }
 
+/* Move the events read since the last flush into the caller's arrays: the reader's own columns stay
+ * a chunk long, so a trace's columns are written once, where they are kept. */
+static int flush(Reader *r) {
+    void *data[6] = {r->t, r->op, r->key, r->nbytes, r->worker, r->group};
+    Py_ssize_t width[6] = {8, 1, 8, 8, (Py_ssize_t)sizeof(long), 8};
+    for (int c = 0; c < 6 && r->n; c++) {
+        if (r->out[c] == Py_None) continue;
+        PyObject *v = PyMemoryView_FromMemory(data[c], r->n * width[c], PyBUF_READ);
+        PyObject *done = v ? PyObject_CallMethod(r->out[c], "frombytes", "O", v) : NULL;
+        Py_XDECREF(v);
+        if (!done) return -1;
+        Py_DECREF(done);
+    }
+    r->n = 0;
+    return 0;
+}
+
+/* The lines mmpool trace writes (and most writers do), matched piece by piece: 1 with the fields, or
+ * 0 to read the line as any plain line. Every line it takes, plain_line takes alike. */
+#define TAKE(text) (end - p >= (Py_ssize_t)sizeof(text) - 1 && !memcmp(p, text, sizeof(text) - 1) && (p += sizeof(text) - 1))
+
+static int canonical_line(const char *p, const char *end, int64_t workers, int64_t *t, int *is_free, const char **id,
+                          Py_ssize_t *idlen, int64_t *nbytes, long *worker) {
+    const char *s;
+    Py_ssize_t len;
+    int64_t w = 0;
+    if (!TAKE("{\"t\": ") || !(p = plain_seconds(p, end, t))) return 0;
+    if (TAKE(", \"op\": \"free\", \"id\": ")) {
+        if (!(p = plain_string(p, end, id, idlen, MAX_ID_CHARS)) || !*idlen) return 0;
+        *is_free = 1;
+        *nbytes = 0;
+        *worker = 0;
+        return end - p == 1 && *p == '}';
+    }
+    if (!TAKE(", \"op\": \"alloc\", \"id\": ")) return 0;
+    if (!(p = plain_string(p, end, id, idlen, MAX_ID_CHARS)) || !*idlen) return 0;
+    if (!TAKE(", \"bytes\": ") || !(p = plain_int(p, end, MAX_POOL_BYTES, nbytes)) || !*nbytes) return 0;
+    if (TAKE(", \"worker\": ") && !(p = plain_int(p, end, workers - 1, &w))) return 0;
+    if (TAKE(", \"item\": ") && !(p = plain_string(p, end, &s, &len, MAX_ITEM_CHARS))) return 0;
+    *is_free = 0;
+    *worker = (long)w;
+    return end - p == 1 && *p == '}';
+}
+
 PyDoc_STRVAR(feed_doc,
-             "feed(data, pos, lineno, max_line) -> (pos, lineno, stopped)\n"
-             "Read the plain, valid lines of data from pos. stopped: the line at pos needs the careful parser.");
+             "feed(data, pos, lineno, max_line[, end]) -> (pos, lineno, stopped)\n"
+             "Read the plain, valid lines of data[pos:end]. stopped: the line at pos needs the careful parser.");
 
 static PyObject *reader_feed(Reader *r, PyObject *args) {
     Py_buffer view;
-    Py_ssize_t pos, max_line;
+    Py_ssize_t pos, max_line, stop = -1;
     long long lineno;
-    if (!PyArg_ParseTuple(args, "y*nLn", &view, &pos, &lineno, &max_line)) return NULL;
-    const char *buf = view.buf, *end = buf + view.len;
+    if (!PyArg_ParseTuple(args, "y*nLn|n", &view, &pos, &lineno, &max_line, &stop)) return NULL;
+    const char *buf = view.buf, *end = buf + (0 <= stop && stop < view.len ? stop : view.len);
     const char *p = buf + (pos < 0 ? 0 : pos > view.len ? view.len : pos);
     int stopped = 0;
     while (p < end) {
@@ -1142,7 +1197,8 @@ static PyObject *reader_feed(Reader *r, PyObject *args) {
         const char *id = NULL;
         Py_ssize_t idlen = 0;
         long worker = 0;
-        if (nl - p > max_line || !plain_line(p, nl, r->workers, &t, &is_free, &id, &idlen, &nbytes, &worker)) {
+        if (nl - p > max_line || !(canonical_line(p, nl, r->workers, &t, &is_free, &id, &idlen, &nbytes, &worker) ||
+                                   plain_line(p, nl, r->workers, &t, &is_free, &id, &idlen, &nbytes, &worker))) {
             stopped = 1;
             break;
         }
@@ -1160,6 +1216,7 @@ static PyObject *reader_feed(Reader *r, PyObject *args) {
     }
     Py_ssize_t at = p - buf;
     PyBuffer_Release(&view);
+    if (flush(r) < 0) return NULL;
     return Py_BuildValue("(nLO)", at, lineno, stopped ? Py_True : Py_False);
 }
 
@@ -1178,28 +1235,20 @@ static PyObject *reader_push(Reader *r, PyObject *args) {
     if (!id) return NULL;
     int64_t previous = r->prev_t;
     int code = apply(r, t, is_free, id, len, nbytes, worker, name);
-    if (code < 0) return NULL;
+    if (code < 0 || flush(r) < 0) return NULL;
     return Py_BuildValue("(iL)", code, (long long)previous);
 }
 
-PyDoc_STRVAR(columns_doc,
-             "columns() -> (t, op, key, nbytes, worker, group, ids)\n"
-             "The events read so far as the bytes of Events' arrays (ids: a list, or None).");
+PyDoc_STRVAR(ids_doc, "ids() -> the allocs' ids in order, or None without keep_ids");
 
-static PyObject *reader_columns(Reader *r, PyObject *Py_UNUSED(ignored)) {
-    Py_ssize_t n = r->n;
-    return Py_BuildValue("(y#y#y#y#y#y#O)", (const char *)r->t, n * 8, (const char *)r->op, n,
-                         (const char *)r->key, n * 8, (const char *)r->nbytes, n * 8, (const char *)r->worker,
-                         n * (Py_ssize_t)sizeof(long), (const char *)r->group, n * 8,
-                         r->names ? r->names : Py_None);
-}
+static PyObject *reader_ids(Reader *r, PyObject *Py_UNUSED(ignored)) { return Py_NewRef(r->names ? r->names : Py_None); }
 
-static PyObject *reader_len(Reader *r, void *Py_UNUSED(closure)) { return PyLong_FromSsize_t(r->n); }
+static PyObject *reader_len(Reader *r, void *Py_UNUSED(closure)) { return PyLong_FromLongLong(r->count); }
 
 static PyMethodDef reader_methods[] = {
     {"feed", (PyCFunction)reader_feed, METH_VARARGS, feed_doc},
     {"push", (PyCFunction)reader_push, METH_VARARGS, push_doc},
-    {"columns", (PyCFunction)reader_columns, METH_NOARGS, columns_doc},
+    {"ids", (PyCFunction)reader_ids, METH_NOARGS, ids_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1217,7 +1266,8 @@ static PyGetSetDef reader_getset[] = {
 
 static PyTypeObject ReaderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mmpool_cli.simulate._fastsim.TraceReader",
-    .tp_doc = PyDoc_STR("TraceReader(workers, max_events, requests, keep_ids): a trace's events, checked"),
+    .tp_doc = PyDoc_STR("TraceReader(workers, max_events, requests, keep_ids, columns): a trace's events, checked,\n"
+                        "appended to the arrays columns = (t, op, key, nbytes, worker, group or None)"),
     .tp_basicsize = sizeof(Reader),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,

@@ -26,7 +26,6 @@ does not depend on how many there are.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
@@ -272,6 +271,8 @@ class _Evaluator:
             self._pool.join()
 
     def _workers(self) -> Any:
+        import multiprocessing  # here: a plain simulate never needs it, and it costs start-up time
+
         if self._pool is None and self.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
             _SHARED.update(events=self.events, layouts=self.layouts, cap=self.cap, alike=self.alike, stop=self.stop)
             self._pool = multiprocessing.get_context("fork").Pool(self.jobs, initializer=_worker_start)

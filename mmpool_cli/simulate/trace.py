@@ -112,7 +112,10 @@ def read_trace(
     """
     name = "<stdin>" if path == "-" else path
     if native.FAST is not None:
-        return _read_native(native.FAST.TraceReader(workers, max_events, requests, keep_ids), path, name, idle_timeout)
+        out = Events(keep_ids=False, requests=requests)
+        columns = (out.t, out.op, out.key, out.nbytes, out.worker, out.group)
+        reader = native.FAST.TraceReader(workers, max_events, requests, keep_ids, columns)
+        return _read_native(reader, out, path, name, idle_timeout)
     out = Events(keep_ids=keep_ids, requests=requests)
     live: dict[object, int] = {}  # id -> its alloc's key while in flight, -1 once freed
     groups: dict[tuple[object, int], int] | None = {} if requests else None
@@ -208,8 +211,9 @@ def _refusal(code: int, t: int, previous: int, key: object) -> str:
     return f"free of unknown id {key!r}: no alloc before it names it"
 
 
-def _read_native(reader: Any, path: str, name: str, idle_timeout: float) -> Events:
-    """``read_trace`` through the compiled reader: it takes the plain lines, this module the rest."""
+def _read_native(reader: Any, out: Events, path: str, name: str, idle_timeout: float) -> Events:
+    """``read_trace`` through the compiled reader, which appends to ``out``'s columns: it takes the
+    plain lines, this module the rest."""
     lineno = 1
     pending = b""
     for chunk in _chunks(path, name, idle_timeout):
@@ -222,19 +226,11 @@ def _read_native(reader: Any, path: str, name: str, idle_timeout: float) -> Even
         _feed(reader, pending + b"\n", lineno, name)
     if not reader.events:
         raise TraceError(f"{name}: no events; a trace holds one JSON object per line")
-    t, op, key, nbytes, worker, group, ids = reader.columns()
-    out = Events(keep_ids=False, requests=bool(reader.requests))
-    out.t.frombytes(t)
-    out.op.frombytes(op)
-    out.key.frombytes(key)
-    out.nbytes.frombytes(nbytes)
-    out.worker.frombytes(worker)
-    if out.group is not None and out.pack is not None and out.elem is not None:
-        out.group.frombytes(group)
-        alloc_is_one = op.translate(_NOT)  # a trace's features count as image features of 1-byte elements
+    if out.pack is not None and out.elem is not None:
+        alloc_is_one = bytes(out.op).translate(_NOT)  # a trace's features count as image features of 1-byte elements
         out.pack.frombytes(alloc_is_one)
         out.elem.frombytes(alloc_is_one)
-    out.ids = ids
+    out.ids = reader.ids()
     return out
 
 
