@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import NoReturn
-
-import importlib
 
 import typer
 
