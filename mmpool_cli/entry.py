@@ -28,9 +28,8 @@ def run() -> NoReturn:
     _signal.signal(_signal.SIGINT, _exit_interrupted)
     import mmpool_cli
 
-    # a run of one command imports only that command's module (mmpool_cli.cli's COMMANDS)
-    known = ("check", "plan", "probe", "schema", "simulate", "trace", "validate")
-    if len(sys.argv) > 1 and sys.argv[1] in known and "_MMPOOL_COMPLETE" not in os.environ:
+    # a run of one command imports only that command's module (mmpool_cli.cli checks the name)
+    if len(sys.argv) > 1 and "_MMPOOL_COMPLETE" not in os.environ:
         mmpool_cli._cli_command = sys.argv[1]  # type: ignore[attr-defined]
     from mmpool_cli.cli import main
 

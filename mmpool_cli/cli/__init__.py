@@ -11,14 +11,15 @@ import typer
 
 import mmpool_cli
 from mmpool_cli.cli.app import app
+from mmpool_cli.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 
 COMMANDS = ("check", "plan", "probe", "schema", "simulate", "trace", "validate")
 # The console entry point names the one command a run needs (``entry.run``): only that module is
 # imported, since a run of ``simulate`` has no use for ``check``'s. Anything else (help, completion,
 # an unknown word, the library's own users of ``app``) registers every command.
-for _name in (getattr(mmpool_cli, "_cli_command", None),) if getattr(mmpool_cli, "_cli_command", None) else COMMANDS:
+_wanted = getattr(mmpool_cli, "_cli_command", None)
+for _name in (_wanted,) if _wanted in COMMANDS else COMMANDS:
     importlib.import_module(f"mmpool_cli.cli.{_name}")  # each registers its command
-from mmpool_cli.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 
 __all__ = ["app", "main", "run"]
 
