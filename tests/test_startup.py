@@ -24,6 +24,32 @@ def test_plan_never_imports_torch_or_nvml() -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_a_run_of_one_command_imports_only_its_module() -> None:
+    code = (
+        "import sys\n"
+        "sys.argv = ['mmpool', 'simulate', '--help']\n"
+        "from mmpool_cli import entry\n"
+        "try:\n"
+        "    entry.run()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('mmpool_cli.cli.') and m.rsplit('.', 1)[1] in\n"
+        "    ('check', 'plan', 'probe', 'schema', 'simulate', 'trace', 'validate'))\n"
+        "print(' '.join(loaded), file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.stderr.split() == ["mmpool_cli.cli.simulate"], result.stderr
+    assert "Usage: mmpool simulate" in result.stdout
+
+
+def test_help_and_unknown_words_register_every_command() -> None:
+    listed = subprocess.run([sys.executable, "-m", "mmpool_cli", "--help"], capture_output=True, text=True)
+    assert all(name in listed.stdout for name in ("check", "plan", "probe", "schema", "simulate", "trace", "validate"))
+    typo = subprocess.run([sys.executable, "-m", "mmpool_cli", "simulat"], capture_output=True, text=True)
+    assert typo.returncode == 2
+    assert "No such command 'simulat'" in typo.stderr
+
+
 def test_python_dash_m() -> None:
     result = subprocess.run([sys.executable, "-m", "mmpool_cli", "--help"], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
