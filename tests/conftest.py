@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import shutil
@@ -31,7 +32,9 @@ def _compiled_simulator() -> None:
     cc = (sysconfig.get_config_var("CC") or "cc").split()
     if not source.exists() or shutil.which(cc[0]) is None:
         return
-    out = Path(tempfile.mkdtemp(prefix="mmpool-fastsim-")) / f"_fastsim{sysconfig.get_config_var('EXT_SUFFIX')}"
+    folder = tempfile.mkdtemp(prefix="mmpool-fastsim-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # once loaded, the file is no longer needed
+    out = Path(folder) / f"_fastsim{sysconfig.get_config_var('EXT_SUFFIX')}"
     include = sysconfig.get_paths()["include"]
     build = [*cc, "-O2", "-std=c11", "-shared", "-fPIC", f"-I{include}", str(source), "-o", str(out)]
     if subprocess.run(build, capture_output=True, check=False).returncode != 0:
