@@ -178,19 +178,19 @@ def no_miss_budget(events: Sequence[Event] | Events, layouts: LayoutFor, lowest:
     reach ``enough`` bytes on, every larger budget makes exactly that run. ``highest + 1`` if
     that is beyond ``highest``.
     """
-    from mmpool_cli.simulate.cuda_ipc import UnboundedPool
-
     probe = layouts(lowest)
-    pools: list[UnboundedPool] = []
+    most = enough_bytes(as_events(events), probe)  # the compiled replay, where it was built
+    if most is None:
+        from mmpool_cli.simulate.cuda_ipc import UnboundedPool
 
-    def unbounded(memory_size: int, data_start: int, rules: PoolRules) -> UnboundedPool:
-        pools.append(UnboundedPool(memory_size, data_start, rules))
-        return pools[-1]
+        pools: list[UnboundedPool] = []
 
-    compiled = enough_bytes(as_events(events), probe)
-    if compiled is None:
+        def unbounded(memory_size: int, data_start: int, rules: PoolRules) -> UnboundedPool:
+            pools.append(UnboundedPool(memory_size, data_start, rules))
+            return pools[-1]
+
         simulate(events, probe, pool_factory=unbounded)
-    most = compiled if compiled is not None else max(pool.enough for pool in pools)
+        most = max(pool.enough for pool in pools)
     if layouts(highest).memory_size < most:
         return highest + 1
     lo, hi = lowest, highest

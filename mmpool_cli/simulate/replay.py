@@ -212,19 +212,16 @@ def simulate(
 _U64 = (1 << 64) - 1  # the compiled replay takes a bytes limit as two 64-bit halves (all ones: none)
 
 
-def _simulate_native(
-    events: Events,
-    layout: PoolLayout,
-    record: bool,
-    stop_items: int | None,
-    stop_bytes: int | None,
-    unbounded: bool = False,
-) -> SimResult:
-    """``simulate`` through the compiled replay (``native.FAST``): the same rules, figure for figure."""
+# the compiled replay's answer: (events, t, stopped, slack, enough, per-worker rows, offsets, workers)
+_Answer = tuple[int, int, int, int, int, list[tuple[int, ...]], list[int | None] | None, list[int] | None]
+
+
+def _replay_native(
+    events: Events, layout: PoolLayout, record: bool, stop_items: int | None, stop_bytes: int | None, unbounded: bool
+) -> _Answer:
     assert native.FAST is not None
-    rules = layout.rules
     bytes_limit = _U64 << 64 | _U64 if stop_bytes is None else stop_bytes
-    count, t, stopped, slack, enough, rows, offsets, owners = native.FAST.replay(
+    answer: _Answer = native.FAST.replay(
         events.t,
         events.op,
         events.key,
@@ -234,21 +231,28 @@ def _simulate_native(
         layout.memory_size,
         layout.data_start,
         layout.recycle_ns,
-        rules.alignment,
-        rules.max_leases,
+        layout.rules.alignment,
+        layout.rules.max_leases,
         record,
         -1 if stop_items is None else stop_items,
         bytes_limit >> 64,
         bytes_limit & _U64,
         unbounded,
     )
-    stats = [WorkerStats(*row) for row in rows]
-    result = SimResult(layout, count, t, stats, slack_bytes=slack, stopped=bool(stopped))
-    if unbounded:
-        result.slack_bytes = enough  # the no-miss run: how large a pool must be to make it
+    return answer
+
+
+def _simulate_native(
+    events: Events, layout: PoolLayout, record: bool, stop_items: int | None, stop_bytes: int | None
+) -> SimResult:
+    """``simulate`` through the compiled replay (``native.FAST``): the same rules, figure for figure."""
+    count, t, stopped, slack, _, rows, offsets, owners = _replay_native(
+        events, layout, record, stop_items, stop_bytes, unbounded=False
+    )
+    result = SimResult(layout, count, t, [WorkerStats(*row) for row in rows], slack_bytes=slack, stopped=bool(stopped))
     if record and offsets is not None and owners is not None:
-        ids: list[object] = events.ids if events.ids is not None else []
-        if events.ids is None:
+        ids = events.ids
+        if ids is None:  # the lease numbers stand for the ids, as in the Python replay
             ids = [k for k, op in zip(events.key, events.op, strict=True) if op == ALLOC]
         result.offsets, result.alloc_ids, result.alloc_workers = offsets, ids[: len(offsets)], owners
     return result
@@ -259,7 +263,7 @@ def enough_bytes(events: Events, layout: PoolLayout) -> int | None:
     (``cuda_ipc.UnboundedPool.enough``, the largest over the workers); None without it."""
     if native.FAST is None or layout.transport != "cuda_ipc":
         return None
-    return _simulate_native(events, layout, False, None, None, unbounded=True).slack_bytes
+    return _replay_native(events, layout, False, None, None, unbounded=True)[4]
 
 
 def finish(
