@@ -28,6 +28,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from mmpool_cli.core.bounds import IDLE_TIMEOUT_S
 from mmpool_cli.core.excerpt import duplicate_key, excerpt
 from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.inputs.safe_open import Refused, open_regular
 
 # NOTE: the C loader is 5-10x faster; its marks carry the same line and column.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -162,42 +163,12 @@ def _read_regular(name: str) -> tuple[bytes | None, Finding | None]:
         return None, Finding(Severity.error, code, why, name)
 
     try:
-        # stat first, so that a device is never even opened; fstat after, for a path swapped meanwhile.
-        problem = _not_regular(os.stat(name).st_mode)
-        if problem:
-            return unreadable(*problem)
-        # O_NONBLOCK: opening a FIFO does not wait for a writer (it is then refused by fstat).
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return unreadable("no such file: check the path", "file-missing")
-    except OSError as e:
-        return unreadable(f"cannot read the file: {e.strerror or type(e).__name__}")
-    try:
-        problem = _not_regular(os.fstat(fd).st_mode)
-        if problem:
-            return unreadable(*problem)
-        with os.fdopen(fd, "rb") as f:
-            fd = -1
+        with open_regular(name) as f:
             return f.read(MAX_FILE_BYTES + 1), None
+    except Refused as e:
+        return unreadable(e.reason, e.code)
     except OSError as e:
         return unreadable(f"cannot read the file: {e.strerror or type(e).__name__}")
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-def _not_regular(mode: int) -> tuple[str, str] | None:
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "this is a directory, not a file", "file-unreadable"
-    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"), (stat.S_ISSOCK, "a socket"))
-    kind = next((name for test, name in kinds if test(mode)), "a block device" if stat.S_ISBLK(mode) else "special")
-    return (
-        f"this is {kind}, not a regular file: mmpool reads only regular files (reading this could block "
-        "or never end); save the content to a file first",
-        "file-not-regular",
-    )
 
 
 def decode(name: str, raw: bytes) -> tuple[str | None, Finding | None]:

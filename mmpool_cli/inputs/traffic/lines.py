@@ -5,11 +5,11 @@ Pure core: standard library only.
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from mmpool_cli.inputs.safe_open import Refused
+from mmpool_cli.inputs.safe_open import open_regular as open_regular_file
 from mmpool_cli.inputs.traffic.model import TrafficError
 
 MAX_LINE_BYTES = 1 << 28  # 256 MiB: a level-3 log line holding several 4K images whole
@@ -28,16 +28,11 @@ def open_regular(path: str) -> BinaryIO:
     if path == "-":
         raise TrafficError("-: logs are read from files, not stdin (a stream is sniffed, then read); save it to a file")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # non-blocking: opening a FIFO never waits
-    except OSError as e:
-        raise TrafficError(f"{path}: cannot open the log ({e.strerror})") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        what = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a pipe or device)"
-        raise TrafficError(f"{path}: is {what}; give a log file (save a stream to a file first)")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb", buffering=_CHUNK)
+        return open_regular_file(path, buffering=_CHUNK)
+    except Refused as e:
+        if e.strerror is not None:
+            raise TrafficError(f"{path}: cannot open the log ({e.strerror})") from None
+        raise TrafficError(f"{path}: {e.reason}") from None
 
 
 def open_lines(path: str) -> Iterator[tuple[int, bytes | None]]:

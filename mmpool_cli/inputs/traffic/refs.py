@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
+from mmpool_cli.inputs.safe_open import Refused, open_regular
 from mmpool_cli.inputs.traffic.images import (
     MAX_HEADER_BYTES,
     Header,
@@ -27,6 +28,12 @@ from mmpool_cli.inputs.traffic.images import (
 )
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".gif")
+# Pillow's Image.open raises DecompressionBombError above 2 × Image.MAX_IMAGE_PIXELS
+# (``int(1024 * 1024 * 1024 // 4 // 3)``, Image.py ``_decompression_bomb_check``); SGLang's
+# ``_load_image`` catches only OSError and SyntaxError around it (utils/common.py:2128-2131), so
+# the request fails.
+PIL_MAX_IMAGE_PIXELS = 1024 * 1024 * 1024 // 4 // 3
+PIL_BOMB_PIXELS = 2 * PIL_MAX_IMAGE_PIXELS  # 178,956,970
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,7 @@ class Unsized:
 
     reason: str
     fails: bool = False
+    code: str | None = None  # the finding code where it is not the usual one (a FIFO: file-not-regular)
 
 
 Measured = Sized | Unsized
@@ -115,7 +123,7 @@ def _base64(encoded: str, tail: str | None, decode: Decode) -> Measured:
 def _file(path: str, decode: Decode, base_dir: str) -> Measured:
     full = os.path.join(base_dir, path)
     try:
-        with open(full, "rb") as f:
+        with open_regular(full) as f:
             size = os.fstat(f.fileno()).st_size
             chunk = 4096
             while True:
@@ -138,6 +146,14 @@ def _file(path: str, decode: Decode, base_dir: str) -> Measured:
                 return Unsized(f"{path}: {cut}: the server could not decode it either")
     except ImageError as e:
         return Unsized(f"{path}: {e}")
+    except Refused as e:
+        if e.strerror is None:  # a directory, FIFO, device or socket: refused as validate refuses it
+            return Unsized(f"{path}: {e.reason}", code=e.code)
+        return Unsized(
+            f"{path}: cannot read the image ({e.strerror}); paths are read relative to "
+            "the current directory, as the server read them relative to its own",
+            fails=False,
+        )
     except OSError as e:
         return Unsized(
             f"{path}: cannot read the image ({e.strerror}); paths are read relative to "
@@ -147,10 +163,21 @@ def _file(path: str, decode: Decode, base_dir: str) -> Measured:
     return _sized(header, ends, decode)
 
 
-def _sized(header: Header, ends_jpeg: bool, decode: Decode) -> Sized:
+def _sized(header: Header, ends_jpeg: bool, decode: Decode) -> Measured:
     if decode.gpu_jpeg and header.format == "jpeg" and ends_jpeg:
-        # nvJPEG returns a tensor, which smart_to_rgb leaves alone: the stored orientation
+        # nvJPEG returns a tensor, which smart_to_rgb leaves alone: the stored orientation. It has
+        # no pixel limit (torchvision's decode_jpeg allocates the header's size on the GPU), so a
+        # JPEG past Pillow's limit is decoded and sized; only a failed GPU decode falls back to Pillow.
         return Sized(header.width, header.height, "nvjpeg", header)
+    pixels = max(1, header.width) * max(1, header.height)
+    if pixels > PIL_BOMB_PIXELS:
+        return Unsized(
+            f"a {header.width}x{header.height} {header.format.upper()} ({pixels:,} pixels): Pillow's Image.open "
+            f"refuses images over {PIL_BOMB_PIXELS:,} pixels (DecompressionBombError), so SGLang fails the "
+            "request; scale the image down before sending it",
+            fails=True,
+            code="traffic-image-too-large",
+        )
     if decode.exif_transpose and header.swaps:
         return Sized(header.height, header.width, "pil", header)
     return Sized(header.width, header.height, "pil", header)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import base64
 import io
+import os
+import signal
+import struct
+import warnings
+import zlib
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from PIL import Image
 
@@ -83,3 +89,77 @@ def test_truncated_base64_is_an_error_not_a_guess() -> None:
     assert isinstance(got, Unsized) and not got.fails and "truncated PNG" in got.reason
     broken = measure("data:image/png;base64,iVBORw0K!!!", GPU)
     assert isinstance(broken, Unsized) and "base64" in broken.reason
+
+
+def _png_claiming(width: int, height: int) -> bytes:
+    """A small real PNG whose IHDR (with its CRC) claims ``width``×``height``: the header is all Pillow opens."""
+    data = bytearray(_bytes("PNG", (4, 4)))
+    data[16:24] = struct.pack(">II", width, height)
+    data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])))
+    return bytes(data)
+
+
+def _jpeg_claiming(width: int, height: int) -> bytes:
+    """A small real baseline JPEG whose SOF0 claims ``width``×``height``, still ending FF D9."""
+    data = bytearray(_bytes("JPEG", (16, 16)))
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5 : sof + 9] = struct.pack(">HH", height, width)
+    return bytes(data)
+
+
+def _pillow_refuses(data: bytes) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError:
+        return True
+    return False
+
+
+def test_an_image_over_pillows_limit_is_a_request_sglang_fails() -> None:
+    assert Image.MAX_IMAGE_PIXELS * 2 == 178_956_970  # the Pillow SGLang decodes with
+    huge = _png_claiming(100_000, 100_000)
+    assert _pillow_refuses(huge)
+    got = measure(_url(huge, "png"), GPU)
+    assert isinstance(got, Unsized) and got.fails and got.code == "traffic-image-too-large"
+    assert "10,000,000,000 pixels" in got.reason and "DecompressionBombError" in got.reason
+    # one pixel more than the limit is refused, the limit itself is decoded (with Pillow's warning only)
+    over, at = _png_claiming(178_956_971, 1), _png_claiming(178_956_970, 1)
+    assert _pillow_refuses(over) and not _pillow_refuses(at)
+    assert isinstance(measure(_url(over, "png"), CPU), Unsized)
+    assert measure(_url(at, "png"), CPU) == Sized(178_956_970, 1, "pil", measure(_url(at, "png"), CPU).header)
+
+
+def test_a_huge_jpeg_goes_to_nvjpeg_unless_it_lacks_its_end_marker_or_the_processor_decodes_on_the_cpu() -> None:
+    # SGLang's is_jpeg_with_cuda (utils/common.py:2070-2083): FF D8 ... FF D9 on a CUDA machine goes to
+    # torchvision's decode_jpeg, which allocates the header's size and has no pixel limit
+    jpeg = _jpeg_claiming(20_000, 10_000)
+    assert _pillow_refuses(jpeg) and jpeg.endswith(b"\xff\xd9")
+    got = measure(_url(jpeg, "jpeg"), GPU)
+    assert isinstance(got, Sized) and (got.width, got.height, got.decoder) == (20_000, 10_000, "nvjpeg")
+    for ref, decode in ((_url(jpeg, "jpeg"), CPU), (_url(jpeg[:-2], "jpeg"), GPU)):
+        got = measure(ref, decode)
+        assert isinstance(got, Unsized) and got.fails and got.code == "traffic-image-too-large"
+        assert "a 20000x10000 JPEG (200,000,000 pixels)" in got.reason
+
+
+def test_fifos_devices_and_directories_are_refused_at_once_as_validate_refuses_them(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder.jpg"
+    folder.mkdir()
+    cases = [
+        (str(fifo), "file-not-regular", "this is a FIFO (named pipe), not a regular file"),
+        ("file://" + str(fifo), "file-not-regular", "this is a FIFO (named pipe), not a regular file"),
+        ("file:///dev/zero", "file-not-regular", "this is a character device, not a regular file"),
+        (str(folder), "file-unreadable", "this is a directory, not a file"),
+    ]
+    for ref, code, reason in cases:
+        signal.setitimer(signal.ITIMER_REAL, 5)  # SIGALRM's default action ends a run that hangs
+        try:
+            got = measure(ref, GPU)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        assert isinstance(got, Unsized) and not got.fails and got.code == code, ref
+        assert got.reason.startswith(f"{unquote(urlparse(ref).path)}: {reason}"), got.reason

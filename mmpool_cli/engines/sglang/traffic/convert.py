@@ -206,9 +206,9 @@ def _size_request(rec: Request, o: Options, decode: Decode, sizer: _Sizer, summa
         if isinstance(sized, Unsized):
             if sized.fails:
                 summary.failing += 1
-                summary.add(Finding(where, "warning", "traffic-request-fails", sized.reason))
+                summary.add(Finding(where, "warning", sized.code or "traffic-request-fails", sized.reason))
                 return None
-            summary.add(Finding(where, "error", "traffic-image-unsized", sized.reason))
+            summary.add(Finding(where, "error", sized.code or "traffic-image-unsized", sized.reason))
             continue
         summary.decoders[sized.decoder] += 1
         nbytes, label = sizer.size(sized.width, sized.height, where)
