@@ -26,7 +26,13 @@ from mmpool_cli.cli.options import (
     with_options,
     with_pool_options,
 )
-from mmpool_cli.cli.traffic_options import AssumeImageOpt, DpEncoderOpt, RequestTimeOpt, SourceChoice
+from mmpool_cli.cli.traffic_options import (
+    AssumeImageOpt,
+    AssumeVideoOpt,
+    DpEncoderOpt,
+    RequestTimeOpt,
+    SourceChoice,
+)
 from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.models import PlanRequest
@@ -159,6 +165,7 @@ class RunOptions:
     traffic_args: tuple[str, ...] = ()
     dp_encoder: bool = False
     assume_image: str | None = None
+    assume_video: str | None = None
     request_time: str = "1"
 
 
@@ -200,6 +207,7 @@ def simulate(
     ] = None,
     dp_encoder: DpEncoderOpt = False,
     assume_image: AssumeImageOpt = None,
+    assume_video: AssumeVideoOpt = None,
     request_time: RequestTimeOpt = "1",
     smallest_budget: Annotated[
         bool, typer.Option("--smallest-budget", help="Search for the smallest whole-MiB budget that meets the target.")
@@ -259,6 +267,7 @@ def simulate(
         traffic_args=tuple(traffic_args or ()),
         dp_encoder=dp_encoder,
         assume_image=assume_image,
+        assume_video=assume_video,
         request_time=request_time,
     )
     with reported():
@@ -289,13 +298,17 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         raise MmpoolError(f"--search-limit: must be from 1 to {MAX_SEARCH_LIMIT}, not {o.search_limit}")
     request = pool.request(os.environ)
     from_traffic = bool(o.traffic_from) or o.traffic_format is SourceChoice.bench_serving
-    if not from_traffic and (o.traffic_args or o.dp_encoder or o.assume_image or o.request_time != "1"):
+    if not from_traffic and (
+        o.traffic_args or o.dp_encoder or o.assume_image or o.assume_video or o.request_time != "1"
+    ):
         flag = (
             "ARGS"
             if o.traffic_args
             else "--mm-enable-dp-encoder"
             if o.dp_encoder
-            else ("--assume-image" if o.assume_image else "--request-time")
+            else "--assume-image"
+            if o.assume_image
+            else ("--assume-video" if o.assume_video else "--request-time")
         )
         raise MmpoolError(f"{flag} describes traffic to read: use it with --from FILE or --from-format bench-serving")
     if from_traffic and o.trace is not None:

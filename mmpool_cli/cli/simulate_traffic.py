@@ -77,6 +77,7 @@ def from_traffic(
         recv_delay_ns=None if traffic.ack_delay == DEFAULT_RECV_DELAY else seconds("--recv-delay", traffic.ack_delay),
         hold_ns=None if traffic.hold is None else seconds("--hold", traffic.hold),
         assume_image=o.assume_image,
+        assume_video=o.assume_video,
         request_time=o.request_time,
         overrides=overrides,
         override_flags=flags,

@@ -15,6 +15,7 @@ from mmpool_cli.cli.options import FormatOpt, OutputFormat, bounded_int
 from mmpool_cli.cli.traffic_options import (
     DEFAULT_RECV_DELAY,
     AssumeImageOpt,
+    AssumeVideoOpt,
     DpEncoderOpt,
     RequestTimeOpt,
     SourceChoice,
@@ -82,6 +83,7 @@ def trace(
         typer.Option("--hold", metavar="SECONDS", help="Deferred leases without ReqTimeStats or Finish: their hold."),
     ] = None,
     assume_image: AssumeImageOpt = None,
+    assume_video: AssumeVideoOpt = None,
     request_time: RequestTimeOpt = "1",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
@@ -107,6 +109,7 @@ def trace(
             recv_delay_ns=None if recv_delay is None else seconds("--recv-delay", recv_delay),
             hold_ns=None if hold is None else seconds("--hold", hold),
             assume_image=assume_image,
+            assume_video=assume_video,
             request_time=request_time,
         )
         _write(conversion, output)

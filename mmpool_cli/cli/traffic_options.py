@@ -14,6 +14,7 @@ from mmpool_cli.errors import MmpoolError
 
 if TYPE_CHECKING:
     from mmpool_cli.inputs.traffic.model import Conversion
+    from mmpool_cli.workload.items import Video
 
 NS_PER_S = 10**9
 MAX_SECONDS = 10**6
@@ -51,6 +52,15 @@ def image_size(flag: str, text: str) -> tuple[int, int]:
     return image.width, image.height
 
 
+def video_item(flag: str, text: str) -> Video:
+    from mmpool_cli.workload.items import ItemError, parse_video
+
+    try:
+        return parse_video(text)
+    except ItemError as e:
+        raise MmpoolError(str(e).replace("--video", flag, 1)) from None
+
+
 DpEncoderOpt = Annotated[
     bool,
     typer.Option("--mm-enable-dp-encoder", help="The server ran with --mm-enable-dp-encoder (deferred leases)."),
@@ -58,6 +68,12 @@ DpEncoderOpt = Annotated[
 AssumeImageOpt = Annotated[
     str | None,
     typer.Option("--assume-image", metavar="WxH", help="Size to give http(s) image URLs (never fetched)."),
+]
+AssumeVideoOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--assume-video", metavar="WxH:SECONDS:FPS", help="What http(s) video URLs are taken to be (never fetched)."
+    ),
 ]
 RequestTimeOpt = Annotated[
     str,
@@ -79,6 +95,7 @@ def convert(
     hold_ns: int | None,
     assume_image: str | None,
     request_time: str,
+    assume_video: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     override_flags: Mapping[str, str] | None = None,
 ) -> Conversion:
@@ -105,6 +122,7 @@ def convert(
         recv_delay_ns=recv_delay_ns,
         hold_ns=hold_ns,
         assume_image=None if assume_image is None else image_size("--assume-image", assume_image),
+        assume_video=None if assume_video is None else video_item("--assume-video", assume_video),
         request_time_ns=seconds("--request-time", request_time),
         environ=os.environ,
     )

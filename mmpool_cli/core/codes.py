@@ -110,7 +110,17 @@ NEUTRAL = CodeRegistry(
             "an image mmpool cannot measure: an http(s) URL without --assume-image, a header past what the log "
             "kept, a truncated image, not an image",
         ),
-        Code("traffic-video-unsized", Severity.error, "a video: its frames cannot be read from a header"),
+        Code(
+            "traffic-video-unsized",
+            Severity.error,
+            "a video mmpool cannot measure: an http(s) URL without --assume-video, a string the log cut, a "
+            "missing file, PyAV not installed",
+        ),
+        Code(
+            "traffic-video-rate-varies",
+            Severity.warning,
+            "a variable-rate MP4/MOV with B-frames: its average frame rate depends on the FFmpeg release",
+        ),
         Code(
             "traffic-image-too-large",
             Severity.warning,

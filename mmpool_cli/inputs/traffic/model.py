@@ -13,6 +13,7 @@ from typing import Any
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.writer import Lease
 from mmpool_cli.workload.families import Family
+from mmpool_cli.workload.items import Video
 
 NS_PER_S = 10**9
 MAX_FINDINGS_SHOWN = 10
@@ -170,6 +171,7 @@ class TrafficRequest:
     recv_delay_ns: int | None = None  # None: the engine's stated default (one scheduler step)
     hold_ns: int | None = None
     assume_image: tuple[int, int] | None = None
+    assume_video: Video | None = None  # what http(s) video URLs are taken to be (never fetched)
     request_time_ns: int = NS_PER_S  # bench_serving with --max-concurrency
     environ: Mapping[str, str] = field(default_factory=dict)
 

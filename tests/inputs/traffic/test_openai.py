@@ -86,9 +86,9 @@ def test_requests_without_images_and_a_log_of_none(tmp_path: Path) -> None:
         _run(tmp_path, [_body(), _body()])
 
 
-def test_videos_are_an_error_that_names_the_way_round(tmp_path: Path) -> None:
+def test_a_video_path_missing_here_is_an_error_that_says_where_paths_are_read(tmp_path: Path) -> None:
     body = {"messages": [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": "v.mp4", "fps": 2}}]}]}
-    with pytest.raises(TrafficError, match="cannot tell a video's frames"):
+    with pytest.raises(TrafficError, match="v.mp4: neither a file here nor base64; paths are read relative to the "):
         _run(tmp_path, [body])
 
 

@@ -78,6 +78,12 @@ def requests(argv: list[str], duration_ns: int) -> Bench:
     """
     args, rest = _parser().parse_known_args(argv)
     not_modelled = [a for a in rest if a.startswith("--")]
+    if "video" in args.dataset_name.lower():
+        raise TrafficError(
+            f"--dataset-name {args.dataset_name}: bench_serving in SGLang 0.5.23 has no video dataset "
+            "(benchmark/datasets/ holds none, and no dataset sends videos); log the server's requests "
+            "and read them with --from sglang-log"
+        )
     if args.dataset_name != "image":
         raise TrafficError(f"--dataset-name {args.dataset_name}: mmpool models bench_serving's image dataset only")
     if not 1 <= args.num_prompts <= MAX_PROMPTS:

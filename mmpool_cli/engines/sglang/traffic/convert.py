@@ -15,6 +15,7 @@ from typing import Any
 
 from mmpool_cli.engines.sglang import codes as _codes  # noqa: F401 - its traffic codes join the registry
 from mmpool_cli.engines.sglang.traffic import bench, leases, logs
+from mmpool_cli.engines.sglang.traffic.video_items import REQUEST_FAILS, VideoSizer
 from mmpool_cli.inputs.traffic import openai
 from mmpool_cli.inputs.traffic.lines import open_regular
 from mmpool_cli.inputs.traffic.model import (
@@ -94,6 +95,8 @@ def convert(o: TrafficRequest) -> Conversion:
         engine="SGLang", source=o.source, files=list(o.inputs) if o.source != "bench-serving" else ["bench_serving"]
     )
     sizer = _Sizer(o.family, o.settings)
+    if "video" in o.family.modalities:
+        sizer.videos = VideoSizer(o.family, o.settings, o.environ, o.assume_video)
     reqs: list[_Req] = []
     if o.source == "bench-serving":
         summary.source = "bench-serving"
@@ -120,6 +123,7 @@ def convert(o: TrafficRequest) -> Conversion:
             req.finish_ns = finished.get(req.rid)
             req.queue_ns = queued.get(req.rid)
         summary.findings.extend(sizer.findings)
+        summary.notes.extend(sizer.videos.notes() if sizer.videos else [])
     summary.raise_errors()
     requests = [r for r in reqs if r.tensors]
     if not requests:
@@ -141,6 +145,7 @@ class _Sizer:
         self.settings = settings
         self.cache: dict[tuple[int, int], tuple[int, str] | str] = {}
         self.findings: list[Finding] = []
+        self.videos: VideoSizer | None = None
 
     def size(self, width: int, height: int, where: str) -> tuple[int, str]:
         key = (width, height)
@@ -200,6 +205,18 @@ def _size_request(rec: Request, o: Options, decode: Decode, sizer: _Sizer, summa
         return None
     for i, item in enumerate(rec.items):
         where = f"{rec.where} ({_name(rec, i)})"
+        if item.kind == "video" and sizer.videos is not None:
+            if any(name.startswith("__") for name in item.fields):
+                message = "a video given as an object mmpool cannot read"
+                summary.add(Finding(where, "error", "traffic-video-unsized", message))
+                continue
+            _count_fields(item, o, summary)
+            got = sizer.videos.size(item, where, summary)
+            if got is REQUEST_FAILS:
+                return None  # SGLang fails the whole request: nothing of it is pooled
+            if isinstance(got, tuple) and got[0]:
+                tensors.append(got)
+            continue
         sized = _measure_item(item, o, decode, sizer, summary, where)
         if sized is None:  # already reported
             continue
@@ -215,6 +232,12 @@ def _size_request(rec: Request, o: Options, decode: Decode, sizer: _Sizer, summa
         if nbytes:
             tensors.append((nbytes, label))
     return _Req(rec.rid, rec.t_ns, rec.where, tensors, False)
+
+
+def _count_fields(item: ItemRef, o: Options, summary: Summary) -> None:
+    for name in item.fields:
+        if not name.startswith("__") and o.family.name not in leases.ITEM_FIELDS_USED.get(name, frozenset()):
+            summary.ignored_fields[name] += 1
 
 
 def _name(rec: Request, i: int) -> str:
@@ -234,16 +257,8 @@ def _measure_item(
             )
         )
         return None
-    if item.kind != "image":
-        summary.add(
-            Finding(
-                where,
-                "error",
-                "traffic-video-unsized",
-                f"a {item.kind} item: mmpool reads image headers only and cannot tell a video's frames "
-                "offline; size videos with 'mmpool simulate --model M --video WxH:SECONDS:FPS'",
-            )
-        )
+    if item.kind != "image":  # audio: no pooled family takes it (videos are sized by video_items)
+        summary.add(Finding(where, "error", "traffic-item-refused", f"mmpool sizes no {item.kind} traffic"))
         return None
     for name in item.fields:
         if name.startswith("__"):

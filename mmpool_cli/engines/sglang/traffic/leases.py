@@ -58,12 +58,18 @@ def decode_mode(family: str, environ: Mapping[str, str]) -> Decode:
 
 
 # The per-item request fields that change sizes, and the families whose processors read them
-# (entrypoints/openai/protocol.py:604-633). mmpool's pooled families read only the video ones.
+# (entrypoints/openai/protocol.py:604-633). None of mmpool's pooled families reads one in 0.5.23:
+# a video_url's fps, max_frames, max_tokens_per_frame and max_image_tokens travel as a VideoData's
+# preprocess_kwargs (parser/jinja_template_utils.py:272-293), which load_video drops
+# (utils/common.py:2245-2248) and only GLM-4V's processor reads; Qwen's preprocess_video samples
+# with the server's --mm-process-config video section alone (multimodal/processors/qwen_vl.py:248-290).
 ITEM_FIELDS_USED: dict[str, frozenset[str]] = {
     "max_dynamic_patch": frozenset(),  # InternVL-style tiling: never pooled
     "min_dynamic_patch": frozenset(),
     "max_long_side_pixel": frozenset(),  # MiniMax-M3 only
-    "fps": frozenset({"qwen2-vl", "qwen2.5-vl", "qwen3-vl"}),
-    "max_frames": frozenset({"qwen2-vl", "qwen2.5-vl", "qwen3-vl"}),
+    "fps": frozenset(),
+    "max_frames": frozenset(),
+    "max_tokens_per_frame": frozenset(),
+    "max_image_tokens": frozenset(),
     "preprocess_kwargs": frozenset(),
 }

@@ -1,0 +1,218 @@
+"""Videos in traffic, against SGLang 0.5.23's own decoder and ``preprocess_video``.
+
+``data/sglang-0.5.23/videos/videos.json`` was written by ``scripts/sglang_video_fixtures.py``: the
+recipes of small FFmpeg-encoded videos, and what the wheel's ``VideoDecoderWrapper`` (torchcodec)
+and ``preprocess_video`` made of each (frames, average rate, sampled frames, resized size), with
+SGLang's default ``VIDEO_MAX_PIXELS`` and a lowered one. The tests re-encode the same recipes
+with the FFmpeg found here and compare mmpool with that record and with torchcodec itself; the
+request logs beside it were written by the wheel's RequestLogger around some of those videos.
+The pooled bytes are worked out from the record with the feature-sizes rule for Qwen2/2.5-VL,
+``12 · 2⌈T/2⌉ · H · W`` (float32, temporal patch 2), not with mmpool's code.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import math
+import shutil
+import subprocess
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from mmpool_cli.engines.sglang.traffic.convert import Options, convert
+from mmpool_cli.inputs.traffic.model import TrafficError
+from mmpool_cli.workload.families import family
+from mmpool_cli.workload.features import _qwen_params
+from mmpool_cli.workload.items import parse_video
+from mmpool_cli.workload.qwen import sglang_video_resize, video_frames
+
+av = pytest.importorskip("av", reason="PyAV (pip install 'mmpool[video]') reads the containers")
+
+ROOT = Path(__file__).resolve().parents[4]
+DATA = Path(__file__).parent / "data" / "sglang-0.5.23" / "videos"
+RECORD = json.loads((DATA / "videos.json").read_text())
+NAMES = sorted(RECORD["recipes"])
+FFMPEG = shutil.which("ffmpeg")
+needs_ffmpeg = pytest.mark.skipif(FFMPEG is None, reason="ffmpeg is not installed (apt-get install ffmpeg)")
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("sglang_video_fixtures", ROOT / "scripts/sglang_video_fixtures.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def encoded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed (apt-get install ffmpeg)")
+    script = _script()
+    assert RECORD["recipes"] == script.RECIPES, "the record is older than the recipes: re-run the script"
+    return script.encode_all(tmp_path_factory.mktemp("videos"), FFMPEG)
+
+
+def _probe(path: Path):
+    from mmpool_cli.inputs.traffic.videos import probe
+
+    with path.open("rb") as f:
+        return probe(f)
+
+
+def _torchcodec():
+    try:
+        from torchcodec.decoders import VideoDecoder
+    except Exception as e:  # noqa: BLE001 - torchcodec needs torch and FFmpeg's shared libraries
+        pytest.skip(f"torchcodec cannot be imported here ({type(e).__name__}): pip install torchcodec")
+    return VideoDecoder
+
+
+def _bytes_qwen25(sampled: int, height: int, width: int) -> int:
+    return 12 * 2 * math.ceil(sampled / 2) * height * width
+
+
+@needs_ffmpeg
+@pytest.mark.parametrize("name", NAMES)
+def test_frames_rate_and_size_are_sglangs_decoders(name: str, encoded: dict[str, Path]) -> None:
+    got = _probe(encoded[name])
+    want = RECORD["videos"][name]["default"]
+    assert (got.frames, got.average_fps, got.width, got.height) == (
+        want["frames"],
+        want["average_fps"],
+        want["width"],
+        want["height"],
+    )
+    assert got.rotation == round(want["rotation"] or 0)
+    assert not got.rate_depends_on_demuxer
+
+
+@needs_ffmpeg
+@pytest.mark.parametrize("name", NAMES)
+def test_frames_rate_and_size_are_torchcodecs_here(name: str, encoded: dict[str, Path]) -> None:
+    decoder = _torchcodec()(str(encoded[name]), dimension_order="NHWC")  # SGLang's call, video_decoder.py
+    frame = decoder.get_frames_at([0]).data
+    got = _probe(encoded[name])
+    assert (got.frames, got.average_fps) == (len(decoder), decoder.metadata.average_fps)
+    assert (got.height, got.width) == (int(frame.shape[1]), int(frame.shape[2]))
+
+
+@pytest.mark.parametrize("variant", ["default", "lowered"])
+@pytest.mark.parametrize("name", NAMES)
+def test_sampling_and_resize_are_preprocess_videos(name: str, variant: str) -> None:
+    want = RECORD["videos"][name][variant]
+    fam = family("qwen2.5-vl")
+    settings = dict(fam.settings) | {"video_total_pixels": RECORD[f"video_total_pixels_{variant}"]}
+    p = _qwen_params(settings, fam)
+    frames = video_frames(want["frames"], Fraction(want["average_fps"]), p)
+    assert frames == want["sampled"]
+    assert sglang_video_resize(want["height"], want["width"], frames, p) == (
+        want["resized_height"],
+        want["resized_width"],
+    )
+
+
+def _bodies(tmp_path: Path, refs: list[str], **fields: object) -> Path:
+    lines = []
+    for n, ref in enumerate(refs):
+        part = {"type": "video_url", "video_url": {"url": ref, **fields}}
+        body = {"id": f"r{n}", "timestamp": 1_796_000_000 + n, "messages": [{"role": "user", "content": [part]}]}
+        lines.append(json.dumps(body))
+    path = tmp_path / "bodies.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _run(path: Path, model: str = "qwen2.5-vl", environ: dict[str, str] | None = None, **kw):
+    fam = family(model)
+    return convert(Options(fam, dict(fam.settings), "auto", [str(path)], environ=environ or {}, **kw))
+
+
+@needs_ffmpeg
+@pytest.mark.parametrize("variant", ["default", "lowered"])
+def test_trace_pools_each_video_as_sglang_would(variant: str, encoded: dict[str, Path], tmp_path: Path) -> None:
+    refs = []
+    for n, name in enumerate(NAMES):  # every form a video_url takes: file://, a path, data:, raw base64
+        path = encoded[name]
+        data = base64.b64encode(path.read_bytes()).decode()
+        refs.append([f"file://{path}", str(path), f"data:video/mp4;base64,{data}", data][n % 4])
+    environ = {} if variant == "default" else {"VIDEO_MAX_PIXELS": str(RECORD["lowered_video_max_pixels"])}
+    conv = _run(_bodies(tmp_path, refs, fps=1, max_frames=8), environ=environ)
+    got = {lease.id: lease.nbytes for lease in conv.leases}
+    for n, name in enumerate(NAMES):
+        want = RECORD["videos"][name][variant]
+        assert got[f"r{n}/0"] == _bytes_qwen25(want["sampled"], want["resized_height"], want["resized_width"]), name
+    # SGLang's Qwen processors read no per-item video field (qwen_vl.py:248-290)
+    assert conv.summary.ignored_fields == {"fps": len(NAMES), "max_frames": len(NAMES)}
+    assert any("videos measured from their containers" in note for note in conv.summary.notes)
+
+
+@pytest.mark.parametrize("log", ["server-json-level3.log", "server-text-level3.log"])
+def test_request_logs_that_keep_videos_whole(log: str) -> None:
+    conv = _run(DATA / log)
+    got: dict[str, list[int]] = {}
+    for lease in conv.leases:
+        got.setdefault(lease.id.rsplit("/", 1)[0], []).append(lease.nbytes)
+    want = {
+        rid: [_bytes_qwen25(i["sampled"], i["resized_height"], i["resized_width"]) for i in items]
+        for rid, items in RECORD["logged"].items()
+    }
+    assert got == want
+    assert conv.summary.warmup == 1
+    assert conv.summary.ignored_fields == {"preprocess_kwargs": 1}  # chat-mp4's VideoData
+
+
+def test_a_log_that_cuts_video_strings_says_to_keep_them_whole() -> None:
+    with pytest.raises(TrafficError) as e:
+        _run(DATA / "server-json-level2.log")
+    assert "--log-requests-level 3" in str(e.value)
+    assert "(7 items or lines could not be used)" in str(e.value)
+
+
+def test_text_level2_cuts_a_single_string_and_keeps_lists_whole() -> None:
+    with pytest.raises(TrafficError) as e:
+        _run(DATA / "server-text-level2.log")
+    lines = str(e.value).splitlines()
+    assert len(lines) == 1 and "(request raw-b64, item 0)" in lines[0] and "--log-requests-level 3" in lines[0]
+
+
+def test_http_videos_are_counted_and_refused_unless_assumed(tmp_path: Path) -> None:
+    path = _bodies(tmp_path, ["https://example.com/a.mp4", "http://example.com/b.mp4"])
+    with pytest.raises(TrafficError) as e:
+        _run(path)
+    assert "give --assume-video WxH:SECONDS:FPS" in str(e.value) and "(2 items or lines" in str(e.value)
+    conv = _run(path, assume_video=parse_video("1920x1080:30:30"))
+    # the issue's figure: 30 s of 1080p at 30 fps on Qwen2.5-VL, as plan --video sizes it
+    assert [lease.nbytes for lease in conv.leases] == [406_425_600, 406_425_600]
+    assert [lease.item for lease in conv.leases] == ["video 1920x1080 30s@30fps"] * 2
+
+
+@needs_ffmpeg
+def test_a_variable_rate_mp4_with_b_frames_is_sized_with_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "vfr_bframes.mp4"
+    src = "testsrc2=size=160x120:rate=30:duration=3,setpts='if(lt(N,30),N/(30*TB),(30+(N-30)*2)/(30*TB))'"
+    cmd = [FFMPEG, "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", src, "-fps_mode", "vfr", "-c:v", "libx264"]
+    subprocess.run([*cmd, "-preset", "ultrafast", "-bf", "2", "-pix_fmt", "yuv420p", str(path)], check=True)
+    conv = _run(_bodies(tmp_path, [str(path)]))
+    codes = [f.code for f in conv.summary.findings]
+    assert codes == ["traffic-video-rate-varies"] and len(conv.leases) == 1
+
+
+def test_a_fifo_named_as_a_video_is_refused_without_waiting(tmp_path: Path) -> None:
+    fifo = tmp_path / "clip.mp4"
+    import os
+
+    os.mkfifo(fifo)
+    with pytest.raises(TrafficError) as e:
+        _run(_bodies(tmp_path, [str(fifo), f"file://{fifo}"]))
+    assert str(e.value).count("FIFO") == 2
+
+
+def test_a_family_without_video_refuses_it(tmp_path: Path) -> None:
+    with pytest.raises(TrafficError) as e:
+        _run(_bodies(tmp_path, ["https://example.com/a.mp4"]), model="gemma3")
+    assert "gemma3 takes no video" in str(e.value)
