@@ -9,6 +9,11 @@ as padding until the file reaches ``--size``. Images are real JPEGs and PNGs of 
 
     python benchmarks/traffic_log.py --requests 100000 --size 1GB --out /tmp/server-1g.log
     /usr/bin/time -v mmpool trace --model qwen2.5-vl /tmp/server-1g.log -o /tmp/trace-1g.jsonl
+
+``--videos`` writes instead one whole video per request (``--log-requests-level 3``, the level
+that keeps a video's bytes; text: level 2, which prints a list whole): MP4 and MOV clips that
+FFmpeg encodes here, from 480x270 to 1280x720 and 4 to 20 s, each request's made distinct by a
+trailing ``free`` box of random bytes, so that no clip is read twice.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import base64
 import io
 import json
 import random
+import subprocess
+import tempfile
 import time
 
 from PIL import Image
@@ -49,7 +56,10 @@ def main() -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--format", choices=["json", "text"], default="json", help="--log-requests-format")
+    p.add_argument("--videos", action="store_true", help="one whole video per request (level 3)")
     args = p.parse_args()
+    if args.videos:
+        return videos(args)
     text = args.format == "text"
     target = int(args.size.removesuffix("GB")) * 10**9 if args.size.endswith("GB") else int(args.size)
     rng = random.Random(args.seed)
@@ -123,6 +133,84 @@ def main() -> int:
             while written < per_request * (n + 1):
                 line(end, pad, tp=True)
     print(f"{args.out}: {written:,} bytes, {args.requests:,} requests")
+    return 0
+
+
+# (W, H, fps, seconds, container): FFmpeg's test pattern at the lowest x264 quality, 0.1-1 MB a clip
+CLIPS = [(1280, 720, 30, 10, "mp4"), (854, 480, 25, 20, "mp4"), (640, 360, 30, 8, "mov"), (480, 270, 24, 4, "mp4"),
+         (720, 1280, 30, 6, "mp4"), (960, 540, 30000 / 1001, 12, "mov")]  # fmt: skip
+
+
+def _clips() -> list[bytes]:
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, (w, h, fps, seconds, ext) in enumerate(CLIPS):
+            path = f"{tmp}/clip{n}.{ext}"
+            rate = "30000/1001" if isinstance(fps, float) else str(fps)
+            subprocess.run(
+                ["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
+                 f"testsrc2=size={w}x{h}:rate={rate}:duration={seconds}", "-c:v", "libx264", "-preset", "ultrafast",
+                 "-crf", "51", "-pix_fmt", "yuv420p", path],
+                check=True,
+            )  # fmt: skip
+            with open(path, "rb") as f:
+                out.append(f.read())
+    return out
+
+
+def videos(args: argparse.Namespace) -> int:
+    """The video log: per request a Receive OpenAI and a Receive line (or events), a ReqTimeStats, a Finish."""
+    text = args.format == "text"
+    target = int(args.size.removesuffix("GB")) * 10**9 if args.size.endswith("GB") else int(args.size)
+    rng = random.Random(args.seed)
+    clips = _clips()
+    written = requests = 0
+    t = 1_796_000_000.0
+    with open(args.out, "w", encoding="utf-8") as out:
+
+        def line(t: float, body: str, tp: bool = False) -> None:
+            nonlocal written
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
+            s = f"[{stamp}{' TP0' if tp else ''}] {body}\n"
+            out.write(s)
+            written += len(s)
+
+        line(t, "server_args=ServerArgs(model_path='Qwen/Qwen2.5-VL-7B-Instruct', log_requests=True, ...)")
+        while written < target and requests < args.requests:
+            requests += 1
+            t += rng.expovariate(5.0)
+            iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}"
+            clip = rng.choice(clips) + b"\x00\x00\x00\x18free" + rng.randbytes(16)  # a distinct, valid file
+            url = "data:video/mp4;base64," + base64.b64encode(clip).decode()
+            rid = f"{rng.getrandbits(128):032x}"
+            part = {"type": "video_url", "video_url": {"url": url}}
+            content = [part, {"type": "text", "text": "?"}]
+            body = {"model": "default", "messages": [{"role": "user", "content": content}]}
+            end = t + rng.uniform(0.5, 4.0)
+            if text:
+                obj = (
+                    f"GenerateReqInput(rid={rid!r}, session_id=None, text='<|im_start|>user\\n?<|im_end|>', "
+                    f"input_ids=None, input_embeds=None, image_data=None, video_data=[{url!r}], audio_data=None, "
+                    "sampling_params={'max_new_tokens': 64}, return_logprob=False, stream=False)"
+                )
+                line(t, f"Receive OpenAI: obj={body!r}")
+                line(t, f"Receive: obj={obj}")
+                line(end, f"Finish: obj=GenerateReqInput(rid={rid!r}, ...), out={{'text': 'A clip.'}}")
+                continue
+            obj_json = {"rid": rid, "text": "<|im_start|>user\n?<|im_end|>", "image_data": None, "video_data": [url],
+                        "sampling_params": {"max_new_tokens": 64}}  # fmt: skip
+            line(t, json.dumps({"timestamp": iso, "event": "request.received.openai", "obj": body}))
+            line(t, json.dumps({"timestamp": iso, "event": "request.received", "rid": rid, "obj": obj_json}))
+            line(
+                end,
+                f"ReqTimeStats(rid={rid}, input_len=4000, cached_input_len=0, output_len=64, attempts=1, "
+                f"type=unified): queue_duration={rng.uniform(1, 80):.2f}ms, forward_duration=900.00ms, "
+                f"entry_time={t:.3f}",
+                tp=True,
+            )
+            done = {"timestamp": iso, "event": "request.finished", "rid": rid, "obj": {"rid": rid}}
+            line(end, json.dumps(done | {"out": {"text": "A clip.", "meta_info": {"id": rid}}}))
+    print(f"{args.out}: {written:,} bytes, {requests:,} requests")
     return 0
 
 

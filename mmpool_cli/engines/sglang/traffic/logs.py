@@ -122,7 +122,7 @@ def read(path: str, summary: Summary) -> Iterator[Record]:
             for r in _rids(rid):
                 yield Finished(r, stamp)
             continue
-        if not isinstance(obj, dict) or "image_data" not in obj:
+        if not isinstance(obj, dict) or not ("image_data" in obj or "video_data" in obj):
             summary.skipped["Receive without image_data (--log-requests-level 0 or 1)"] += 1
             continue
         for request in _requests(obj, rid, stamp, where):

@@ -216,3 +216,17 @@ def test_a_family_without_video_refuses_it(tmp_path: Path) -> None:
     with pytest.raises(TrafficError) as e:
         _run(_bodies(tmp_path, ["https://example.com/a.mp4"]), model="gemma3")
     assert "gemma3 takes no video" in str(e.value)
+
+
+def test_a_receive_event_with_video_data_alone_is_a_request(tmp_path: Path) -> None:
+    log = (DATA / "server-json-level3.log").read_text().splitlines()
+    # the same requests with their image_data key left out: video_data alone says level 2 or 3
+    events = [json.loads(line[line.index("{") :]) for line in log if '"event": "request.received"' in line]
+    lines = []
+    for event in events:
+        event["obj"].pop("image_data", None)
+        lines.append("[2026-12-01 10:00:00] " + json.dumps(event))
+    path = tmp_path / "server.log"
+    path.write_text("\n".join(lines) + "\n")
+    conv = _run(path)
+    assert {lease.id.rsplit("/", 1)[0] for lease in conv.leases} == set(RECORD["logged"])
