@@ -63,7 +63,7 @@ class WorkloadOptions:
                 flag = _WORKLOAD_FLAGS[given[0]]
                 raise MmpoolError(f"{flag} needs --model NAME|PATH (a family or a model directory)")
             return None, None
-        model = resolve(self.model)
+        model = resolve(self.model, processor_kwargs=engine().processor_kwargs)
         items: list[wi.Item] = [wi.parse_image(t) for t in self.image or ()]
         items += [wi.parse_video(t) for t in self.video or ()]
         items += [wi.parse_audio(t) for t in self.audio or ()]

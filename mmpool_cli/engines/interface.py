@@ -48,6 +48,10 @@ class Engine(ABC, Generic[RequestT, PlanT]):
     def pooled(self, family: str) -> bool:
         """Whether the features of model ``family`` (``workload.families``) enter the pool."""
 
+    def processor_kwargs(self, model_type: str) -> Mapping[str, Any]:
+        """What the engine passes ``AutoProcessor.from_pretrained`` for a model of ``model_type``, beyond its path."""
+        return {}
+
     @abstractmethod
     def read_environment(self, environ: Mapping[str, str], file_findings: list[Finding], version: str) -> FileResult:
         """The environment as one input: what the engine will silently do with each variable."""

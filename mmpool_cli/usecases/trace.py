@@ -29,7 +29,7 @@ def resolve_model(
 
     if model is None:
         raise MmpoolError("--model NAME|PATH is needed: the model family decides every item's bytes")
-    resolved = resolve(model)
+    resolved = resolve(model, processor_kwargs=engine(engine_name).processor_kwargs)
     if not engine(engine_name).pooled(resolved.family.name):
         raise MmpoolError(
             f"{resolved.name}: {engine(engine_name).title} does not pool this family's features, so its traffic "

@@ -42,9 +42,17 @@ _QWEN2 = _settings(
     temporal_patch_size=2,
     min_pixels=3136,
     max_pixels=12_845_056,
-    # Qwen2VLVideoProcessor's defaults (shortest_edge / longest_edge)
-    video_min_pixels=128 * 28 * 28,
-    video_max_pixels=768 * 28 * 28,
+    # The checkpoints (Qwen/Qwen2-VL-*, Qwen/Qwen2.5-VL-*) ship no video_preprocessor_config.json and no
+    # processor_config.json, so transformers builds Qwen2VLVideoProcessor from preprocessor_config.json
+    # (video_processing_utils.py:366-368, 411-412): its flat min_pixels / max_pixels, not the class's
+    # 128·28² / 768·28² (video_processing_qwen2_vl.py:112-121). SGLang's own pre-resize keeps every frame
+    # inside the class bounds with its defaults, not with VIDEO_MAX_PIXELS lowered (qwen_vl.py:274-279).
+    video_patch_size=14,
+    video_merge_size=2,
+    video_temporal_patch_size=2,
+    video_min_pixels=3136,
+    video_max_pixels=12_845_056,
+    video_volume=False,
     max_frames=None,
 )
 
@@ -79,8 +87,13 @@ FAMILIES: dict[str, Family] = {
                 temporal_patch_size=2,
                 min_pixels=65_536,
                 max_pixels=16_777_216,
+                # Qwen/Qwen3-VL-*'s video_preprocessor_config.json: Qwen3VLVideoProcessor, its size
+                video_patch_size=16,
+                video_merge_size=2,
+                video_temporal_patch_size=2,
                 video_min_pixels=4096,
                 video_max_pixels=25_165_824,
+                video_volume=True,
                 max_frames=None,
             ),
         ),
@@ -200,4 +213,6 @@ def with_overrides(
         if key not in fam.settings:
             raise FamilyError(f"{flags[key]} does not apply to {fam.name}: its processor has no such setting")
         merged[key] = value
+        if key == "patch_size" and "video_patch_size" in merged:
+            merged["video_patch_size"] = value  # the vision tower's patch: the video processor's too
     return merged

@@ -6,10 +6,12 @@ each). Pure core: standard library only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Literal
 
-from mmpool_cli.workload import qwen, tiles, unpooled
+from mmpool_cli.workload import qwen, tiles, unpooled, video_env
 from mmpool_cli.workload.families import Family, FamilyError
 from mmpool_cli.workload.items import Audio, Image, Item, Video
 
@@ -59,9 +61,12 @@ def _qwen_params(s: dict[str, Any], fam: Family) -> qwen.QwenParams:
         max_pixels=s["max_pixels"],
         video_min_pixels=s["video_min_pixels"],
         video_max_pixels=s["video_max_pixels"],
-        volume_video_resize=fam.name == "qwen3-vl",
+        volume_video_resize=s.get("video_volume", fam.name == "qwen3-vl"),
         max_frames=s.get("max_frames"),
         video_total_pixels=s.get("video_total_pixels", qwen.SGLANG_VIDEO_TOTAL_PIXELS),
+        video_patch_size=s.get("video_patch_size"),
+        video_merge_size=s.get("video_merge_size"),
+        video_temporal_patch_size=s.get("video_temporal_patch_size"),
     )
 
 
@@ -103,6 +108,36 @@ def pooled_tensor(fam: Family, settings: dict[str, Any], item: Item) -> FeatureT
         )
         return _tensor(item, "pixel_values", (n, 3, patch, patch), "float32")
     raise FamilyError(f"{fam.name} takes no {_kind(item)} ({item.label}); it takes {', '.join(fam.modalities)}")
+
+
+def video_item_bytes(
+    fam: Family,
+    settings: dict[str, Any],
+    width: int,
+    height: int,
+    frames: int,
+    fps: Fraction,
+    environ: Mapping[str, str],
+    max_frames: int | None = None,
+) -> int:
+    """The pooled bytes of one video of ``frames`` frames at ``fps`` (the decoder's ``len(vr)``, ``avg_fps``).
+
+    What ``plan --video`` sizes, for any source of videos: SGLang's sampling and pre-resize with
+    the ``VIDEO_MAX_PIXELS`` of ``environ`` and the item's ``max_frames``, then the video processor
+    of ``settings`` (``hf.resolve``'s, as transformers reads the model directory).
+
+    Raises:
+        FamilyError: the family takes no video.
+        ResizeError: SGLang or the processor refuses the video (too few frames, aspect ratio over 200).
+        MmpoolError: a ``VIDEO_MAX_PIXELS`` SGLang cannot read.
+    """
+    if not fam.name.startswith("qwen"):
+        raise FamilyError(f"{fam.name}: mmpool sizes pooled videos of the Qwen-VL families only")
+    s = dict(settings, video_total_pixels=video_env.video_total_pixels(environ))
+    if max_frames is not None:
+        s["max_frames"] = max_frames
+    shape = qwen.video_shape(height, width, frames, fps, _qwen_params(s, fam))
+    return shape[0] * shape[1] * DTYPE_BYTES["float32"]
 
 
 def _kind(item: Item) -> str:

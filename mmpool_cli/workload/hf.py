@@ -1,10 +1,10 @@
 """Read a local Hugging Face model directory: its family, processor settings and attention shape.
 
 ``config.json`` names the family (``model_type``) and holds the text model's shape for the KV
-cost; ``preprocessor_config.json`` (and ``video_preprocessor_config.json``, which transformers
-falls back from to the former) holds the processor settings. Nothing is downloaded and no
-weights are read. Pure core: standard library only, and huggingface_hub's cache lookup for a hub
-id (imported only then).
+cost; the processor configs are read as transformers reads them (``hf_processor``: the nested
+``processor_config.json`` first, then ``video_preprocessor_config.json`` and
+``preprocessor_config.json``). Nothing is downloaded and no weights are read. Pure core: standard
+library only, and huggingface_hub's cache lookup for a hub id (imported only then).
 """
 
 from __future__ import annotations
@@ -15,20 +15,25 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from mmpool_cli.errors import MmpoolError
+from mmpool_cli.workload import hf_processor as hp
 from mmpool_cli.workload.families import Family, family, family_of_model_type
 from mmpool_cli.workload.items import quote_clipped
 from mmpool_cli.workload.kv import KvModel
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 CONFIG = "config.json"
-PREPROCESSOR = "preprocessor_config.json"
-VIDEO_PREPROCESSOR = "video_preprocessor_config.json"
+PREPROCESSOR = hp.PREPROCESSOR
+# what an engine passes AutoProcessor.from_pretrained for a model type (Engine.processor_kwargs)
+ProcessorKwargs = Callable[[str], Mapping[str, Any]]
+# Gemma3ImageProcessor's own size, where the checkpoint's dict has none (image_processing_gemma3.py:62)
+_GEMMA3_CLASS_SIZE = 224
 
 # SGLang's ``get_hf_text_config``: the first of these sub-configs holds the language model.
 _TEXT_CONFIG_KEYS = ("thinker_config", "llm_config", "language_config", "text_config")
@@ -52,8 +57,11 @@ class Model:
     model_path: str | None = None
 
 
-def resolve(text: str, hub_cache: str | None = None) -> Model:
+def resolve(text: str, hub_cache: str | None = None, processor_kwargs: ProcessorKwargs | None = None) -> Model:
     """``--model``: a family name, a model directory or its ``config.json``, or a hub id in the local cache.
+
+    ``processor_kwargs`` gives what the engine passes ``AutoProcessor.from_pretrained`` for a
+    model type; a family name stands for its official checkpoint directory, read that way.
 
     A hub id (``owner/name``) is looked up in the Hugging Face cache with huggingface_hub's own
     cache lookup (``hub_cache``, else the cache ``HF_HUB_CACHE``/``HF_HOME`` name); nothing is
@@ -70,13 +78,13 @@ def resolve(text: str, hub_cache: str | None = None) -> Model:
     except (OSError, ValueError) as e:
         raise ModelConfigError(f"--model {shown}: not a usable path ({getattr(e, 'strerror', None) or e})") from None
     if exists:
-        return load(path)
+        return load(path, processor_kwargs)
     if path.is_symlink():
         raise ModelConfigError(f"--model {shown}: {_broken_link(path)}; give the model directory itself")
     if text.endswith(".json") or text.startswith((".", "/", "~")):
         raise ModelConfigError(f"--model {shown}: no such file or directory")
     if _HUB_ID.fullmatch(text):
-        return _from_hub_cache(text, shown, hub_cache)
+        return _from_hub_cache(text, shown, hub_cache, processor_kwargs)
     if "/" in text:
         raise ModelConfigError(
             f"--model {shown}: no such local directory, and not a hub id (owner/name): give a model directory, "
@@ -109,11 +117,13 @@ def _special_kind(path: Path) -> str:
         (stat.S_ISFIFO, "a FIFO (named pipe)"),
     )
     return next((name for test, name in kinds if test(mode)), "a socket" if stat.S_ISSOCK(mode) else "a special file")
+
+
 # A Hugging Face repository id, as huggingface_hub validates it (which has the last word).
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 
 
-def _from_hub_cache(repo_id: str, shown: str, hub_cache: str | None) -> Model:
+def _from_hub_cache(repo_id: str, shown: str, hub_cache: str | None, kwargs: ProcessorKwargs | None) -> Model:
     """The model of a hub id from the local cache, its snapshot directory read like any other."""
     try:
         # only for a hub id: family names and paths never load it
@@ -137,7 +147,7 @@ def _from_hub_cache(repo_id: str, shown: str, hub_cache: str | None) -> Model:
             f"HF_HUB_CACHE or HF_HOME moves the cache) and nothing is downloaded: fetch the two files "
             f"(hf download {repo_id} {CONFIG} {PREPROCESSOR}), or give the model's directory"
         )
-    return dataclasses.replace(load(Path(found).parent), name=repo_id, model_path=repo_id)
+    return dataclasses.replace(load(Path(found).parent, kwargs), name=repo_id, model_path=repo_id)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -157,8 +167,10 @@ def _read_json(path: Path) -> dict[str, Any]:
     return value
 
 
-def load(path: Path) -> Model:
+def load(path: Path, processor_kwargs: ProcessorKwargs | None = None) -> Model:
     """The model of a directory holding ``config.json``, or of that file itself.
+
+    Without any processor config the family's official checkpoint values apply.
 
     Raises:
         ModelConfigError: no ``config.json``, invalid JSON, or values that are not usable.
@@ -181,11 +193,13 @@ def load(path: Path) -> Model:
         raise ModelConfigError(f"{config_path}: has no 'model_type' string, so the model family is unknown")
     fam = family_of_model_type(model_type, str(config_path))
     settings = dict(fam.settings)
-    image_file = config_path.parent / PREPROCESSOR
-    image_cfg = _read_json(image_file) if image_file.is_file() else {}
-    video_file = config_path.parent / VIDEO_PREPROCESSOR
-    video_cfg = _read_json(video_file) if video_file.is_file() else image_cfg
-    _apply_processor(fam, settings, image_cfg, video_cfg, image_file)
+    try:
+        dicts = hp.processor_dicts(config_path.parent, _read_json)
+        if dicts.image_from is not None or dicts.video_from is not None:
+            kwargs = processor_kwargs(model_type) if processor_kwargs is not None else {}
+            _apply_processor(fam, model_type, settings, dicts, kwargs)
+    except hp.ProcessorConfigError as e:
+        raise ModelConfigError(str(e)) from None
     kv = kv_model(config, str(config_path))
     directory = str(path if path.is_dir() else path.parent)
     return Model(
@@ -200,30 +214,28 @@ def _positive(value: Any, where: str) -> int:
 
 
 def _apply_processor(
-    fam: Family, settings: dict[str, Any], image: dict[str, Any], video: dict[str, Any], where: Path
+    fam: Family, model_type: str, settings: dict[str, Any], dicts: hp.Dicts, kwargs: Mapping[str, Any]
 ) -> None:
+    image = {**dicts.image, **kwargs}
+    where = dicts.image_from or str(PREPROCESSOR)
+
     def take(cfg: dict[str, Any], key: str, setting: str) -> None:
         if cfg.get(key) is not None:
             settings[setting] = _positive(cfg[key], f"{where}: {key}")
 
-    def bounds(cfg: dict[str, Any], low: str, high: str) -> None:
-        # transformers: min_pixels / max_pixels override size.shortest_edge / longest_edge
-        size = cfg.get("size")
-        if isinstance(size, dict):
-            take(size, "shortest_edge", low)
-            take(size, "longest_edge", high)
-        take(cfg, "min_pixels", low)
-        take(cfg, "max_pixels", high)
-
     if fam.name.startswith("qwen"):
-        for key in ("patch_size", "merge_size", "temporal_patch_size"):
-            take(image, key, key)
-        bounds(image, "min_pixels", "max_pixels")
-        bounds(video, "video_min_pixels", "video_max_pixels")
+        if dicts.image_from is None:
+            raise hp.ProcessorConfigError(
+                f"{dicts.video_from}: there is no {PREPROCESSOR} (nor an image_processor in "
+                f"{hp.PROCESSOR}), so transformers cannot build the image processor and the server fails to "
+                "start; add it"
+            )
+        hp.check_image_class(dicts)
+        settings.update(hp.qwen_settings(model_type, dicts, kwargs))
     elif fam.name == "gemma3":
         size = image.get("size")
-        if isinstance(size, dict) and size.get("height") is not None:
-            settings["image_size"] = _positive(size["height"], f"{where}: size.height")
+        height = size.get("height") if isinstance(size, dict) else None
+        settings["image_size"] = _GEMMA3_CLASS_SIZE if height is None else _positive(height, f"{where}: size.height")
         if image.get("do_pan_and_scan") is not None:
             settings["pan_and_scan"] = bool(image["do_pan_and_scan"])
         take(image, "pan_and_scan_min_crop_size", "pan_and_scan_min_crop_size")

@@ -46,11 +46,24 @@ class QwenParams:
     volume_video_resize: bool  # Qwen3-VL's video processor resizes the T·H·W volume
     max_frames: int | None = None  # SGLang's video ``max_frames`` (default min(768, frames))
     video_total_pixels: int = SGLANG_VIDEO_TOTAL_PIXELS
+    # the video processor's own patch settings, where its config differs from the image processor's
+    video_patch_size: int | None = None
+    video_merge_size: int | None = None
+    video_temporal_patch_size: int | None = None
 
     @property
     def factor(self) -> int:
         """The side multiple of a resized image: patch size × merge size."""
         return self.patch_size * self.merge_size
+
+    @property
+    def video_patch(self) -> tuple[int, int, int]:
+        """The video processor's patch size, merge size and temporal patch size."""
+        return (
+            self.video_patch_size or self.patch_size,
+            self.video_merge_size or self.merge_size,
+            self.video_temporal_patch_size or self.temporal_patch_size,
+        )
 
 
 class ResizeError(MmpoolError):
@@ -166,10 +179,11 @@ def video_shape(height: int, width: int, total_frames: int, video_fps: Fraction,
     """The shape of one video's ``pixel_values_videos``: ``[patches, 3·temporal·patch²]`` (float32)."""
     frames = video_frames(total_frames, video_fps, p)
     h1, w1 = sglang_video_resize(height, width, frames, p)
+    patch, merge, temporal = p.video_patch
     if p.volume_video_resize:
-        h, w = volume_resize(frames, h1, w1, p.factor, p.video_min_pixels, p.video_max_pixels)
+        h, w = volume_resize(frames, h1, w1, patch * merge, p.video_min_pixels, p.video_max_pixels)
     else:
-        h, w = smart_resize(h1, w1, p.factor, p.video_min_pixels, p.video_max_pixels)
-    grid_t = -(-frames // p.temporal_patch_size)
-    patches = grid_t * (h // p.patch_size) * (w // p.patch_size)
-    return patches, CHANNELS * p.temporal_patch_size * p.patch_size**2
+        h, w = smart_resize(h1, w1, patch * merge, p.video_min_pixels, p.video_max_pixels)
+    grid_t = -(-frames // temporal)
+    patches = grid_t * (h // patch) * (w // patch)
+    return patches, CHANNELS * temporal * patch**2

@@ -40,6 +40,13 @@ class SGLangEngine(Engine[PlanRequest, Plan]):
     def pooled(self, family: str) -> bool:
         return family in POOLED_FAMILIES
 
+    def processor_kwargs(self, model_type: str) -> Mapping[str, Any]:
+        # get_processor (utils/hf_transformers/processor.py:312-314): a size every sub-processor takes,
+        # under the flat min_pixels / max_pixels of the checkpoint's own config
+        if model_type == "qwen2_vl":
+            return {"size": {"shortest_edge": 3136, "longest_edge": 1003520}}
+        return {}
+
     def read_environment(self, environ: Mapping[str, str], file_findings: list[Finding], version: str) -> FileResult:
         from mmpool_cli.engines.sglang import env_vars as envmod
         from mmpool_cli.engines.sglang.files import environment_result
