@@ -26,13 +26,7 @@ from mmpool_cli.cli.options import (
     with_options,
     with_pool_options,
 )
-from mmpool_cli.cli.traffic_options import (
-    AssumeImageOpt,
-    AssumeVideoOpt,
-    DpEncoderOpt,
-    RequestTimeOpt,
-    SourceChoice,
-)
+from mmpool_cli.cli.traffic_options import AssumeImageOpt, AssumeVideoOpt, DpEncoderOpt, RequestTimeOpt, SourceChoice
 from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.models import PlanRequest
@@ -298,18 +292,10 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         raise MmpoolError(f"--search-limit: must be from 1 to {MAX_SEARCH_LIMIT}, not {o.search_limit}")
     request = pool.request(os.environ)
     from_traffic = bool(o.traffic_from) or o.traffic_format is SourceChoice.bench_serving
-    if not from_traffic and (
-        o.traffic_args or o.dp_encoder or o.assume_image or o.assume_video or o.request_time != "1"
-    ):
-        flag = (
-            "ARGS"
-            if o.traffic_args
-            else "--mm-enable-dp-encoder"
-            if o.dp_encoder
-            else "--assume-image"
-            if o.assume_image
-            else ("--assume-video" if o.assume_video else "--request-time")
-        )
+    given = [(o.traffic_args, "ARGS"), (o.dp_encoder, "--mm-enable-dp-encoder"), (o.assume_image, "--assume-image")]
+    given += [(o.assume_video, "--assume-video"), (o.request_time != "1", "--request-time")]
+    if not from_traffic and any(value for value, _ in given):
+        flag = next(name for value, name in given if value)
         raise MmpoolError(f"{flag} describes traffic to read: use it with --from FILE or --from-format bench-serving")
     if from_traffic and o.trace is not None:
         raise MmpoolError("give one of --trace and --from")
