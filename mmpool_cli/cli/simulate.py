@@ -292,10 +292,10 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         raise MmpoolError(f"--search-limit: must be from 1 to {MAX_SEARCH_LIMIT}, not {o.search_limit}")
     request = pool.request(os.environ)
     from_traffic = bool(o.traffic_from) or o.traffic_format is SourceChoice.bench_serving
-    given = [(o.traffic_args, "ARGS"), (o.dp_encoder, "--mm-enable-dp-encoder"), (o.assume_image, "--assume-image")]
-    given += [(o.assume_video, "--assume-video"), (o.request_time != "1", "--request-time")]
-    if not from_traffic and any(value for value, _ in given):
-        flag = next(name for value, name in given if value)
+    needs = [(o.traffic_args, "ARGS"), (o.dp_encoder, "--mm-enable-dp-encoder"), (o.assume_image, "--assume-image")]
+    needs += [(o.assume_video, "--assume-video"), (o.request_time != "1", "--request-time")]
+    if not from_traffic and any(value for value, _ in needs):
+        flag = next(name for value, name in needs if value)
         raise MmpoolError(f"{flag} describes traffic to read: use it with --from FILE or --from-format bench-serving")
     if from_traffic and o.trace is not None:
         raise MmpoolError("give one of --trace and --from")
