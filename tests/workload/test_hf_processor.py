@@ -161,3 +161,23 @@ def test_the_record_is_what_sglang_and_transformers_make_now(tmp_path: Path) -> 
         pytest.skip("torchvision is not installed: transformers' video processors need it")
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(out.read_text()) == RECORD
+
+
+def test_gemma3_without_a_size_takes_the_class_size_and_reads_the_nested_config_first(tmp_path: Path) -> None:
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    np = pytest.importorskip("numpy")
+    d = _directory(
+        tmp_path,
+        "gemma3",
+        {
+            "preprocessor_config.json": {"size": {"height": 896, "width": 896}},
+            "processor_config.json": {"image_processor": {"do_pan_and_scan": False}},
+        },
+    )
+    model = resolve(str(d))
+    got = pooled_tensor(model.family, model.settings, Image(1920, 1080)).bytes
+    # what transformers builds from the dict it reads first: the nested one, without a size
+    hf = Gemma3ImageProcessorPil.from_dict({"do_pan_and_scan": False})
+    pixels = hf(images=[np.zeros((1080, 1920, 3), dtype=np.uint8)], return_tensors="np")["pixel_values"]
+    assert got == pixels.nbytes == 3 * 224 * 224 * 4
