@@ -95,7 +95,8 @@ def probe(source: BinaryIO) -> VideoInfo:
 
 
 def _why(e: BaseException) -> str:
-    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    strerror = getattr(e, "strerror", None)  # FFmpeg's own words, without PyAV's errno and file name
+    text = str(strerror) if strerror else str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return text[:200]
 
 

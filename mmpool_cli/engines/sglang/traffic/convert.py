@@ -127,7 +127,10 @@ def convert(o: TrafficRequest) -> Conversion:
     summary.raise_errors()
     requests = [r for r in reqs if r.tensors]
     if not requests:
-        what = "no request with an image the pool would take"
+        what = "no request with an image or a video the pool would take"
+        fails = [f for f in summary.findings if f.code == "traffic-request-fails"]
+        if fails:  # say why, or the warnings are lost with the error
+            what += f" ({summary.failing} requests SGLang itself would fail; the first: {fails[0].line()})"
         if summary.skipped.get("Receive without image_data (--log-requests-level 0 or 1)"):
             raise TrafficError(
                 f"{', '.join(summary.files)}: the log was written at --log-requests-level 0 or 1, which drop "

@@ -72,3 +72,11 @@ def test_arguments_it_does_not_model_are_listed() -> None:
 def test_bad_arguments(args: list[str], message: str) -> None:
     with pytest.raises(TrafficError, match=message):
         requests(args, S)
+
+
+def test_a_video_dataset_is_one_bench_serving_does_not_have() -> None:
+    from mmpool_cli.engines.sglang.traffic import bench
+    from mmpool_cli.inputs.traffic.model import TrafficError
+
+    with pytest.raises(TrafficError, match="bench_serving in SGLang 0.5.23 has no video dataset"):
+        bench.requests(["--dataset-name", "video"], 10**9)

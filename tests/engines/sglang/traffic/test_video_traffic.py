@@ -230,3 +230,21 @@ def test_a_receive_event_with_video_data_alone_is_a_request(tmp_path: Path) -> N
     path.write_text("\n".join(lines) + "\n")
     conv = _run(path)
     assert {lease.id.rsplit("/", 1)[0] for lease in conv.leases} == set(RECORD["logged"])
+
+
+def test_a_video_sglangs_decoder_fails_on_is_a_failing_request_and_the_error_says_so(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes((ROOT / "examples/traffic/clip.mp4").read_bytes()[:4000])  # FFmpeg writes moov at the end
+    with pytest.raises(TrafficError) as e:
+        _run(_bodies(tmp_path, [str(cut)]))
+    assert "(1 requests SGLang itself would fail; the first: " in str(e.value)
+    assert "not a video FFmpeg can open (Invalid data found when processing input)" in str(e.value)
+
+
+def test_the_shipped_clip_is_what_the_readme_shows() -> None:
+    conv = _run(ROOT / "examples/traffic/videos.jsonl", assume_video=parse_video("1280x720:60:30"))
+    # 120 frames at 30000/1001 fps: 8 sampled, 320x180 enlarged to 448x252; 60 s of 720p: 120 frames of 1008x560
+    assert [(le.item, le.nbytes) for le in conv.leases] == [
+        ("video 320x180 120 frames at 29.97 fps", _bytes_qwen25(8, 252, 448)),
+        ("video 1280x720 60s@30fps", _bytes_qwen25(120, 560, 1008)),
+    ]
