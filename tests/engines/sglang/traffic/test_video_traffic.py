@@ -76,6 +76,20 @@ def _bytes_qwen25(sampled: int, height: int, width: int) -> int:
     return 12 * 2 * math.ceil(sampled / 2) * height * width
 
 
+def _bytes_qwen3(sampled: int, height: int, width: int, min_pixels: int, max_pixels: int) -> int:
+    """Qwen3VLVideoProcessor's smart_resize of the T·H·W volume (factor 32), in plain floats as HF runs it."""
+    f = 32
+    h, w = round(height / f) * f, round(width / f) * f
+    t = round(sampled / 2) * 2
+    if t * h * w > max_pixels:
+        beta = math.sqrt(sampled * height * width / max_pixels)
+        h, w = max(f, math.floor(height / beta / f) * f), max(f, math.floor(width / beta / f) * f)
+    elif t * h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (sampled * height * width))
+        h, w = math.ceil(height * beta / f) * f, math.ceil(width * beta / f) * f
+    return 12 * 2 * math.ceil(sampled / 2) * h * w
+
+
 @needs_ffmpeg
 @pytest.mark.parametrize("name", NAMES)
 def test_frames_rate_and_size_are_sglangs_decoders(name: str, encoded: dict[str, Path]) -> None:
@@ -133,19 +147,28 @@ def _run(path: Path, model: str = "qwen2.5-vl", environ: dict[str, str] | None =
 
 
 @needs_ffmpeg
+@pytest.mark.parametrize("model", ["qwen2.5-vl", "qwen3-vl"])
 @pytest.mark.parametrize("variant", ["default", "lowered"])
-def test_trace_pools_each_video_as_sglang_would(variant: str, encoded: dict[str, Path], tmp_path: Path) -> None:
+def test_trace_pools_each_video_as_sglang_would(
+    variant: str, model: str, encoded: dict[str, Path], tmp_path: Path
+) -> None:
     refs = []
     for n, name in enumerate(NAMES):  # every form a video_url takes: file://, a path, data:, raw base64
         path = encoded[name]
         data = base64.b64encode(path.read_bytes()).decode()
         refs.append([f"file://{path}", str(path), f"data:video/mp4;base64,{data}", data][n % 4])
     environ = {} if variant == "default" else {"VIDEO_MAX_PIXELS": str(RECORD["lowered_video_max_pixels"])}
-    conv = _run(_bodies(tmp_path, refs, fps=1, max_frames=8), environ=environ)
+    conv = _run(_bodies(tmp_path, refs, fps=1, max_frames=8), model=model, environ=environ, hold_ns=10**9)
     got = {lease.id: lease.nbytes for lease in conv.leases}
+    bounds = family("qwen3-vl").settings
     for n, name in enumerate(NAMES):
         want = RECORD["videos"][name][variant]
-        assert got[f"r{n}/0"] == _bytes_qwen25(want["sampled"], want["resized_height"], want["resized_width"]), name
+        frame = (want["sampled"], want["resized_height"], want["resized_width"])
+        if model == "qwen3-vl":  # SGLang's pre-resize is the same (factor 28), then the volume's
+            expected = _bytes_qwen3(*frame, bounds["video_min_pixels"], bounds["video_max_pixels"])
+        else:
+            expected = _bytes_qwen25(*frame)
+        assert got[f"r{n}/0"] == expected, name
     # SGLang's Qwen processors read no per-item video field (qwen_vl.py:248-290)
     assert conv.summary.ignored_fields == {"fps": len(NAMES), "max_frames": len(NAMES)}
     assert any("videos measured from their containers" in note for note in conv.summary.notes)
