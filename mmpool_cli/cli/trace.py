@@ -89,8 +89,8 @@ def trace(
 ) -> None:
     """Write mmpool's JSON-lines trace (the 'simulate --trace' format) from the traffic a server saw.
 
-    One alloc per pooled tensor of each image of each request, timed as SGLang 0.5.23 holds its
-    leases for the model's family; a summary of what was read goes to stderr.
+    One alloc per pooled tensor of each image and video of each request, timed as SGLang 0.5.23
+    holds its leases for the model's family; a summary of what was read goes to stderr.
     """
     with reported():
         if workers < 1:
