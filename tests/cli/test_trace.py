@@ -87,6 +87,8 @@ def test_trace_json_summary(run_line) -> None:
         (["--model", "qwen2.5-vl", "-"], "not stdin"),
         ([LOG], "--model NAME|PATH is needed"),
         (["--model", "qwen2.5-vl", "--from", "bench-serving", "--", "--image-resolution", "8k"], "choose 4k"),
+        (["--model", "qwen2.5-vl", "--assume-video", "1280x720", LOG], "--assume-video '1280x720': expected WIDTH"),
+        (["--model", "qwen2.5-vl", "--from", "bench-serving", "--", "--dataset-name", "video"], "no video dataset"),
     ],
 )
 def test_usage_errors_are_one_line_exit_2(run_line, args: list[str], message: str) -> None:
@@ -168,6 +170,7 @@ def test_simulate_from_a_server_log(run_line) -> None:
         (["--from", LOG, "--image", "100x100"], "describes a synthetic workload"),
         (["--from", LOG, "--rate", "3"], "describes a synthetic workload"),
         (["--image", "100x100", "--rate", "3", "--assume-image", "10x10"], "use it with --from FILE"),
+        (["--image", "100x100", "--rate", "3", "--assume-video", "10x10:1:30"], "--assume-video describes traffic"),
     ],
 )
 def test_simulate_from_conflicts(run_line, args: list[str], message: str) -> None:
@@ -212,3 +215,13 @@ def test_synthetic_report_states_its_assumptions(run_line) -> None:
         ]
     )
     assert "assumptions: 32 clients, every first request at t = 0 (--burst)" in burst.stdout
+
+
+def test_trace_of_the_shipped_video_bodies(run_line, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("av", reason="PyAV (pip install 'mmpool[video]') reads the containers")
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])  # the bodies name the clip relative to the root
+    args = ["--from", "openai", "examples/traffic/videos.jsonl", "--assume-video", "1280x720:60:30"]
+    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", *args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stderr)
+    assert (summary["requests"], summary["bytes"], summary["ignored_fields"]) == (2, 823_689_216, {"fps": 1})
