@@ -169,6 +169,27 @@ CASES: list[dict[str, Any]] = [
         "env": {},
     },
     {
+        "name": "qwen2.5, cap_pixels_per_frame with max_video_tokens 4000",
+        "model_type": "qwen2_5_vl",
+        "files": {PRE: Q25_PRE, VIDEO: {**Q25_PRE, "cap_pixels_per_frame": True, "max_video_tokens": 4000}},
+        "video": "1920x1080:30:30",
+        "env": {},
+    },
+    {
+        "name": "qwen3, cap_pixels_per_frame with max_video_tokens 100",
+        "model_type": "qwen3_vl",
+        "files": {PRE: Q3_PRE, VIDEO: {**Q3_VIDEO, "cap_pixels_per_frame": True, "max_video_tokens": 100}},
+        "video": "1920x1080:30:30",
+        "env": {},
+    },
+    {
+        "name": "qwen3, cap_pixels_per_frame, the class's max_video_tokens",
+        "model_type": "qwen3_vl",
+        "files": {PRE: Q3_PRE, VIDEO: {**Q3_VIDEO, "cap_pixels_per_frame": True}},
+        "video": "1280x720:200:24",
+        "env": {},
+    },
+    {
         "name": "qwen2 official",
         "model_type": "qwen2_vl",
         "files": {PRE: {**Q25_PRE, "processor_class": "Qwen2VLProcessor"}},

@@ -53,6 +53,8 @@ _QWEN2 = _settings(
     video_min_pixels=3136,
     video_max_pixels=12_845_056,
     video_volume=False,
+    video_cap_pixels_per_frame=False,
+    video_max_video_tokens=128_000,
     max_frames=None,
 )
 
@@ -94,6 +96,8 @@ FAMILIES: dict[str, Family] = {
                 video_min_pixels=4096,
                 video_max_pixels=25_165_824,
                 video_volume=True,
+                video_cap_pixels_per_frame=False,
+                video_max_video_tokens=768,
                 max_frames=None,
             ),
         ),

@@ -67,6 +67,8 @@ def _qwen_params(s: dict[str, Any], fam: Family) -> qwen.QwenParams:
         video_patch_size=s.get("video_patch_size"),
         video_merge_size=s.get("video_merge_size"),
         video_temporal_patch_size=s.get("video_temporal_patch_size"),
+        video_cap_pixels_per_frame=s.get("video_cap_pixels_per_frame", False),
+        video_max_video_tokens=s.get("video_max_video_tokens"),
     )
 
 

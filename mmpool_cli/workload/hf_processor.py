@@ -46,14 +46,15 @@ class QwenClass:
     merge_size: int
     flat_bounds: bool  # its __init__ takes min_pixels / max_pixels over size
     volume: bool  # its resize bounds the T·H·W volume, not each frame
+    max_video_tokens: int = 0  # a video class's default for cap_pixels_per_frame
 
 
 _IMAGE = QwenClass("Qwen2VLImageProcessor", 56 * 56, 28 * 28 * 1280, 14, 2, 2, True, False)
 VIDEO_CLASSES = {
     c.name: c
     for c in (
-        QwenClass("Qwen2VLVideoProcessor", 128 * 28 * 28, 28 * 28 * 768, 14, 2, 2, True, False),
-        QwenClass("Qwen3VLVideoProcessor", 128 * 32 * 32, 32 * 32 * 768, 16, 2, 2, False, True),
+        QwenClass("Qwen2VLVideoProcessor", 128 * 28 * 28, 28 * 28 * 768, 14, 2, 2, True, False, 128000),
+        QwenClass("Qwen3VLVideoProcessor", 128 * 32 * 32, 32 * 32 * 768, 16, 2, 2, False, True, 768),
     )
 }
 _IMAGE_NAMES = ("Qwen2VLImageProcessor", "Qwen2VLImageProcessorFast", "Qwen2VLImageProcessorPil")
@@ -164,6 +165,14 @@ def qwen_settings(model_type: str, dicts: Dicts, kwargs: Mapping[str, Any] | Non
     vcls = video_class(model_type, dicts.video, vw)
     image_min, image_max = _bounds(_IMAGE, image, iw)
     video_min, video_max = _bounds(vcls, video, vw)
+    for cfg, where in ((image, iw), (video, vw)):
+        if cfg.get("do_resize") is False:
+            raise ProcessorConfigError(
+                f"{where}: do_resize false: mmpool has the rules of the resizing processors only"
+            )
+    cap = video.get("cap_pixels_per_frame")
+    if cap is not None and not isinstance(cap, bool):
+        raise ProcessorConfigError(f"{vw}: cap_pixels_per_frame must be true or false, got {quote_clipped(repr(cap))}")
     return {
         "patch_size": _take(_IMAGE, image, "patch_size", iw),
         "merge_size": _take(_IMAGE, image, "merge_size", iw),
@@ -176,6 +185,9 @@ def qwen_settings(model_type: str, dicts: Dicts, kwargs: Mapping[str, Any] | Non
         "video_min_pixels": video_min,
         "video_max_pixels": video_max,
         "video_volume": vcls.volume,
+        # None: transformers 5.19 warns and keeps the uncapped resize (video_processing_qwen2_vl.py _preprocess)
+        "video_cap_pixels_per_frame": bool(cap),
+        "video_max_video_tokens": _take(vcls, video, "max_video_tokens", vw),
     }
 
 

@@ -30,6 +30,9 @@ SGLANG_VIDEO_MAX_PIXELS = 768 * 28 * 28
 # int(float(os.environ.get("VIDEO_MAX_PIXELS", 128000 * 28 * 28 * 0.9)))
 SGLANG_VIDEO_TOTAL_PIXELS = 90_316_800
 ENV_VIDEO_TOTAL_PIXELS = "VIDEO_MAX_PIXELS"
+# transformers 5.19's max_video_tokens defaults (Qwen2VLVideoProcessor, Qwen3VLVideoProcessor)
+QWEN2_MAX_VIDEO_TOKENS = 128000
+QWEN3_MAX_VIDEO_TOKENS = 768
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,9 @@ class QwenParams:
     video_patch_size: int | None = None
     video_merge_size: int | None = None
     video_temporal_patch_size: int | None = None
+    # the video processor's cap_pixels_per_frame and max_video_tokens (None: the class's 128000 / 768)
+    video_cap_pixels_per_frame: bool = False
+    video_max_video_tokens: int | None = None
 
     @property
     def factor(self) -> int:
@@ -180,10 +186,19 @@ def video_shape(height: int, width: int, total_frames: int, video_fps: Fraction,
     frames = video_frames(total_frames, video_fps, p)
     h1, w1 = sglang_video_resize(height, width, frames, p)
     patch, merge, temporal = p.video_patch
+    factor, low, high = patch * merge, p.video_min_pixels, p.video_max_pixels
+    floor_pixels = fp.floor(fp.mul(low, fp.f64(Fraction("1.05"))))  # int(size.shortest_edge * 1.05)
     if p.volume_video_resize:
-        h, w = volume_resize(frames, h1, w1, patch * merge, p.video_min_pixels, p.video_max_pixels)
+        if p.video_cap_pixels_per_frame:  # video_processing_qwen3_vl.py resize: a share of longest_edge per frame
+            tokens = p.video_max_video_tokens or QWEN3_MAX_VIDEO_TOKENS
+            high = max(min(tokens * factor * factor, high // frames), floor_pixels) * frames
+        h, w = volume_resize(frames, h1, w1, factor, low, high)
     else:
-        h, w = smart_resize(h1, w1, patch * merge, p.video_min_pixels, p.video_max_pixels)
+        if p.video_cap_pixels_per_frame:  # video_processing_qwen2_vl.py resize: a share of 90% of max_video_tokens
+            tokens = p.video_max_video_tokens or QWEN2_MAX_VIDEO_TOKENS
+            total = fp.floor(fp.mul(tokens * factor * factor, fp.f64(Fraction("0.9"))))
+            high = max(min(high, total * temporal // frames), floor_pixels)
+        h, w = smart_resize(h1, w1, factor, low, high)
     grid_t = -(-frames // temporal)
     patches = grid_t * (h // patch) * (w // patch)
     return patches, CHANNELS * temporal * patch**2
