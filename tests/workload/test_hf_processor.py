@@ -181,3 +181,14 @@ def test_gemma3_without_a_size_takes_the_class_size_and_reads_the_nested_config_
     hf = Gemma3ImageProcessorPil.from_dict({"do_pan_and_scan": False})
     pixels = hf(images=[np.zeros((1080, 1920, 3), dtype=np.uint8)], return_tensors="np")["pixel_values"]
     assert got == pixels.nbytes == 3 * 224 * 224 * 4
+
+
+def test_patch_size_overrides_the_video_processors_patch_too() -> None:
+    from mmpool_cli.workload.families import with_overrides
+
+    fam = family("qwen2.5-vl")
+    s = with_overrides(fam, dict(fam.settings), {"patch_size": 16}, {"patch_size": "--patch-size"})
+    assert (s["patch_size"], s["video_patch_size"]) == (16, 16)
+    # 60 frames SGLang resizes to 1008×560; factor 32 keeps 1024×576 (within 3,136-12,845,056): 30 × 36 × 64
+    got = video_item_bytes(fam, s, 1920, 1080, 900, Fraction(30), {})
+    assert got == 30 * 36 * 64 * (3 * 2 * 16 * 16) * 4
