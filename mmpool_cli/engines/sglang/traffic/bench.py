@@ -18,6 +18,7 @@ import math
 import random
 from dataclasses import dataclass
 
+from mmpool_cli.engines.sglang.versions import NEWEST
 from mmpool_cli.inputs.traffic.model import NS_PER_S, TrafficError
 
 PRESETS = {"4k": (3840, 2160), "1080p": (1920, 1080), "720p": (1280, 720), "360p": (640, 360)}
@@ -80,7 +81,7 @@ def requests(argv: list[str], duration_ns: int) -> Bench:
     not_modelled = [a for a in rest if a.startswith("--")]
     if "video" in args.dataset_name.lower():
         raise TrafficError(
-            f"--dataset-name {args.dataset_name}: bench_serving in SGLang 0.5.23 has no video dataset "
+            f"--dataset-name {args.dataset_name}: bench_serving in SGLang {NEWEST} has no video dataset "
             "(benchmark/datasets/ holds none, and no dataset sends videos); log the server's requests "
             "and read them with --from sglang-log"
         )

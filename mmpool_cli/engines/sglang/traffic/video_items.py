@@ -105,7 +105,7 @@ class VideoSizer:
             out.append(
                 f"{self.measured['container']} videos measured from their containers with FFmpeg "
                 f"{ffmpeg_version()} (PyAV), frames and average rate as torchcodec's exact scan counts them "
-                "(SGLang 0.5.23's decoder); no frame decoded"
+                "(SGLang's decoder); no frame decoded"
             )
         if self.measured["assumed"]:
             out.append(f"{self.measured['assumed']} http(s) videos given --assume-video's size")
