@@ -6,6 +6,8 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -90,7 +92,7 @@ def trace(
     One alloc per pooled tensor of each image of each request, timed as SGLang 0.5.23 holds its
     leases for the model's family; a summary of what was read goes to stderr.
     """
-    with reported():
+    with _reported(fmt):
         if workers < 1:
             raise MmpoolError(f"--workers {workers}: SGLang needs at least 1 tokenizer worker")
         if output is not None and os.path.exists(output):
@@ -116,6 +118,29 @@ def trace(
     else:
         typer.echo(summary.text(), err=True)
     raise typer.Exit(EXIT_OK)
+
+
+@contextmanager
+def _reported(fmt: OutputFormat) -> Iterator[None]:
+    """Errors as ``reported`` prints them; with --format json, one JSON object with the findings' codes."""
+    if fmt is not OutputFormat.json:
+        with reported():
+            yield
+        return
+    try:
+        yield
+    except MmpoolError as e:
+        findings = getattr(e, "findings", [])
+        data = {
+            "status": "error",
+            "error": str(e),
+            "exit_code": e.exit_code,
+            "findings": [
+                {"where": f.where, "severity": f.severity, "code": f.code, "message": f.message} for f in findings
+            ],
+        }
+        typer.echo(json.dumps(data, indent=2, ensure_ascii=False), err=True)
+        raise typer.Exit(e.exit_code) from None
 
 
 def _write(conversion: Conversion, output: str | None) -> None:

@@ -212,3 +212,39 @@ def test_synthetic_report_states_its_assumptions(run_line) -> None:
         ]
     )
     assert "assumptions: 32 clients, every first request at t = 0 (--burst)" in burst.stdout
+
+
+def test_nothing_to_size_names_each_reason(run_line, tmp_path: Path) -> None:
+    # SGLang opens both as file paths and fails the request: each line's reason is the answer
+    log = _bodies(tmp_path, "/dev/zero", "/9j/4AAQSkZJRgABAQ")
+    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", log])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"mmpool: error: {log}: no request with an image the pool would take; nothing to size"
+    assert lines[1].startswith(f"  {log}:1 (request line1, item 0): ")
+    assert "a string starting with '/': the server opens it as a file path" in lines[1]
+    assert lines[2].startswith(f"  {log}:2 (request line2, item 0): ")
+    assert "a raw base64 JPEG ('/9j/...')" in lines[2]
+    assert lines[3] == "see 'mmpool trace --help'"
+
+
+def test_json_errors_carry_finding_codes(run_line, tmp_path: Path) -> None:
+    log = _bodies(tmp_path, "https://example.com/a.png", "/dev/zero")
+    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", log, "--format", "json"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    data = json.loads(result.stderr)
+    assert data["status"] == "error"
+    assert data["error"].startswith(f"{log}:1 (request line1, item 0): an http(s) URL cannot be measured")
+    assert [(f["where"], f["severity"], f["code"]) for f in data["findings"]] == [
+        (f"{log}:1 (request line1, item 0)", "error", "traffic-image-unsized"),
+        (f"{log}:2 (request line2, item 0)", "warning", "traffic-request-fails"),
+    ]
+    nothing = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", _bodies(tmp_path, "/dev/zero"), "--format", "json"])
+    data = json.loads(nothing.stderr)
+    assert nothing.exit_code == 2 and "nothing to size" in data["error"]
+    assert [f["code"] for f in data["findings"]] == ["traffic-request-fails"]
+    usage = run_line(["mmpool", "trace", "--model", "qwen9-vl", log, "--format", "json"])
+    data = json.loads(usage.stderr)
+    assert usage.exit_code == 2 and data["findings"] == [] and "not a known model family" in data["error"]

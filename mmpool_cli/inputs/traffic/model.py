@@ -19,7 +19,14 @@ MAX_FINDINGS_SHOWN = 10
 
 
 class TrafficError(MmpoolError):
-    """Traffic that cannot be turned into a trace as it stands (exit 2); the message is located."""
+    """Traffic that cannot be turned into a trace as it stands (exit 2); the message is located.
+
+    ``findings`` are the located findings behind it (with their codes), for formats that carry them.
+    """
+
+    def __init__(self, message: str, findings: list[Finding] | None = None) -> None:
+        super().__init__(message)
+        self.findings = list(findings or [])
 
 
 @dataclass
@@ -102,7 +109,17 @@ class Summary:
         more = len(errors) - len(shown)
         tail = f"\n... and {more} more" if more else ""
         count = f" ({len(errors)} items or lines could not be used)" if len(errors) > 1 else ""
-        raise TrafficError("\n".join(shown) + tail + count)
+        raise TrafficError("\n".join(shown) + tail + count, self.findings)
+
+    def unusable(self, what: str) -> TrafficError:
+        """The error for traffic with nothing to size: ``what`` was found, then each line's reason."""
+        if not self.findings:
+            return TrafficError(f"{', '.join(self.files)}: {what}; nothing to size (see 'mmpool trace --help')")
+        shown = [f"  {f.line()}" for f in self.findings[:MAX_FINDINGS_SHOWN]]
+        if len(self.findings) > MAX_FINDINGS_SHOWN:
+            shown.append(f"  ... and {len(self.findings) - MAX_FINDINGS_SHOWN} more")
+        message = "\n".join([f"{', '.join(self.files)}: {what}; nothing to size", *shown])
+        return TrafficError(message + "\nsee 'mmpool trace --help'", self.findings)
 
     def to_data(self) -> dict[str, Any]:
         """The summary as JSON-safe data."""

@@ -129,7 +129,7 @@ def convert(o: TrafficRequest) -> Conversion:
                 f"{', '.join(summary.files)}: the log was written at --log-requests-level 0 or 1, which drop "
                 f"image_data, so its requests cannot be sized; {logs.LEVELS_HINT}"
             )
-        raise TrafficError(f"{', '.join(summary.files)}: {what}; nothing to size (see 'mmpool trace --help')")
+        raise summary.unusable(what)
     return _leases(requests, o, rule, summary, default_delay)
 
 
