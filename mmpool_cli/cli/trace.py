@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -95,7 +96,7 @@ def trace(
     with _reported(fmt):
         if workers < 1:
             raise MmpoolError(f"--workers {workers}: SGLang needs at least 1 tokenizer worker")
-        if output is not None and os.path.exists(output):
+        if output is not None and os.path.exists(output) and not _is_device(output):
             raise MmpoolError(f"-o {output}: exists; mmpool never overwrites a file: remove it or choose another")
         if output is not None and output in (inputs or []):
             raise MmpoolError(f"-o {output}: is one of the inputs")
@@ -118,6 +119,15 @@ def trace(
     else:
         typer.echo(summary.text(), err=True)
     raise typer.Exit(EXIT_OK)
+
+
+def _is_device(path: str) -> bool:
+    """Whether ``path`` is a device or a FIFO (followed through links): a stream, not a user's file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 @contextmanager
@@ -150,6 +160,13 @@ def _write(conversion: Conversion, output: str | None) -> None:
     if output is None:
         writer.write(sys.stdout, timeline, conversion.items)
         sys.stdout.flush()
+        return
+    if _is_device(output):  # /dev/null, a FIFO: nothing of the user's to keep, written as stdout is
+        try:
+            with open(output, "w", encoding="utf-8") as f:
+                writer.write(f, timeline, conversion.items)
+        except OSError as e:
+            raise MmpoolError(f"-o {output}: cannot write the trace ({e.strerror})") from None
         return
     folder = os.path.dirname(os.path.abspath(output))
     try:
