@@ -3,7 +3,7 @@
 Each owner keeps one registry (``NEUTRAL``, below, for mmpool's own inputs, one per
 engine, one for the probe); each registry joins ``ALL`` when its module is imported, and a
 ``Finding`` with a code or severity no registry has is refused (a bug in mmpool, caught by the
-tests), so the README's tables (checked against the registries by a test) list every code.
+tests), so the tables of docs/findings.md (checked against the registries by a test) list every code.
 Neutral core: knows no engine; standard library only.
 """
 

@@ -2,7 +2,7 @@
 
 Pure core: standard library only. No float is used anywhere: ``4.35MB`` is 4 350 000 bytes.
 
-Unit policy (also in the README):
+Unit policy (also in docs/sizes.md):
 
 * a bare integer, or ``B``, is bytes;
 * ``kB``/``KB``, ``MB``, ``GB``, ``TB``, ``PB`` are powers of 1000;
