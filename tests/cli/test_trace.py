@@ -248,3 +248,21 @@ def test_json_errors_carry_finding_codes(run_line, tmp_path: Path) -> None:
     usage = run_line(["mmpool", "trace", "--model", "qwen9-vl", log, "--format", "json"])
     data = json.loads(usage.stderr)
     assert usage.exit_code == 2 and data["findings"] == [] and "not a known model family" in data["error"]
+
+
+EXAMPLE_LOG = Path(__file__).resolve().parent.parent.parent / "examples" / "server.log"
+
+
+def test_the_shipped_example_log_replays_with_smallest_budget(run_line) -> None:
+    # the documentation's example: a real SGLang 0.5.23 request log (scripts/sglang_request_logs.py --example)
+    lines = [json.loads(line.split("] ", 1)[1]) for line in EXAMPLE_LOG.read_text().splitlines() if "] {" in line]
+    received = [x for x in lines if x.get("event") == "request.received" and x["rid"] != "warmup0"]
+    images = sum(len(x["obj"]["image_data"]) for x in received)
+    assert (len(received), images) == (8, 10)
+    argv = ["mmpool", "simulate", "--model", "qwen2.5-vl", "--from", str(EXAMPLE_LOG), "--smallest-budget"]
+    result = run_line(argv)
+    assert result.exit_code == 0, result.output
+    assert "Smallest safe budget" in result.stdout
+    assert "mmpool trace: 8 requests, 10 items, 10 allocs" in result.stderr
+    data = json.loads(run_line([*argv, "--format", "json"]).stdout)
+    assert data["smallest_budget"]["method"] == "safe"
