@@ -96,6 +96,13 @@ NEUTRAL = CodeRegistry(
             Severity.error,
             "nesting deeper than 100 levels; an integer of more than 4 300 digits (Python's int() limit)",
         ),
+        Code(
+            "yaml-1.1-value",
+            Severity.warning,
+            "an unquoted 010 (octal), 1:30 (base 60), yes/no/on/off (booleans) that YAML 1.1 reads otherwise "
+            "than written; an error in an mmpool config",
+            also=(Severity.error,),
+        ),
         Code("env-file-syntax", Severity.error, "an --env-file line that is not KEY=VALUE"),
         Code(
             "directory-no-configs",
@@ -111,7 +118,9 @@ NEUTRAL = CodeRegistry(
             "kept, a truncated image, not an image",
         ),
         Code("traffic-video-unsized", Severity.error, "a video: its frames cannot be read from a header"),
-        Code("traffic-item-refused", Severity.error, "the family takes no such item, or its processor refuses the size"),
+        Code(
+            "traffic-item-refused", Severity.error, "the family takes no such item, or its processor refuses the size"
+        ),
         Code("traffic-body-line", Severity.error, "a line of an OpenAI body log that is not a chat-completions body"),
         Code("traffic-line-too-long", Severity.error, "a line over 256 MiB"),
         Code("traffic-long-id", Severity.warning, "a request id over 200 characters: the trace names it line<N>"),

@@ -28,6 +28,8 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from mmpool_cli.core.bounds import IDLE_TIMEOUT_S
 from mmpool_cli.core.excerpt import duplicate_key, excerpt
 from mmpool_cli.core.findings import Finding, Severity
+from mmpool_cli.inputs.yaml11 import CODE as YAML11
+from mmpool_cli.inputs.yaml11 import surprises
 
 # NOTE: the C loader is 5-10x faster; its marks carry the same line and column.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -248,6 +250,8 @@ def parse_text(name: str, text: str) -> Source:
         if _shape(src, root) or _long_integers(src, root):
             return src
         _duplicates(src, root)
+        for node, message in surprises(root):
+            src.add(Severity.warning, YAML11, message, src.at(node))
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark

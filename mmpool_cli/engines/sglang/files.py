@@ -25,6 +25,7 @@ from mmpool_cli.engines.sglang.flags import table
 from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.engines.sglang.resolution import Assumptions, resolve
+from mmpool_cli.inputs.yaml11 import CODE as YAML11
 from mmpool_cli.inputs.yamlsrc import STDIN, Source, load
 
 Kind = Literal["auto", "mmpool", "sglang"]
@@ -65,7 +66,13 @@ def mmpool_config(name: str, environ: Mapping[str, str]) -> tuple[FileResult, Pl
 def _mmpool(
     src: Source, launch: LaunchEnv, sglang_version: str = versions.NEWEST
 ) -> tuple[FileResult, PlanRequest | None]:
-    findings = list(src.findings)
+    # mmpool's own config: a YAML 1.1 reading (010 as 8) is refused, not guessed at
+    findings = [
+        replace(f, severity=Severity.error, message=f"{f.message} (mmpool does not guess in its own config)")
+        if f.code == YAML11
+        else f
+        for f in src.findings
+    ]
     cfg, errors = cfgmod.parse(src)
     if cfg is None:
         return FileResult(path=src.name, kind="mmpool", findings=findings + errors), None
