@@ -68,6 +68,7 @@ def _a_sibling_moves_a_byte_through_a_taken_descriptor() -> bool | None:
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux 5.3 and os.pidfd_open")
 def test_real_check_answers_as_the_kernel_does_and_reaps_its_children() -> None:
+    # a check that asks about the wrong descriptor (EBADF: "unknown") or misreads the answer fails here
     expected = _a_sibling_moves_a_byte_through_a_taken_descriptor()
     before = _children()
     result = check_pidfd_getfd()
