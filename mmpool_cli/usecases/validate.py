@@ -15,7 +15,7 @@ from typing import Literal
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.reports import FileResult, Report
 from mmpool_cli.engines import DEFAULT, engine
-from mmpool_cli.inputs.yamlsrc import STDIN
+from mmpool_cli.inputs.filebytes import STDIN
 
 Kind = Literal["auto", "mmpool", "sglang", "vllm"]
 # The files a directory argument (and the pre-commit hook) checks: names that start with mmpool or

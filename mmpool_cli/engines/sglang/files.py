@@ -25,8 +25,9 @@ from mmpool_cli.engines.sglang.flags import table
 from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.engines.sglang.resolution import Assumptions, resolve
+from mmpool_cli.inputs.filebytes import STDIN
 from mmpool_cli.inputs.yaml11 import CODE as YAML11
-from mmpool_cli.inputs.yamlsrc import STDIN, Source, load
+from mmpool_cli.inputs.yamlsrc import Source, load
 
 Kind = Literal["auto", "mmpool", "sglang"]
 
