@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Finding, Severity
-from mmpool_cli.core.units import MAX_BYTES, MiB
+from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.models import Budget
@@ -98,9 +98,10 @@ def budget_from_env(environ: Mapping[str, str]) -> Budget:
     """The budget SGLang will read from ``environ``, exactly as SGLang reads it.
 
     ``SGL_MM_FEATURE_CACHE_MB`` overrides ``SGLANG_MM_FEATURE_CACHE_MB``; a value that Python's
-    ``int()`` rejects falls back to the 1024 MiB default (``invalid`` is then True). So is one that
-    ``int()`` reads but whose bytes are beyond 64 bits, where SGLang fails instead: no plan is made
-    with it, and its finding says so.
+    ``int()`` rejects falls back to the 1024 MiB default (``invalid`` is then True, environ.py's
+    ``EnvField.get``). One that ``int()`` reads is taken as it is, however large: SGLang multiplies it
+    by 2**20 (``transport/cuda_ipc.py:16``) and fails to create a pool beyond 64 bits, which the
+    ``env-budget-too-large`` finding says beside the budget shown.
     """
     found = sg.env_name(sg.ENV_BUDGET, environ)
     if found is None:
@@ -110,9 +111,9 @@ def budget_from_env(environ: Mapping[str, str]) -> Budget:
     if variable != sg.ENV_BUDGET and sg.ENV_BUDGET in environ:
         shadowed = (sg.ENV_BUDGET, environ[sg.ENV_BUDGET])
     mb = sg.parse_env_int(raw)
-    invalid = mb is None or abs(mb) * MiB > MAX_BYTES
+    invalid = mb is None  # SGLang warns and takes its default; a huge number it takes as it is
     return Budget(
-        bytes=_newest().default_budget_bytes if invalid or mb is None else mb * MiB,
+        bytes=_newest().default_budget_bytes if mb is None else mb * MiB,
         source="env",
         variable=variable,
         raw=raw,
