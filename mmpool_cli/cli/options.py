@@ -290,6 +290,7 @@ class PoolOptions:
         version, chosen = sglang_release(self.sglang_version, environ)
         return PlanRequest(
             budget=envmod.resolve_budget(launch, flag=flag),
+            vlm_cache=launch.vlm_cache if launch.vlm_cache.variable else None,
             workers=self.workers,
             tp_size=self.tp,
             dp_size=self.dp,

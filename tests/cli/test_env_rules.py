@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 HUGE = "17592186044416"  # MiB: SGLang's int() takes it, and 2**44 MiB is 2**64 bytes (cuda_ipc.py:16)
 
@@ -18,3 +21,57 @@ def test_a_huge_budget_is_shown_as_sglang_computes_it_beside_its_failure(run_lin
     assert data["budget_bytes"] == 2**64 == data["effective_budget_bytes"]
     assert data["sglang_mm_feature_cache_mb"] == 2**44
     assert "env-budget-too-large" in [f["code"] for f in data["findings"]]
+
+
+LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", "M"]
+# every command that reads SGLANG_VLM_CACHE_SIZE_MB, and how it shows its findings
+READERS = [
+    ["plan", "--format", "json"],
+    ["plan", "--model", "qwen2.5-vl", "--format", "json"],
+    ["validate", "examples/mmpool.yaml", "--format", "json"],
+    ["check", "--format", "json", "--", *LAUNCH],
+]
+
+
+def _findings(data: dict) -> list[dict]:
+    found = list(data.get("findings", []))
+    for f in data.get("files", []):
+        found += f["findings"]
+    return found
+
+
+@pytest.mark.parametrize("argv", READERS, ids=lambda a: " ".join(a[:3]))
+@pytest.mark.parametrize(
+    ("raw", "code", "words"),
+    [
+        ("abc", "env-vlm-cache-invalid", "is not an integer: SGLang only warns and uses its default 100 MiB"),
+        ("-500", "env-vlm-cache-negative", "the KV reservation is SGLANG_MM_FEATURE_CACHE_MB - 500 MiB"),
+    ],
+)
+def test_every_reader_of_the_vlm_cache_applies_one_rule(run_line, argv, raw, code, words) -> None:
+    result = run_line(["mmpool", *argv], env={"SGLANG_VLM_CACHE_SIZE_MB": raw})
+    found = [f for f in _findings(json.loads(result.stdout)) if f["code"] == code]
+    assert len(found) == 1, [f["code"] for f in _findings(json.loads(result.stdout))]
+    assert words in found[0]["message"]
+    assert found[0]["severity"] == "warning"
+
+
+def test_the_kv_reservation_names_the_vlm_cache_sglang_reads(run_line, tmp_path: Path) -> None:
+    unset = run_line(["mmpool", "plan", "--format", "json"])
+    [kv] = [f for f in json.loads(unset.stdout)["findings"] if f["code"] == "kv-reservation"]
+    assert "SGLANG_VLM_CACHE_SIZE_MB (100 MiB unless set)" in kv["message"]
+    shown_as = [
+        ("abc", "(100 MiB: its default, the value is not an integer)"),
+        ("-500", "(-500 MiB: 524 MiB in all)"),
+        ("300", "(300 MiB: 1324 MiB in all)"),
+    ]
+    for raw, shown in shown_as:
+        result = run_line(["mmpool", "plan", "--format", "json"], env={"SGLANG_VLM_CACHE_SIZE_MB": raw})
+        [kv] = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "kv-reservation"]
+        assert f"SGLANG_VLM_CACHE_SIZE_MB {shown}" in kv["message"], kv["message"]
+    config = {"model_type": "qwen2_5_vl", "hidden_size": 3584, "num_attention_heads": 28,
+              "num_key_value_heads": 4, "num_hidden_layers": 28}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    human = run_line(["mmpool", "plan", "--model", str(tmp_path)], env={"SGLANG_VLM_CACHE_SIZE_MB": "-500"})
+    assert "+ -500" not in human.stdout
+    assert "[1024 - 500 MiB on every rank]" in human.stdout

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang import versions
-from mmpool_cli.engines.sglang.models import Budget
+from mmpool_cli.engines.sglang.models import Budget, VlmCache
 from mmpool_cli.engines.sglang.versions import Release
+from mmpool_cli.workload.items import quote_clipped
 
 ENV_LOCATION = "environment"
 # The variables whose SGL_ twin matters for the pools (the budget's own twin is reported by the plan).
@@ -33,21 +34,6 @@ def where(environ: Mapping[str, str], variable: str | None) -> str:
     """
     places: Mapping[str, str] = getattr(environ, "places", {})
     return places.get(variable or "", ENV_LOCATION)
-
-
-@dataclass(frozen=True)
-class VlmCache:
-    """``SGLANG_VLM_CACHE_SIZE_MB`` as SGLang reads it; a value ``int()`` rejects keeps the default."""
-
-    mb: int
-    variable: str | None = None
-    raw: str | None = None
-    invalid: bool = False
-
-    @property
-    def retention(self) -> bool:
-        """Whether it is set and keeps a cache (what the Qwen3-VL override looks at)."""
-        return self.variable is not None and self.mb > 0
 
 
 def vlm_cache_from_env(environ: Mapping[str, str]) -> VlmCache:
@@ -161,6 +147,8 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 f"variables over SGLANG_ ones); unset {legacy}",
                 legacy,
             )
+    vlm = vlm_cache_from_env(environ)
+    findings += [replace(f, location=where(environ, vlm.variable)) for f in vlm_cache_findings(vlm)]
     recycle = recycle_from_env(environ)
     if recycle.variable is not None:
         variable, raw, interval = recycle.variable, recycle.raw or "", recycle.seconds
@@ -218,6 +206,41 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 variable,
             )
     return findings
+
+
+def vlm_cache_findings(vlm: VlmCache) -> list[Finding]:
+    """What SGLang does with a ``SGLANG_VLM_CACHE_SIZE_MB`` it cannot use (environ.py ``EnvInt``): one rule for all.
+
+    ``int()`` failing: SGLang warns and uses its default. A negative number it takes as it is: the
+    embedding cache then keeps nothing (``data_size > max_size``, mem_cache/multimodal_cache.py) and
+    the KV reservation, ``SGLANG_VLM_CACHE_SIZE_MB + SGLANG_MM_FEATURE_CACHE_MB``
+    (mem_cache/kv_cache_configurator.py:210), falls short of the pools it is for.
+    """
+    if vlm.variable is None:
+        return []
+    raw = quote_clipped(vlm.raw or "")
+    if vlm.invalid:
+        return [
+            Finding(
+                Severity.warning,
+                "env-vlm-cache-invalid",
+                f"{vlm.variable}={raw} is not an integer: SGLang only warns and uses its default "
+                f"{_newest().default_vlm_cache_mb} MiB; set it to a whole number of MiB",
+                subject="env",
+            )
+        ]
+    if vlm.mb < 0:
+        return [
+            Finding(
+                Severity.warning,
+                "env-vlm-cache-negative",
+                f"{vlm.variable}={raw}: SGLang takes it as it is: its embedding cache keeps nothing, and the KV "
+                f"reservation is {sg.ENV_BUDGET} - {-vlm.mb} MiB, short of the pools it is for by {-vlm.mb} MiB; "
+                "set 0 for no cache, or a positive number of MiB",
+                subject="env",
+            )
+        ]
+    return []
 
 
 def budget_override() -> Budget:

@@ -274,6 +274,7 @@ def request(cfg: Any, launch: LaunchEnv) -> PlanRequest:
     config = None if cfg.pool.size is None else Budget(bytes=cfg.pool.size, source="config")
     return PlanRequest(
         budget=resolve_budget(launch, config=config),
+        vlm_cache=launch.vlm_cache if launch.vlm_cache.variable else None,
         workers=cfg.pool.tokenizer_workers,
         tp_size=cfg.parallel.tp,
         dp_size=cfg.parallel.dp,
