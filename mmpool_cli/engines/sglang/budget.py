@@ -41,7 +41,7 @@ def check_budget(budget: Budget, mb: int, floor_loss: int, smallest: int, rel: R
     if budget.source == "default":
         add(Severity.info, "budget-default", f"{sg.ENV_BUDGET} is not set: SGLang uses its default {mb} MiB", "env")
     elif budget.source == "env":
-        if abs(budget.bytes) > MAX_BYTES:
+        if abs(budget.bytes) > MAX_BYTES or (budget.invalid and sg.parse_env_int(budget.raw or "") is not None):
             add(
                 Severity.error,
                 "env-budget-too-large",

@@ -22,6 +22,7 @@ from mmpool_cli.engines.sglang.versions import Release
 from mmpool_cli.workload.items import quote_clipped
 
 ENV_LOCATION = "environment"
+_WRITABLE_BITS = 14_000  # about 4 214 decimal digits: under int's str() limit of 4 300
 # The variables whose SGL_ twin matters for the pools (the budget's own twin is reported by the plan).
 _TWINNED = (sg.ENV_RECYCLE, sg.ENV_LEGACY_TRANSPORT, sg.ENV_VLM_CACHE)
 
@@ -97,9 +98,12 @@ def budget_from_env(environ: Mapping[str, str]) -> Budget:
     if variable != sg.ENV_BUDGET and sg.ENV_BUDGET in environ:
         shadowed = (sg.ENV_BUDGET, environ[sg.ENV_BUDGET])
     mb = sg.parse_env_int(raw)
-    invalid = mb is None  # SGLang warns and takes its default; a huge number it takes as it is
+    # SGLang warns and takes its default when int() fails; a huge number it takes as it is, shown
+    # exactly unless its bytes have more digits than Python writes out (int's 4 300), where only
+    # the failure can be shown
+    invalid = mb is None or abs(mb * MiB).bit_length() > _WRITABLE_BITS
     return Budget(
-        bytes=_newest().default_budget_bytes if mb is None else mb * MiB,
+        bytes=_newest().default_budget_bytes if invalid or mb is None else mb * MiB,
         source="env",
         variable=variable,
         raw=raw,
