@@ -75,3 +75,22 @@ def test_the_kv_reservation_names_the_vlm_cache_sglang_reads(run_line, tmp_path:
     human = run_line(["mmpool", "plan", "--model", str(tmp_path)], env={"SGLANG_VLM_CACHE_SIZE_MB": "-500"})
     assert "+ -500" not in human.stdout
     assert "[1024 - 500 MiB on every rank]" in human.stdout
+
+
+def test_a_pool_size_the_environment_does_not_carry_is_a_finding(run_line, tmp_path: Path) -> None:
+    config = tmp_path / "mmpool.yaml"
+    config.write_text("pool:\n  size: 2GiB\n  tokenizer_workers: 2\n")
+    result = run_line(["mmpool", "validate", str(config), "--format", "json"])
+    found = [f for f in _findings(json.loads(result.stdout)) if f["code"] == "config-size-env-differs"]
+    assert [(f["severity"], f["location"]) for f in found] == [("warning", f"{config}:2:9")]
+    assert found[0]["message"] == (
+        "SGLANG_MM_FEATURE_CACHE_MB is not set, so SGLang reserves its default 1024 MiB, not pool.size (2048 MiB); "
+        "export SGLANG_MM_FEATURE_CACHE_MB=2048"
+    )
+    carried = run_line(
+        ["mmpool", "validate", str(config), "--format", "json"], env={"SGLANG_MM_FEATURE_CACHE_MB": "2048"}
+    )
+    assert "config-size-env-differs" not in [f["code"] for f in _findings(json.loads(carried.stdout))]
+    config.write_text("pool:\n  size: 1GiB\n")  # SGLang's default: nothing to carry
+    same = run_line(["mmpool", "validate", str(config), "--format", "json"])
+    assert "config-size-env-differs" not in [f["code"] for f in _findings(json.loads(same.stdout))]

@@ -25,7 +25,7 @@ from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.units import MAX_BYTES, SIZE_PATTERN, format_size, parse_size
 from mmpool_cli.engines.sglang import rules as sg
-from mmpool_cli.engines.sglang import settings
+from mmpool_cli.engines.sglang import settings, versions
 from mmpool_cli.engines.sglang.env_vars import LaunchEnv, read_launch_env, resolve_budget
 from mmpool_cli.engines.sglang.models import Budget, Plan, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
@@ -309,6 +309,19 @@ def extra_findings(src: Source, cfg: Any, plan: Plan | None, launch: LaunchEnv) 
                     f"the environment sets {env_budget.variable}={shorten(env_budget.raw or '')}, and SGLang "
                     "reads that, "
                     "not pool.size "
+                    f"({sg.budget_mb(cfg.pool.size)} MiB); export {sg.ENV_BUDGET}={sg.budget_mb(cfg.pool.size)}",
+                    src.where(("pool", "size")),
+                )
+            )
+    if cfg.pool.size is not None and env_budget.source == "default" and plan is not None:
+        # SGLang reads only the environment: an unset variable is its default, whatever pool.size says
+        default_mb = versions.release(plan.sglang_version).default_budget_mb
+        if sg.budget_mb(cfg.pool.size) != default_mb:
+            findings.append(
+                Finding(
+                    Severity.warning,
+                    "config-size-env-differs",
+                    f"{sg.ENV_BUDGET} is not set, so SGLang reserves its default {default_mb} MiB, not pool.size "
                     f"({sg.budget_mb(cfg.pool.size)} MiB); export {sg.ENV_BUDGET}={sg.budget_mb(cfg.pool.size)}",
                     src.where(("pool", "size")),
                 )
