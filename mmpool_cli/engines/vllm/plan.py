@@ -551,7 +551,7 @@ def _decode_pool(
     out = asdict(pool)
     out["items"] = [asdict(i) for i in pool.items]
     kv = req.model.kv if req.model else None
-    out["kv_tokens_min"] = out["kv_tokens_max"] = None
+    out["kv_bytes_per_token"] = out["kv_tokens_min"] = out["kv_tokens_max"] = None  # unknown without a KV shape
     if kv is not None and kv.attention == "mha" and kv.kv_heads and kv.head_dim and kv.v_head_dim:
         per_token = (
             kv.layers * max(1, kv.kv_heads // max(1, req.tp)) * (kv.head_dim + kv.v_head_dim) * req.kv_dtype_bytes
