@@ -102,7 +102,7 @@ def reported() -> Iterator[None]:
     try:
         yield
     except MmpoolError as e:
-        typer.echo(f"mmpool: error: {e}", err=True)
+        typer.echo(escape_undecodable(f"mmpool: error: {e}"), err=True)
         raise typer.Exit(e.exit_code) from None
 
 

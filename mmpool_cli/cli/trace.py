@@ -26,6 +26,7 @@ from mmpool_cli.cli.traffic_options import (
 )
 from mmpool_cli.core.bounds import MAX_PARALLEL, MAX_WORKERS
 from mmpool_cli.errors import EXIT_OK, MmpoolError
+from mmpool_cli.render import escape_undecodable
 
 if TYPE_CHECKING:
     from mmpool_cli.inputs.traffic.model import Conversion
@@ -149,7 +150,7 @@ def _reported(fmt: OutputFormat) -> Iterator[None]:
                 {"where": f.where, "severity": f.severity, "code": f.code, "message": f.message} for f in findings
             ],
         }
-        typer.echo(json.dumps(data, indent=2, ensure_ascii=False), err=True)
+        typer.echo(escape_undecodable(json.dumps(data, indent=2, ensure_ascii=False), json=True), err=True)
         raise typer.Exit(e.exit_code) from None
 
 

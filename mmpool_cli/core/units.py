@@ -89,6 +89,8 @@ def parse_size(text: str) -> int:
         raise _error(text, f"the text is longer than {MAX_SIZE_TEXT} characters")
     # str.strip() would also drop Unicode and control whitespace; those are refused, named.
     if odd := next((ch for ch in stripped if ch.isspace() and ch != " " or not ch.isprintable()), None):
+        if 0xDC80 <= ord(odd) <= 0xDCFF:  # a byte of the command line that is not UTF-8 (surrogateescape)
+            raise _error(text, f"the byte 0x{ord(odd) - 0xDC00:02x}, which is not UTF-8, is not accepted in a size")
         raise _error(text, f"the character U+{ord(odd):04X} ({_char_name(odd)}) is not accepted in a size")
     match = _SIZE_RE.fullmatch(stripped)
     if match is None:

@@ -12,6 +12,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from mmpool_cli.core.units import format_size
+from mmpool_cli.engines.vllm.versions import how_chosen
 from mmpool_cli.render.human import Laid, findings_table, paragraph
 from mmpool_cli.render.layout import Grid, Rows, Span
 
@@ -34,7 +35,7 @@ def plan_text(plan: Any) -> RenderableType:
     pc, enc, pool = data["processor_cache"], data["encoder_cache"], data["gpu_decode_pool"]
     verdict = ("OK", "bold green") if plan.ok else ("FAIL", "bold red")
     parts: list[RenderableType] = [
-        Text.assemble("mmpool plan: ", verdict, f"  (vLLM {data['version']} ({data['version_source']}))")
+        Text.assemble("mmpool plan: ", verdict, f"  (vLLM {data['version']} ({how_chosen(data['version_source'])}))")
     ]
     rows = [
         (

@@ -160,7 +160,7 @@ def test_a_budget_sglang_refuses_is_reported(run_line, trace: str, size: str) ->
         (["--trace", "TRACE", "--plot", "out.pdf"], "must end in .svg or .png"),
         (["--trace", "TRACE", "--target-fallback", "2"], "--target-fallback: expected a fraction"),
         (["--trace", "TRACE", "--workers", "1"], "worker must be a whole number from 0 to 0"),
-        (["--rate", "3"], "--feature-size at least once"),
+        (["--rate", "3"], "nothing to simulate: give the features of one request (--feature-size SIZE"),
         (["--feature-size", "1MiB"], "exactly one of --rate"),
         (
             ["--feature-size", "1MiB", "--rate", "3", "--duration", "1e-12"],

@@ -255,8 +255,40 @@ def _finding(src: Source, err: Mapping[str, Any]) -> Finding:
         fix = f"did you mean {close[0]!r}?" if close else f"known keys here: {', '.join(known)}"
         where = src.where(loc, key=True)
         return Finding(Severity.error, "config-unknown-key", f"unknown key {excerpt(dotted)}: {fix}", where)
-    message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    message = _wrong_type(err) or str(err.get("msg", "invalid value")).removeprefix("Value error, ")
     return Finding(Severity.error, "config-invalid-value", f"{dotted}: {message}", src.where(loc))
+
+
+def _wrong_type(err: Mapping[str, Any]) -> str | None:
+    """pydantic's 'Input should be a valid integer/boolean' in the user's terms, with what to write."""
+    kind = err.get("type")
+    value = err.get("input")
+    if kind == "bool_type":
+        return f"{_yaml_text(value)} is not a boolean: write true or false"
+    if kind != "int_type":
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return f"{value!r} is a number with a decimal point: write {int(value)}"
+    if isinstance(value, float):
+        return f"{value!r} is not a whole number: write a whole number, e.g. {max(1, int(value))}"
+    if isinstance(value, str) and value.strip().isdigit():
+        return f"{excerpt(value)} is text (quoted): write the number without quotes, e.g. {value.strip()}"
+    if isinstance(value, str):
+        return f"{excerpt(value)} is text, not a number: write a whole number, e.g. 1"
+    if value is None:
+        return "null is no value: write a whole number, e.g. 1, or remove the key"
+    what = "a boolean" if isinstance(value, bool) else "not a number"
+    return f"{_yaml_text(value)} is {what}: write a whole number, e.g. 1"
+
+
+def _yaml_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "a mapping"
+    return excerpt(str(value))
 
 
 def _known_keys(loc: tuple[Any, ...]) -> list[str]:

@@ -120,7 +120,7 @@ class VllmEngine(Engine[VllmRequest, VllmPlan]):
             shm_size=shm,
         )
         plan = make_plan(with_env(req, environ))
-        return FileResult(path="launch", kind="launch", findings=findings + plan.findings, plan=plan)
+        return FileResult(path="launch command", kind="launch", findings=findings + plan.findings, plan=plan)
 
     def plan(self, request: VllmRequest) -> VllmPlan:
         from mmpool_cli.engines.vllm.plan import make_plan

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmpool_cli.core.words import count
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.writer import Lease
 from mmpool_cli.workload.families import Family
@@ -146,7 +147,8 @@ class Summary:
     def text(self) -> str:
         """The summary for a terminal (stderr): a few lines, numbers whole."""
         lines = [
-            f"mmpool trace: {self.requests} requests, {self.items} items, {self.allocs} allocs, "
+            f"mmpool trace: {count(self.requests, 'request')}, {count(self.items, 'item')}, "
+            f"{count(self.allocs, 'alloc')}, "
             f"{self.bytes:,} B from {', '.join(self.files)} ({self.source})"
         ]
         if self.warmup:
@@ -161,7 +163,7 @@ class Summary:
             parts = ", ".join(f"{n} {d}" for d, n in sorted(self.decoders.items()))
             lines.append(f"  images decoded by: {parts}")
         if self.failing:
-            lines.append(f"  {self.failing} requests {self.engine} would fail (not pooled; see the warnings)")
+            lines.append(f"  {count(self.failing, 'request')} {self.engine} would fail (not pooled; see the warnings)")
         if self.ignored_fields:
             parts = ", ".join(f"{name} ({n})" for name, n in sorted(self.ignored_fields.items()))
             lines.append(f"  per-item fields this family does not use (ignored): {parts}")

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from mmpool_cli.core.words import count as counted
 from mmpool_cli.engines.sglang import codes as _codes  # noqa: F401 - its traffic codes join the registry
 from mmpool_cli.engines.sglang.traffic import bench, leases, logs
 from mmpool_cli.inputs.traffic import openai
@@ -264,7 +265,8 @@ def _leases(
     if coarse:
         _spread(requests)
         summary.notes.append(
-            f"{len(coarse)} requests carry whole-second times (the text log's format): the requests of each "
+            f"{counted(len(coarse), 'request')} {'carries' if len(coarse) == 1 else 'carry'} whole-second times "
+            "(the text log's format): the requests of each "
             "second are spread evenly across it; --log-requests-format json gives microseconds"
         )
     t0 = requests[0].t_ns
@@ -320,7 +322,7 @@ def _leases(
         )
     if default_delay and not rule.deferred:
         summary.notes.append(f"receipt delay {leases.DEFAULT_RECV_DELAY_TEXT}; --recv-delay changes it")
-    summary.notes.append(f"leases: {rule.why}; requests round-robin over {o.workers} tokenizer worker(s)")
+    summary.notes.append(f"leases: {rule.why}; requests round-robin over {counted(o.workers, 'tokenizer worker')}")
     return Conversion(out, items, summary)
 
 
