@@ -98,3 +98,9 @@ def test_a_byte_that_is_not_utf8_is_shown_as_that_byte(flag: str, value: bytes) 
     assert result.returncode == 2, err
     assert "\\xff" in err
     assert "udcff" not in err.lower() and "U+DC" not in err and "control character" not in err
+
+
+def test_the_probe_names_its_release_as_every_command_does(run_line) -> None:
+    config = str(ROOT / "tests" / "data" / "configs" / "invalid" / "mmpool-typos.yaml")
+    first = run_line(["mmpool", "probe", "--config", config]).stdout.splitlines()[0]
+    assert first.endswith(", SGLang 0.5.23 (newest known))")
