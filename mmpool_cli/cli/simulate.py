@@ -20,11 +20,10 @@ from mmpool_cli.cli.options import (
     EngineOpt,
     FormatOpt,
     OutputFormat,
-    PoolOptions,
     only_sglang,
     with_options,
-    with_pool_options,
 )
+from mmpool_cli.cli.pool_options import PoolOptions, with_pool_options
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, DpEncoderOpt, RequestTimeOpt, SourceChoice
 from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
 from mmpool_cli.engines.sglang import versions
