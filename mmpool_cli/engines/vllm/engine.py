@@ -11,7 +11,7 @@ from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.reports import FileResult, Settings
 from mmpool_cli.engines.interface import Engine, FileKind
 from mmpool_cli.engines.vllm import versions
-from mmpool_cli.engines.vllm.plan import VllmPlan, VllmRequest
+from mmpool_cli.engines.vllm.request import VllmPlan, VllmRequest
 
 if TYPE_CHECKING:
     from mmpool_cli.inputs.traffic.model import Conversion, TrafficRequest
