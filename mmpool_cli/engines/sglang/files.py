@@ -19,6 +19,7 @@ from mmpool_cli.engines.sglang import mmpool_config as cfgmod
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.args import Reading, read
 from mmpool_cli.engines.sglang.budget import budget_findings
+from mmpool_cli.engines.sglang.config_findings import extra_findings
 from mmpool_cli.engines.sglang.config_merge import config_tokens
 from mmpool_cli.engines.sglang.env_vars import LaunchEnv
 from mmpool_cli.engines.sglang.flags import table
@@ -95,7 +96,7 @@ def _mmpool(
             if f.subject != "env":
                 path = cfgmod.SUBJECT_PATHS.get(f.subject or "")
                 findings.append(f.at(src.where(path) if path else src.name))
-    findings += cfgmod.extra_findings(src, cfg, plan, launch)
+    findings += extra_findings(src, cfg, plan, launch)
     result = FileResult(path=src.name, kind="mmpool", findings=findings, plan=plan, transport=cfg.pool.transport)
     return result, None if result.fails(strict=False) else request
 
