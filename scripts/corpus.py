@@ -130,7 +130,7 @@ def cases() -> list[dict[str, Any]]:
         ("env-format-json", {"MMPOOL_FORMAT": "json"}, []),
         ("env-release", {"MMPOOL_SGLANG_VERSION": "0.5.15"}, ["--workers", "4"]),
         ("env-expandable", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, ["--workers", "2"]),
-        ("env-vlm-cache", {"SGLANG_VLM_CACHE_SIZE_MB": "200"}, []),
+        ("env-vlm-cache", {"SGLANG_VLM_CACHE_SIZE_MB": "200"}, ["--model", f"{INPUTS}/qwen25-model"]),
     ]
     for name, env, args in plan_env:
         add(_case(f"plan-{name}", ["plan", *args], env=env))
@@ -200,15 +200,20 @@ def cases() -> list[dict[str, Any]]:
         ("env-flag-bad", ["--env", "NOEQUALS"], None, None),
         ("env-file", ["--env-file", f"{INPUTS}/pool.env", "examples/mmpool.yaml"], None, None),
         ("env-file-missing", ["--env-file", f"{INPUTS}/missing.env"], None, None),
-        ("no-process-env", ["--no-process-env", "examples/mmpool.yaml"], {"SGLANG_MM_FEATURE_CACHE_MB": "1GB"}, None),
+        (
+            "no-process-env",
+            ["--no-process-env", "--env", "SGLANG_MM_FEATURE_CACHE_MB=512", "examples/mmpool.yaml"],
+            {"SGLANG_MM_FEATURE_CACHE_MB": "1GB"},
+            None,
+        ),
         ("process-env", ["examples/mmpool.yaml"], {"SGLANG_MM_FEATURE_CACHE_MB": "1GB"}, None),
         ("kind-mmpool", ["--kind", "mmpool", "examples/sglang-config.yaml"], None, None),
         ("kind-sglang", ["--kind", "sglang", "examples/mmpool.yaml"], None, None),
-        ("strict", ["--strict", "tests/data/configs/valid/sglang-vmm-multinode.yaml"], None, None),
+        ("strict", ["--strict", "tests/data/configs/invalid/mmpool-never-fits.yaml"], None, None),
         ("quiet", ["-q", "examples/invalid-mmpool.yaml"], None, None),
         ("verbose", ["-v", "examples/invalid-mmpool.yaml", "examples/sglang-config.yaml"], None, None),
         ("exit-zero", ["--exit-zero", "examples/invalid-mmpool.yaml"], None, None),
-        ("env-strict", ["tests/data/configs/valid/sglang-vmm-multinode.yaml"], {"MMPOOL_STRICT": "1"}, None),
+        ("env-strict", ["tests/data/configs/invalid/mmpool-never-fits.yaml"], {"MMPOOL_STRICT": "1"}, None),
         ("env-quiet", ["examples/invalid-mmpool.yaml"], {"MMPOOL_QUIET": "1"}, None),
         ("env-exit-zero", ["examples/invalid-mmpool.yaml"], {"MMPOOL_EXIT_ZERO": "1"}, None),
         ("env-format-sarif", ["examples/invalid-mmpool.yaml"], {"MMPOOL_FORMAT": "sarif"}, None),
@@ -412,13 +417,17 @@ def cases() -> list[dict[str, Any]]:
     probe = [
         ("defaults", []),
         ("json", ["--format", "json"]),
-        ("readme", ["--size", "1GiB", "--workers", "4", "--tp", "8", "--mem-fraction-static", "0.85"]),
+        # no GPU here: JSON shows the plan each probe would check, beside why it cannot run
+        (
+            "readme",
+            ["--size", "1GiB", "--workers", "4", "--tp", "8", "--mem-fraction-static", "0.85", "--format", "json"],
+        ),
         ("config", ["--config", "examples/mmpool.yaml", "--format", "json"]),
         ("config-invalid", ["--config", "examples/invalid-mmpool.yaml", "--format", "json"]),
         ("config-invalid-human", ["--config", "examples/invalid-mmpool.yaml"]),
         ("timeout-zero", ["--timeout", "0"]),
         ("fraction-bad", ["--mem-fraction-static", "2"]),
-        ("size-over-gpu", ["--size", "300GiB"]),
+        ("size-over-gpu", ["--size", "300GiB", "--format", "json"]),
     ]
     for name, args in probe:
         add(_case(f"probe-{name}", ["probe", *args]))

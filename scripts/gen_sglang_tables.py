@@ -17,7 +17,7 @@ Writes ``mmpool_cli/engines/sglang/data/releases.json`` (the pool rules per rele
 argv or a config file is checked).
 
 The interpreter that builds the parsers (``--python``) needs SGLang's import-time dependencies:
-torch, numpy, transformers, openai and their kind (see README "SGLang releases"). The few
+torch, numpy, transformers, openai and their kind (see docs/releases.md). The few
 modules named in ``sglang_dump.STAND_INS`` are replaced by empty stand-ins when it lacks them.
 
 Usage::

@@ -12,7 +12,10 @@ EXIF. The scheduler's ``ReqTimeStats`` lines follow their format
     pip download --no-deps sglang==0.5.23 -d /tmp/sglang-whl
     cd /tmp/sglang-whl && unzip -q -o sglang-0.5.23-*.whl 'sglang/*' -d unpacked
     python scripts/sglang_request_logs.py --wheel /tmp/sglang-whl/unpacked \
-        --out tests/engines/sglang/traffic/data/sglang-0.5.23
+        --out tests/engines/sglang/traffic/data/sglang-0.5.23 --example examples/server.log
+
+``--example`` writes the small log the documentation replays (``examples/server.log``): SGLang's
+warm-up and eight chat requests of 1080p, 720p and 480p images, ``--log-requests-level 2``, json.
 
 Needs torch (CPU), msgspec and Pillow; SGLang's other dependencies are never imported.
 """
@@ -208,6 +211,24 @@ def requests(sg, imgs: dict[str, bytes]) -> list[dict]:
     ]
 
 
+def example_requests(sg) -> list[dict]:
+    """The example log's requests: SGLang's warm-up, then chat requests of one or two camera-sized images."""
+    shots: dict[str, str] = {}
+    for name, size, fmt, seed in (
+        ("1080p", (1920, 1080), "JPEG", 11),
+        ("720p", (1280, 720), "JPEG", 12),
+        ("480p", (640, 480), "PNG", 13),
+    ):
+        buf = io.BytesIO()
+        _noise(*size, seed).save(buf, fmt, **({"quality": 85} if fmt == "JPEG" else {}))
+        shots[name] = _data_url("jpeg" if fmt == "JPEG" else "png", buf.getvalue())
+    order = [["1080p"], ["720p"], ["1080p", "480p"], ["480p"], ["720p", "720p"], ["1080p"], ["480p"], ["720p"]]
+    return [
+        {"rid": "warmup0", "chat": True, "images": ["data:image/png;base64," + sg.warmup_png], "warmup": True},
+        *({"rid": f"req-{n}", "chat": True, "images": [shots[k] for k in keys]} for n, keys in enumerate(order, 1)),
+    ]
+
+
 def _generate_input(sg, req: dict):
     if "batch" in req:
         obj = sg.GenerateReqInput(text=["Describe.", "Describe."], image_data=req["batch"], rid=req["rid"],
@@ -323,12 +344,19 @@ def expected(sg, reqs: list[dict]) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--wheel", required=True, type=Path, help="the unpacked SGLang 0.5.23 wheel")
-    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--out", type=Path, help="the test fixtures' folder")
+    p.add_argument("--example", type=Path, help="the documentation's example log (examples/server.log)")
     args = p.parse_args()
+    if args.out is None and args.example is None:
+        p.error("give --out, --example or both")
     os.environ["TZ"] = "UTC"
     time.tzset()
     sys.path.insert(0, str(args.wheel))
     sg = load_sglang(args.wheel)
+    if args.example is not None:
+        write_log(sg, example_requests(sg), "json", 2, args.example)
+    if args.out is None:
+        return 0
     imgs = images()
     reqs = requests(sg, imgs)
     args.out.mkdir(parents=True, exist_ok=True)

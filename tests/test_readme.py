@@ -22,28 +22,33 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 # what a pipe or a CI log gets: rich's 80 columns, no colour
 COLUMNS = "80"
 ELIDED = ("...", "…")
+README_MAX_LINES = 300  # a page a new user reads in five minutes; the reference is in docs/
+ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
 
 @dataclass(frozen=True)
 class Example:
-    line: int  # of the command in README.md
+    page: str  # relative to the repository's root
+    line: int  # of the command in the page
     command: str
     expected: list[str]
 
 
-def examples(text: str) -> list[Example]:
+def examples(text: str, page: str = "README.md") -> list[Example]:
     """The commands of every console block with the output written under each."""
     found: list[Example] = []
-    for block in re.finditer(r"^```console\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
-        first = text.count("\n", 0, block.start(1)) + 1
-        lines = block.group(1).splitlines()
+    for block in re.finditer(r"^( *)```console\n(.*?)^\1```", text, re.MULTILINE | re.DOTALL):
+        indent = len(block.group(1))
+        first = text.count("\n", 0, block.start(2)) + 1
+        lines = [line[indent:] if line[:indent].isspace() else line for line in block.group(2).splitlines()]
         i = 0
         while i < len(lines):
             if not lines[i].startswith("$ "):
-                raise AssertionError(f"README.md:{first + i}: output before any '$ ' command in a console block")
+                raise AssertionError(f"{page}:{first + i}: output before any '$ ' command in a console block")
             start, command = i, lines[i][2:]
             while command.endswith("\\"):
                 i += 1
@@ -53,7 +58,7 @@ def examples(text: str) -> list[Example]:
             while i < len(lines) and not lines[i].startswith("$ "):
                 output.append(lines[i])
                 i += 1
-            found.append(Example(first + start, command, output))
+            found.append(Example(page, first + start, command, output))
     return found
 
 
@@ -73,32 +78,90 @@ def matches(expected: list[str], actual: list[str]) -> bool:
 
 
 def run(command: str) -> str:
+    """What the command shows on a terminal (stderr and stdout in the order written), run from the root."""
     argv = shlex.split(command)
-    assert argv[0] == "mmpool", command
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SGL_", "PYTORCH_", "MMPOOL_"))}
+    while argv and ASSIGNMENT.match(argv[0]):  # `NAME=value mmpool ...`, as a shell reads it
+        name, _, value = argv.pop(0).partition("=")
+        env[name] = value
+    assert argv and argv[0] == "mmpool", command
     env |= {"COLUMNS": COLUMNS, "NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "mmpool_cli", *argv[1:]], capture_output=True, text=True, env=env, cwd=ROOT, check=False
+        [sys.executable, "-m", "mmpool_cli", *argv[1:]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
     )
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode in (0, 1), done.stdout
     return done.stdout
 
 
-EXAMPLES = examples(README.read_text(encoding="utf-8"))
+def _relative(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+EXAMPLES = [e for page in PAGES for e in examples(page.read_text(encoding="utf-8"), _relative(page))]
 
 
 def test_the_readme_has_console_examples() -> None:
-    assert len(EXAMPLES) >= 5
-    assert {e.command.split()[1] for e in EXAMPLES} >= {"plan", "validate", "check", "simulate"}
+    readme = [e for e in EXAMPLES if e.page == "README.md"]
+    assert len(readme) >= 5
+    assert {e.command.split()[1] for e in readme} >= {"plan", "validate", "check", "simulate"}
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: f"README.md:{e.line}")
-def test_a_readme_example_shows_what_the_command_prints(example: Example) -> None:
+def test_the_readme_is_short_and_the_reference_is_in_docs() -> None:
+    lines = README.read_text(encoding="utf-8").count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines: move reference text to a page of docs/"
+    assert len(PAGES) > 1
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: f"{e.page}:{e.line}")
+def test_an_example_shows_what_the_command_prints(example: Example) -> None:
     actual = run(example.command).splitlines()
     assert matches(example.expected, actual), (
-        f"README.md:{example.line}: '$ {example.command}' prints, at {COLUMNS} columns without colour:\n"
+        f"{example.page}:{example.line}: '$ {example.command}' prints, at {COLUMNS} columns without colour:\n"
         + "\n".join(actual)
     )
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    text = re.sub(r"^ *```.*?^ *```", "", page.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
+    found = {slug(m[1]) for m in re.finditer(r"^#{1,6} (.+)$", text, re.MULTILINE)}
+    return found | set(re.findall(r'<a (?:id|name)="([^"]+)"', text))
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def links() -> list[tuple[str, str]]:
+    return [
+        (_relative(page), target)
+        for page in PAGES
+        for target in LINK.findall(page.read_text(encoding="utf-8"))
+        if not re.match(r"[a-z]+:", target)
+    ]
+
+
+@pytest.mark.parametrize(("page", "target"), links(), ids=lambda x: str(x))
+def test_every_link_names_a_file_and_a_heading_of_the_repository(page: str, target: str) -> None:
+    path, _, fragment = target.partition("#")
+    file = (ROOT / page).parent / path if path else ROOT / page
+    assert file.exists(), f"{page}: link to {target}: no such file"
+    if fragment:
+        assert fragment in anchors(file), f"{page}: link to {target}: no heading of {path or page} has that anchor"
+
+
+def test_every_docs_page_is_linked_from_the_readme() -> None:
+    readme = {(ROOT / t.partition("#")[0]).resolve() for p, t in links() if p == "README.md"}
+    assert [_relative(p) for p in PAGES[1:] if p.resolve() not in readme] == []
 
 
 @pytest.mark.parametrize(
@@ -118,17 +181,23 @@ def test_elisions(expected: list[str], actual: list[str], ok: bool) -> None:
     assert matches(expected, actual) is ok
 
 
-def update(text: str) -> str:
-    """The README with every example that elides nothing re-recorded (those with '...' are edited by hand)."""
-    for example in reversed(examples(text)):
+def test_indented_blocks_are_examples_too() -> None:
+    text = "1. Replay it:\n\n   ```console\n   $ mmpool plan\n   out\n   ```\n"
+    assert examples(text) == [Example("README.md", 4, "mmpool plan", ["out"])]
+
+
+def update(text: str, page: str = "README.md") -> str:
+    """The page with every example that elides nothing re-recorded (those with '...' are edited by hand)."""
+    for example in reversed(examples(text, page)):
         if any(line.strip() in ELIDED or line.endswith(ELIDED) for line in example.expected):
             continue
         lines = text.split("\n")
         start = example.line - 1
+        indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
         while lines[start].endswith("\\"):
             start += 1
         end = start + 1 + len(example.expected)
-        lines[start + 1 : end] = run(example.command).splitlines()
+        lines[start + 1 : end] = [(indent + line).rstrip() for line in run(example.command).splitlines()]
         text = "\n".join(lines)
     return text
 
@@ -137,4 +206,5 @@ if __name__ == "__main__":
     # python tests/test_readme.py --update: re-record the examples after an intended output change
     if sys.argv[1:] != ["--update"]:
         raise SystemExit("usage: python tests/test_readme.py --update")
-    README.write_text(update(README.read_text(encoding="utf-8")), encoding="utf-8")
+    for page in PAGES:
+        page.write_text(update(page.read_text(encoding="utf-8"), _relative(page)), encoding="utf-8")

@@ -12,6 +12,7 @@ import typer
 import mmpool_cli
 from mmpool_cli.cli.app import app
 from mmpool_cli.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+from mmpool_cli.render import escape_undecodable
 
 COMMANDS = ("check", "plan", "probe", "schema", "simulate", "trace", "validate")
 # The console entry point names the one command a run needs (``entry.run``): only that module is
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
             typer.echo(ctx.get_help())
             return code
         where = f" (see '{ctx.command_path} --help')" if ctx is not None and code == EXIT_USAGE else ""
-        typer.echo(f"mmpool: error: {e.format_message()}{where}", err=True)
+        typer.echo(escape_undecodable(f"mmpool: error: {e.format_message()}{where}"), err=True)
         return code
     except typer.Abort:
         typer.echo("mmpool: aborted", err=True)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.core
 import typer.main
 import typer.models
 
@@ -30,7 +32,40 @@ def _ascii_int(value: str | int) -> int:
 _INT_TYPE = type(typer.main.get_click_type(annotation=int, parameter_info=typer.models.OptionInfo()))
 _INT_TYPE._number_class = staticmethod(_ascii_int)  # type: ignore[attr-defined]
 
+
+def quiet_stdout() -> None:
+    """After a reader closed stdout (``| head -1``): what is still buffered goes nowhere, not to a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+class _Group(typer.core.TyperGroup):
+    """The command group: a closed stdout ends any command quietly with 0, as Python's own tools do.
+
+    click's answer (exit 1 once its wrapper swallowed the ``BrokenPipeError``) would read as a failure
+    in a pipeline whose reader simply had enough. Help is written while the context is made.
+    """
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            quiet_stdout()
+            raise typer.Exit(0) from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            quiet_stdout()
+            raise typer.Exit(0) from None
+
+
 app = typer.Typer(
+    cls=_Group,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=True,
@@ -67,7 +102,7 @@ def reported() -> Iterator[None]:
     try:
         yield
     except MmpoolError as e:
-        typer.echo(f"mmpool: error: {e}", err=True)
+        typer.echo(escape_undecodable(f"mmpool: error: {e}"), err=True)
         raise typer.Exit(e.exit_code) from None
 
 

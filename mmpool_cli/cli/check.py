@@ -172,6 +172,7 @@ def check(
     if report is not None:
         _finish(report, output, quiet, command, exec_, exit_zero, verbose)
     with reported():
+        _sglang_launch(command)
         version, chosen = sglang_release(sglang_version, environ)
         assume = Assumptions(
             hf_model_type=hf_model_type,
@@ -212,6 +213,23 @@ def _finish(
             typer.echo(f"mmpool: error: cannot run {command[0]!r}: {e.strerror or e}", err=True)
             raise typer.Exit(EXIT_USAGE) from None
     raise typer.Exit(EXIT_OK)
+
+
+def _sglang_launch(command: list[str]) -> None:
+    """Refuse a command that launches neither engine, naming both engines' launch forms."""
+    from mmpool_cli.engines.sglang.launch import LAUNCHERS, split_launcher
+    from mmpool_cli.engines.vllm.engine import LAUNCHERS as VLLM_LAUNCHERS
+
+    try:
+        split_launcher(command)
+    except MmpoolError:
+        if not command:
+            raise
+        shown = " ".join(command[:3])[:80]
+        raise MmpoolError(
+            f"{shown!r} is neither an SGLang nor a vLLM launch: mmpool check accepts {LAUNCHERS} (SGLang), "
+            f"or {VLLM_LAUNCHERS} (vLLM)"
+        ) from None
 
 
 def _names_vllm(command: list[str]) -> bool:

@@ -13,9 +13,8 @@ from mmpool_cli.cli.options import (
     EngineOpt,
     FormatOpt,
     OutputFormat,
-    PoolOptions,
-    with_pool_options,
 )
+from mmpool_cli.cli.pool_options import PoolOptions, with_pool_options
 from mmpool_cli.cli.vllm_options import VllmOptions, refuse_mixed, vllm_workload, with_vllm_options
 from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK

@@ -19,12 +19,11 @@ from mmpool_cli.cli.options import (
     EnvOpt,
     FormatOpt,
     OutputFormat,
-    PoolOptions,
     environment,
     only_sglang,
     sglang_release,
-    with_pool_options,
 )
+from mmpool_cli.cli.pool_options import PoolOptions, with_pool_options
 from mmpool_cli.engines.sglang.env_vars import read_launch_env
 from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError

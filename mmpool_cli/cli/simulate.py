@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -21,11 +20,10 @@ from mmpool_cli.cli.options import (
     EngineOpt,
     FormatOpt,
     OutputFormat,
-    PoolOptions,
     only_sglang,
     with_options,
-    with_pool_options,
 )
+from mmpool_cli.cli.pool_options import PoolOptions, with_pool_options
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, AssumeVideoOpt, DpEncoderOpt, RequestTimeOpt, SourceChoice
 from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
 from mmpool_cli.engines.sglang import versions
@@ -358,16 +356,13 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
 @contextlib.contextmanager
 def _progress(o: RunOptions, what: str) -> Iterator[Callable[[int], None]]:
     """A progress line on stderr for a terminal and human output; nothing otherwise."""
-    if o.output is not OutputFormat.human or not sys.stderr.isatty():
+    if o.output is not OutputFormat.human:
         yield lambda _done: None
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from mmpool_cli.cli.progress import counting
 
-    columns = [SpinnerColumn(), TextColumn(what), BarColumn(), TextColumn("{task.completed} done"), TimeElapsedColumn()]
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(what, total=None)
-        yield lambda done: bar.update(task, completed=done)
+    with counting("simulate", what) as update:
+        yield update
 
 
 def _check_plot(path: str) -> None:

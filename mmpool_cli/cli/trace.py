@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -24,6 +27,7 @@ from mmpool_cli.cli.traffic_options import (
 )
 from mmpool_cli.core.bounds import MAX_PARALLEL, MAX_WORKERS
 from mmpool_cli.errors import EXIT_OK, MmpoolError
+from mmpool_cli.render import escape_undecodable
 
 if TYPE_CHECKING:
     from mmpool_cli.inputs.traffic.model import Conversion
@@ -92,10 +96,10 @@ def trace(
     One alloc per pooled tensor of each image and video of each request, timed as SGLang 0.5.23
     holds its leases for the model's family; a summary of what was read goes to stderr.
     """
-    with reported():
+    with _reported(fmt):
         if workers < 1:
             raise MmpoolError(f"--workers {workers}: SGLang needs at least 1 tokenizer worker")
-        if output is not None and os.path.exists(output):
+        if output is not None and os.path.exists(output) and not _is_device(output):
             raise MmpoolError(f"-o {output}: exists; mmpool never overwrites a file: remove it or choose another")
         if output is not None and output in (inputs or []):
             raise MmpoolError(f"-o {output}: is one of the inputs")
@@ -121,6 +125,38 @@ def trace(
     raise typer.Exit(EXIT_OK)
 
 
+def _is_device(path: str) -> bool:
+    """Whether ``path`` is a device or a FIFO (followed through links): a stream, not a user's file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+@contextmanager
+def _reported(fmt: OutputFormat) -> Iterator[None]:
+    """Errors as ``reported`` prints them; with --format json, one JSON object with the findings' codes."""
+    if fmt is not OutputFormat.json:
+        with reported():
+            yield
+        return
+    try:
+        yield
+    except MmpoolError as e:
+        findings = getattr(e, "findings", [])
+        data = {
+            "status": "error",
+            "error": str(e),
+            "exit_code": e.exit_code,
+            "findings": [
+                {"where": f.where, "severity": f.severity, "code": f.code, "message": f.message} for f in findings
+            ],
+        }
+        typer.echo(escape_undecodable(json.dumps(data, indent=2, ensure_ascii=False), json=True), err=True)
+        raise typer.Exit(e.exit_code) from None
+
+
 def _write(conversion: Conversion, output: str | None) -> None:
     from mmpool_cli.inputs.traffic import writer
 
@@ -128,6 +164,13 @@ def _write(conversion: Conversion, output: str | None) -> None:
     if output is None:
         writer.write(sys.stdout, timeline, conversion.items)
         sys.stdout.flush()
+        return
+    if _is_device(output):  # /dev/null, a FIFO: nothing of the user's to keep, written as stdout is
+        try:
+            with open(output, "w", encoding="utf-8") as f:
+                writer.write(f, timeline, conversion.items)
+        except OSError as e:
+            raise MmpoolError(f"-o {output}: cannot write the trace ({e.strerror})") from None
         return
     folder = os.path.dirname(os.path.abspath(output))
     try:

@@ -27,7 +27,7 @@ from mmpool_cli.cli.options import (
 )
 from mmpool_cli.core.bounds import IDLE_TIMEOUT_S
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
-from mmpool_cli.inputs.yamlsrc import read_stdin
+from mmpool_cli.inputs.filebytes import read_stdin
 from mmpool_cli.render import render
 
 

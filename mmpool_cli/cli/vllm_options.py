@@ -325,7 +325,7 @@ class VllmCheckOptions:
 
 def _gpu(memory: int | None, name: str | None) -> Any:
     from mmpool_cli.engines.vllm.encoder_budget import Gpu
-    from mmpool_cli.engines.vllm.plan import H200
+    from mmpool_cli.engines.vllm.request import H200
 
     label = name or "GPU"
     # GB10 (compute capability 12.1) is the one GPU whose capability vLLM's defaults test

@@ -3,7 +3,7 @@
 Each owner keeps one registry (``NEUTRAL``, below, for mmpool's own inputs, one per
 engine, one for the probe); each registry joins ``ALL`` when its module is imported, and a
 ``Finding`` with a code or severity no registry has is refused (a bug in mmpool, caught by the
-tests), so the README's tables (checked against the registries by a test) list every code.
+tests), so the tables of docs/findings.md (checked against the registries by a test) list every code.
 Neutral core: knows no engine; standard library only.
 """
 
@@ -95,6 +95,13 @@ NEUTRAL = CodeRegistry(
             "yaml-int-too-long",
             Severity.error,
             "nesting deeper than 100 levels; an integer of more than 4 300 digits (Python's int() limit)",
+        ),
+        Code(
+            "yaml-1.1-value",
+            Severity.warning,
+            "an unquoted 010 (octal), 1:30 (base 60), yes/no/on/off (booleans) that YAML 1.1 reads otherwise "
+            "than written; an error in an mmpool config",
+            also=(Severity.error,),
         ),
         Code("env-file-syntax", Severity.error, "an --env-file line that is not KEY=VALUE"),
         Code(

@@ -2,7 +2,7 @@
 
 Pure core: standard library only. No float is used anywhere: ``4.35MB`` is 4 350 000 bytes.
 
-Unit policy (also in the README):
+Unit policy (also in docs/sizes.md):
 
 * a bare integer, or ``B``, is bytes;
 * ``kB``/``KB``, ``MB``, ``GB``, ``TB``, ``PB`` are powers of 1000;
@@ -89,6 +89,8 @@ def parse_size(text: str) -> int:
         raise _error(text, f"the text is longer than {MAX_SIZE_TEXT} characters")
     # str.strip() would also drop Unicode and control whitespace; those are refused, named.
     if odd := next((ch for ch in stripped if ch.isspace() and ch != " " or not ch.isprintable()), None):
+        if 0xDC80 <= ord(odd) <= 0xDCFF:  # a byte of the command line that is not UTF-8 (surrogateescape)
+            raise _error(text, f"the byte 0x{ord(odd) - 0xDC00:02x}, which is not UTF-8, is not accepted in a size")
         raise _error(text, f"the character U+{ord(odd):04X} ({_char_name(odd)}) is not accepted in a size")
     match = _SIZE_RE.fullmatch(stripped)
     if match is None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from mmpool_cli.core.excerpt import excerpt
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.inputs.yamlsrc import decode, read_bytes
+from mmpool_cli.inputs.filebytes import decode, read_bytes
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -113,6 +113,7 @@ RENDERERS: dict[str, dict[str, Renderer]] = {
 
 
 # A byte that is not UTF-8 in a file name reaches Python as a lone surrogate (PEP 383).
+_REPR_UNDECODABLE = re.compile(r"(\\\\|\\)udc([89a-f][0-9a-f])")
 _UNDECODABLE = re.compile("[\udc80-\udcff]")
 
 
@@ -122,6 +123,7 @@ def escape_undecodable(text: str, *, json: bool = False) -> str:
     In JSON the backslash is itself escaped, so the string decodes to the same ``\\xff``.
     """
     slash = "\\\\" if json else "\\"
+    text = _REPR_UNDECODABLE.sub(r"\1x\2", text)  # a repr() of such a name already spelt it '\udcff'
     return _UNDECODABLE.sub(lambda m: f"{slash}x{ord(m[0]) - 0xDC00:02x}", text)
 
 

@@ -186,7 +186,9 @@ def probe_human(report: ProbeReport) -> RenderableType:
     verdict = ("OK", "bold green") if report.status == "ok" else ("FAIL", "bold red")
     plan = report.plan
     release = (
-        f"SGLang {NEWEST}" if plan is None else version_note(plan.sglang_version, plan.sglang_version_chosen)
+        version_note(NEWEST, "newest")
+        if plan is None
+        else version_note(plan.sglang_version, plan.sglang_version_chosen)
     )
     parts: list[RenderableType] = [paragraph("mmpool probe: ", verdict, f"  ({report.seconds:.1f} s, {release})")]
     for f in report.inputs:  # one line each, as a compiler prints them (a table would cut long paths)
@@ -278,7 +280,8 @@ def _kv_cost_table(kv: KvCost) -> Laid:
         ("per token per rank", f"{kv.cell_bytes:,} B  [{shape}, {kv.kv_cache_dtype} = {kv.dtype_bytes} B]"),
         (
             "reservation",
-            f"{_size(kv.reserved_bytes)}  [{kv.feature_budget_mb} + {kv.vlm_cache_mb} MiB on every rank]",
+            f"{_size(kv.reserved_bytes)}  [{kv.feature_budget_mb} {'-' if kv.vlm_cache_mb < 0 else '+'} "
+            f"{abs(kv.vlm_cache_mb)} MiB on every rank]",
         ),
         ("KV tokens given up", tokens + ("  (approximate)" if kv.approximate else "")),
     ]

@@ -1,10 +1,10 @@
 """Laying out human output at any width without cutting or splitting a number.
 
 Text breaks only at whitespace, and never between a number and its unit (``50,633,856 B``,
-``(≈48.29 MiB)``, ``0.05 s``): those are atoms. A word wider than the line is kept whole on a
-line of its own (the terminal may wrap it; mmpool never cuts it). Tables whose columns cannot
-hold their widest atom side by side are stacked: one ``key value`` block per row. Pure: no rich;
-``render.human`` turns the lines into a renderable.
+``(≈48.29 MiB)``, ``0.05 s``) or a comparison and its number (``≥ 7.02 MiB``): those are atoms.
+A word wider than the line is kept whole on a line of its own (the terminal may wrap it; mmpool
+never cuts it). Tables whose columns cannot hold their widest atom side by side are stacked: one
+``key value`` block per row. Pure: no rich; ``render.human`` turns the lines into a renderable.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ Line = list[Span]
 _NUMBER_END = re.compile(r"\(?[≈~≤<>]?[+-]?[0-9][0-9,._]*$")
 _UNIT = re.compile(r"(?:B|KiB|MiB|GiB|TiB|PiB|EiB|kB|KB|MB|GB|TB|PB|bytes?|s|ms|µs|%|ns)[)\]}.,;:]*")
 _WORD = re.compile(r"(\s*)(\S+)")
+# A comparison written apart from its number ("≥ 48.29 MiB", "> 0%"): the sign and the number are one.
+_COMPARATORS = frozenset(("≥", "≤", ">", "<", "≈", "~"))
+_NUMBER_START = re.compile(r"\(?[+-]?[0-9]")
 
 
 @dataclass
@@ -50,7 +53,8 @@ def atoms(spans: Sequence[Span]) -> list[_Atom]:
             unit = sep == " " and _UNIT.fullmatch(word) and _NUMBER_END.search(previous)
             # a ratio, "3 / 4", is one number too
             ratio = sep == " " and (word == "/" and _NUMBER_END.search(previous) or previous.endswith(" /"))
-            if glued or unit or ratio:
+            compared = sep == " " and previous in _COMPARATORS and _NUMBER_START.match(word)
+            if glued or unit or ratio or compared:
                 found[-1].pieces.append((sep + word, style))
             else:
                 found.append(_Atom(sep, [(word, style)]))

@@ -9,7 +9,7 @@ from fractions import Fraction
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from mmpool_cli.core.units import format_binary
+from mmpool_cli.core.units import format_binary, format_size
 from mmpool_cli.render.human import Laid, _kv_cost_table, _kv_table, findings_table, launch_line, paragraph
 from mmpool_cli.render.layout import Grid, Span
 from mmpool_cli.render.text import version_note
@@ -88,7 +88,8 @@ def simulate_human(report: SimulationReport) -> RenderableType:
         rows[1:1] = [
             (
                 "workers",
-                f"{d['workers']} × {_size(d['per_worker_bytes'])}, {_size(d['usable_bytes_per_worker'])} usable each"
+                f"{d['workers']} × {format_size(d['per_worker_bytes'])}, {format_size(d['usable_bytes_per_worker'])} "
+                "usable each"
                 + (f", {d['lease_control_bytes']} B of ack words per chunk" if report.transport == "cuda_vmm" else ""),
             ),
         ]

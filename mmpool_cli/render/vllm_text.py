@@ -11,13 +11,14 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from mmpool_cli.core.units import format_binary
+from mmpool_cli.core.units import format_size
+from mmpool_cli.engines.vllm.versions import how_chosen
 from mmpool_cli.render.human import Laid, findings_table, paragraph
 from mmpool_cli.render.layout import Grid, Rows, Span
 
 
 def _b(n: int | None) -> str:
-    return "unknown" if n is None else f"{n:,} B ({format_binary(n)})"
+    return "unknown" if n is None else format_size(n)
 
 
 def _n(n: int | None) -> str:
@@ -34,7 +35,7 @@ def plan_text(plan: Any) -> RenderableType:
     pc, enc, pool = data["processor_cache"], data["encoder_cache"], data["gpu_decode_pool"]
     verdict = ("OK", "bold green") if plan.ok else ("FAIL", "bold red")
     parts: list[RenderableType] = [
-        Text.assemble("mmpool plan: ", verdict, f"  (vLLM {data['version']} ({data['version_source']}))")
+        Text.assemble("mmpool plan: ", verdict, f"  (vLLM {data['version']} ({how_chosen(data['version_source'])}))")
     ]
     rows = [
         (
@@ -70,8 +71,21 @@ def plan_text(plan: Any) -> RenderableType:
         rows = [
             ("total", _b(pool["total_bytes"])),
             ("per API process", f"{pool['api_processes']} × {_b(pool['bytes_per_process'])}"),
-            ("taken from each worker's KV", _b(pool["kv_reserved_bytes"])),
         ]
+        if pool["decoder_bytes"]:  # a GPU video backend: its decoders' memory is reserved with the pool
+            each = f"  [decoder surfaces and a CUDA context in each of {pool['api_processes']} API process(es)]"
+            rows.append(("decoders", _b(pool["decoder_bytes"]) + each))
+            why = f"  [the pool's {pool['total_bytes']:,} B + the decoders' {pool['decoder_bytes']:,} B]"
+        else:
+            why = "  [the pool]"
+        rows.append(("taken from each worker's KV", _b(pool["kv_reserved_bytes"]) + why))
+        per_token = pool.get("kv_bytes_per_token")
+        rows.append(
+            (
+                "KV bytes per token",
+                "unknown (a model directory with config.json gives it)" if per_token is None else f"{per_token:,} B",
+            )
+        )
         if pool.get("kv_tokens_min") is not None:
             rows.append(("KV tokens lost per worker", f"{pool['kv_tokens_min']:,}-{pool['kv_tokens_max']:,}"))
         parts.append(_rows("GPU decode pool (--mm-ipc-gpu-memory-gb)", rows))

@@ -57,7 +57,10 @@ class SyntheticWorkload:
 def check_workload(w: SyntheticWorkload) -> None:
     """Raise MmpoolError (exit 2) for a workload that cannot be simulated."""
     if not w.items:
-        raise MmpoolError("a synthetic workload needs --feature-size at least once (the features of one request)")
+        raise MmpoolError(
+            "nothing to simulate: give the features of one request (--feature-size SIZE, or --model NAME with "
+            "--image WxH, --video or --audio), a trace to replay (--trace FILE) or a server log (--from FILE)"
+        )
     if any(n <= 0 for n in w.items):
         raise MmpoolError("--feature-size: every feature must be at least 1 byte (SGLang cannot pool an empty tensor)")
     if (w.rate is None) == (w.concurrency is None):

@@ -15,7 +15,7 @@ from typing import Literal
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.reports import FileResult, Report
 from mmpool_cli.engines import DEFAULT, engine
-from mmpool_cli.inputs.yamlsrc import STDIN
+from mmpool_cli.inputs.filebytes import STDIN
 
 Kind = Literal["auto", "mmpool", "sglang", "vllm"]
 # The files a directory argument (and the pre-commit hook) checks: names that start with mmpool or
@@ -74,12 +74,16 @@ def validate(
 
     Never raises for bad input; an unknown release raises MmpoolError.
     """
+    files, problems = expand(paths)
+    if kind == "auto" and engine_name == DEFAULT and files and all(is_vllm_config(p, stdin) for p in files):
+        # every file is vLLM's: the report is the one --kind vllm gives, release and environment alike
+        kind, engine_name = "vllm", "vllm"
+        sglang_version, sglang_version_chosen = engine("vllm").choose_release(None, environ)
     eng = engine(engine_name)
     version, _ = eng.choose_release(sglang_version or eng.releases()[-1], {})
     if kind == "vllm":
         kind = "sglang"  # the engine's own kind: engine_name says which engine
     chosen = sglang_version_chosen
-    files, problems = expand(paths)
     results = [eng.read_environment(environ, env_file_findings or [], version), *problems]
     for p in files:
         if kind == "auto" and engine_name == DEFAULT and is_vllm_config(p, stdin):

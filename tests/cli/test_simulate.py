@@ -160,7 +160,7 @@ def test_a_budget_sglang_refuses_is_reported(run_line, trace: str, size: str) ->
         (["--trace", "TRACE", "--plot", "out.pdf"], "must end in .svg or .png"),
         (["--trace", "TRACE", "--target-fallback", "2"], "--target-fallback: expected a fraction"),
         (["--trace", "TRACE", "--workers", "1"], "worker must be a whole number from 0 to 0"),
-        (["--rate", "3"], "--feature-size at least once"),
+        (["--rate", "3"], "nothing to simulate: give the features of one request (--feature-size SIZE"),
         (["--feature-size", "1MiB"], "exactly one of --rate"),
         (
             ["--feature-size", "1MiB", "--rate", "3", "--duration", "1e-12"],
@@ -347,7 +347,6 @@ def test_the_budget_found_says_what_it_costs_in_kv_tokens(run_line, tmp_path: Pa
     ("args", "check"),
     [
         (["--base-gpu-id", "1"], lambda d: "--base-gpu-id" in d["smallest_budget"]["settings"]["args"]),
-        (["--context-size", "1GiB"], lambda d: d["smallest_budget"]["sglang_mm_feature_cache_mb"] is not None),
         (
             ["--transport", "cuda_vmm", "--vmm-granularity", "4MiB"],
             lambda d: d["smallest_budget"]["sglang_mm_feature_cache_mb"] % 4 == 0,
@@ -360,6 +359,23 @@ def test_every_option_simulate_lists_is_taken(run_line, trace: str, args, check)
     )
     assert result.exit_code in (0, 1), result.output
     assert check(json.loads(result.stdout))
+
+
+def test_the_context_size_counts_in_the_hbm_bound(run_line, trace: str) -> None:
+    # 2 workers with 200 GiB contexts each, plus 2 pools of 512 MiB (1024 MiB split in two, whole
+    # 2 MiB pages already): 2 x 214,748,364,800 + 2 x 536,870,912 = 430,570,471,424 B, more than the
+    # 288 GiB of any GPU: the run is refused with that figure; with the default context it runs
+    base = ["mmpool", "simulate", "--trace", trace, "--workers", "2", "--format", "json"]
+    assert json.loads(run_line(base).stdout)["refused"] is None
+    refused = run_line([*base, "--context-size", "200GiB"])
+    assert refused.exit_code == 1
+    data = json.loads(refused.stdout)
+    assert data["status"] == "fail"
+    assert "2 tokenizer CUDA contexts need 430,570,471,424 B (401 GiB) on GPU 0" in data["refused"]
+    # the search has no budget left to try: 2 x 144 GiB of contexts fill the 288 GiB
+    search = run_line([*base, "--smallest-budget", "--context-size", "144GiB"])
+    assert (search.exit_code, search.stdout) == (2, "")
+    assert search.stderr == "mmpool: error: the plan refuses every budget for this layout; see 'mmpool plan'\n"
 
 
 def test_progress_shows_only_on_a_terminal_with_human_output(monkeypatch, capsys) -> None:

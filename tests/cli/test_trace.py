@@ -225,3 +225,55 @@ def test_trace_of_the_shipped_video_bodies(run_line, monkeypatch: pytest.MonkeyP
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stderr)
     assert (summary["requests"], summary["bytes"], summary["ignored_fields"]) == (2, 823_689_216, {"fps": 1})
+def test_nothing_to_size_names_each_reason(run_line, tmp_path: Path) -> None:
+    # SGLang opens both as file paths and fails the request: each line's reason is the answer
+    log = _bodies(tmp_path, "/dev/zero", "/9j/4AAQSkZJRgABAQ")
+    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", log])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"mmpool: error: {log}: no request with an image or a video the pool would take; nothing to size"
+    assert lines[1].startswith(f"  {log}:1 (request line1, item 0): ")
+    assert "a string starting with '/': the server opens it as a file path" in lines[1]
+    assert lines[2].startswith(f"  {log}:2 (request line2, item 0): ")
+    assert "a raw base64 JPEG ('/9j/...')" in lines[2]
+    assert lines[3] == "see 'mmpool trace --help'"
+
+
+def test_json_errors_carry_finding_codes(run_line, tmp_path: Path) -> None:
+    log = _bodies(tmp_path, "https://example.com/a.png", "/dev/zero")
+    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", log, "--format", "json"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    data = json.loads(result.stderr)
+    assert data["status"] == "error"
+    assert data["error"].startswith(f"{log}:1 (request line1, item 0): an http(s) URL cannot be measured")
+    assert [(f["where"], f["severity"], f["code"]) for f in data["findings"]] == [
+        (f"{log}:1 (request line1, item 0)", "error", "traffic-image-unsized"),
+        (f"{log}:2 (request line2, item 0)", "warning", "traffic-request-fails"),
+    ]
+    nothing = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", _bodies(tmp_path, "/dev/zero"), "--format", "json"])
+    data = json.loads(nothing.stderr)
+    assert nothing.exit_code == 2 and "nothing to size" in data["error"]
+    assert [f["code"] for f in data["findings"]] == ["traffic-request-fails"]
+    usage = run_line(["mmpool", "trace", "--model", "qwen9-vl", log, "--format", "json"])
+    data = json.loads(usage.stderr)
+    assert usage.exit_code == 2 and data["findings"] == [] and "not a known model family" in data["error"]
+
+
+EXAMPLE_LOG = Path(__file__).resolve().parent.parent.parent / "examples" / "server.log"
+
+
+def test_the_shipped_example_log_replays_with_smallest_budget(run_line) -> None:
+    # the documentation's example: a real SGLang 0.5.23 request log (scripts/sglang_request_logs.py --example)
+    lines = [json.loads(line.split("] ", 1)[1]) for line in EXAMPLE_LOG.read_text().splitlines() if "] {" in line]
+    received = [x for x in lines if x.get("event") == "request.received" and x["rid"] != "warmup0"]
+    images = sum(len(x["obj"]["image_data"]) for x in received)
+    assert (len(received), images) == (8, 10)
+    argv = ["mmpool", "simulate", "--model", "qwen2.5-vl", "--from", str(EXAMPLE_LOG), "--smallest-budget"]
+    result = run_line(argv)
+    assert result.exit_code == 0, result.output
+    assert "Smallest safe budget" in result.stdout
+    assert "mmpool trace: 8 requests, 10 items, 10 allocs" in result.stderr
+    data = json.loads(run_line([*argv, "--format", "json"]).stdout)
+    assert data["smallest_budget"]["method"] == "safe"

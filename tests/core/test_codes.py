@@ -1,4 +1,4 @@
-"""The finding-code registries: the README's tables list exactly their codes, and findings are made from them."""
+"""The finding-code registries: the tables of docs/findings.md list exactly their codes, and findings are made from them."""
 
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ from mmpool_cli.engines import engine, names
 from mmpool_cli.probe.codes import PROBE
 
 ROOT = Path(__file__).resolve().parents[2]
+FINDINGS = "docs/findings.md"  # where the code tables live; the README links to it
 ROW = re.compile(r"^\| ((?:`[a-z0-9.-]+`(?:, )?)+) \| ([a-z, ()0-9.]+?) \| .* \|$")
 
 
-def readme_codes() -> dict[str, tuple[str, ...]]:
-    """Every code in the README's finding-code tables, with its severities (the usual one first)."""
+def table_codes(page: str = FINDINGS) -> dict[str, tuple[str, ...]]:
+    """Every code in the page's finding-code tables, with its severities (the usual one first)."""
     found: dict[str, tuple[str, ...]] = {}
     heading = ""
-    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+    for line in (ROOT / page).read_text(encoding="utf-8").splitlines():
         if line.startswith("#"):
             heading = line
         m = ROW.match(line)
@@ -47,11 +48,21 @@ def registered() -> dict[str, tuple[str, ...]]:
     return {c.code: tuple(s.value for s in c.severities) for c in codes.ALL.values()}
 
 
-def test_the_readme_lists_every_registered_code_and_no_other() -> None:
-    readme, registry = readme_codes(), registered()
-    assert sorted(set(registry) - set(readme)) == [], "registered but not in the README"
-    assert sorted(set(readme) - set(registry)) == [], "in the README but in no registry"
-    assert {c: s for c, s in readme.items() if registry[c] != s} == {}
+def test_docs_findings_lists_every_registered_code_and_no_other() -> None:
+    listed, registry = table_codes(), registered()
+    assert sorted(set(registry) - set(listed)) == [], f"registered but in no table of {FINDINGS}: add a row there"
+    assert sorted(set(listed) - set(registry)) == [], f"in a table of {FINDINGS} but in no registry"
+    assert {c: s for c, s in listed.items() if registry[c] != s} == {}, f"a severity in {FINDINGS} differs"
+
+
+def test_the_readme_holds_no_code_table() -> None:
+    # the reference moved to docs/: a row added to the README's old tables belongs in FINDINGS
+    # (a code-table row anywhere in it, whatever the heading above it)
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    rows = [
+        line for line in lines if ROW.match(line) and re.match(r"(error|warning|info)\b", line.split("|")[2].strip())
+    ]
+    assert rows == [], f"README.md holds finding-code rows {rows}: move them to the tables of {FINDINGS}"
 
 
 def test_every_code_written_in_the_source_is_registered_with_its_severity() -> None:

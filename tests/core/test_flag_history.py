@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from mmpool_cli.core.flag_history import FlagHistory
 
 
@@ -21,4 +23,17 @@ def test_a_flag_history_answers_per_release_from_its_change_points(tmp_path: Pat
 
 
 def test_nothing_is_read_until_asked(tmp_path: Path) -> None:
-    FlagHistory(tmp_path / "missing.json")  # plan never needs the flags: constructing reads nothing
+    # plan never needs the flags: constructing reads nothing, so a file that does not exist yet
+    # is no error, and the first question reads the file as it is then (once)
+    path = tmp_path / "flags.json"
+    history = FlagHistory(path)
+    assert not path.exists()
+    path.write_text(json.dumps({"versions": ["1", "2"], "flags": []}))
+    assert history.versions() == ["1", "2"]
+    path.write_text(json.dumps({"versions": ["9"], "flags": []}))
+    assert history.versions() == ["1", "2"]  # read once, on first use
+    early = FlagHistory(path)  # an existing file is not read either until asked
+    path.write_text(json.dumps({"versions": ["3"], "flags": []}))
+    assert early.versions() == ["3"]
+    with pytest.raises(FileNotFoundError):
+        FlagHistory(tmp_path / "missing.json").versions()

@@ -13,7 +13,8 @@ import pytest
 from mmpool_cli.core.findings import Finding
 from mmpool_cli.engines.sglang.env_vars import read_launch_env
 from mmpool_cli.engines.sglang.files import validate_file
-from mmpool_cli.inputs.yamlsrc import MAX_ALIAS_NODES, MAX_DEPTH, MAX_FILE_BYTES, load, parse_text, read_stdin
+from mmpool_cli.inputs.filebytes import MAX_FILE_BYTES, read_stdin
+from mmpool_cli.inputs.yamlsrc import MAX_ALIAS_NODES, MAX_DEPTH, load, parse_text
 
 NO_ENV = read_launch_env({})
 

@@ -122,9 +122,17 @@ def test_real_probe_on_a_machine_without_gpu_exits_3_with_a_hint() -> None:
 
 
 def test_bad_mem_fraction_is_a_usage_error(run_line) -> None:
-    for value in ("1.5", "abc", "0", "1/0"):
+    # a fraction of the GPU SGLang may take: a number in (0, 1]; anything else says so and how to fix it
+    expected = {
+        "1.5": "1.5 is not between 0 and 1",
+        "abc": "'abc' is not a number",
+        "0": "0 is not between 0 and 1",
+        "1/0": "'1/0' is not a number",
+    }
+    for value, why in expected.items():
         result = run_line(["mmpool", "probe", "--mem-fraction-static", value])
-        assert result.exit_code == 2, value
+        assert (result.exit_code, result.stdout) == (2, ""), value
+        assert result.stderr == f"mmpool: error: --mem-fraction-static: {why}; use e.g. 0.85\n"
 
 
 def _report(status: str) -> ProbeReport:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mmpool_cli.render.layout import Grid, Paragraph, Rows, atoms, plain, wrap
@@ -81,3 +83,26 @@ def test_no_line_ends_in_spaces() -> None:
     block = Paragraph([("word   ", None)])
     for lines in (grid.lines(40), block.lines(40)):
         assert all(line == line.rstrip() for line in plain(lines).splitlines())
+
+
+def test_a_comparison_stays_with_its_number() -> None:
+    assert [a.text for a in atoms([("≥ 48.29 MiB so far", None)])] == ["≥ 48.29 MiB", "so", "far"]
+    assert [a.text for a in atoms([("> 0% (1 so far)", None)])] == ["> 0%", "(1", "so", "far)"]
+    assert [a.text for a in atoms([("≤ 0 by items", None)])] == ["≤ 0", "by", "items"]
+    assert [a.text for a in atoms([("a > b", None)])] == ["a", ">", "b"]  # not before a number: a word
+
+
+COMPARATORS = ("≥", "≤", ">", "<", "≈")
+
+
+@pytest.mark.parametrize("columns", range(20, 81))
+def test_the_search_table_never_splits_a_comparison_from_its_number(run_line, columns: int) -> None:
+    log = str(Path(__file__).resolve().parent.parent.parent / "examples" / "server.log")
+    argv = ["mmpool", "simulate", "--model", "qwen2.5-vl", "--from", log, "--smallest-budget"]
+    result = run_line(argv, env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    table = result.stdout.split("Smallest safe budget", 1)[1].split("Settings to copy", 1)[0]
+    assert "≥" in table
+    for line in table.splitlines():
+        assert not line.rstrip().endswith(COMPARATORS), (columns, line)
+        assert not line.lstrip().startswith(tuple(f"{c} " for c in COMPARATORS)) or line.split()[1][0].isdigit()

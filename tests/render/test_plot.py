@@ -102,3 +102,86 @@ def test_without_matplotlib_plot_is_a_usage_error_naming_the_install(monkeypatch
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
     assert main([*ARGS, "--plot", "x.svg"]) == 2
     assert "pip install matplotlib" in capsys.readouterr().err
+
+
+def _figure_of(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str]):
+    from mmpool_cli.render import plot
+
+    figures = []
+    original = plot.build_figure
+    monkeypatch.setattr(plot, "build_figure", lambda report: figures.append(original(report)) or figures[-1])
+    main([*argv, "--plot", str(tmp_path / "sim.png")])
+    return figures[0]
+
+
+def _misses(ax):
+    return next(line for line in ax.get_lines() if line.get_label().startswith("fallback misses"))
+
+
+def test_each_miss_is_drawn_at_its_workers_occupancy_at_that_moment(monkeypatch, tmp_path: Path) -> None:
+    # one worker of 64 MiB: 40 MiB leased at 0 s; a second 40 MiB misses at 0.5 s beside it (40 MiB
+    # leased); the first is given back at 1 s, and a 100 MiB item misses at 5 s into an empty pool
+    mib = 1 << 20
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(
+        "\n".join(
+            [
+                f'{{"t": 0, "op": "alloc", "id": "a", "bytes": {40 * mib}, "worker": 0}}',
+                f'{{"t": 0.5, "op": "alloc", "id": "c", "bytes": {40 * mib}, "worker": 0}}',
+                '{"t": 0.6, "op": "free", "id": "c"}',
+                '{"t": 1, "op": "free", "id": "a"}',
+                f'{{"t": 5, "op": "alloc", "id": "b", "bytes": {100 * mib}, "worker": 0}}',
+                '{"t": 5.1, "op": "free", "id": "b"}',
+            ]
+        )
+        + "\n"
+    )
+    fig = _figure_of(monkeypatch, tmp_path, ["simulate", "--trace", str(trace), "--size", "64MiB"])
+    misses = _misses(fig.axes[0])
+    assert list(misses.get_xdata()) == [0.5, 5.0]
+    assert list(misses.get_ydata()) == [40.0, 0.0]  # not the worker's peak (40) for both
+
+
+LONG = [
+    "simulate", "--feature-size", "48MiB", "--rate", "16", "--requests", "1600", "--duration", "1",
+    "--residency", "exponential", "--workers", "4", "--size", "512MiB", "--seed", "1",
+]  # fmt: skip
+
+
+def test_a_long_run_of_four_workers_gets_one_readable_panel_each_with_its_envelope(monkeypatch, tmp_path: Path) -> None:
+    from mmpool_cli.render import plot
+
+    fig = _figure_of(monkeypatch, tmp_path, LONG)
+    panels = [ax for ax in fig.axes if ax.get_ylabel() == "leased (MiB)"]
+    assert len(panels) == 4  # one per worker, not four step lines drawn over each other
+    assert [ax.get_title() for ax in panels][0].startswith("Occupancy of worker 0")
+    captured = []
+    monkeypatch.setattr(
+        plot, "occupancy_series", lambda r, f=plot.occupancy_series: captured.append(f(r)) or captured[-1]
+    )
+    fig = _figure_of(monkeypatch, tmp_path, LONG)
+    samples, _ = captured[0]
+    panels = [ax for ax in fig.axes if ax.get_ylabel() == "leased (MiB)"]
+    for w, ax in enumerate(panels):
+        xs, ys = samples[w]
+        assert len(xs) > 2 * plot.BINS  # more steps than the panel has room for: drawn as they are they fill it
+        top = next(line for line in ax.get_lines() if line.get_label() == f"worker {w}")
+        assert len(top.get_xdata()) <= 2 * plot.BINS + 2
+        # the envelope keeps every peak and every trough of the exact series
+        assert max(top.get_ydata()) == max(ys)
+        band = ax.collections[0].get_paths()[0].vertices[:, 1]
+        assert min(band) == min(ys) == 0.0
+        assert max(band) == max(ys)
+
+
+def test_by_items_stays_visible_beside_by_bytes(monkeypatch, tmp_path: Path) -> None:
+    fig = _figure(monkeypatch, tmp_path)
+    fallback = fig.axes[-1]
+    items = next(line for line in fallback.get_lines() if line.get_label() == "by items")
+    by_bytes = next(line for line in fallback.get_lines() if line.get_label() == "by bytes")
+    # one feature size: the two rates are equal, so the curves lie on each other; both must still show
+    assert list(items.get_ydata()) == list(by_bytes.get_ydata())
+    assert items.get_linewidth() > by_bytes.get_linewidth() and items.get_zorder() < by_bytes.get_zorder()
+    assert items.get_linestyle() != by_bytes.get_linestyle() and items.get_marker() != by_bytes.get_marker()
+    assert items.get_markersize() > by_bytes.get_markersize() and items.get_markerfacecolor() == "none"
+    assert items.get_color() != by_bytes.get_color()

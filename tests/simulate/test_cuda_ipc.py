@@ -9,7 +9,10 @@ import pytest
 from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.simulation import pool_rules
+from mmpool_cli.simulate import native
 from mmpool_cli.simulate.cuda_ipc import MISS_SLOTS, MISS_SPACE, Pool
+from mmpool_cli.simulate.events import ALLOC, FREE, as_events
+from mmpool_cli.simulate.replay import PoolLayout, simulate
 
 REL = versions.release(versions.NEWEST)
 RULES = pool_rules(REL)
@@ -101,3 +104,44 @@ def test_fresh_pool_holds_42_six_mib_features_at_256_mib_and_tp8() -> None:
 def test_a_pool_smaller_than_its_header_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot hold"):
         Pool(131_072, 147_456, RULES)
+
+
+# A free range of exactly the size asked for, at offset 0 (a pool without a header, as every
+# cuda_vmm pool is): SGLang's best fit (multimodal/transport/memory_pool.py:250-257) takes every
+# range with ``end - start >= allocation_bytes`` and the min of (size, index, start, end), so an
+# exact fit is taken, whatever its start. Worked by hand for a 2048-byte pool, 256-byte slices,
+# ticks every 10 ns:
+#   t=0 a (512 B) takes [0, 512), the rest [512, 2048) is appended; b (256 B) takes [512, 768),
+#   [768, 2048) is appended; a is acknowledged. The tick at 0 (b in flight) gives back a and
+#   merges: [(0, 512), (768, 2048)]. t=1 c (512 B): candidates (512, 0, 0, 512) and
+#   (1280, 1, 768, 2048), so c takes offset 0; then d (1280 B) takes [768, 2048) exactly.
+EXACT_FIT = [
+    (0, ALLOC, "a", 512, 0),
+    (0, ALLOC, "b", 256, 0),
+    (0, FREE, "a", 0, 0),
+    (1, ALLOC, "c", 512, 0),
+    (1, ALLOC, "d", 1280, 0),
+]
+
+
+def test_a_free_range_of_exactly_the_size_at_offset_0_is_taken() -> None:
+    pool = Pool(2048, 0, RULES)
+    assert pool.alloc(2048) == 0  # the whole fresh pool, exactly
+    fresh = Pool(2048, 0, RULES)
+    assert [fresh.alloc(n) for n in (512, 256)] == [0, 512]
+    fresh.ack(0, 512)
+    fresh.tick()
+    assert fresh.free_ranges() == [(0, 512), (768, 2048)]
+    assert fresh.alloc(512) == 0
+
+
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_the_replay_takes_an_exact_fit_at_offset_0(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if engine == "python":
+        monkeypatch.setattr(native, "FAST", None)
+    elif native.FAST is None:
+        pytest.skip("the compiled simulator was not built (no C compiler)")
+    layout = PoolLayout(1, 2048, 0, 10, RULES)
+    result = simulate(as_events(EXACT_FIT), layout, record=True)
+    assert result.offsets == [0, 512, 0, 768]
+    assert result.total("fallback_items") == 0

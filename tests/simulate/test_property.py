@@ -1,14 +1,22 @@
-"""The fast simulator against the straightforward reference, event by event, on random traces."""
+"""The fast simulator against the straightforward reference, event by event, on random traces.
+
+Both replays are checked: the pure-Python one (the reference implementation, what
+``MMPOOL_PURE_PYTHON=1`` runs) and the compiled one where it was built.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.simulation import pool_rules
+from mmpool_cli.simulate import native
 from mmpool_cli.simulate.replay import ALLOC, FREE, PoolLayout, simulate
 
 from .reference import reference_offsets
@@ -52,9 +60,28 @@ def traces(draw):
     return workers, memory_size, data_start, max_slots, events
 
 
+@contextlib.contextmanager
+def replay_engine(engine: str) -> Iterator[None]:
+    """Run ``simulate`` through one replay: ``python`` (as MMPOOL_PURE_PYTHON=1 does) or ``compiled``."""
+    built = native.FAST
+    if engine == "compiled" and built is None:
+        pytest.skip("the compiled simulator was not built (no C compiler)")
+    native.FAST = built if engine == "compiled" else None
+    try:
+        yield
+    finally:
+        native.FAST = built
+
+
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_offsets_match_the_reference(engine: str) -> None:
+    with replay_engine(engine):
+        _offsets_match_the_reference()
+
+
 @settings(max_examples=400, deadline=None)
 @given(traces())
-def test_offsets_match_the_reference(trace) -> None:
+def _offsets_match_the_reference(trace) -> None:
     workers, memory_size, data_start, max_slots, events = trace
     layout = PoolLayout(workers, memory_size, data_start, INTERVAL, dataclasses.replace(RULES, max_leases=max_slots))
     result = simulate(events, layout, record=True)

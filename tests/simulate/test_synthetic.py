@@ -60,7 +60,7 @@ def test_poisson_arrivals_are_seeded_and_in_time_order() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"items": ()}, "--feature-size at least once"),
+        ({"items": ()}, "nothing to simulate: give the features of one request"),
         ({"items": (0,)}, "at least 1 byte"),
         ({"concurrency": 2}, "exactly one of --rate"),
         ({"rate": None}, "exactly one of --rate"),

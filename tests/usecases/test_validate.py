@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from mmpool_cli.core import codes
 from mmpool_cli.core.findings import Severity
+from mmpool_cli.core.units import parse_size
 from mmpool_cli.engines.sglang.env_vars import read_launch_env
 from mmpool_cli.engines.sglang.files import validate_file
 from mmpool_cli.usecases.validate import validate
@@ -30,7 +31,10 @@ def _line(location: str | None) -> int:
 
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
 def test_valid_files_have_no_errors_or_warnings(path: Path) -> None:
-    result = validate_file(str(path), NO_ENV)
+    # launched as mmpool says: the environment carries an mmpool config's pool.size
+    size = (yaml.safe_load(path.read_text()).get("pool") or {}).get("size")
+    env = {} if size is None else {"SGLANG_MM_FEATURE_CACHE_MB": str(parse_size(str(size)) // 2**20)}
+    result = validate_file(str(path), read_launch_env(env))
     assert [f for f in result.findings if f.severity is not Severity.info] == []
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from mmpool_cli.core.bounds import LARGEST_GPU_HBM_BYTES, largest_gpu
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Finding, Severity
-from mmpool_cli.core.units import MiB, format_exact, format_size, parse_size
+from mmpool_cli.core.units import MAX_BYTES, MiB, format_exact, format_size, parse_size
 from mmpool_cli.engines.sglang import eras, versions
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang.eras import Add
@@ -41,7 +41,7 @@ def check_budget(budget: Budget, mb: int, floor_loss: int, smallest: int, rel: R
     if budget.source == "default":
         add(Severity.info, "budget-default", f"{sg.ENV_BUDGET} is not set: SGLang uses its default {mb} MiB", "env")
     elif budget.source == "env":
-        if budget.invalid and sg.parse_env_int(budget.raw or "") is not None:
+        if abs(budget.bytes) > MAX_BYTES or (budget.invalid and sg.parse_env_int(budget.raw or "") is not None):
             add(
                 Severity.error,
                 "env-budget-too-large",

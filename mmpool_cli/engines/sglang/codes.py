@@ -57,6 +57,11 @@ SGLANG = CodeRegistry(
             "the model's features never enter the pool: the pool is pure cost",
         ),
         Code("env-vlm-cache-invalid", Severity.warning, "SGLANG_VLM_CACHE_SIZE_MB is not an integer: SGLang uses 100"),
+        Code(
+            "env-vlm-cache-negative",
+            Severity.warning,
+            "SGLANG_VLM_CACHE_SIZE_MB below 0: no embedding cache, and the KV reservation falls short of the pools",
+        ),
         Code("workload-request", Severity.info, "the tensors one request of the given items puts in the pool"),
         Code("kv-cost", Severity.info, "the KV-cache tokens the reservation costs (with --model PATH)"),
         Code("qwen3-vl-vlm-cache", Severity.info, "SGLang sets the VLM cache to 0 for Qwen3-VL on large Hopper GPUs"),

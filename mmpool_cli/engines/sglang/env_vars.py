@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Finding, Severity
-from mmpool_cli.core.units import MAX_BYTES, MiB
+from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang import versions
-from mmpool_cli.engines.sglang.models import Budget
+from mmpool_cli.engines.sglang.models import Budget, VlmCache
 from mmpool_cli.engines.sglang.versions import Release
+from mmpool_cli.workload.items import quote_clipped
 
 ENV_LOCATION = "environment"
+_WRITABLE_BITS = 14_000  # about 4 214 decimal digits: under int's str() limit of 4 300
 # The variables whose SGL_ twin matters for the pools (the budget's own twin is reported by the plan).
 _TWINNED = (sg.ENV_RECYCLE, sg.ENV_LEGACY_TRANSPORT, sg.ENV_VLM_CACHE)
 
@@ -33,21 +35,6 @@ def where(environ: Mapping[str, str], variable: str | None) -> str:
     """
     places: Mapping[str, str] = getattr(environ, "places", {})
     return places.get(variable or "", ENV_LOCATION)
-
-
-@dataclass(frozen=True)
-class VlmCache:
-    """``SGLANG_VLM_CACHE_SIZE_MB`` as SGLang reads it; a value ``int()`` rejects keeps the default."""
-
-    mb: int
-    variable: str | None = None
-    raw: str | None = None
-    invalid: bool = False
-
-    @property
-    def retention(self) -> bool:
-        """Whether it is set and keeps a cache (what the Qwen3-VL override looks at)."""
-        return self.variable is not None and self.mb > 0
 
 
 def vlm_cache_from_env(environ: Mapping[str, str]) -> VlmCache:
@@ -98,9 +85,10 @@ def budget_from_env(environ: Mapping[str, str]) -> Budget:
     """The budget SGLang will read from ``environ``, exactly as SGLang reads it.
 
     ``SGL_MM_FEATURE_CACHE_MB`` overrides ``SGLANG_MM_FEATURE_CACHE_MB``; a value that Python's
-    ``int()`` rejects falls back to the 1024 MiB default (``invalid`` is then True). So is one that
-    ``int()`` reads but whose bytes are beyond 64 bits, where SGLang fails instead: no plan is made
-    with it, and its finding says so.
+    ``int()`` rejects falls back to the 1024 MiB default (``invalid`` is then True, environ.py's
+    ``EnvField.get``). One that ``int()`` reads is taken as it is, however large: SGLang multiplies it
+    by 2**20 (``transport/cuda_ipc.py:16``) and fails to create a pool beyond 64 bits, which the
+    ``env-budget-too-large`` finding says beside the budget shown.
     """
     found = sg.env_name(sg.ENV_BUDGET, environ)
     if found is None:
@@ -110,7 +98,10 @@ def budget_from_env(environ: Mapping[str, str]) -> Budget:
     if variable != sg.ENV_BUDGET and sg.ENV_BUDGET in environ:
         shadowed = (sg.ENV_BUDGET, environ[sg.ENV_BUDGET])
     mb = sg.parse_env_int(raw)
-    invalid = mb is None or abs(mb) * MiB > MAX_BYTES
+    # SGLang warns and takes its default when int() fails; a huge number it takes as it is, shown
+    # exactly unless its bytes have more digits than Python writes out (int's 4 300), where only
+    # the failure can be shown
+    invalid = mb is None or abs(mb * MiB).bit_length() > _WRITABLE_BITS
     return Budget(
         bytes=_newest().default_budget_bytes if invalid or mb is None else mb * MiB,
         source="env",
@@ -160,6 +151,8 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 f"variables over SGLANG_ ones); unset {legacy}",
                 legacy,
             )
+    vlm = vlm_cache_from_env(environ)
+    findings += [replace(f, location=where(environ, vlm.variable)) for f in vlm_cache_findings(vlm)]
     recycle = recycle_from_env(environ)
     if recycle.variable is not None:
         variable, raw, interval = recycle.variable, recycle.raw or "", recycle.seconds
@@ -217,6 +210,41 @@ def env_findings(environ: Mapping[str, str]) -> list[Finding]:
                 variable,
             )
     return findings
+
+
+def vlm_cache_findings(vlm: VlmCache) -> list[Finding]:
+    """What SGLang does with a ``SGLANG_VLM_CACHE_SIZE_MB`` it cannot use (environ.py ``EnvInt``): one rule for all.
+
+    ``int()`` failing: SGLang warns and uses its default. A negative number it takes as it is: the
+    embedding cache then keeps nothing (``data_size > max_size``, mem_cache/multimodal_cache.py) and
+    the KV reservation, ``SGLANG_VLM_CACHE_SIZE_MB + SGLANG_MM_FEATURE_CACHE_MB``
+    (mem_cache/kv_cache_configurator.py:210), falls short of the pools it is for.
+    """
+    if vlm.variable is None:
+        return []
+    raw = quote_clipped(vlm.raw or "")
+    if vlm.invalid:
+        return [
+            Finding(
+                Severity.warning,
+                "env-vlm-cache-invalid",
+                f"{vlm.variable}={raw} is not an integer: SGLang only warns and uses its default "
+                f"{_newest().default_vlm_cache_mb} MiB; set it to a whole number of MiB",
+                subject="env",
+            )
+        ]
+    if vlm.mb < 0:
+        return [
+            Finding(
+                Severity.warning,
+                "env-vlm-cache-negative",
+                f"{vlm.variable}={raw}: SGLang takes it as it is: its embedding cache keeps nothing, and the KV "
+                f"reservation is {sg.ENV_BUDGET} - {-vlm.mb} MiB, short of the pools it is for by {-vlm.mb} MiB; "
+                "set 0 for no cache, or a positive number of MiB",
+                subject="env",
+            )
+        ]
+    return []
 
 
 def budget_override() -> Budget:

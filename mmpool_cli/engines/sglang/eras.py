@@ -97,6 +97,16 @@ def split_findings(rel: Release, effective: int, workers: int, per_worker: int, 
         )
 
 
+def _vlm_cache(request: PlanRequest, rel: Release, mb: int) -> str:
+    """How the reservation's second term reads (kv_cache_configurator.py:210 adds the two as they are)."""
+    vlm = request.vlm_cache
+    if vlm is None:
+        return f"{rel.default_vlm_cache_mb} MiB unless set"
+    if vlm.invalid:
+        return f"{rel.default_vlm_cache_mb} MiB: its default, the value is not an integer"
+    return f"{vlm.mb} MiB: {mb + vlm.mb} MiB in all"
+
+
 def release_findings(request: PlanRequest, rel: Release, mb: int, hbm: HbmEstimate, add: Add) -> None:
     """What the release reserves from the KV cache, and where its pools live."""
     if request.transport in rel.kv_reserves:
@@ -104,7 +114,7 @@ def release_findings(request: PlanRequest, rel: Release, mb: int, hbm: HbmEstima
             Severity.info,
             "kv-reservation",
             f"for a multimodal model SGLang {rel.version} takes {sg.ENV_BUDGET} ({mb} MiB) plus "
-            f"{sg.ENV_VLM_CACHE} ({rel.default_vlm_cache_mb} MiB unless set) out of the KV-cache budget "
+            f"{sg.ENV_VLM_CACHE} ({_vlm_cache(request, rel, mb)}) out of the KV-cache budget "
             f"on every rank; the tokenizer processes' CUDA contexts and allocator rounding on GPU "
             f"{hbm.base_gpu_id} are not in that reservation",
             None,  # about the model's KV cache, not one setting

@@ -19,13 +19,16 @@ from mmpool_cli.engines.sglang import mmpool_config as cfgmod
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.args import Reading, read
 from mmpool_cli.engines.sglang.budget import budget_findings
+from mmpool_cli.engines.sglang.config_findings import extra_findings
 from mmpool_cli.engines.sglang.config_merge import config_tokens
 from mmpool_cli.engines.sglang.env_vars import LaunchEnv
 from mmpool_cli.engines.sglang.flags import table
 from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.engines.sglang.resolution import Assumptions, resolve
-from mmpool_cli.inputs.yamlsrc import STDIN, Source, load
+from mmpool_cli.inputs.filebytes import STDIN
+from mmpool_cli.inputs.yaml11 import CODE as YAML11
+from mmpool_cli.inputs.yamlsrc import Source, load
 
 Kind = Literal["auto", "mmpool", "sglang"]
 
@@ -65,7 +68,13 @@ def mmpool_config(name: str, environ: Mapping[str, str]) -> tuple[FileResult, Pl
 def _mmpool(
     src: Source, launch: LaunchEnv, sglang_version: str = versions.NEWEST
 ) -> tuple[FileResult, PlanRequest | None]:
-    findings = list(src.findings)
+    # mmpool's own config: a YAML 1.1 reading (010 as 8) is refused, not guessed at
+    findings = [
+        replace(f, severity=Severity.error, message=f"{f.message} (mmpool does not guess in its own config)")
+        if f.code == YAML11
+        else f
+        for f in src.findings
+    ]
     cfg, errors = cfgmod.parse(src)
     if cfg is None:
         return FileResult(path=src.name, kind="mmpool", findings=findings + errors), None
@@ -87,7 +96,7 @@ def _mmpool(
             if f.subject != "env":
                 path = cfgmod.SUBJECT_PATHS.get(f.subject or "")
                 findings.append(f.at(src.where(path) if path else src.name))
-    findings += cfgmod.extra_findings(src, cfg, plan, launch)
+    findings += extra_findings(src, cfg, plan, launch)
     result = FileResult(path=src.name, kind="mmpool", findings=findings, plan=plan, transport=cfg.pool.transport)
     return result, None if result.fails(strict=False) else request
 

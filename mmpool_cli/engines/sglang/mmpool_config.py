@@ -23,11 +23,11 @@ from mmpool_cli.core.bounds import (
 )
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Finding, Severity
-from mmpool_cli.core.units import MAX_BYTES, SIZE_PATTERN, format_size, parse_size
+from mmpool_cli.core.units import MAX_BYTES, SIZE_PATTERN, parse_size
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang import settings
 from mmpool_cli.engines.sglang.env_vars import LaunchEnv, read_launch_env, resolve_budget
-from mmpool_cli.engines.sglang.models import Budget, Plan, PlanRequest
+from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
 from mmpool_cli.errors import SizeError
 from mmpool_cli.inputs.yamlsrc import Source
@@ -255,8 +255,40 @@ def _finding(src: Source, err: Mapping[str, Any]) -> Finding:
         fix = f"did you mean {close[0]!r}?" if close else f"known keys here: {', '.join(known)}"
         where = src.where(loc, key=True)
         return Finding(Severity.error, "config-unknown-key", f"unknown key {excerpt(dotted)}: {fix}", where)
-    message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    message = _wrong_type(err) or str(err.get("msg", "invalid value")).removeprefix("Value error, ")
     return Finding(Severity.error, "config-invalid-value", f"{dotted}: {message}", src.where(loc))
+
+
+def _wrong_type(err: Mapping[str, Any]) -> str | None:
+    """pydantic's 'Input should be a valid integer/boolean' in the user's terms, with what to write."""
+    kind = err.get("type")
+    value = err.get("input")
+    if kind == "bool_type":
+        return f"{_yaml_text(value)} is not a boolean: write true or false"
+    if kind != "int_type":
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return f"{value!r} is a number with a decimal point: write {int(value)}"
+    if isinstance(value, float):
+        return f"{value!r} is not a whole number: write a whole number, e.g. {max(1, int(value))}"
+    if isinstance(value, str) and value.strip().isdigit():
+        return f"{excerpt(value)} is text (quoted): write the number without quotes, e.g. {value.strip()}"
+    if isinstance(value, str):
+        return f"{excerpt(value)} is text, not a number: write a whole number, e.g. 1"
+    if value is None:
+        return "null is no value: write a whole number, e.g. 1, or remove the key"
+    what = "a boolean" if isinstance(value, bool) else "not a number"
+    return f"{_yaml_text(value)} is {what}: write a whole number, e.g. 1"
+
+
+def _yaml_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "a mapping"
+    return excerpt(str(value))
 
 
 def _known_keys(loc: tuple[Any, ...]) -> list[str]:
@@ -274,6 +306,7 @@ def request(cfg: Any, launch: LaunchEnv) -> PlanRequest:
     config = None if cfg.pool.size is None else Budget(bytes=cfg.pool.size, source="config")
     return PlanRequest(
         budget=resolve_budget(launch, config=config),
+        vlm_cache=launch.vlm_cache if launch.vlm_cache.variable else None,
         workers=cfg.pool.tokenizer_workers,
         tp_size=cfg.parallel.tp,
         dp_size=cfg.parallel.dp,
@@ -287,76 +320,3 @@ def request(cfg: Any, launch: LaunchEnv) -> PlanRequest:
         context_bytes=cfg.gpu.context_size,
         nnodes=cfg.parallel.nnodes,
     )
-
-
-def extra_findings(src: Source, cfg: Any, plan: Plan | None, launch: LaunchEnv) -> list[Finding]:
-    """What the plan alone does not say: transport limits, the GPU's room, the environment's budget."""
-    findings: list[Finding] = []
-    where_transport = src.where(("pool", "transport"))
-    for message in sg.transport_errors(cfg.pool.transport, cfg.parallel.nnodes, cfg.parallel.pp):
-        findings.append(
-            Finding(Severity.error, "transport-layout", f"SGLang refuses this layout: '{message}'", where_transport)
-        )
-    env_budget = launch.budget
-    if cfg.pool.size is not None and env_budget.source == "env":
-        mb = None if env_budget.invalid else sg.budget_mb(env_budget.bytes)
-        if mb != sg.budget_mb(cfg.pool.size):
-            findings.append(
-                Finding(
-                    Severity.warning,
-                    "config-size-env-differs",
-                    f"the environment sets {env_budget.variable}={shorten(env_budget.raw or '')}, and SGLang "
-                    "reads that, "
-                    "not pool.size "
-                    f"({sg.budget_mb(cfg.pool.size)} MiB); export {sg.ENV_BUDGET}={sg.budget_mb(cfg.pool.size)}",
-                    src.where(("pool", "size")),
-                )
-            )
-    if plan is None or plan.hbm is None:
-        return findings
-    if plan.transport == "cuda_ipc" and launch.expandable_segments:
-        findings.append(
-            Finding(
-                Severity.warning,
-                "pidfd-getfd-needed",
-                "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, cuda_ipc moves memory between processes "
-                "with pidfd_getfd, which needs ptrace rights; 'mmpool check' on the launch machine tests it",
-                where_transport,
-            )
-        )
-    total, free = cfg.gpu.total_hbm, cfg.gpu.free_hbm
-    if total is not None and free is not None and free > total:
-        findings.append(
-            Finding(
-                Severity.error,
-                "gpu-free-exceeds-total",
-                f"gpu.free_hbm {format_size(free)} is more than gpu.total_hbm {format_size(total)}",
-                src.where(("gpu", "free_hbm")),
-            )
-        )
-    elif free is not None and plan.hbm.max_total_bytes > free:
-        # the larger figure: under cuda_vmm the positional-embeds pools may come on top
-        findings.append(
-            Finding(
-                Severity.error,
-                "hbm-exceeds-free",
-                f"the pools and tokenizer contexts take {'up to ' if plan.hbm.positional_pool_bytes else ''}"
-                f"{format_size(plan.hbm.max_total_bytes)} on GPU "
-                f"{plan.hbm.base_gpu_id}, more than its {format_size(free)} free; lower pool.size or "
-                "pool.tokenizer_workers",
-                src.where(("gpu", "free_hbm")),
-            )
-        )
-    elif total:
-        share = plan.hbm.max_total_bytes * 1000 // total
-        findings.append(
-            Finding(
-                Severity.info,
-                "hbm-share",
-                f"the pools and tokenizer contexts take {'up to ' if plan.hbm.positional_pool_bytes else ''}"
-                f"{format_size(plan.hbm.max_total_bytes)}, "
-                f"{share // 10}.{share % 10}% of GPU {plan.hbm.base_gpu_id}'s {format_size(total)}",
-                src.where(("gpu", "total_hbm")),
-            )
-        )
-    return findings

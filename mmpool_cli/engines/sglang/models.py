@@ -37,11 +37,27 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class VlmCache:
+    """``SGLANG_VLM_CACHE_SIZE_MB`` as SGLang reads it; a value ``int()`` rejects keeps the default."""
+
+    mb: int
+    variable: str | None = None
+    raw: str | None = None
+    invalid: bool = False
+
+    @property
+    def retention(self) -> bool:
+        """Whether it is set and keeps a cache (what the Qwen3-VL override looks at)."""
+        return self.variable is not None and self.mb > 0
+
+
+@dataclass(frozen=True)
 class PlanRequest:
     """Everything ``make_plan`` needs; the CLI and config files build one of these."""
 
     budget: Budget
     workers: int = 1
+    vlm_cache: VlmCache | None = None  # None: unset (the release's default)
     tp_size: int = 1
     dp_size: int = 1
     attn_dp_size: int = 1

@@ -18,6 +18,7 @@ from mmpool_cli.engines.sglang import eras, versions
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang.budget import check_budget
 from mmpool_cli.engines.sglang.capacity import check_bounds, feature_fit, hbm_estimate
+from mmpool_cli.engines.sglang.env_vars import vlm_cache_findings
 from mmpool_cli.engines.sglang.eras import Add
 from mmpool_cli.engines.sglang.models import Plan, PlanRequest
 from mmpool_cli.engines.sglang.settings import sglang_flag
@@ -56,6 +57,8 @@ def make_plan(request: PlanRequest) -> Plan:
     consumers = None if layout is None else _consumers(*layout, add)
     smallest = eras.smallest(rel, max(workers, 1), transport, consumers or 1, request.vmm_granularity)
     check_budget(budget, mb, floor_loss, smallest, rel, add)
+    if request.vlm_cache is not None:
+        findings += vlm_cache_findings(request.vlm_cache)
     known_transport = eras.transport_known(rel, transport, add)
 
     per_worker = unused = header = lease_control = allocation = usable = None

@@ -260,6 +260,7 @@ def _request(reading: Reading, launch: LaunchEnv, budget: Budget, transport: str
         dp_size, attn_dp_size = 1, dwdp
     return PlanRequest(
         budget=budget,
+        vlm_cache=launch.vlm_cache if launch.vlm_cache.variable else None,
         workers=reading.get("tokenizer_worker_num"),
         tp_size=reading.get("tp_size"),
         dp_size=dp_size,

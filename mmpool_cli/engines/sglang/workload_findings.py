@@ -12,7 +12,6 @@ from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.versions import Release
 from mmpool_cli.workload.families import FAMILIES
 from mmpool_cli.workload.features import Workload
-from mmpool_cli.workload.items import quote_clipped
 from mmpool_cli.workload.kv import KvCost, KvRequest, kv_cost
 
 
@@ -60,17 +59,7 @@ def plan_kv_cost(
 ) -> tuple[KvCost, list[Finding]]:
     """The KV cost at the plan's layout and budget, with the findings that explain it."""
     findings: list[Finding] = []
-    if request.vlm_cache_invalid:
-        raw = quote_clipped(request.vlm_cache_raw or "")
-        findings.append(
-            Finding(
-                Severity.warning,
-                "env-vlm-cache-invalid",
-                f"{request.vlm_cache_variable}={raw} is not an integer: SGLang only warns and "
-                f"uses its default {rel.default_vlm_cache_mb} MiB; set it to a whole number of MiB",
-                subject="env",
-            )
-        )
+    # an unusable SGLANG_VLM_CACHE_SIZE_MB is the plan's finding (env_vars.vlm_cache_findings), for every command
     cost = kv_cost(
         request.model,
         attn_tp=max(1, attn_tp),

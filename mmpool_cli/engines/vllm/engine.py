@@ -11,7 +11,7 @@ from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.reports import FileResult, Settings
 from mmpool_cli.engines.interface import Engine, FileKind
 from mmpool_cli.engines.vllm import versions
-from mmpool_cli.engines.vllm.plan import VllmPlan, VllmRequest
+from mmpool_cli.engines.vllm.request import VllmPlan, VllmRequest
 
 if TYPE_CHECKING:
     from mmpool_cli.inputs.traffic.model import Conversion, TrafficRequest
@@ -120,7 +120,7 @@ class VllmEngine(Engine[VllmRequest, VllmPlan]):
             shm_size=shm,
         )
         plan = make_plan(with_env(req, environ))
-        return FileResult(path="launch", kind="launch", findings=findings + plan.findings, plan=plan)
+        return FileResult(path="launch command", kind="launch", findings=findings + plan.findings, plan=plan)
 
     def plan(self, request: VllmRequest) -> VllmPlan:
         from mmpool_cli.engines.vllm.plan import make_plan

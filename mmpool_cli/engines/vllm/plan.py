@@ -8,129 +8,21 @@ output, with every finding it has. Pure core: standard library only.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from decimal import ROUND_CEILING, Decimal, localcontext
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm import gpu_pool, processor_cache
 from mmpool_cli.engines.vllm import video as vv
-from mmpool_cli.engines.vllm.gib import GiB, GibValue, bytes_of
+from mmpool_cli.engines.vllm.gib import GiB, bytes_of
+from mmpool_cli.engines.vllm.plan_encoder import encoder_cache, video_loader
+from mmpool_cli.engines.vllm.request import DEFAULT_CACHE_GB, FAMILY_DEFAULTS, VllmPlan, VllmRequest, add_finding
 from mmpool_cli.engines.vllm.versions import Release
-from mmpool_cli.workload import qwen
-from mmpool_cli.workload.features import _qwen_params
 from mmpool_cli.workload.hf import Model, _read_json, _text_config
-from mmpool_cli.workload.items import Image, Item, Video
-
-MiB = 1 << 20
-SCHEMA_VERSION = 1
-DEFAULT_CACHE_GB = 4
-GRID_THW_BYTES = 24  # image_grid_thw / video_grid_thw: 3 int64 per item, part of the item's nbytes
-QWEN_VERSION = {"qwen2-vl": 2, "qwen2.5-vl": 2, "qwen3-vl": 3}
-# checkpoint values where no config.json is given: context length and embedding elements per token
-FAMILY_DEFAULTS = {
-    "qwen2-vl": {"max_model_len": 32_768, "embed_elements": 3584},
-    "qwen2.5-vl": {"max_model_len": 128_000, "embed_elements": 3584},
-    "qwen3-vl": {"max_model_len": 262_144, "embed_elements": 4096 * 4},  # out_hidden_size × (1 + 3 deepstack)
-}
-H200 = eb.Gpu(150_754_820_096, "NVIDIA H200", (9, 0))  # torch's total_memory of an H200 (143,771 MiB)
-
-
-@dataclass(frozen=True)
-class VllmRequest:
-    """Everything a vLLM plan depends on; ``None`` means vLLM's default."""
-
-    release: Release
-    release_source: str = "newest"
-    cache_gb: GibValue | None = None
-    cache_type: Literal["lru", "shm"] = "lru"
-    shm_max_object_mb: int = 128
-    ipc_gb: GibValue | None = None
-    dp: processor_cache.DataParallel = field(default_factory=processor_cache.DataParallel)
-    tp: int = 1
-    max_model_len: int | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    performance_mode: str = "balanced"
-    chunked_prefill: bool = True
-    disable_chunked_mm_input: bool = False
-    limit_mm_per_prompt: dict[str, Any] = field(default_factory=dict)
-    gpu: eb.Gpu | None = None
-    host_memory: int | None = None
-    shm_size: int | None = None
-    model: Model | None = None
-    items: tuple[Item, ...] = ()
-    gpu_video_backend: bool = False
-    video_kwargs: dict[str, Any] = field(default_factory=dict)  # the "video" of --media-io-kwargs
-    video_loader_env: str | None = None  # VLLM_VIDEO_LOADER_BACKEND
-    mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)
-    video_pruning_rate: float | None = None
-    kv_dtype_bytes: int = 2
-    block_size: int = 16
-    origins: dict[str, str] = field(default_factory=dict)  # where each flag was written (check)
-
-
-@dataclass
-class VllmPlan:
-    """The computed figures and findings. ``to_json`` is the ``vllm`` object."""
-
-    version: str
-    version_source: str
-    processor_cache: processor_cache.ProcessorCache
-    encoder_cache: dict[str, Any]
-    gpu_decode_pool: dict[str, Any] | None
-    findings: list[Finding]
-
-    @property
-    def ok(self) -> bool:
-        return not any(f.severity is Severity.error for f in self.findings)
-
-    @property
-    def status(self) -> str:
-        return "ok" if self.ok else "fail"
-
-    def summary_line(self) -> str:
-        """One line for a check or validate report."""
-        pc, enc = self.processor_cache, self.encoder_cache
-        line = f"plan: processor cache {pc.layout}, {pc.api_processes} API process(es)"
-        line += f", up to {pc.host_bytes:,} B host RAM"
-        if enc["budget_tokens"] is not None:
-            line += f"; encoder cache {enc['budget_tokens']:,} tokens"
-        if self.gpu_decode_pool is not None:
-            line += f"; decode pool {self.gpu_decode_pool['bytes_per_process']:,} B per API process"
-        return line
-
-    def to_data(self) -> dict[str, Any]:
-        """mmpool's JSON output of a vLLM plan: the status, the ``vllm`` object and every finding."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "status": "ok" if self.ok else "fail",
-            "engine": "vllm",
-            "vllm_version": self.version,
-            "vllm": self.to_json(),
-            "findings": [
-                {"severity": f.severity.value, "code": f.code, "message": f.message, "location": f.location}
-                for f in self.findings
-            ],
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``vllm`` object."""
-        return {
-            "version": self.version,
-            "version_source": self.version_source,
-            "processor_cache": asdict(self.processor_cache),
-            "encoder_cache": self.encoder_cache,
-            "gpu_decode_pool": self.gpu_decode_pool,
-        }
-
-
-def _add(
-    findings: list[Finding], req: VllmRequest, severity: Severity, code: str, message: str, subject: str | None = None
-) -> None:
-    findings.append(Finding(severity, code, message, req.origins.get(subject or ""), subject))
+from mmpool_cli.workload.items import Item, Video
 
 
 def _model_facts(model: Model | None) -> dict[str, Any]:
@@ -156,19 +48,6 @@ def _model_facts(model: Model | None) -> dict[str, Any]:
     return facts
 
 
-def _limits(req: VllmRequest, modalities: tuple[str, ...]) -> dict[str, int]:
-    out = {}
-    for m in modalities:
-        raw = req.limit_mm_per_prompt.get(m)
-        if raw is None:
-            out[m] = req.release.limit_default
-        elif isinstance(raw, dict):
-            out[m] = int(raw.get("count", req.release.limit_default))
-        else:
-            out[m] = int(raw)
-    return out
-
-
 def smallest_gib(processes: int) -> str:
     """The smallest short decimal GiB value whose ``int(gb * 2**30) // processes`` is at least 1."""
     with localcontext() as ctx:
@@ -186,7 +65,7 @@ def make_plan(req: VllmRequest) -> VllmPlan:
     facts = _model_facts(req.model)
     for v in (req.cache_gb, req.ipc_gb):
         if v is not None and v.rounded:
-            _add(
+            add_finding(
                 findings,
                 req,
                 Severity.warning,
@@ -196,7 +75,7 @@ def make_plan(req: VllmRequest) -> VllmPlan:
                 v.flag[2:].replace("-", "_"),
             )
         if v is not None and v.odd_spelling:
-            _add(
+            add_finding(
                 findings,
                 req,
                 Severity.warning,
@@ -217,7 +96,7 @@ def make_plan(req: VllmRequest) -> VllmPlan:
         shm_max_object_mb=req.shm_max_object_mb,
     )
     if pc.layout != req.cache_type and pc.layout == "processor_only":
-        _add(
+        add_finding(
             findings,
             req,
             Severity.info,
@@ -227,7 +106,7 @@ def make_plan(req: VllmRequest) -> VllmPlan:
             f"({rel.at['processor_cache']}); the cache type ({req.cache_type}) has no effect",
         )
     if pc.layout != "disabled":
-        _add(
+        add_finding(
             findings,
             req,
             Severity.info,
@@ -237,7 +116,7 @@ def make_plan(req: VllmRequest) -> VllmPlan:
             f"API processes including the render-only cache, {pc.shm_bytes:,} B in /dev/shm)",
         )
     if req.host_memory is not None and pc.host_bytes > req.host_memory:
-        _add(
+        add_finding(
             findings,
             req,
             Severity.error,
@@ -247,7 +126,7 @@ def make_plan(req: VllmRequest) -> VllmPlan:
             "host_memory",
         )
     if req.shm_size is not None and pc.shm_bytes > req.shm_size:
-        _add(
+        add_finding(
             findings,
             req,
             Severity.error,
@@ -258,7 +137,7 @@ def make_plan(req: VllmRequest) -> VllmPlan:
         )
 
     # encoder cache (GPU, tokens)
-    enc = _encoder(findings, req, facts, pc)
+    enc = encoder_cache(findings, req, facts, pc)
 
     # GPU decode pool
     pool_json = _decode_pool(findings, req, facts, pc)
@@ -268,7 +147,7 @@ def make_plan(req: VllmRequest) -> VllmPlan:
 def _dp_findings(findings: list[Finding], req: VllmRequest, facts: dict[str, Any]) -> None:
     dp = req.dp
     if dp.external_lb and dp.hybrid_lb:
-        _add(
+        add_finding(
             findings,
             req,
             Severity.error,
@@ -278,7 +157,7 @@ def _dp_findings(findings: list[Finding], req: VllmRequest, facts: dict[str, Any
         )
     if dp.external:
         if dp.rank is None:
-            _add(
+            add_finding(
                 findings,
                 req,
                 Severity.error,
@@ -288,7 +167,7 @@ def _dp_findings(findings: list[Finding], req: VllmRequest, facts: dict[str, Any
                 "data_parallel_external_lb",
             )
         if dp.size_local not in (1, None):
-            _add(
+            add_finding(
                 findings,
                 req,
                 Severity.error,
@@ -298,7 +177,7 @@ def _dp_findings(findings: list[Finding], req: VllmRequest, facts: dict[str, Any
                 "data_parallel_size_local",
             )
         if dp.size > 1 and facts.get("moe") is False:
-            _add(
+            add_finding(
                 findings,
                 req,
                 Severity.error,
@@ -308,7 +187,7 @@ def _dp_findings(findings: list[Finding], req: VllmRequest, facts: dict[str, Any
                 "data_parallel_rank",
             )
     elif dp.hybrid_lb and dp.size_local is None:
-        _add(
+        add_finding(
             findings,
             req,
             Severity.error,
@@ -318,7 +197,7 @@ def _dp_findings(findings: list[Finding], req: VllmRequest, facts: dict[str, Any
         )
     for name, value in (("data_parallel_size", dp.size), ("tensor_parallel_size", req.tp)):
         if value < 1:
-            _add(
+            add_finding(
                 findings,
                 req,
                 Severity.error,
@@ -327,7 +206,7 @@ def _dp_findings(findings: list[Finding], req: VllmRequest, facts: dict[str, Any
                 name,
             )
     if dp.api_server_count is not None and dp.api_server_count < 0:
-        _add(
+        add_finding(
             findings,
             req,
             Severity.error,
@@ -337,207 +216,13 @@ def _dp_findings(findings: list[Finding], req: VllmRequest, facts: dict[str, Any
         )
 
 
-def _vision(req: VllmRequest) -> eb.QwenVision | None:
-    model = req.model
-    if model is None or model.family.name not in QWEN_VERSION:
-        return None
-    settings = dict(model.settings)
-    if model.config_path is None and model.family.name in ("qwen2-vl", "qwen2.5-vl"):
-        # the checkpoints ship no video_preprocessor_config.json, so transformers builds the video
-        # processor from preprocessor_config.json (video_processing_utils.py): the image bounds, not
-        # Qwen2VLVideoProcessor's class defaults; a model directory is read that way by workload.hf
-        settings |= {"video_min_pixels": settings["min_pixels"], "video_max_pixels": settings["max_pixels"]}
-    return eb.from_params(QWEN_VERSION[model.family.name], _qwen_params(settings, model.family))
-
-
-def _encoder(
-    findings: list[Finding], req: VllmRequest, facts: dict[str, Any], pc: processor_cache.ProcessorCache
-) -> dict[str, Any]:
-    max_model_len = req.max_model_len if req.max_model_len not in (None, -1) else facts.get("max_model_len")
-    if req.max_num_batched_tokens is not None:
-        mnbt, mnbt_source = req.max_num_batched_tokens, "flag"
-    elif max_model_len is None:
-        mnbt, mnbt_source = None, "unknown"
-    else:
-        gpu = req.gpu or H200
-        d = eb.default_batched_tokens(
-            req.release.batch_defaults,
-            gpu,
-            performance_mode=req.performance_mode,
-            max_model_len=max_model_len,
-            max_num_seqs=req.max_num_seqs,
-            chunked_prefill=req.chunked_prefill,
-        )
-        mnbt, mnbt_source = d.tokens, f"default for {gpu.name}: {d.tier}; {req.performance_mode}"
-        if req.gpu is None:
-            _add(
-                findings,
-                req,
-                Severity.info,
-                "vllm-gpu-assumed",
-                f"max_num_batched_tokens defaults by GPU; planned for an {H200.name} ({d.tokens}); give --gpu-memory "
-                "and --gpu-name for yours",
-            )
-    vision = _vision(req)
-    out: dict[str, Any] = {
-        "budget_tokens": None,
-        "max_num_batched_tokens": mnbt,
-        "max_num_batched_tokens_source": mnbt_source,
-        "max_model_len": max_model_len,
-        "max_tokens_per_item": None,
-        "per_modality": {},
-        "embedding_bytes_per_token": None,
-        "budget_bytes": None,
-        "items": [],
-    }
-    if vision is None or mnbt is None or max_model_len is None:
-        if req.model is not None:
-            _add(
-                findings,
-                req,
-                Severity.info,
-                "vllm-encoder-not-modelled",
-                f"mmpool counts vLLM's encoder tokens for Qwen2-VL, Qwen2.5-VL and Qwen3-VL only, not "
-                f"{req.model.family.title}",
-            )
-        return out
-    limits = _limits(req, ("image", "video"))
-    enabled = tuple(m for m in ("image", "video") if limits[m] > 0)
-    per = eb.max_tokens_per_item(vision, max_model_len, enabled)
-    budget = eb.budget(mnbt, per)
-    per_token = facts["embed_elements"] * req.kv_dtype_bytes
-    out.update(
-        budget_tokens=budget,
-        max_tokens_per_item=max(per.values()) if per else 0,
-        per_modality=per,
-        embedding_bytes_per_token=per_token,
-        budget_bytes=budget * per_token,
-    )
-    if req.disable_chunked_mm_input and per and max(per.values()) > mnbt:
-        _add(
-            findings,
-            req,
-            Severity.error,
-            "vllm-chunked-mm-input",
-            f"vLLM fails at start-up: 'Chunked MM input disabled but max_tokens_per_mm_item ({max(per.values())}) "
-            f"is larger than max_num_batched_tokens ({mnbt})'; raise --max-num-batched-tokens",
-            "disable_chunked_mm_input",
-        )
-    unmodelled = _unmodelled(req)
-    if unmodelled and req.items:
-        _add(
-            findings,
-            req,
-            Severity.info,
-            "vllm-item-not-counted",
-            f"{unmodelled}, so mmpool does not count the items' embedding tokens",
-            "mm_processor_kwargs" if req.mm_processor_kwargs else "video_pruning_rate",
-        )
-    family = req.model.family.name if req.model else ""
-    for item in req.items:
-        if unmodelled:
-            continue
-        try:
-            tokens, nbytes = _item_tokens(vision, family, req, item)
-        except (qwen.ResizeError, vv.NotModelled) as e:
-            _add(findings, req, Severity.info, "vllm-item-not-counted", f"{item.label}: {e}")
-            continue
-        if tokens is None:
-            continue
-        fits = tokens <= budget
-        out["items"].append({"item": item.label, "tokens": tokens, "fits": fits, "processor_bytes": nbytes})
-        modality = "video" if isinstance(item, Video) else "image"
-        if modality not in enabled:
-            _add(
-                findings,
-                req,
-                Severity.error,
-                "vllm-modality-disabled",
-                f"{item.label}: --limit-mm-per-prompt sets {modality} to 0, so vLLM refuses every {modality}",
-                "limit_mm_per_prompt",
-            )
-        elif not fits:
-            _add(
-                findings,
-                req,
-                Severity.error,
-                "vllm-item-exceeds-encoder-cache",
-                f"{item.label} has {tokens:,} embedding tokens, more than the encoder cache's {budget:,}: vLLM "
-                f"refuses it with HTTP 400 (its message suggests --limit-mm-per-prompt, which does not raise the "
-                f"budget); launch with --max-num-batched-tokens {tokens} or more",
-                "max_num_batched_tokens",
-            )
-        if nbytes is not None and pc.layout != "disabled" and nbytes > pc.cache_bytes:
-            _add(
-                findings,
-                req,
-                Severity.warning,
-                "vllm-cache-item-skipped",
-                f"{item.label}: its processed tensors ({nbytes:,} B) are larger than the processor cache "
-                f"({pc.cache_bytes:,} B), so vLLM never caches it (a one-time warning); raise --mm-processor-cache-gb "
-                "to cache it",
-                "mm_processor_cache_gb",
-            )
-        if nbytes is not None and pc.shm_max_object_bytes is not None and nbytes > pc.shm_max_object_bytes:
-            _add(
-                findings,
-                req,
-                Severity.warning,
-                "vllm-shm-object-too-large",
-                f"{item.label}: about {nbytes:,} B serialized, above the shm cache's object limit "
-                f"({pc.shm_max_object_bytes:,} B), so it is never cached; raise --mm-shm-cache-max-object-size-mb",
-                "mm_shm_cache_max_object_size_mb",
-            )
-    _add(
-        findings,
-        req,
-        Severity.info,
-        "vllm-encoder-budget",
-        f"the encoder cache holds {budget:,} tokens = max(max_num_batched_tokens {mnbt:,}, largest item "
-        f"{out['max_tokens_per_item']:,}) ({req.release.at['encoder_cache']}); at {per_token:,} B per token that is "
-        f"up to {budget * per_token:,} B of GPU memory per worker",
-    )
-    return out
-
-
-def _unmodelled(req: VllmRequest) -> str | None:
-    """Why no item's tokens can be counted from the launch alone, or None."""
-    if req.mm_processor_kwargs:
-        return "--mm-processor-kwargs changes how the model's processor resizes and samples items"
-    rate = req.video_pruning_rate
-    if rate is not None and rate != 0 and any(isinstance(i, Video) for i in req.items):
-        return f"--video-pruning-rate {rate!r} drops video tokens by what the frames show"
-    return None
-
-
-def _loader(req: VllmRequest, family: str) -> vv.Loader:
-    return vv.loader(family, req.video_kwargs, req.video_loader_env)
-
-
-def _item_tokens(v: eb.QwenVision, family: str, req: VllmRequest, item: Item) -> tuple[int | None, int | None]:
-    """Embedding tokens and processed bytes (float32 pixels plus the grid) of one item.
-
-    Raises:
-        qwen.ResizeError: the processor refuses the item.
-        vv.NotModelled: the launch samples videos in a way mmpool does not count.
-    """
-    row = 3 * v.temporal_patch_size * v.patch_size**2 * 4  # one patch of float32 pixels
-    if isinstance(item, Image):
-        tokens = eb.image_tokens(v, item.width, item.height)
-        return tokens, tokens * v.merge_size**2 * row + GRID_THW_BYTES
-    if isinstance(item, Video):
-        tokens, _, _, _ = vv.video_tokens(v, family, _loader(req, family), item)
-        return tokens, tokens * v.merge_size**2 * row + GRID_THW_BYTES
-    return None, None
-
-
 def _decode_pool(
     findings: list[Finding], req: VllmRequest, facts: dict[str, Any], pc: processor_cache.ProcessorCache
 ) -> dict[str, Any] | None:
     total = 0 if req.ipc_gb is None else req.ipc_gb.bytes
     # the frames the model's loader decodes (pynvvideocodec as codec or loader); 32 where unknown
     try:
-        decoder = _loader(req, req.model.family.name if req.model else "")
+        decoder = video_loader(req, req.model.family.name if req.model else "")
     except vv.NotModelled:
         decoder = vv.Loader("opencv")
     requests = tuple(
@@ -551,7 +236,7 @@ def _decode_pool(
     out = asdict(pool)
     out["items"] = [asdict(i) for i in pool.items]
     kv = req.model.kv if req.model else None
-    out["kv_tokens_min"] = out["kv_tokens_max"] = None
+    out["kv_bytes_per_token"] = out["kv_tokens_min"] = out["kv_tokens_max"] = None  # unknown without a KV shape
     if kv is not None and kv.attention == "mha" and kv.kv_heads and kv.head_dim and kv.v_head_dim:
         per_token = (
             kv.layers * max(1, kv.kv_heads // max(1, req.tp)) * (kv.head_dim + kv.v_head_dim) * req.kv_dtype_bytes
@@ -560,7 +245,7 @@ def _decode_pool(
         out["kv_tokens_min"], out["kv_tokens_max"] = gpu_pool.kv_tokens(
             pool.kv_reserved_bytes, per_token, req.block_size
         )
-        _add(
+        add_finding(
             findings,
             req,
             Severity.info,
@@ -570,7 +255,7 @@ def _decode_pool(
             f"at {per_token:,} B per token",
         )
     if pool.floors_to_zero:
-        _add(
+        add_finding(
             findings,
             req,
             Severity.error,
@@ -583,7 +268,7 @@ def _decode_pool(
     else:
         for item in pool.items:
             if not item.fits:
-                _add(
+                add_finding(
                     findings,
                     req,
                     Severity.error,
@@ -595,7 +280,7 @@ def _decode_pool(
                     "mm_ipc_gpu_memory_gb",
                 )
     if not req.gpu_video_backend:
-        _add(
+        add_finding(
             findings,
             req,
             Severity.warning,

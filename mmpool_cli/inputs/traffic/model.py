@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmpool_cli.core.words import count
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.writer import Lease
 from mmpool_cli.workload.families import Family
@@ -20,7 +21,14 @@ MAX_FINDINGS_SHOWN = 10
 
 
 class TrafficError(MmpoolError):
-    """Traffic that cannot be turned into a trace as it stands (exit 2); the message is located."""
+    """Traffic that cannot be turned into a trace as it stands (exit 2); the message is located.
+
+    ``findings`` are the located findings behind it (with their codes), for formats that carry them.
+    """
+
+    def __init__(self, message: str, findings: list[Finding] | None = None) -> None:
+        super().__init__(message)
+        self.findings = list(findings or [])
 
 
 @dataclass
@@ -103,7 +111,17 @@ class Summary:
         more = len(errors) - len(shown)
         tail = f"\n... and {more} more" if more else ""
         count = f" ({len(errors)} items or lines could not be used)" if len(errors) > 1 else ""
-        raise TrafficError("\n".join(shown) + tail + count)
+        raise TrafficError("\n".join(shown) + tail + count, self.findings)
+
+    def unusable(self, what: str) -> TrafficError:
+        """The error for traffic with nothing to size: ``what`` was found, then each line's reason."""
+        if not self.findings:
+            return TrafficError(f"{', '.join(self.files)}: {what}; nothing to size (see 'mmpool trace --help')")
+        shown = [f"  {f.line()}" for f in self.findings[:MAX_FINDINGS_SHOWN]]
+        if len(self.findings) > MAX_FINDINGS_SHOWN:
+            shown.append(f"  ... and {len(self.findings) - MAX_FINDINGS_SHOWN} more")
+        message = "\n".join([f"{', '.join(self.files)}: {what}; nothing to size", *shown])
+        return TrafficError(message + "\nsee 'mmpool trace --help'", self.findings)
 
     def to_data(self) -> dict[str, Any]:
         """The summary as JSON-safe data."""
@@ -130,7 +148,8 @@ class Summary:
     def text(self) -> str:
         """The summary for a terminal (stderr): a few lines, numbers whole."""
         lines = [
-            f"mmpool trace: {self.requests} requests, {self.items} items, {self.allocs} allocs, "
+            f"mmpool trace: {count(self.requests, 'request')}, {count(self.items, 'item')}, "
+            f"{count(self.allocs, 'alloc')}, "
             f"{self.bytes:,} B from {', '.join(self.files)} ({self.source})"
         ]
         if self.warmup:
@@ -145,7 +164,7 @@ class Summary:
             parts = ", ".join(f"{n} {d}" for d, n in sorted(self.decoders.items()))
             lines.append(f"  images decoded by: {parts}")
         if self.failing:
-            lines.append(f"  {self.failing} requests {self.engine} would fail (not pooled; see the warnings)")
+            lines.append(f"  {count(self.failing, 'request')} {self.engine} would fail (not pooled; see the warnings)")
         if self.ignored_fields:
             parts = ", ".join(f"{name} ({n})" for name, n in sorted(self.ignored_fields.items()))
             lines.append(f"  per-item fields this family does not use (ignored): {parts}")

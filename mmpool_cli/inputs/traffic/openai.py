@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from mmpool_cli.core.words import count
 from mmpool_cli.inputs.traffic.lines import open_lines
 from mmpool_cli.inputs.traffic.model import NS_PER_S, ItemRef, Request, Summary
 
@@ -66,8 +67,9 @@ def read(path: str, summary: Summary) -> Iterator[Request | tuple[str, str]]:
         yield request
     if untimed:
         summary.notes.append(
-            f"{untimed} bodies without a timestamp were given the previous line's time (0 for the first): "
-            "they arrive together, a burst; log a timestamp per body for real arrivals"
+            f"{count(untimed, 'body', 'bodies')} without a timestamp {'was' if untimed == 1 else 'were'} given the "
+            "previous line's time (0 for the first): they arrive together, a burst; log a timestamp per body for "
+            "real arrivals"
         )
 
 

@@ -183,7 +183,11 @@ def test_cli_github(run_line) -> None:
 
 def test_exec_refuses_env_overrides(run_line) -> None:
     result = run_line(["mmpool", "check", "--exec", "--env", "A=1", "--", *LAUNCH])
-    assert result.exit_code == 2
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        "mmpool: error: --exec runs the launch with mmpool's own environment, so --env, --env-file and "
+        "--no-process-env would check a different one: export the variables instead\n"
+    )
 
 
 @pytest.fixture

@@ -290,3 +290,51 @@ def test_no_second_pool_before_0_5_22_under_cuda_ipc_or_on_several_nodes(plan) -
     assert plan.hbm is not None
     assert plan.hbm.positional_pool_bytes == 0
     assert plan.hbm.max_total_bytes == plan.hbm.total_bytes
+
+
+def _fits_one(plan) -> int:
+    """The budget the feature-never-fits hint names, read from its message."""
+    import re
+
+    (warning,) = [f for f in plan.findings if f.code == "feature-never-fits"]
+    return int(re.search(r"SGLANG_MM_FEATURE_CACHE_MB=(\d+) fits one", warning.message)[1])
+
+
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.13", "0.5.15"])
+def test_the_floor_rule_splits_a_budget_the_workers_do_not_divide_by_floor_division(version: str) -> None:
+    # SGLang 0.5.11-0.5.15, multimodal/processors/base_processor.py:266 (0.5.13):
+    # per_worker_pool_size = max(MM_FEATURE_CACHE_SIZE // worker_num, 128 * 1024 * 1024).
+    # 1024 MiB over 3 workers: 1,073,741,824 = 3 x 357,913,941 + 1, so 357,913,941 bytes each
+    # (above the 128 MiB floor) and 1 byte left over; 7 workers: 7 x 153,391,689 + 1.
+    plan = plan_for(1024, workers=3, sglang_version=version)
+    assert (plan.per_worker_bytes, plan.unused_bytes) == (357_913_941, 1)
+    assert plan_for(1024, workers=7, sglang_version=version).per_worker_bytes == 153_391_689
+    # 1000 MiB over 9 workers: 1,048,576,000 // 9 = 116,508,444 is below the floor, so 128 MiB
+    assert plan_for(1000, workers=9, sglang_version=version).per_worker_bytes == 134_217_728
+
+
+def test_the_cuda_vmm_hint_names_the_budget_whose_allocation_holds_one_chunk() -> None:
+    # SGLang 0.5.23 utils/cuda_vmm_transport_utils.py: a chunk is align_up(control + data, 256)
+    # (:394), control = align_up(consumers x 4, 256) = 256 at TP 1 (:367), and the pool is the
+    # worker's share rounded down to the 2 MiB granularity (:320). A 4,194,048-byte feature:
+    # 256 + 4,194,048 = 4,194,304 = exactly 4 MiB, so 4 MiB (two granules) holds it and 3 MiB
+    # (one granule) does not: the hint is 4. One byte more is 4,194,560 bytes: three granules, 6.
+    plan = plan_for(size=2 * MiB, transport="cuda_vmm", feature_sizes=(4_194_048,))
+    assert _fits_one(plan) == 4
+    assert plan_for(4, transport="cuda_vmm", feature_sizes=(4_194_048,)).features[0].fit_per_worker == 1
+    assert plan_for(3, transport="cuda_vmm", feature_sizes=(4_194_048,)).features[0].fit_per_worker == 0
+    assert _fits_one(plan_for(size=2 * MiB, transport="cuda_vmm", feature_sizes=(4_194_049,))) == 6
+
+
+def test_the_no_split_hint_of_0_5_10_is_one_workers_budget_whatever_the_workers() -> None:
+    # SGLang 0.5.10, multimodal/processors/base_processor.py:252: every worker's pool is
+    # MmItemMemoryPool(MM_FEATURE_CACHE_SIZE), the whole budget, with no header and no alignment;
+    # a tensor fits a free chunk with mem_size >= its bytes (utils/cuda_ipc_transport_utils.py:193).
+    # So a 200 MiB feature needs SGLANG_MM_FEATURE_CACHE_MB=200 with 1 worker or 4; a byte more, 201.
+    for workers in (1, 4):
+        plan = plan_for(100, workers=workers, feature_sizes=(200 * MiB,), sglang_version="0.5.10")
+        assert _fits_one(plan) == 200
+        fits = plan_for(200, workers=workers, feature_sizes=(200 * MiB,), sglang_version="0.5.10")
+        assert fits.features[0].fit_per_worker == 1
+    plan = plan_for(100, workers=4, feature_sizes=(200 * MiB + 1,), sglang_version="0.5.10")
+    assert _fits_one(plan) == 201

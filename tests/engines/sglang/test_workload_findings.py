@@ -69,11 +69,11 @@ def test_fp8_halves_the_cell() -> None:
 
 
 def test_invalid_vlm_env_and_qwen3_note_are_findings() -> None:
-    codes = [
-        f.code
-        for f in plan(vlm_cache_variable="SGLANG_VLM_CACHE_SIZE_MB", vlm_cache_raw="x", vlm_cache_invalid=True).findings
-    ]
-    assert "env-vlm-cache-invalid" in codes
+    # the plan's own finding, whether or not a KV cost is asked for (one rule for every command)
+    invalid = VlmCache(100, "SGLANG_VLM_CACHE_SIZE_MB", "x", invalid=True)
+    budget = Budget(bytes=1024 * MiB, source="flag")
+    codes = [f.code for f in make_plan(PlanRequest(budget=budget, vlm_cache=invalid)).findings]
+    assert codes.count("env-vlm-cache-invalid") == 1
     assert "qwen3-vl-vlm-cache" in [f.code for f in plan(qwen3_vl=True).findings]
 
 

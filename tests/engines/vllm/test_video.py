@@ -8,7 +8,7 @@ import pytest
 
 from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm import plan as P
-from mmpool_cli.engines.vllm import versions
+from mmpool_cli.engines.vllm import plan_encoder, versions
 from mmpool_cli.engines.vllm import video as vv
 from mmpool_cli.workload import hf, qwen
 from mmpool_cli.workload.items import Video
@@ -16,7 +16,7 @@ from mmpool_cli.workload.items import Video
 
 def _vision(name: str) -> eb.QwenVision:
     """The vision settings the vLLM plan uses for a family given by name."""
-    vision = P._vision(P.VllmRequest(release=versions.release("0.34.0"), model=hf.resolve(name)))
+    vision = plan_encoder.qwen_vision(P.VllmRequest(release=versions.release("0.34.0"), model=hf.resolve(name)))
     assert vision is not None
     return vision
 

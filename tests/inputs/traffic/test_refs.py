@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlparse
 
 from PIL import Image
 
+from mmpool_cli.inputs.traffic.images import Header
 from mmpool_cli.inputs.traffic.refs import Decode, Sized, Unsized, measure
 
 GPU = Decode(gpu_jpeg=True, exif_transpose=False)
@@ -38,7 +39,9 @@ def _url(data: bytes, kind: str) -> str:
 
 def test_nvjpeg_keeps_the_stored_orientation_pil_applies_exif_only_where_the_processor_does() -> None:
     jpeg = _url(_bytes("JPEG", orientation=6), "jpeg")
-    assert measure(jpeg, GPU) == Sized(300, 500, "nvjpeg", measure(jpeg, GPU).header)
+    # a 300x500 JPEG stored with EXIF orientation 6 (a quarter turn): nvJPEG decodes the stored
+    # pixels, so the processor sees 300x500, and the header says what the file holds
+    assert measure(jpeg, GPU) == Sized(300, 500, "nvjpeg", Header("jpeg", 300, 500, orientation=6))
     got = measure(jpeg, CPU)
     assert isinstance(got, Sized) and (got.width, got.height, got.decoder) == (300, 500, "pil")
     png = _url(_bytes("PNG", orientation=6), "png")

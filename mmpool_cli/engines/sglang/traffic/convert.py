@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from mmpool_cli.core.words import count as counted
 from mmpool_cli.engines.sglang import codes as _codes  # noqa: F401 - its traffic codes join the registry
 from mmpool_cli.engines.sglang.traffic import bench, leases, logs
 from mmpool_cli.engines.sglang.traffic.video_items import REQUEST_FAILS, VideoSizer
@@ -128,15 +129,12 @@ def convert(o: TrafficRequest) -> Conversion:
     requests = [r for r in reqs if r.tensors]
     if not requests:
         what = "no request with an image or a video the pool would take"
-        fails = [f for f in summary.findings if f.code == "traffic-request-fails"]
-        if fails:  # say why, or the warnings are lost with the error
-            what += f" ({summary.failing} requests SGLang itself would fail; the first: {fails[0].line()})"
         if summary.skipped.get("Receive without image_data (--log-requests-level 0 or 1)"):
             raise TrafficError(
                 f"{', '.join(summary.files)}: the log was written at --log-requests-level 0 or 1, which drop "
                 f"image_data, so its requests cannot be sized; {logs.LEVELS_HINT}"
             )
-        raise TrafficError(f"{', '.join(summary.files)}: {what}; nothing to size (see 'mmpool trace --help')")
+        raise summary.unusable(what)
     return _leases(requests, o, rule, summary, default_delay)
 
 
@@ -282,7 +280,8 @@ def _leases(
     if coarse:
         _spread(requests)
         summary.notes.append(
-            f"{len(coarse)} requests carry whole-second times (the text log's format): the requests of each "
+            f"{counted(len(coarse), 'request')} {'carries' if len(coarse) == 1 else 'carry'} whole-second times "
+            "(the text log's format): the requests of each "
             "second are spread evenly across it; --log-requests-format json gives microseconds"
         )
     t0 = requests[0].t_ns
@@ -338,7 +337,7 @@ def _leases(
         )
     if default_delay and not rule.deferred:
         summary.notes.append(f"receipt delay {leases.DEFAULT_RECV_DELAY_TEXT}; --recv-delay changes it")
-    summary.notes.append(f"leases: {rule.why}; requests round-robin over {o.workers} tokenizer worker(s)")
+    summary.notes.append(f"leases: {rule.why}; requests round-robin over {counted(o.workers, 'tokenizer worker')}")
     return Conversion(out, items, summary)
 
 

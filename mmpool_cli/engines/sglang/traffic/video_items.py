@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from mmpool_cli.core.words import count
 from mmpool_cli.inputs.traffic.model import Finding, ItemRef, Summary
 from mmpool_cli.inputs.traffic.video_refs import MeasuredVideo, VideoReader
 from mmpool_cli.inputs.traffic.videos import VideoInfo, ffmpeg_version
@@ -103,10 +104,10 @@ class VideoSizer:
         out = []
         if self.measured["container"]:
             out.append(
-                f"{self.measured['container']} videos measured from their containers with FFmpeg "
+                f"{count(self.measured['container'], 'video')} measured from the container with FFmpeg "
                 f"{ffmpeg_version()} (PyAV), frames and average rate as torchcodec's exact scan counts them "
                 "(SGLang's decoder); no frame decoded"
             )
         if self.measured["assumed"]:
-            out.append(f"{self.measured['assumed']} http(s) videos given --assume-video's size")
+            out.append(f"{count(self.measured['assumed'], 'http(s) video')} given --assume-video's size")
         return out

@@ -9,6 +9,7 @@ CUDA server. This test needs neither SGLang nor a network.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -221,9 +222,35 @@ def test_mangled_request_lines_are_findings_never_crashes(tmp_path: Path) -> Non
         mangled.append(line if line.endswith("\n") else line + "\n")
     log = tmp_path / "mangled.log"
     log.write_text("".join(mangled))
-    try:
-        conv = _convert(str(log), source="sglang-log")
-    except TrafficError as e:
-        assert "mangled.log:" in str(e)
-    else:
-        assert conv.summary.requests > 0
+    # with these 300 lines some are still readable and some are not: the conversion stops, naming
+    # each unreadable line at its own line number, and nothing but TrafficError escapes
+    with pytest.raises(TrafficError) as stopped:
+        _convert(str(log), source="sglang-log")
+    assert stopped.value.findings
+    for finding in stopped.value.findings:  # FILE:LINE, or FILE:LINE (request R, item I)
+        located = re.fullmatch(r"(.*):(\d+)( \(request .*, item \d+\))?", finding.where)
+        assert located and located[1] == str(log) and 1 <= int(located[2]) <= len(mangled), finding.where
+        assert finding.code.startswith("traffic-")
+
+
+def test_a_json_request_line_cut_inside_its_object_is_an_error_at_its_line(tmp_path: Path) -> None:
+    # A JSON object cut anywhere before its closing brace is not JSON, so each of these lines is a
+    # traffic-log-line error located at its own line; the first ten are shown, then a count.
+    import random
+
+    rng = random.Random(3)
+    lines = (DATA / "server-json-level2.log").read_text().splitlines(True)
+    requests = [line for line in lines if '"event": "request.received"' in line]
+    cut = []
+    for line in requests * 2:
+        inside = line.index('"obj": {') + len('"obj": {')
+        cut.append(line[: rng.randrange(inside, len(line.rstrip("\n")) - 1)] + "\n")
+    log = tmp_path / "cut.log"
+    log.write_text("".join(cut))
+    with pytest.raises(TrafficError) as stopped:
+        _convert(str(log), source="sglang-log")
+    where = [(f.code, f.where) for f in stopped.value.findings]
+    assert where == [("traffic-log-line", f"{log}:{n}") for n in range(1, len(cut) + 1)]
+    message = str(stopped.value).splitlines()
+    assert [line.split(": ", 1)[0] for line in message[:10]] == [f"{log}:{n}" for n in range(1, 11)]
+    assert message[10] == f"... and {len(cut) - 10} more ({len(cut)} items or lines could not be used)"

@@ -171,7 +171,7 @@ def test_trace_pools_each_video_as_sglang_would(
         assert got[f"r{n}/0"] == expected, name
     # SGLang's Qwen processors read no per-item video field (qwen_vl.py:248-290)
     assert conv.summary.ignored_fields == {"fps": len(NAMES), "max_frames": len(NAMES)}
-    assert any("videos measured from their containers" in note for note in conv.summary.notes)
+    assert any("measured from the container with FFmpeg" in note for note in conv.summary.notes)
 
 
 @pytest.mark.parametrize("log", ["server-json-level3.log", "server-text-level3.log"])
@@ -260,7 +260,7 @@ def test_a_video_sglangs_decoder_fails_on_is_a_failing_request_and_the_error_say
     cut.write_bytes((ROOT / "examples/traffic/clip.mp4").read_bytes()[:4000])  # FFmpeg writes moov at the end
     with pytest.raises(TrafficError) as e:
         _run(_bodies(tmp_path, [str(cut)]))
-    assert "(1 requests SGLang itself would fail; the first: " in str(e.value)
+    assert "no request with an image or a video the pool would take; nothing to size\n  " in str(e.value)
     assert "not a video FFmpeg can open (Invalid data found when processing input)" in str(e.value)
 
 
