@@ -1,7 +1,7 @@
 """Live pool metrics in Prometheus' exposition format, through ``prometheus_client``.
 
-Standard library and ``prometheus_client`` only (SGLang's own dependency): this runs in the server's
-Python. The hook calls it from its writer thread only, never from the allocating thread::
+Standard library and ``prometheus_client`` (SGLang's dependency) only: it runs in the server's Python,
+called by the hook's writer thread only, never by the allocating thread::
 
     metrics = start(config)                    # None: prometheus_client is missing (said once)
     pool = metrics.pool({"pool": "0", "transport": "cuda_ipc", "gpu": "0"}, capacity_bytes)
@@ -30,11 +30,9 @@ if the program had imported it later. After a fork, call ``start`` again: object
 from __future__ import annotations
 
 import contextlib
-import glob
 import importlib.util
 import os
 import sys
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,9 +41,7 @@ POOL_LABELS = ("pool", "pid", "transport", "gpu")
 # lease lifetimes gather at multiples of SGLang's 0.05 s recycle tick (environ.py:1623)
 LIFETIME_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0)
 PRIVATE_DIR = "metrics.d"
-SERVER_PID_FILE = "server.pid"
 _MP_ENV = "PROMETHEUS_MULTIPROC_DIR"
-_TEXT_0_0_4 = "text/plain; version=0.0.4; charset=utf-8"
 
 # (name, kind, help); counters are named without _total, as prometheus_client takes them
 POOL_SERIES = (
@@ -92,7 +88,9 @@ def start(config: Any) -> Metrics | None:
         os.makedirs(private, exist_ok=True)
     metrics = Metrics(private_dir=private)
     if private is not None:
-        metrics.server = _serve(config.metrics_port, private)
+        from mmpool_record.metrics_serve import serve
+
+        metrics.server = serve(config.metrics_port, private)
     return metrics
 
 
@@ -148,8 +146,8 @@ class _ClientSink:
             if kind == "counter":
                 family = self._client.Counter(name, doc, names, registry=self._registry)
             elif kind == "gauge":
-                # one process per label set (the pid is a label): the live value, gone when it dies
-                family = self._client.Gauge(name, doc, names, registry=self._registry, multiprocess_mode="livesum")
+                # the pid is a label, as "liveall" adds it: the live value, gone when its process dies
+                family = self._client.Gauge(name, doc, names, registry=self._registry, multiprocess_mode="liveall")
             else:
                 family = self._client.Histogram(name, doc, names, registry=self._registry, buckets=LIFETIME_BUCKETS)
             self._families[name] = family
@@ -162,8 +160,7 @@ class _FileValue:
         self._value = file.read_value(key)[0]
 
     def inc(self, amount: float) -> None:
-        self._value += amount
-        self._file.write_value(self._key, self._value, 0.0)
+        self.set(self._value + amount)
 
     def set(self, value: float) -> None:
         self._value = value
@@ -201,12 +198,16 @@ class _FileSink:
         if kind == "counter":
             return self._value("counter", name, name + "_total", labels, doc)
         if kind == "gauge":
-            return self._value("gauge_livesum", name, name, labels, doc)
+            return self._value("gauge_liveall", name, name, labels, doc)
         buckets = [
             self._value("histogram", name, name + "_bucket", {**labels, "le": self._go(bound)}, doc)
             for bound in (*LIFETIME_BUCKETS, float("inf"))
         ]
         return _FileHistogram(buckets, self._value("histogram", name, name + "_sum", labels, doc))
+
+    def close(self) -> None:
+        for file in self._files.values():
+            file.close()
 
 
 class PoolMetrics:
@@ -305,96 +306,10 @@ class Metrics:
             self._health["mmpool_record_hook_errors"].inc(n)
 
     def close(self) -> None:
-        """Stop serving the port (if this process serves it)."""
+        """Stop serving the port (if this process serves it) and close this process's files."""
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
-            self.server = None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # alive, another user's
-    return True
-
-
-def _served_by_another(directory: str) -> bool:
-    """Whether a live process of this recording already serves the port (a worker sees its parent's)."""
-    try:
-        with open(os.path.join(directory, SERVER_PID_FILE)) as file:
-            pid = int(file.read().strip())
-    except (OSError, ValueError):
-        return False
-    return pid != os.getpid() and _alive(pid)
-
-
-def _exposition(directory: str) -> bytes:
-    """Every process's ``mmpool_`` series: the private directory's, and those in the server's own."""
-    client = _import_client()
-    multiprocess = importlib.import_module("prometheus_client.multiprocess")
-
-    for path in glob.glob(os.path.join(directory, "gauge_live*_*.db")):
-        pid = os.path.basename(path)[: -len(".db")].rsplit("_", 1)[1]
-        if pid.isdigit() and not _alive(int(pid)):
-            multiprocess.mark_process_dead(int(pid), directory)  # its gauges go; its counters stay
-    files = glob.glob(os.path.join(directory, "*.db"))
-    mp = _mp_dir()
-    if mp is not None and os.path.isdir(mp) and os.path.realpath(mp) != os.path.realpath(directory):
-        files += glob.glob(os.path.join(mp, "*.db"))
-    merged = [m for m in multiprocess.MultiProcessCollector.merge(files) if m.name.startswith(PREFIX)]
-
-    class Merged:
-        def collect(self) -> list[Any]:
-            return merged
-
-    registry = client.CollectorRegistry()
-    registry.register(Merged())
-    return bytes(client.generate_latest(registry))
-
-
-def _serve(port: int, directory: str) -> Any:
-    """Serve ``directory``'s metrics on ``port`` from a daemon thread; None when the port is taken."""
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        timeout = 5  # a client that stalls is dropped, never waited for
-
-        def do_GET(self) -> None:
-            if self.path.split("?", 1)[0] not in ("/", "/metrics"):
-                self.send_error(404)
-                return
-            try:
-                body = _exposition(directory)
-            except Exception as error:
-                _say(f"the metrics could not be read ({type(error).__name__}: {error})")
-                self.send_error(500)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", _TEXT_0_0_4)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # no line on the server's stderr per scrape
-
-    class Server(HTTPServer):
-        def handle_error(self, request: Any, client_address: Any) -> None:
-            pass  # a client's broken connection is no concern of the server's
-
-    try:
-        server = Server(("", port), Handler)
-    except OSError as error:
-        if not _served_by_another(directory):
-            _say(f"port {port} cannot be served ({error.strerror}): the metrics are not served on it")
-        return None
-    pid_file = os.path.join(directory, SERVER_PID_FILE)
-    with open(f"{pid_file}.{os.getpid()}", "w") as file:
-        file.write(f"{os.getpid()}\n")
-    os.replace(f"{pid_file}.{os.getpid()}", pid_file)
-    threading.Thread(target=server.serve_forever, name="mmpool-record-metrics", daemon=True).start()
-    return server
+        if isinstance(self._sink, _FileSink):
+            self._sink.close()
+        self.server = self._sink = None
