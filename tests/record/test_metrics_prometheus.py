@@ -1,0 +1,143 @@
+"""A real Prometheus server scrapes mmpool's metrics port; its HTTP API gives back the exact values.
+
+Needs Debian's ``prometheus`` package (``.ci/run`` installs it); skips with that reason without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import metrics_driver as md  # noqa: E402
+
+PROMETHEUS = shutil.which("prometheus")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+pytestmark = pytest.mark.skipif(
+    PROMETHEUS is None, reason="needs Prometheus' server on PATH (Debian: apt-get install prometheus; .ci/run does)"
+)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def query(web: int, expr: str) -> list[dict[str, Any]]:
+    url = f"http://127.0.0.1:{web}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as response:
+        answer = json.load(response)
+    assert answer["status"] == "success", (expr, answer)
+    return list(answer["data"]["result"])
+
+
+def by_pid(result: list[dict[str, Any]]) -> dict[str, float]:
+    return {series["metric"]["pid"]: float(series["value"][1]) for series in result}
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path):
+    """Start a Prometheus scraping a metrics port every second; yield (its web port, the scraped port)."""
+    target, web = free_port(), free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, scrape_timeout: 1s}\n"
+        f"scrape_configs: [{{job_name: mmpool, static_configs: [{{targets: ['127.0.0.1:{target}']}}]}}]\n"
+    )
+    log = (tmp_path / "prometheus.log").open("w")
+    server = subprocess.Popen(
+        [
+            str(PROMETHEUS),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{web}",
+            "--log.level=warn",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield web, target
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def wait_for(web: int, expr: str, count: int, limit_s: float = 90.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            if len(query(web, expr)) == count:
+                return
+        except OSError:  # not listening yet
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"Prometheus did not show {count} series of {expr} in {limit_s} s")
+
+
+def test_a_real_prometheus_scrapes_every_pool(tmp_path: Path, prometheus: tuple[int, int]) -> None:
+    web, port = prometheus
+    env = {k: v for k, v in os.environ.items() if k.lower() != "prometheus_multiproc_dir"}
+    start = {"op": "start", "out_dir": str(tmp_path / "rec"), "port": port}
+    top, worker = md.Driver(env), md.Driver(env)
+    try:
+        top.run([start, *md.script(1)])
+        worker.run([start, *md.script(2)])
+        wait_for(web, "mmpool_record_hook_errors_total == 1", 2)  # the scripts' last step, scraped
+        pids = {str(top.proc.pid): 1, str(worker.proc.pid): 2}
+        for key in md.expected(1):
+            name, _, le = key.partition("{le=")
+            expr = name + (f'{{le="{le[:-1]}"}}' if le else "")
+            got = by_pid(query(web, expr))
+            assert got == pytest.approx({pid: md.expected(scale)[key] for pid, scale in pids.items()}), key
+        labels = query(web, "mmpool_pool_capacity_bytes")[0]["metric"]
+        assert {k: labels[k] for k in ("transport", "gpu", "job")} == {
+            "transport": "cuda_ipc",
+            "gpu": "0",
+            "job": "mmpool",
+        }
+        # the dashboard's arithmetic, worked out by hand from md.script: misses 1 + 1 of 3 + 3 allocations
+        [ratio] = query(web, "sum(mmpool_pool_misses_total) / sum(mmpool_pool_allocations_total)")
+        assert float(ratio["value"][1]) == pytest.approx(1 / 3)
+        allocated = 3 * md.MIB // 4 + 400000 + 3 * 2 * md.MIB // 4 + 800000
+        [ratio] = query(web, "sum(mmpool_pool_missed_bytes_total) / sum(mmpool_pool_allocated_bytes_total)")
+        assert float(ratio["value"][1]) == pytest.approx(1200000 / allocated)
+        # four lifetimes, two of 0.05 s and two of 0.12 s: the median at the 0.05 bucket's top, p90 inside (0.1, 0.15]
+        for q, want in ((0.5, 0.05), (0.9, 0.1 + 0.05 * (3.6 - 2) / 2)):
+            [got] = query(web, f"histogram_quantile({q}, sum by (le) (mmpool_pool_lease_lifetime_seconds_bucket))")
+            assert float(got["value"][1]) == pytest.approx(want)
+        # every query of the example dashboard is one Prometheus accepts; those without a rate find their series
+        dashboard = json.loads((EXAMPLES / "grafana-dashboard.json").read_text())
+        for target in (target for panel in dashboard["panels"] for target in panel["targets"]):
+            expr = target["expr"].replace("$__rate_interval", "1m").replace("$pool", ".*")
+            result = query(web, expr)
+            assert result or "rate(" in expr or "increase(" in expr, expr
+    finally:
+        stderr = [top.close(), worker.close()]
+    assert stderr == ["", ""]
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed (Debian: prometheus)")
+def test_the_example_scrape_config_is_valid() -> None:
+    done = subprocess.run(
+        ["promtool", "check", "config", str(EXAMPLES / "prometheus.yml")], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
