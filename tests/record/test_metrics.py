@@ -148,13 +148,20 @@ def test_the_port_shows_every_process(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k.lower() != "prometheus_multiproc_dir"}
     port = free_port()
     start = {"op": "start", "out_dir": str(tmp_path), "port": port}
-    top, worker = md.Driver(env), md.Driver(env)
+    joined = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "sglang")}
+    (tmp_path / "sglang").mkdir()
+    top, worker, sglang = md.Driver(env), md.Driver(env), md.Driver({**env, **joined})
     try:
         top.run([start, *md.script(1)])
         worker.run([start, *md.script(2)])  # the port is the top process's: the worker only writes its files
+        sglang.run([start, *md.script(3)])  # --enable-metrics too: into SGLang's directory, which the port shows
+        top.run([{"op": "setenv", "name": "PROMETHEUS_MULTIPROC_DIR", "value": joined["PROMETHEUS_MULTIPROC_DIR"]}])
         families = scrape(port)
-        assert_expected(read(families, top.proc.pid), 1)
-        assert_expected(read(families, worker.proc.pid), 2)
+        for scale, driver in enumerate((top, worker, sglang), 1):
+            assert_expected(read(families, driver.proc.pid), scale)
+        assert sorted(p.name for p in (tmp_path / "sglang").iterdir()) == [
+            f"{kind}_{sglang.proc.pid}.db" for kind in ("counter", "gauge_liveall", "histogram")
+        ]
         with pytest.raises(urllib.error.HTTPError, match="404"):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=10)
         assert worker.close() == ""
@@ -162,8 +169,7 @@ def test_the_port_shows_every_process(tmp_path: Path) -> None:
         assert "mmpool_pool_leased_bytes" not in gone
         assert gone["mmpool_pool_allocations_total"] == 3
     finally:
-        worker.close()
-        assert top.close() == ""
+        assert (worker.close(), sglang.close(), top.close()) == ("", "", "")
 
 
 def test_a_port_taken_by_another_program_is_said_once(tmp_path: Path) -> None:
