@@ -111,7 +111,9 @@ NEUTRAL = CodeRegistry(
             "kept, a truncated image, not an image",
         ),
         Code("traffic-video-unsized", Severity.error, "a video: its frames cannot be read from a header"),
-        Code("traffic-item-refused", Severity.error, "the family takes no such item, or its processor refuses the size"),
+        Code(
+            "traffic-item-refused", Severity.error, "the family takes no such item, or its processor refuses the size"
+        ),
         Code("traffic-body-line", Severity.error, "a line of an OpenAI body log that is not a chat-completions body"),
         Code("traffic-line-too-long", Severity.error, "a line over 256 MiB"),
         Code("traffic-long-id", Severity.warning, "a request id over 200 characters: the trace names it line<N>"),
@@ -142,5 +144,14 @@ LAUNCH = CodeRegistry(
         Code("config-multiple", Severity.error, "the engine's own --config refusals"),
         Code("config-missing-path", Severity.error, "the engine's own --config refusals"),
         Code("parallel-not-positive", Severity.error, "a parallel size below 1"),
+        # simulate --trace DIR: a replay of mmpool record's recording against what its pools did
+        Code("record-replay-matches", Severity.info, "the replay made every decision the recorded pools made"),
+        Code("record-replay-differs", Severity.error, "an allocation the replay decided otherwise than the real pool"),
+        Code(
+            "record-not-compared",
+            Severity.info,
+            "another layout than the recording's (the flags to compare are given), or an incomplete recording",
+            also=(Severity.warning,),
+        ),
     ],
 )

@@ -26,6 +26,7 @@ ENV_BUFFER = "MMPOOL_RECORD_BUFFER"
 ENV_DIGESTS = "MMPOOL_RECORD_DIGESTS"
 
 DEFAULT_MAX_BYTES = 1 << 30
+MIN_MAX_BYTES = 4096
 DEFAULT_BUFFER = 65536
 
 
@@ -62,7 +63,7 @@ def from_environ(environ: dict[str, str] | os._Environ[str] | None = None) -> Co
         return None
     return Config(
         out_dir=out_dir,
-        max_bytes=_int(env, ENV_MAX_BYTES, DEFAULT_MAX_BYTES, 4096) or DEFAULT_MAX_BYTES,
+        max_bytes=_int(env, ENV_MAX_BYTES, DEFAULT_MAX_BYTES, MIN_MAX_BYTES) or DEFAULT_MAX_BYTES,
         metrics_port=_int(env, ENV_METRICS_PORT, None, 1),
         buffer=_int(env, ENV_BUFFER, DEFAULT_BUFFER, 1) or DEFAULT_BUFFER,
         digests=env.get(ENV_DIGESTS) or None,
