@@ -20,11 +20,12 @@ word and writes this rank's acknowledgement, ``cuda_ipc.py:378``, ``cuda_vmm_tra
 and check its first 64 KiB against the producer's sum.
 
 Ground truth (``--truth DIR``): ``worker-N.jsonl``, one line per lease in call order (``offset``: the
-lease's start as SGLang returned it, ``proxy_state['ipc_extra']['pool_byte_offset']`` or the VMM
-``control_offset``; ``null``: a miss), with the producer's pid and ``t_ns`` (CLOCK_MONOTONIC, before
-the call); ``consumer-N.jsonl``: when each lease was received and rebuilt (``t_acked_ns`` after the
-stream that wrote the acknowledgement finished); ``run.json``: the settings and counts. Run it under
-``mmpool record --out DIR -- python3 benchmarks/record_gpu.py ...`` to record the same run.
+lease's start as SGLang returned it, ``proxy_state['ipc_extra']['pool_byte_offset']``, or the VMM
+proxy's ``data_offset``, its chunk's start plus the control words; ``null``: a miss), with the
+producer's pid and ``t_ns`` (CLOCK_MONOTONIC, before the call); ``consumer-N.jsonl``: when each
+lease was received and rebuilt (``t_acked_ns`` after the stream that wrote the acknowledgement
+finished); ``run.json``: the settings and counts. Run it under ``mmpool record --out DIR -- python3
+benchmarks/record_gpu.py ...`` to record the same run.
 
 Usage::
 
@@ -160,7 +161,7 @@ def _publish(transport: str, pool, worker: int, r: int, items, truth: list) -> l
         t = time.monotonic_ns()
         packed = pool.wrap_tensors([tensor for tensor, _ in items])
         nbytes = [tensor.numel() * tensor.element_size() for tensor, _ in items]
-        offset = None if packed is None else packed[0]._packed_owner.control_offset
+        owner = None if packed is None else packed[0]._packed_owner
         truth.append(
             {
                 "worker": worker,
@@ -169,7 +170,8 @@ def _publish(transport: str, pool, worker: int, r: int, items, truth: list) -> l
                 "items": list(range(len(items))),
                 "bytes": nbytes,
                 "t_ns": t,
-                "offset": offset,
+                "offset": None if owner is None else owner.data_offset,
+                "control_offset": None if owner is None else owner.control_offset,
                 "packed": True,
             }
         )
@@ -188,7 +190,8 @@ def _publish(transport: str, pool, worker: int, r: int, items, truth: list) -> l
                 "items": [j],
                 "bytes": nbytes,
                 "t_ns": t,
-                "offset": wrapped.control_offset if hit else None,
+                "offset": wrapped.data_offset if hit else None,
+                "control_offset": wrapped.control_offset if hit else None,
             }
         )
         sent.append((j, wrapped if hit else None, check))
