@@ -33,6 +33,7 @@ import contextlib
 import importlib.util
 import os
 import sys
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -85,7 +86,11 @@ def start(config: Any) -> Metrics | None:
     private = None
     if config.metrics_port is not None:
         private = os.path.join(config.out_dir, PRIVATE_DIR)
-        os.makedirs(private, exist_ok=True)
+        try:
+            os.makedirs(private, exist_ok=True)
+        except OSError as error:  # the pools still join PROMETHEUS_MULTIPROC_DIR if the server has one
+            _say(f"{private}: cannot be made ({error.strerror}): the metrics are not served on the port")
+            private = None
     metrics = Metrics(private_dir=private)
     if private is not None:
         from mmpool_record.metrics_serve import serve
@@ -98,17 +103,23 @@ def _mp_dir() -> str | None:
     return os.environ.get(_MP_ENV) or os.environ.get(_MP_ENV.lower())
 
 
+_importing = threading.Lock()
+
+
 def _import_client() -> Any:
     """prometheus_client, imported without fixing its value class before the program could choose it."""
-    fresh = "prometheus_client" not in sys.modules
-    unset = _MP_ENV not in os.environ and _MP_ENV.lower() not in os.environ
-    prometheus_client = importlib.import_module("prometheus_client")
-    if fresh and unset:
-        _choose_value_class_at_creation(prometheus_client.values)
-    return prometheus_client
+    with _importing:  # the writer and the port's thread: one of them installs the choice, once
+        fresh = "prometheus_client" not in sys.modules
+        unset = _MP_ENV not in os.environ and _MP_ENV.lower() not in os.environ
+        prometheus_client = importlib.import_module("prometheus_client")
+        if fresh and unset:
+            _choose_value_class_at_creation(prometheus_client.values)
+        return prometheus_client
 
 
 def _choose_value_class_at_creation(values: Any) -> None:
+    if getattr(values.ValueClass, "_mmpool_deferred", False):
+        return
     made: list[Any] = []
 
     class ValueClassAtCreation:
@@ -270,11 +281,15 @@ class Metrics:
     def _chosen(self) -> Any:
         if self._sink is not None or os.getpid() != self._pid:
             return self._sink
-        client = _import_client()
         mp = _mp_dir()
+        if mp is not None and not os.path.isdir(mp):
+            mp = None
+        if self._registry is None and mp is None and self._private is None:
+            return None  # nowhere to publish yet: prometheus_client is not even imported
+        client = _import_client()
         if self._registry is not None:
             self._sink = _ClientSink(client, self._registry)
-        elif mp is not None and os.path.isdir(mp):
+        elif mp is not None:
             self._sink = _ClientSink(client, None) if _client_is_multiprocess(client) else _FileSink(client, mp)
         elif self._private is not None:
             self._sink = _FileSink(client, self._private)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import importlib
 import os
+import socketserver
 import threading
 from typing import Any
 
@@ -93,6 +94,10 @@ def serve(port: int, directory: str) -> Any:
             pass  # no line on the server's stderr per scrape
 
     class Server(HTTPServer):
+        def server_bind(self) -> None:
+            socketserver.TCPServer.server_bind(self)  # not HTTPServer's: its getfqdn may wait on DNS
+            self.server_name, self.server_port = "", port
+
         def handle_error(self, request: Any, client_address: Any) -> None:
             pass  # a client's broken connection is no concern of the server's
 
