@@ -34,10 +34,22 @@ MARK = "__mmpool_record__"
 class PoolState:
     """One pool of this process, as the hook knows it: its index and the recycler's tick in progress."""
 
-    __slots__ = ("pool", "transport", "index", "pid", "in_tick", "tick_thread", "merged", "before", "__weakref__")
+    __slots__ = (
+        "pool",
+        "transport",
+        "index",
+        "pid",
+        "layout",
+        "in_tick",
+        "tick_thread",
+        "merged",
+        "before",
+        "__weakref__",
+    )
 
-    def __init__(self, pool: object, transport: str, index: int) -> None:
+    def __init__(self, pool: Any, transport: str, index: int) -> None:
         self.pool = weakref.ref(pool)
+        self.layout = layout(pool, transport)  # now, once: the pool may be gone before the writer looks
         self.transport = transport
         self.index = index
         self.pid = os.getpid()
@@ -45,6 +57,27 @@ class PoolState:
         self.tick_thread = 0
         self.merged = False
         self.before: tuple[Any, ...] = ()
+
+
+def layout(pool: Any, transport: str) -> dict[str, Any]:
+    """What the manifest says of a pool: its layout, read from the attributes SGLang's ``__init__`` sets."""
+    try:
+        if transport == "cuda_vmm":
+            out = {"memory_size": int(pool.allocation_size), "data_start": 0, "control_bytes": int(pool.control_size)}
+        else:
+            out = {
+                "memory_size": int(pool.memory_size),
+                "data_start": int(pool.data_start),
+                "slots": int(pool.max_inflight_slices),
+            }
+        out["consumers"] = int(pool.consumer_count)
+        out["recycle_interval_s"] = float(pool._recycle_interval)
+        out["transport_name"] = str(getattr(pool, "transport_name", "CUDA VMM" if transport == "cuda_vmm" else ""))
+        out["device"] = int(getattr(pool, "device_id", getattr(pool, "device_index", 0)))
+        return out
+    except Exception as e:
+        QUEUE.error(e)
+        return {}
 
 
 class Registry:

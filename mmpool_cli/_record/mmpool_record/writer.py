@@ -47,29 +47,21 @@ class PoolFile:
     """One pool's trace file and manifest, and its tick clock."""
 
     def __init__(self, st: PoolState, config: Config) -> None:
-        pool: Any = st.pool()
         self.st, self.config = st, config
         self.vmm = st.transport == "cuda_vmm"
+        found = dict(st.layout)
+        if not found:
+            raise ValueError("the pool's layout could not be read")
         base = f"pool-{st.pid}-{st.index}"
         if os.path.exists(os.path.join(config.out_dir, base + ".json")):  # a process id used again
             base = f"{base}-{time.time_ns()}"
         self.base = base
         self.path = os.path.join(config.out_dir, base + ".jsonl")
         self.file = open(self.path, "xb")  # noqa: SIM115 - open for the pool's life
-        self.interval = max(2, round(float(pool._recycle_interval) * 1e9))
-        if self.vmm:
-            self.control = int(pool.control_size)
-            capacity = int(pool.allocation_size)
-            layout = {"memory_size": capacity, "data_start": 0, "control_bytes": self.control}
-        else:
-            self.control = 0
-            capacity = int(pool.memory_size)
-            layout = {
-                "memory_size": capacity,
-                "data_start": int(pool.data_start),
-                "slots": int(pool.max_inflight_slices),
-            }
-        layout["consumers"] = int(pool.consumer_count)
+        interval_s = found.pop("recycle_interval_s")
+        self.interval = max(2, round(interval_s * 1e9))
+        self.control = int(found.get("control_bytes", 0))
+        transport_name, device = found.pop("transport_name"), found.pop("device")
         from mmpool_record.hook import code_of
 
         self.info: dict[str, Any] = {
@@ -80,10 +72,10 @@ class PoolFile:
             "sglang": _release(),
             "code_of": code_of(st.transport),
             "transport": st.transport,
-            "transport_name": str(getattr(pool, "transport_name", "CUDA VMM" if self.vmm else "CUDA IPC")),
-            "device": int(getattr(pool, "device_id", getattr(pool, "device_index", 0))),
-            "layout": layout,
-            "recycle_interval_s": float(pool._recycle_interval),
+            "transport_name": transport_name,
+            "device": device,
+            "layout": found,
+            "recycle_interval_s": interval_s,
             "env": {k: os.environ[k] for k in _ENV if k in os.environ},
             "t0_monotonic_ns": None,
             "t0_unix_ns": None,
@@ -92,7 +84,7 @@ class PoolFile:
         self.k, self.rk, self.last = 0, -1, 0
         self.live: dict[int, tuple[Any, str, int, int | None, int]] = {}  # id -> (obj, key, bytes, offset, real t)
         self.leased = 0
-        self.misses: list[str] = []
+        self.misses: list[tuple[str, int, None]] = []  # freed at the next tick
         self.serial = 0
         self.size = 0
         self.lines: list[bytes] = []
@@ -122,7 +114,8 @@ class PoolFile:
         self.file = open(self.path, "xb")  # noqa: SIM115
         self.size = 0
         self.counts["rotations"] += 1
-        for _, key, nbytes, offset, _ in self.live.values():  # the new file stands alone: its leases in flight
+        held = [(key, nbytes, offset) for _, key, nbytes, offset, _ in self.live.values()]
+        for key, nbytes, offset in held + self.misses:  # the new file stands alone: its leases in flight
             rest = json.dumps({"op": "alloc", "id": key, "bytes": nbytes, "offset": offset})[1:]
             line = f'{{"t": {_t(self.last)}, {rest}\n'.encode()
             self.lines.append(line)
@@ -137,7 +130,7 @@ class PoolFile:
         self.counts["allocs"] += 1
         if got is None:
             self.counts["misses"] += 1
-            self.misses.append(key)
+            self.misses.append((key, nbytes, None))
         else:
             self.live[id(got)] = (got, key, nbytes, offset, r)
             self.leased += int(got.end) - int(got.start)
@@ -165,7 +158,7 @@ class PoolFile:
         self.k += 1
         self.rk = r
         self.counts["ticks"] += 1
-        for key in self.misses:
+        for key, _, _ in self.misses:
             self.write({"op": "free", "id": key, "tick": self.k}, self.k * self.interval)
         self.misses.clear()
         if before:  # cuda_vmm frees inline: the chunks the tick held that it no longer holds
@@ -226,6 +219,7 @@ class Writer:
         self.thread = threading.Thread(target=self._run, name="mmpool-record-writer", daemon=True)
         self.thread.start()
         atexit.register(self.close)
+        _exit_drains()
         util = sys.modules.get("multiprocessing.util")  # its children end by os._exit, after its finalizers
         if util is not None:
             try:
@@ -248,14 +242,7 @@ class Writer:
         if not self.lock.acquire(timeout=5.0 if final else -1):
             return
         try:
-            items = self.queue.items
-            for _ in range(len(items)):
-                event = items.popleft()
-                try:
-                    self._handle(event)
-                except Exception as e:
-                    self.broken.add(id(event[1]))
-                    self.queue.error(e)
+            self._events()
             for pf in list(self.files.values()):
                 try:
                     pf.flush()
@@ -264,8 +251,20 @@ class Writer:
                 except Exception as e:
                     self.queue.error(e)
             self._health()
+        except Exception as e:
+            self.queue.error(e)
         finally:
             self.lock.release()
+
+    def _events(self) -> None:
+        items = self.queue.items
+        for _ in range(len(items)):
+            event = items.popleft()
+            try:
+                self._handle(event)
+            except Exception as e:
+                self.broken.add(id(event[1]))
+                self.queue.error(e)
 
     def _handle(self, event: tuple[Any, ...]) -> None:
         kind, st, r = event[0], event[1], event[2]
@@ -319,6 +318,21 @@ class Writer:
 
 
 _writer: dict[str, Writer | None] = {"w": None}
+
+
+def _exit_drains() -> None:
+    """``os._exit`` (a forked child's way out, skipping atexit) writes this process's last events first."""
+    real = getattr(os._exit, "__wrapped__", os._exit)
+
+    def _exit(status: int) -> None:
+        w = _writer["w"]
+        if w is not None and w.thread is not None:
+            with contextlib.suppress(BaseException):
+                w.close()
+        real(status)
+
+    _exit.__wrapped__ = real  # type: ignore[attr-defined]
+    os._exit = _exit  # type: ignore[assignment]
 
 
 def setup(config: Config) -> None:
