@@ -8,6 +8,10 @@ between SGLang's own function (A) and the wrapper (B) block by block, A B A B ..
 process, one pool, one GPU state. Without the hook (``--reference``) B is a reference wrapper that
 appends a tuple to a bounded deque.
 
+Per size and transport three paired runs: the hook as it runs (its writer thread draining every
+20 ms); the hook with that thread held off the timed blocks (it drains between them: the cost in
+the allocating thread alone); and an A/A control with no wrapper at all (the method's own noise).
+
 Timed, host time (``perf_counter_ns``), the GPU idle before each call:
 
 * cuda_ipc: ``StreamOrderedMmFeaturePool.copy_tensor`` + the release SGLang's recycler does
@@ -76,27 +80,50 @@ def use(wrappers, hooked: bool) -> None:
         setattr(cls, name, wrapper if hooked else inner)
 
 
-def time_block(op, reps: int, sync) -> list[int]:
+class Quiet:
+    """Holds the hook's writer thread off the timed blocks: it drains between them, in this thread."""
+
+    def __init__(self, writer) -> None:
+        self.writer = writer
+
+    def enter(self) -> None:
+        self.writer.lock.acquire()
+
+    def leave(self) -> None:
+        self.writer.lock.release()
+        self.writer.drain()
+
+
+def time_block(op, reps: int, sync, quiet: Quiet | None = None) -> list[int]:
     times = []
-    for _ in range(reps):
-        sync()
-        t = time.perf_counter_ns()
-        op()
-        times.append(time.perf_counter_ns() - t)
+    if quiet is not None:
+        quiet.enter()
+    try:
+        for _ in range(reps):
+            sync()
+            t = time.perf_counter_ns()
+            op()
+            times.append(time.perf_counter_ns() - t)
+    finally:
+        if quiet is not None:
+            quiet.leave()
     return times
 
 
-def paired(op, wrappers, reps: int, blocks: int, sync) -> dict:
-    """Medians of A and B over ABAB blocks, and the per-pair difference of block medians."""
+def paired(op, wrappers, reps: int, blocks: int, sync, quiet: Quiet | None = None) -> dict:
+    """Medians of A and B over ABAB blocks, and the per-pair difference of block medians.
+
+    With no ``wrappers`` it is an A/A control: the difference is the noise of the method itself.
+    """
     for hooked in (False, True):  # warm-up
         use(wrappers, hooked)
-        time_block(op, reps, sync)
+        time_block(op, reps, sync, quiet)
     a_all, b_all, diffs = [], [], []
     for _ in range(blocks):
         use(wrappers, False)
-        a = time_block(op, reps, sync)
+        a = time_block(op, reps, sync, quiet)
         use(wrappers, True)
-        b = time_block(op, reps, sync)
+        b = time_block(op, reps, sync, quiet)
         a_all += a
         b_all += b
         diffs.append(statistics.median(b) - statistics.median(a))
@@ -222,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         "cuda_vmm": {},
     }
     sync = torch.cuda.synchronize
+    quiet = None
+    if mode == "hook":
+        from mmpool_record import writer
+
+        quiet = Quiet(writer.current()) if writer.current() is not None else None
     pool = ipc.MmItemMemoryPool(256 * MiB, 0.05, 0, 1)._pool
     vpool = vmm.CudaVmmMemoryPool(
         memory_size=256 * MiB,
@@ -242,10 +274,16 @@ def main(argv: list[str] | None = None) -> int:
         def publish_vmm(tensor=tensor):
             vpool.cancel_proxy(vpool.wrap_tensor(tensor))
 
-        report["cuda_ipc"][str(nbytes // MiB)] = paired(publish_ipc, wrappers, args.reps, args.blocks, sync)
-        report["cuda_vmm"][str(nbytes // MiB)] = paired(publish_vmm, wrappers, args.reps, args.blocks, sync)
-        print(f"{nbytes // MiB} MiB: cuda_ipc {report['cuda_ipc'][str(nbytes // MiB)]}", flush=True)
-        print(f"{nbytes // MiB} MiB: cuda_vmm {report['cuda_vmm'][str(nbytes // MiB)]}", flush=True)
+        for transport, op in (("cuda_ipc", publish_ipc), ("cuda_vmm", publish_vmm)):
+            runs = {
+                "hook": paired(op, wrappers, args.reps, args.blocks, sync),
+                "control_a_a": paired(op, [], args.reps, args.blocks, sync),
+            }
+            if quiet is not None:
+                runs["hook_writer_held"] = paired(op, wrappers, args.reps, args.blocks, sync, quiet)
+            report[transport][str(nbytes // MiB)] = runs
+            for name, figures in runs.items():
+                print(f"{nbytes // MiB} MiB {transport} {name}: {figures}", flush=True)
     pool.shutdown()
     vpool.shutdown()
     report["decisions"] = decisions(ipc, vmm, torch, wrappers, args.seed)
