@@ -1,12 +1,14 @@
 """The metrics the hook feeds from SGLang 0.5.23's own cuda_ipc pool code, against what the pool did.
 
 ``pool_driver.py`` runs the wheel's ``memory_pool.py`` on the CPU under the bootstrap; the pool's real
-offsets (``truth``) give the counts, the recording's trace the bytes. Needs the wheel: set
-``MMPOOL_SGLANG_WHEEL`` to ``sglang-0.5.23-*.whl`` (``pip download --no-deps sglang==0.5.23``).
+offsets (``truth``) give the counts, the recording's trace the bytes. Needs the wheel, found as
+``test_real_pool`` finds it (``$MMPOOL_SGLANG_WHEEL`` first), and torch.
 """
 
 from __future__ import annotations
 
+import glob
+import importlib.util
 import json
 import os
 import socket
@@ -20,17 +22,28 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 HERE = Path(__file__).resolve().parent
 RECORD_DIR = HERE.parents[1] / "mmpool_cli" / "_record"
-WHEEL = os.environ.get("MMPOOL_SGLANG_WHEEL", "")
 MEMBER = "sglang/srt/multimodal/transport/memory_pool.py"
-pytestmark = pytest.mark.skipif(
-    not os.path.isfile(WHEEL), reason="set MMPOOL_SGLANG_WHEEL to SGLang 0.5.23's wheel to run its pool code"
-)
+
+
+def wheel() -> str | None:
+    """SGLang 0.5.23's wheel where ``test_real_pool`` finds it."""
+    found = [os.environ.get("MMPOOL_SGLANG_WHEEL", "")]
+    found += glob.glob("/work/cache/sglang/sglang-0.5.23-*.whl")
+    found += glob.glob(str(Path.home() / ".cache" / "mmpool-bench" / "sglang-0.5.23" / "sglang-0.5.23-*.whl"))
+    return next((w for w in found if w and os.path.isfile(w)), None)
+
+
+WHEEL = wheel()
+pytestmark = [
+    pytest.mark.skipif(WHEEL is None, reason="SGLang 0.5.23's wheel is not here (pip download --no-deps)"),
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed"),
+]
 
 
 def tree(tmp_path: Path) -> Path:
     """The wheel's memory_pool.py with empty packages around it and a runtime_context stand-in."""
     root = tmp_path / "tree"
-    with zipfile.ZipFile(WHEEL) as wheel:
+    with zipfile.ZipFile(str(WHEEL)) as wheel:
         (root / MEMBER).parent.mkdir(parents=True)
         (root / MEMBER).write_bytes(wheel.read(MEMBER))
     for package in ("sglang", "sglang/srt", "sglang/srt/multimodal", "sglang/srt/multimodal/transport"):
