@@ -6,7 +6,9 @@ import json
 import os
 import sys
 import tempfile
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Callable
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
@@ -26,6 +28,16 @@ from mmpool_cli.errors import EXIT_OK, MmpoolError
 
 if TYPE_CHECKING:
     from mmpool_cli.inputs.traffic.model import Conversion
+
+
+class TraceSource(StrEnum):
+    """``--from``: the traffic formats (``SourceChoice``), and a recording of ``mmpool record``."""
+
+    auto = SourceChoice.auto.value
+    sglang_log = SourceChoice.sglang_log.value
+    openai = SourceChoice.openai.value
+    bench_serving = SourceChoice.bench_serving.value
+    record = "record"
 
 
 @app.command(
@@ -48,9 +60,9 @@ def trace(
     model: Annotated[
         str | None, typer.Option("--model", metavar="NAME|PATH", help="A model family or a model directory.")
     ] = None,
-    source: Annotated[SourceChoice, typer.Option("--from", help="The input's format (auto: sniffed).")] = (
-        SourceChoice.auto
-    ),
+    source: Annotated[
+        TraceSource, typer.Option("--from", help="The input's format (auto: sniffed; record: mmpool record's DIR).")
+    ] = TraceSource.auto,
     output: Annotated[
         str | None, typer.Option("--output", "-o", metavar="OUT", help="Write the trace here (default stdout).")
     ] = None,
@@ -97,9 +109,11 @@ def trace(
             raise MmpoolError(f"-o {output}: exists; mmpool never overwrites a file: remove it or choose another")
         if output is not None and output in (inputs or []):
             raise MmpoolError(f"-o {output}: is one of the inputs")
+        if source is TraceSource.record:
+            _recording(inputs or [], output)
         conversion = convert(
             model=model,
-            source=source,
+            source=SourceChoice(source.value),
             inputs=inputs or [],
             workers=workers,
             tp=tp,
@@ -118,12 +132,29 @@ def trace(
     raise typer.Exit(EXIT_OK)
 
 
+def _recording(inputs: list[str], output: str | None) -> None:
+    """``--from record DIR``: the recording's pools merged into one trace, the real offsets kept."""
+    from mmpool_cli.simulate.recording import merged_lines
+
+    if len(inputs) != 1:
+        raise MmpoolError("--from record reads one recording: give its directory (mmpool record --out DIR)")
+    lines, rec = merged_lines(inputs[0])
+    _emit(output, lambda f: f.writelines(lines))
+    typer.echo(f"mmpool trace: {len(lines)} events of {len(rec.pools)} pools from {inputs[0]}", err=True)
+    raise typer.Exit(EXIT_OK)
+
+
 def _write(conversion: Conversion, output: str | None) -> None:
     from mmpool_cli.inputs.traffic import writer
 
     timeline = writer.events(conversion.leases)
+    _emit(output, lambda f: writer.write(f, timeline, conversion.items))
+
+
+def _emit(output: str | None, write: Callable[[TextIO], object]) -> None:
+    """Write the trace to stdout or to a new file ``output`` (never one that exists)."""
     if output is None:
-        writer.write(sys.stdout, timeline, conversion.items)
+        write(sys.stdout)
         sys.stdout.flush()
         return
     folder = os.path.dirname(os.path.abspath(output))
@@ -133,7 +164,7 @@ def _write(conversion: Conversion, output: str | None) -> None:
         raise MmpoolError(f"-o {output}: cannot write there ({e.strerror})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            writer.write(f, timeline, conversion.items)
+            write(f)
         os.link(tmp, output)  # fails rather than replace a file that appeared meanwhile
     except FileExistsError:
         raise MmpoolError(f"-o {output}: exists; mmpool never overwrites a file") from None

@@ -121,6 +121,24 @@ def read_recording(
     return out, rec
 
 
+def merged_lines(path: str, *, max_events: int = MAX_EVENTS) -> tuple[list[str], Recording]:
+    """The recording as one trace (``trace --from record``): its lines, worker i the i-th pool, offsets kept."""
+    count = len(glob.glob(os.path.join(glob.escape(path), "pool-*.json")))
+    events, rec = read_recording(path, max(count, 1), max_events=max_events)
+    lines = []
+    allocs = 0
+    ids = events.ids or []
+    for t, op, key, nbytes, worker in zip(events.t, events.op, events.key, events.nbytes, events.worker, strict=True):
+        head = f'{{"t": {t // 1_000_000_000}.{t % 1_000_000_000:09d}, '
+        if op == ALLOC:
+            body = {"op": "alloc", "id": ids[key], "bytes": nbytes, "worker": worker, "offset": rec.offsets[allocs]}
+            allocs += 1
+        else:
+            body = {"op": "free", "id": ids[key]}
+        lines.append(head + json.dumps(body)[1:] + "\n")
+    return lines, rec
+
+
 def _offsets(trace: str) -> list[int | None]:
     """The recorded offset of every alloc of a (valid) pool trace, in order."""
     out: list[int | None] = []

@@ -38,6 +38,7 @@ def pool(root: Path, pid: int, t0: int, lines: list[dict[str, object]], **extra:
 
 
 def two_pools(root: Path) -> None:
+    root.mkdir(exist_ok=True)
     # pool 7 starts 120 ms after pool 5: shifted by two whole 50 ms ticks (100 ms)
     pool(
         root,
@@ -120,3 +121,21 @@ def test_a_bad_trace_line_is_located(tmp_path: Path) -> None:
     pool(tmp_path, 5, 0, [{"t": 0.01, "op": "alloc", "id": "0", "bytes": 0, "offset": 256}])
     with pytest.raises(TraceError, match="pool-5-0.jsonl:1: bytes must be a whole number"):
         read_recording(str(tmp_path), 1)
+
+
+def test_merged_lines_are_one_trace_with_the_offsets(tmp_path: Path) -> None:
+    from mmpool_cli.simulate.recording import merged_lines
+
+    two_pools(tmp_path / "rec")
+    lines, rec = merged_lines(str(tmp_path / "rec"))
+    assert len(rec.pools) == 2
+    assert [json.loads(line) for line in lines] == [
+        {"t": 0.02, "op": "alloc", "id": "5-0:0", "bytes": 2000, "worker": 0, "offset": 256},
+        {"t": 0.11, "op": "alloc", "id": "7-0:0", "bytes": 1000, "worker": 1, "offset": 256},
+        {"t": 0.12, "op": "alloc", "id": "5-0:1", "bytes": 3000, "worker": 0, "offset": None},
+        {"t": 0.15, "op": "free", "id": "7-0:0"},
+    ]
+    (tmp_path / "merged.jsonl").write_text("".join(lines))
+    from mmpool_cli.simulate.trace import read_trace
+
+    assert len(read_trace(str(tmp_path / "merged.jsonl"), 2)) == 4  # simulate --trace reads it as it stands
