@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -186,3 +187,18 @@ def test_a_port_taken_by_another_program_is_said_once(tmp_path: Path) -> None:
         stderr
         == f"mmpool record: port {port} cannot be served (Address already in use): the metrics are not served on it\n"
     )
+
+
+def test_a_stalled_client_blocks_neither_the_pools_nor_the_port_for_long(tmp_path: Path) -> None:
+    port = free_port()
+    driver = md.Driver()
+    try:
+        driver.run([{"op": "start", "out_dir": str(tmp_path), "port": port}])
+        with socket.create_connection(("127.0.0.1", port), timeout=10):  # connects, never asks
+            began = time.monotonic()
+            driver.run(md.script(1))  # the writer's calls do not wait for the port's thread
+            assert time.monotonic() - began < 5
+            assert_expected(read(scrape(port), driver.proc.pid), 1)  # served once the stalled client is dropped
+            assert time.monotonic() - began < 15
+    finally:
+        assert driver.close() == ""

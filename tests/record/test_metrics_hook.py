@@ -43,9 +43,9 @@ pytestmark = [
 def tree(tmp_path: Path) -> Path:
     """The wheel's memory_pool.py with empty packages around it and a runtime_context stand-in."""
     root = tmp_path / "tree"
-    with zipfile.ZipFile(str(WHEEL)) as wheel:
+    with zipfile.ZipFile(str(WHEEL)) as archive:
         (root / MEMBER).parent.mkdir(parents=True)
-        (root / MEMBER).write_bytes(wheel.read(MEMBER))
+        (root / MEMBER).write_bytes(archive.read(MEMBER))
     for package in ("sglang", "sglang/srt", "sglang/srt/multimodal", "sglang/srt/multimodal/transport"):
         (root / package / "__init__.py").touch()
     (root / "sglang/srt/runtime_context.py").write_text("def get_parallel():\n    return None\n")
