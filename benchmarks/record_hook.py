@@ -48,6 +48,7 @@ def ipc_pool(memory_pool):
     pool._available_slots = list(reversed(range(slots)))
     pool._slot_generations = [0] * slots
     pool._occupied = {}
+    pool._recycle_interval, pool.device_id = 0.05, 0  # read by the hook's writer under mmpool record
 
     def loop(n: int) -> None:
         for _ in range(n):
@@ -63,6 +64,7 @@ def vmm_pool(vmm):
     pool = cls.__new__(cls)
     pool.available_chunks = [vmm._CudaVmmMemoryChunk(0, 256 * MiB)]
     pool.occupied_chunks = []
+    pool.allocation_size, pool.consumer_count, pool._recycle_interval, pool.device_index = 256 * MiB, 1, 0.05, 0
 
     def loop(n: int) -> None:
         for _ in range(n):
