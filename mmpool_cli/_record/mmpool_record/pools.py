@@ -62,6 +62,7 @@ class PoolState:
 def layout(pool: Any, transport: str) -> dict[str, Any]:
     """What the manifest says of a pool: its layout, read from the attributes SGLang's ``__init__`` sets."""
     try:
+        out: dict[str, Any]
         if transport == "cuda_vmm":
             out = {"memory_size": int(pool.allocation_size), "data_start": 0, "control_bytes": int(pool.control_size)}
         else:

@@ -58,8 +58,8 @@ class PoolFile:
         self.base = base
         self.path = os.path.join(config.out_dir, base + ".jsonl")
         self.file = open(self.path, "xb")  # noqa: SIM115 - open for the pool's life
-        interval_s = found.pop("recycle_interval_s")
-        self.interval = max(2, round(interval_s * 1e9))
+        interval_s = float(found.pop("recycle_interval_s"))
+        self.interval: int = max(2, round(interval_s * 1e9))
         self.control = int(found.get("control_bytes", 0))
         transport_name, device = found.pop("transport_name"), found.pop("device")
         from mmpool_record.hook import code_of
@@ -223,7 +223,7 @@ class Writer:
         util = sys.modules.get("multiprocessing.util")  # its children end by os._exit, after its finalizers
         if util is not None:
             try:
-                util.Finalize(None, self.close, exitpriority=-100)  # type: ignore[attr-defined]
+                util.Finalize(None, self.close, exitpriority=-100)
             except Exception as e:
                 self.queue.error(e)
 
