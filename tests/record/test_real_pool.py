@@ -22,6 +22,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("pool_driver.py")
 MODULE = "sglang/srt/multimodal/transport/memory_pool.py"
+VMM = "sglang/srt/utils/cuda_vmm_transport_utils.py"
+# stand-ins for what cuda_vmm_transport_utils imports besides memory_pool (none of it runs here)
+STANDINS = {
+    "sglang/srt/managers/schedule_batch.py": "Modality = MultimodalDataItem = MultimodalProcessorOutput = object\n",
+    "sglang/srt/utils/cuda_ipc_transport_utils.py": (
+        "DEFER_CUDA_IPC_FEATURE_RECONSTRUCTION_KEY = 'x'\nMM_FEATURE_CACHE_SIZE = 0\n"
+        "MM_ITEM_MEMORY_POOL_RECYCLE_INTERVAL = 0.05\nget_mm_feature_pool_size_per_worker = None\n\n\n"
+        "class CudaIpcTensorTransportProxy:\n    pass\n"
+    ),
+    "sglang/srt/utils/cuda_vmm_utils.py": (
+        "def align_up(value, alignment):\n    return (value + alignment - 1) // alignment * alignment\n\n\n"
+        "_FD_SEND_TIMEOUT_S = VmmReservation = _get_cuda_driver = _recv_fd = _send_fd = None\n"
+        "allocation_handle_type_name = check_drv = get_allocation_granularity = None\n"
+        "get_device_allocation_handle_type = import_and_map_alloc = make_device_allocation_prop = None\n"
+        "release_mappings = tensor_from_pointer = None\n"
+    ),
+}
 MEMORY = 48 << 20  # per pool: small enough that 12 MiB features miss now and then
 INTERVAL = "0.01"
 
@@ -46,9 +63,17 @@ def tree(root: Path) -> Path:
     package.mkdir(parents=True)
     for folder in (package, package.parent, package.parent.parent, root / "sglang"):
         (folder / "__init__.py").write_text("")
-    (root / "sglang" / "srt" / "runtime_context.py").write_text("def get_parallel():\n    return None\n")
+    (root / "sglang" / "srt" / "runtime_context.py").write_text(
+        "def get_parallel():\n    return None\n\n\nget_mm = get_serving = get_parallel\n"
+    )
+    for folder in ("managers", "utils"):
+        (root / "sglang" / "srt" / folder).mkdir()
+        (root / "sglang" / "srt" / folder / "__init__.py").write_text("")
+    for name, text in STANDINS.items():
+        (root / name).write_text(text)
     with zipfile.ZipFile(str(wheel())) as z:
         (package / "memory_pool.py").write_bytes(z.read(MODULE))
+        (root / VMM).write_bytes(z.read(VMM))
     return root
 
 
@@ -100,3 +125,23 @@ def test_recorded_real_pools_replay_decision_for_decision(tmp_path: Path) -> Non
     assert finding["code"] == "record-not-compared"
     assert f"--size {2 * MEMORY}B --workers 2 --tp 2" in finding["message"]
     assert sum(e["offset"] is None for e in report["events"]) < sum(o.count(None) for o in real)
+
+
+def test_recorded_real_vmm_pool_replays_decision_for_decision(tmp_path: Path) -> None:
+    src = tree(tmp_path / "tree")
+    out = tmp_path / "rec"
+    truth = tmp_path / "vmm.json"
+    args = [str(DRIVER), str(src), str(truth), "3", "250", str(MEMORY), "2", INTERVAL, "cuda_vmm"]
+    got = mmpool("record", "--out", str(out), "--", sys.executable, *args)
+    assert (got.returncode, got.stderr) == (0, ""), got.stderr
+    [info] = [json.loads(p.read_text()) for p in out.glob("pool-*.json")]
+    assert info["transport"] == "cuda_vmm" and info["complete"] is True
+    assert info["code_of"] == ["0.5.22", "0.5.23"]  # 0.5.21 ships another _recycle_chunks
+    assert info["layout"] == {"memory_size": MEMORY, "data_start": 0, "control_bytes": 256, "consumers": 2}
+    env = {"SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC": INTERVAL}
+    flags = ["--transport", "cuda_vmm", "--size", f"{MEMORY}B", "--tp", "2", "--events", "--format", "json"]
+    report = json.loads(mmpool("simulate", "--trace", str(out), *flags, env=env).stdout)
+    [finding] = [f for f in report["findings"] if f["code"].startswith("record-")]
+    assert finding["code"] == "record-replay-matches", finding
+    real = json.loads(truth.read_text())
+    assert [e["offset"] for e in report["events"]] == real and None in real
