@@ -10,7 +10,9 @@ around them), in alternating blocks A B A B ...:
 * cuda_ipc: ``_allocate_locked`` + ``_release_locked`` (+ the unwrapped ``_merge_ranges_locked``);
 * cuda_vmm: ``_reserve_chunk`` + ``_release_reserved_chunk`` (its ``_merge_chunks`` wrapped too).
 
-Two events a loop; the added time per event is half the difference of the block medians. The queue is
+Two events a loop; the added time per event is half the difference of the block medians. The same
+is measured first for a reference wrapper that only appends ``(name, time, result)`` to a bounded
+deque (``record_publish.reference_wrappers``, on the two event methods): the floor of any hook. The queue is
 emptied between blocks (the hook's writer thread drains it off this thread), so no event is dropped.
 
 Usage::
@@ -119,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from mmpool_record import pools
     from mmpool_record.events import QUEUE
+    from record_publish import reference_wrappers
     from record_sglang_load import load
 
     ipc, vmm, memory_pool = load(
@@ -134,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         ("cuda_ipc", memory_pool.StreamOrderedMmFeaturePool, pools.wrap_ipc, ipc_pool, memory_pool),
         ("cuda_vmm", vmm.CudaVmmMemoryPool, pools.wrap_vmm, vmm_pool, vmm),
     ):
+        events = ("_allocate_locked", "_release_locked", "_reserve_chunk", "_release_reserved_chunk")
+        reference = reference_wrappers([cls], events)
+        floor = measure(make(module), reference, args.loops, args.blocks, QUEUE)
+        switch(reference, False)
         before = dict(vars(cls))
         wrap(cls)
         pairs = [
@@ -143,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         report[name] = measure(make(module), pairs, args.loops, args.blocks, QUEUE)
         report[name]["wrapped"] = sorted(key for _, key, _, _ in pairs)
+        report[name]["reference_added_per_event_ns"] = floor["added_per_event_ns"]
+        report[name]["reference_added_per_event_iqr_ns"] = floor["added_per_event_iqr_ns"]
         print(name, json.dumps(report[name]), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")

@@ -11,7 +11,7 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc
   python3 -c "import torch, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"
-  git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null; } 2>&1 | tee "$out/machine.txt"
+  cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null; } 2>&1 | tee "$out/machine.txt"
 quiet() { grep -v 'WARNING:sglang\|CudaIPCTypes'; }  # SGLang's own pool-full warnings and torch's IPC note
 python3 benchmarks/record_hook.py --sglang "$sglang" --loops 20000 --blocks 21 --out "$out/hook-cpu.json" 2>&1 | tail -4
 for t in cuda_ipc cuda_vmm; do
