@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +161,25 @@ def test_malformed_setting_records_nothing(tree: Path, tmp_path: Path) -> None:
     got = run(tree, str(ITEMS), env={"MMPOOL_RECORD": str(tmp_path / "rec"), "MMPOOL_RECORD_MAX_BYTES": "lots"})
     assert (got.returncode, got.stdout) == (3, plain.stdout)
     assert got.stderr.startswith("mmpool record: nothing is recorded: ")
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.12", "3.13"])
+def test_the_hook_runs_in_the_servers_own_python(tree: Path, tmp_path: Path, version: str) -> None:
+    found = [
+        shutil.which(f"python{version}"),
+        *glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python")),
+    ]
+    python = next((p for p in found if p and subprocess.run([p, "-c", ""], capture_output=True).returncode == 0), None)
+    if python is None:
+        pytest.skip(f"no python{version} here")
+    full = {k: v for k, v in os.environ.items() if not k.startswith("MMPOOL_RECORD")}
+    full["PYTHONPATH"] = str(tree)
+    program = [python, str(tree / "program.py"), str(ITEMS)]
+    plain = subprocess.run(program, capture_output=True, text=True, env=full, timeout=120, check=False)
+    out = tmp_path / "rec"
+    full["PYTHONPATH"] = os.pathsep.join([str(fake_sglang.RECORD_DIR), str(tree)])
+    full.update({"MMPOOL_RECORD": str(out), "MMPOOL_RECORD_DIGESTS": str(fake_sglang.digests(tmp_path))})
+    got = subprocess.run(program, capture_output=True, text=True, env=full, timeout=120, check=False)
+    assert (got.returncode, got.stdout, got.stderr) == (3, plain.stdout, plain.stderr)
+    [info] = pools(out)
+    assert info["complete"] is True and info["events"]["allocs"] == ITEMS
