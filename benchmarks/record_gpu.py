@@ -15,9 +15,10 @@ with its real recycler thread, and publishes a seeded stream of real CUDA tensor
 request of two or more, else or on ``None`` ``wrap_tensor`` per tensor (``wrap_items``,
 ``cuda_vmm_transport_utils.py:1110``). Each request's proxies are pickled to every one of
 ``--consumers`` consumer processes (the scheduler ranks, ``tp_rank`` = their index), which rebuild
-each tensor over CUDA IPC with SGLang's own ``reconstruct_on_target_device`` (it waits on the ready
-word and writes this rank's acknowledgement, ``cuda_ipc.py:378``, ``cuda_vmm_transport_utils.py:870``)
-and check its first 64 KiB against the producer's sum.
+each tensor over CUDA IPC with SGLang's own ``reconstruct_on_target_device`` (cuda_ipc: waits on the
+ready word, copies, writes this rank's acknowledgement word, ``cuda_ipc.py:378-411``; cuda_vmm: copies
+and sets this rank's acknowledgement word, ``cuda_vmm_transport_utils.py:849-907``, a packed request's
+first child for all, ``977-999``) and check its first 64 KiB against the producer's sum.
 
 Ground truth (``--truth DIR``): ``worker-N.jsonl``, one line per lease in call order (``offset``: the
 lease's start as SGLang returned it, ``proxy_state['ipc_extra']['pool_byte_offset']``, or the VMM
