@@ -98,12 +98,16 @@ def read_recording(
     total = 0
     for n, info in enumerate(pools):
         trace = os.path.join(path, os.path.basename(str(info["file"])))
+        if os.path.isfile(trace) and os.path.getsize(trace) == 0:
+            continue  # a pool whose recycler ticked but that never leased: a worker without traffic
         events = read_trace(trace, 1, max_events=max_events - total, idle_timeout=idle_timeout, keep_ids=True)
         total += len(events)
         interval = max(2, round(float(info["recycle_interval_s"]) * 1e9))
         shift = round(((info["t0_monotonic_ns"] or start) - start) / interval) * interval
         offsets = _offsets(trace)
         streams.append(_stream(events, offsets, n, shift, f"{info.get('pid', 0)}-{info.get('pool', n)}"))
+    if not total:
+        raise TraceError(f"{path}: no events: the recording's {len(pools)} pools leased nothing")
     out = Events(keep_ids=keep_ids, requests=requests)
     rec = Recording(path, pools)
     live: dict[str, int] = {}

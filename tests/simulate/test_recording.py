@@ -139,3 +139,10 @@ def test_merged_lines_are_one_trace_with_the_offsets(tmp_path: Path) -> None:
     from mmpool_cli.simulate.trace import read_trace
 
     assert len(read_trace(str(tmp_path / "merged.jsonl"), 2)) == 4  # simulate --trace reads it as it stands
+
+
+def test_a_pool_without_traffic_is_a_worker_with_no_events(tmp_path: Path) -> None:
+    two_pools(tmp_path)
+    pool(tmp_path, 9, 1_300 * MS, [])  # its recycler ticked, nothing was leased
+    events, rec = read_recording(str(tmp_path), 3)
+    assert [p["pid"] for p in rec.pools] == [5, 7, 9] and len(events) == 4
