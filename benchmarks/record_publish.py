@@ -8,9 +8,10 @@ between SGLang's own function (A) and the wrapper (B) block by block, A B A B ..
 process, one pool, one GPU state. Without the hook (``--reference``) B is a reference wrapper that
 appends a tuple to a bounded deque.
 
-Per size and transport three paired runs: the hook as it runs (its writer thread draining every
+Per size and transport four paired runs: the hook as it runs (its writer thread draining every
 20 ms); the hook with that thread held off the timed blocks (it drains between them: the cost in
-the allocating thread alone); and an A/A control with no wrapper at all (the method's own noise).
+the allocating thread alone); an A/A control with no wrapper at all (the method's own noise); and
+the reference deque wrapper on the event methods alone (allocate and release) over SGLang's own.
 
 Timed, host time (``perf_counter_ns``), the GPU idle before each call:
 
@@ -19,7 +20,7 @@ Timed, host time (``perf_counter_ns``), the GPU idle before each call:
 * cuda_vmm: ``CudaVmmMemoryPool.wrap_tensor`` (its copy ends in a stream synchronize) +
   ``cancel_proxy``.
 
-``--decisions``: a seeded sequence of publishes, acknowledgements (``cancel_lease`` / ``cancel_proxy``)
+Then the decisions: a seeded sequence of publishes, acknowledgements (``cancel_lease`` / ``cancel_proxy``)
 and recycler ticks (``_recycle_ready_leases_locked``, the recycler itself idled by a long interval) run
 once with A and once with B on fresh pools: the offsets must be identical.
 
@@ -42,6 +43,7 @@ import time
 from pathlib import Path
 
 MiB = 1 << 20
+EVENTS = ("_allocate_locked", "_release_locked", "_reserve_chunk", "_release_reserved_chunk")
 SIZES = (1 * MiB, 4 * MiB, 16 * MiB, 48 * MiB)
 
 
@@ -249,11 +251,15 @@ def main(argv: list[str] | None = None) -> int:
         "cuda_vmm": {},
     }
     sync = torch.cuda.synchronize
-    quiet = None
+    quiet, reference = None, []
     if mode == "hook":
         from mmpool_record import writer
 
         quiet = Quiet(writer.current()) if writer.current() is not None else None
+        use(wrappers, False)  # the reference wraps SGLang's own functions, the hook's put back after
+        reference = reference_wrappers(classes, EVENTS)
+        use(reference, False)
+        use(wrappers, True)
     pool = ipc.MmItemMemoryPool(256 * MiB, 0.05, 0, 1)._pool
     vpool = vmm.CudaVmmMemoryPool(
         memory_size=256 * MiB,
@@ -281,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
             }
             if quiet is not None:
                 runs["hook_writer_held"] = paired(op, wrappers, args.reps, args.blocks, sync, quiet)
+                use(wrappers, False)
+                runs["reference"] = paired(op, reference, args.reps, args.blocks, sync)
+                use(reference, False)
+                use(wrappers, True)
             report[transport][str(nbytes // MiB)] = runs
             for name, figures in runs.items():
                 print(f"{nbytes // MiB} MiB {transport} {name}: {figures}", flush=True)
