@@ -8,10 +8,11 @@ between SGLang's own function (A) and the wrapper (B) block by block, A B A B ..
 process, one pool, one GPU state. Without the hook (``--reference``) B is a reference wrapper that
 appends a tuple to a bounded deque.
 
-Per size and transport four paired runs: the hook as it runs (its writer thread draining every
+Per size and transport five paired runs: the hook as it runs (its writer thread draining every
 20 ms); the hook with that thread held off the timed blocks (it drains between them: the cost in
 the allocating thread alone); an A/A control with no wrapper at all (the method's own noise); and
-the reference deque wrapper on the event methods alone (allocate and release) over SGLang's own.
+the reference deque wrapper on the event methods alone (allocate and release) over SGLang's own,
+taking ``*args, **kwargs`` as the hook's wrappers do, and the same with the methods' own signature.
 
 Timed, host time (``perf_counter_ns``), the GPU idle before each call:
 
@@ -58,9 +59,14 @@ def find_wrappers(classes) -> list[tuple[type, str, object, object]]:
     return found
 
 
-def reference_wrappers(classes, names) -> list[tuple[type, str, object, object]]:
-    """A wrapper that appends (name, time, args) to a bounded deque: the floor any hook pays."""
+def reference_wrappers(classes, names, fixed: bool = False) -> list[tuple[type, str, object, object]]:
+    """A wrapper that appends (name, time, result) to a bounded deque: the floor any hook pays.
+
+    ``fixed``: with the method's own two parameters ``(self, x)`` instead of ``*args, **kwargs``
+    (the event methods take one argument; a hook that knows the code by its digest knows that).
+    """
     events: collections.deque = collections.deque(maxlen=65536)
+    now = time.monotonic_ns
     found = []
     for cls in classes:
         for name in names:
@@ -70,10 +76,15 @@ def reference_wrappers(classes, names) -> list[tuple[type, str, object, object]]
 
             def wrapper(*args, _inner=inner, _name=name, **kwargs):
                 result = _inner(*args, **kwargs)
-                events.append((_name, time.monotonic_ns(), result))
+                events.append((_name, now(), result))
                 return result
 
-            found.append((cls, name, functools.wraps(inner)(wrapper), inner))
+            def fixed_wrapper(self, x, _inner=inner, _name=name):
+                result = _inner(self, x)
+                events.append((_name, now(), result))
+                return result
+
+            found.append((cls, name, functools.wraps(inner)(fixed_wrapper if fixed else wrapper), inner))
     return found
 
 
@@ -251,13 +262,14 @@ def main(argv: list[str] | None = None) -> int:
         "cuda_vmm": {},
     }
     sync = torch.cuda.synchronize
-    quiet, reference = None, []
+    quiet, reference, fixed = None, [], []
     if mode == "hook":
         from mmpool_record import writer
 
         quiet = Quiet(writer.current()) if writer.current() is not None else None
         use(wrappers, False)  # the reference wraps SGLang's own functions, the hook's put back after
         reference = reference_wrappers(classes, EVENTS)
+        fixed = reference_wrappers(classes, EVENTS, fixed=True)
         use(reference, False)
         use(wrappers, True)
     pool = ipc.MmItemMemoryPool(256 * MiB, 0.05, 0, 1)._pool
@@ -290,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
                 use(wrappers, False)
                 runs["reference"] = paired(op, reference, args.reps, args.blocks, sync)
                 use(reference, False)
+                runs["reference_fixed"] = paired(op, fixed, args.reps, args.blocks, sync)
+                use(fixed, False)
                 use(wrappers, True)
             report[transport][str(nbytes // MiB)] = runs
             for name, figures in runs.items():
