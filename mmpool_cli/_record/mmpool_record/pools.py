@@ -116,38 +116,50 @@ def _marked(fn: Callable[..., Any], original: Callable[..., Any]) -> Callable[..
 
 
 def wrap_ipc(cls: Any) -> None:
-    """Wrap ``StreamOrderedMmFeaturePool``'s allocate, release and recycle tick."""
-    allocate, release, recycle = cls._allocate_locked, cls._release_locked, cls._recycle_ready_leases_locked
-    registry = REGISTRY
+    """Wrap ``StreamOrderedMmFeaturePool``'s allocate, release and recycle tick.
 
-    def _allocate_locked(self: Any, nbytes: int, *args: Any, **kwargs: Any) -> Any:
-        lease = allocate(self, nbytes, *args, **kwargs)
+    The wrappers take the methods' own parameters (the digests fix them) and append to the queue
+    inline: each call they save is a tenth of a microsecond in SGLang's allocating thread.
+    """
+    allocate, release, recycle = cls._allocate_locked, cls._release_locked, cls._recycle_ready_leases_locked
+    registry, q, clock = REGISTRY, QUEUE, now
+
+    def _allocate_locked(self: Any, nbytes: int) -> Any:
+        lease = allocate(self, nbytes)
         try:
             st = self.__dict__.get(registry.key) or registry.state(self, "cuda_ipc")
-            put((ALLOC, st, now(), nbytes, lease))
+            items = q.items
+            if len(items) < q.capacity:
+                items.append((ALLOC, st, clock(), nbytes, lease))
+            else:
+                q.dropped += 1
         except Exception as e:
-            QUEUE.error(e)
+            q.error(e)
         return lease
 
-    def _release_locked(self: Any, lease: Any, *args: Any, **kwargs: Any) -> Any:
-        out = release(self, lease, *args, **kwargs)  # SGLang's own refusal propagates as it would
+    def _release_locked(self: Any, lease: Any) -> Any:
+        out = release(self, lease)  # SGLang's own refusal propagates as it would
         try:
             st = self.__dict__.get(registry.key) or registry.state(self, "cuda_ipc")
-            put((RELEASE, st, now(), lease, st.in_tick))
+            items = q.items
+            if len(items) < q.capacity:
+                items.append((RELEASE, st, clock(), lease, st.in_tick))
+            else:
+                q.dropped += 1
         except Exception as e:
-            QUEUE.error(e)
+            q.error(e)
         return out
 
-    def _recycle_ready_leases_locked(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def _recycle_ready_leases_locked(self: Any) -> Any:
         st = None
         try:
             st = self.__dict__.get(registry.key) or registry.state(self, "cuda_ipc")
             st.in_tick = True
-            put((TICK, st, now(), (), ()))
+            put((TICK, st, clock(), (), ()))
         except Exception as e:
-            QUEUE.error(e)
+            q.error(e)
         try:
-            return recycle(self, *args, **kwargs)
+            return recycle(self)
         finally:
             if st is not None:
                 st.in_tick = False
@@ -161,28 +173,36 @@ def wrap_vmm(cls: Any) -> None:
     """Wrap ``CudaVmmMemoryPool``'s reserve, release, recycle tick and the tick's merge."""
     reserve, release = cls._reserve_chunk, cls._release_reserved_chunk
     recycle, merge = cls._recycle_chunks, cls._merge_chunks
-    registry = REGISTRY
+    registry, q, clock = REGISTRY, QUEUE, now
     ident = threading.get_ident
 
-    def _reserve_chunk(self: Any, required_size: int, *args: Any, **kwargs: Any) -> Any:
-        chunk = reserve(self, required_size, *args, **kwargs)
+    def _reserve_chunk(self: Any, required_size: int) -> Any:
+        chunk = reserve(self, required_size)
         try:
             st = self.__dict__.get(registry.key) or registry.state(self, "cuda_vmm")
-            put((ALLOC, st, now(), required_size, chunk))
+            items = q.items
+            if len(items) < q.capacity:
+                items.append((ALLOC, st, clock(), required_size, chunk))
+            else:
+                q.dropped += 1
         except Exception as e:
-            QUEUE.error(e)
+            q.error(e)
         return chunk
 
-    def _release_reserved_chunk(self: Any, chunk: Any, *args: Any, **kwargs: Any) -> Any:
-        out = release(self, chunk, *args, **kwargs)
+    def _release_reserved_chunk(self: Any, chunk: Any) -> Any:
+        out = release(self, chunk)
         try:
             st = self.__dict__.get(registry.key) or registry.state(self, "cuda_vmm")
-            put((RELEASE, st, now(), chunk, False))
+            items = q.items
+            if len(items) < q.capacity:
+                items.append((RELEASE, st, clock(), chunk, False))
+            else:
+                q.dropped += 1
         except Exception as e:
-            QUEUE.error(e)
+            q.error(e)
         return out
 
-    def _recycle_chunks(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def _recycle_chunks(self: Any) -> Any:
         # the chunks this tick may free: it frees them inline, so the tick's merge compares
         st = None
         try:
@@ -192,27 +212,27 @@ def wrap_vmm(cls: Any) -> None:
             st.merged = False
             st.in_tick = True
         except Exception as e:
-            QUEUE.error(e)
+            q.error(e)
         try:
-            return recycle(self, *args, **kwargs)
+            return recycle(self)
         finally:
             if st is not None:
                 st.in_tick = False
                 if not st.merged:  # nothing occupied (or a failed poll): a tick that freed nothing
                     try:
-                        put((TICK, st, now(), (), ()))
+                        put((TICK, st, clock(), (), ()))
                     except Exception as e:
-                        QUEUE.error(e)
+                        q.error(e)
 
-    def _merge_chunks(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def _merge_chunks(self: Any) -> Any:
         try:
             st = self.__dict__.get(registry.key)
             if st is not None and st.in_tick and not st.merged and st.tick_thread == ident():
                 st.merged = True  # the tick's own merge, under the lock, right after it freed its chunks
-                put((TICK, st, now(), st.before, tuple(self.occupied_chunks)))
+                put((TICK, st, clock(), st.before, tuple(self.occupied_chunks)))
         except Exception as e:
-            QUEUE.error(e)
-        return merge(self, *args, **kwargs)
+            q.error(e)
+        return merge(self)
 
     cls._reserve_chunk = _marked(_reserve_chunk, reserve)
     cls._release_reserved_chunk = _marked(_release_reserved_chunk, release)
