@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -93,3 +94,23 @@ def test_check_exec_record(tmp_path: Path) -> None:
         2,
         "mmpool: error: --record records the launch that --exec runs: add --exec\n",
     )
+
+
+def test_trace_from_record_writes_the_merged_trace(tmp_path: Path) -> None:
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    (rec / "pool-5-0.jsonl").write_text(
+        '{"t": 0.01, "op": "alloc", "id": "0", "bytes": 100, "offset": 256}\n{"t": 0.05, "op": "free", "id": "0", "tick": 1}\n'
+    )
+    layout = {"memory_size": 1 << 20, "data_start": 256, "slots": 4096, "consumers": 1}
+    manifest = {"format": 1, "file": "pool-5-0.jsonl", "pid": 5, "pool": 0, "transport": "cuda_ipc"}
+    manifest |= {"layout": layout, "recycle_interval_s": 0.05, "t0_monotonic_ns": 0}
+    (rec / "pool-5-0.json").write_text(json.dumps(manifest))
+    got = mmpool("trace", "--from", "record", str(rec), "-o", str(tmp_path / "merged.jsonl"))
+    assert (got.returncode, got.stdout, got.stderr) == (0, "", f"mmpool trace: 2 events of 1 pools from {rec}\n")
+    assert (tmp_path / "merged.jsonl").read_text() == (
+        '{"t": 0.010000000, "op": "alloc", "id": "5-0:0", "bytes": 100, "worker": 0, "offset": 256}\n'
+        '{"t": 0.050000000, "op": "free", "id": "5-0:0"}\n'
+    )
+    again = mmpool("trace", "--from", "record", str(rec), "-o", str(tmp_path / "merged.jsonl"))
+    assert again.returncode == 2 and "exists; mmpool never overwrites a file" in again.stderr

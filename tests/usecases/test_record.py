@@ -94,3 +94,14 @@ def test_command_not_found_or_not_executable(tmp_path: Path) -> None:
 def test_max_bytes_bounds(tmp_path: Path) -> None:
     message = refused(tmp_path, RecordRequest(str(tmp_path / "r"), ["true"], max_bytes=100))
     assert message == "--max-bytes: from 4096 bytes to 1TiB, not 100"
+
+
+def test_metrics_port_goes_to_the_hook(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        port = probe.getsockname()[1]
+    launch = prepare(
+        RecordRequest(str(tmp_path / "rec"), ["true"], metrics_port=port), {**ENV, "MMPOOL_RECORD_BUFFER": "9"}
+    )
+    assert launch.environ["MMPOOL_RECORD_METRICS_PORT"] == str(port)
+    assert launch.environ["MMPOOL_RECORD_BUFFER"] == "9"  # the user's own settings of the hook are kept
