@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import metrics_driver as md  # noqa: E402
+import metrics_pool as mp  # noqa: E402
 
 PROMETHEUS = shutil.which("prometheus")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -133,6 +135,51 @@ def test_a_real_prometheus_scrapes_every_pool(tmp_path: Path, prometheus: tuple[
     finally:
         stderr = [top.close(), worker.close()]
     assert stderr == ["", ""]
+
+
+@pytest.mark.parametrize("_", [pytest.param(None, marks=mp.NEEDED, id="sglang-pool")])
+def test_a_real_prometheus_scrapes_a_recording_of_sglangs_pool(
+    tmp_path: Path, prometheus: tuple[int, int], _: None
+) -> None:
+    """SGLang's own pool code under the bootstrap, its port scraped while the process still lives."""
+    web, port = prometheus
+    out, size, truth = tmp_path / "rec", 16 << 20, tmp_path / "truth.json"
+    env = {k: v for k, v in os.environ.items() if k.lower() != "prometheus_multiproc_dir"}
+    env.update(PYTHONPATH=str(mp.RECORD_DIR), MMPOOL_RECORD=str(out), MMPOOL_RECORD_METRICS_PORT=str(port))
+    args = mp.driver_args(tmp_path, truth, size)
+    code = (
+        f"import runpy, sys; sys.argv = {args!r}; runpy.run_path(sys.argv[0], run_name='__main__')\n"
+        "print('done', flush=True); sys.stdin.read()\n"  # the pool's process lives on until told
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
+    try:
+        assert server.stdout is not None
+        deadline = time.monotonic() + 120
+        said = b""
+        while not said.endswith(b"done\n") and time.monotonic() < deadline:
+            if select.select([server.stdout], [], [], 1)[0]:
+                more = os.read(server.stdout.fileno(), 4096)
+                if not more:
+                    break  # it ended
+                said += more
+        assert said.endswith(b"done\n"), f"the recorded pool's process did not finish its run in 120 s: {said!r}"
+        total = len(json.loads(truth.read_text()))
+        wait_for(web, f"mmpool_pool_allocations_total == {total}", 1)
+        got: dict[str, float] = {}
+        for name in ("mmpool_pool", "mmpool_record"):
+            for series in query(web, f'{{__name__=~"{name}_.*", le=~"|[+]Inf"}}'):
+                got[series["metric"]["__name__"] + series["metric"].get("le", "")] = float(series["value"][1])
+        mp.assert_the_pools(got, out, truth, size)
+    finally:
+        _, stderr = server.communicate(timeout=60)
+    assert server.returncode == 0, stderr
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed (Debian: prometheus)")
