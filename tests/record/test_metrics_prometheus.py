@@ -30,12 +30,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def free_port() -> int:
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free now (held together while they are chosen)."""
     import socket
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def query(web: int, expr: str) -> list[dict[str, Any]]:
@@ -53,7 +59,7 @@ def by_pid(result: list[dict[str, Any]]) -> dict[str, float]:
 @pytest.fixture
 def prometheus(tmp_path: Path):
     """Start a Prometheus scraping a metrics port every second; yield (its web port, the scraped port)."""
-    target, web = free_port(), free_port()
+    target, web = free_ports(2)
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global: {scrape_interval: 1s, scrape_timeout: 1s}\n"
