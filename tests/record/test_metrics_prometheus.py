@@ -147,18 +147,19 @@ def test_a_real_prometheus_scrapes_every_pool(tmp_path: Path, prometheus: tuple[
 def test_a_real_prometheus_scrapes_a_recording_of_sglangs_pool(
     tmp_path: Path, prometheus: tuple[int, int], _: None
 ) -> None:
-    """SGLang's own pool code under the bootstrap, its port scraped while the process still lives."""
+    """SGLang's own pool code under ``mmpool record --metrics-port``, scraped while the process still lives."""
     web, port = prometheus
     out, size, truth = tmp_path / "rec", 16 << 20, tmp_path / "truth.json"
     env = {k: v for k, v in os.environ.items() if k.lower() != "prometheus_multiproc_dir"}
-    env.update(PYTHONPATH=str(mp.RECORD_DIR), MMPOOL_RECORD=str(out), MMPOOL_RECORD_METRICS_PORT=str(port))
     args = mp.driver_args(tmp_path, truth, size)
     code = (
         f"import runpy, sys; sys.argv = {args!r}; runpy.run_path(sys.argv[0], run_name='__main__')\n"
         "print('done', flush=True); sys.stdin.read()\n"  # the pool's process lives on until told
     )
-    server = subprocess.Popen(
-        [sys.executable, "-c", code],
+    record = [sys.executable, "-m", "mmpool_cli", "record", "--out", str(out), "--metrics-port", str(port), "--"]
+    server = subprocess.Popen(  # mmpool record execs the command: this is the pool's process
+        [*record, sys.executable, "-c", code],
+        cwd=EXAMPLES.parent,
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
