@@ -3,6 +3,8 @@
 The tests run it as a child (``python metrics_driver.py``): it answers every command with one line
 (``ok``, ``none`` or ``error: ...``) and exits at end of input. ``own_counter`` makes a counter of the
 program's own, as SGLang makes them; ``import_plain`` imports prometheus_client as a program would.
+``MMPOOL_METRICS_PYTHON`` runs the drivers in another Python (one with prometheus_client 0.20.0, the
+oldest SGLang 0.5.23 accepts, passes the tests in Python 3.10 and 3.13).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from types import SimpleNamespace
 from typing import Any
 
 RECORD_DIR = Path(__file__).resolve().parents[2] / "mmpool_cli" / "_record"
+# the drivers' Python: the server's may be another than the tests' (another release, another prometheus_client)
+PYTHON = os.environ.get("MMPOOL_METRICS_PYTHON") or sys.executable
 MIB = 1 << 20
 
 
@@ -66,7 +70,7 @@ class Driver:
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__],
+            [PYTHON, __file__],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
