@@ -202,3 +202,31 @@ def test_a_stalled_client_blocks_neither_the_pools_nor_the_port_for_long(tmp_pat
             assert time.monotonic() - began < 15
     finally:
         assert driver.close() == ""
+
+
+def test_a_forked_worker_does_not_hold_the_port(tmp_path: Path) -> None:
+    """Once the serving process lets the port go, it is free, though a worker it forked still runs."""
+    code = f"""
+import os, socket, sys, warnings
+from types import SimpleNamespace
+warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12: a fork with the port's thread running
+sys.path.insert(0, {str(md.RECORD_DIR)!r})
+from mmpool_record import metrics
+served = metrics.start(SimpleNamespace(out_dir={str(tmp_path)!r}, metrics_port={free_port()}))
+r, w = os.pipe()
+child = os.fork()
+if child == 0:
+    os.read(r, 1)
+    os._exit(0)
+port = served.server.server_address[1]
+served.close()
+try:
+    with socket.socket() as sock:
+        sock.bind(("", port))
+    print("free")
+finally:
+    os.write(w, b"x")
+    os.waitpid(child, 0)
+"""
+    done = subprocess.run([md.PYTHON, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "free\n", "")

@@ -112,4 +112,5 @@ def serve(port: int, directory: str) -> Any:
         file.write(f"{os.getpid()}\n")
     os.replace(f"{pid_file}.{os.getpid()}", pid_file)
     threading.Thread(target=server.serve_forever, name="mmpool-record-metrics", daemon=True).start()
+    os.register_at_fork(after_in_child=server.socket.close)  # a forked worker does not hold the port
     return server
