@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from typing import Annotated
 
 import typer
@@ -33,7 +32,7 @@ from mmpool_cli.cli.options import (
 from mmpool_cli.cli.vllm_options import VllmCheckOptions
 from mmpool_cli.core.bounds import gpu_memory_problem, largest_gpu
 from mmpool_cli.core.reports import Report
-from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, MmpoolError
+from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
 
 
@@ -58,6 +57,10 @@ def check(
     exec_: Annotated[
         bool, typer.Option("--exec", help="Run the launch command in mmpool's place when the check passes.")
     ] = False,
+    record: Annotated[
+        str | None,
+        typer.Option("--record", metavar="DIR", help="With --exec: record SGLang's pools into DIR (mmpool record)."),
+    ] = None,
     hf_model_type: Annotated[
         str | None,
         typer.Option("--hf-model-type", help="The model's config.json model_type, e.g. qwen3_vl, qwen3_vl_moe."),
@@ -121,6 +124,8 @@ def check(
     from mmpool_cli.usecases.check import check as run_check
 
     with reported():
+        if record is not None and not exec_:
+            raise MmpoolError("--record records the launch that --exec runs: add --exec")
         if exec_ and exit_zero:
             given = spelled(ctx, "exit_zero", "--exit-zero", "MMPOOL_EXIT_ZERO")
             fix = "drop --exit-zero" if given == "--exit-zero" else "unset MMPOOL_EXIT_ZERO for this call"
@@ -170,7 +175,7 @@ def check(
         elif vllm.given():
             raise MmpoolError(f"{vllm.given()[0]} applies to vLLM launches ('vllm serve …'), not to SGLang's")
     if report is not None:
-        _finish(report, output, quiet, command, exec_, exit_zero, verbose)
+        _finish(report, output, quiet, command, exec_, exit_zero, verbose, record)
     with reported():
         _sglang_launch(command)
         version, chosen = sglang_release(sglang_version, environ)
@@ -194,24 +199,32 @@ def check(
             sglang_version=version,
             sglang_version_chosen=chosen,
         )
-    _finish(report, output, quiet, command, exec_, exit_zero, verbose)
+    _finish(report, output, quiet, command, exec_, exit_zero, verbose, record)
 
 
 def _finish(
-    report: Report, output: ReportFormat, quiet: bool, command: list[str], exec_: bool, exit_zero: bool, verbose: bool
+    report: Report,
+    output: ReportFormat,
+    quiet: bool,
+    command: list[str],
+    exec_: bool,
+    exit_zero: bool,
+    verbose: bool,
+    record: str | None = None,
 ) -> None:
     # With --exec the server owns stdout: the report goes to stderr.
     emit(render("report", output.value, report, launch=command, quiet=quiet, verbose=verbose), err=exec_)
     if not report.ok:
         raise typer.Exit(EXIT_OK if exit_zero else EXIT_FINDINGS)
     if exec_:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        try:
-            os.execvp(command[0], command)
-        except OSError as e:
-            typer.echo(f"mmpool: error: cannot run {command[0]!r}: {e.strerror or e}", err=True)
-            raise typer.Exit(EXIT_USAGE) from None
+        from mmpool_cli.cli.launch import exec_command
+
+        if record is None:
+            exec_command(command)
+        from mmpool_cli.cli.record import prepared
+
+        launch = prepared(record, command, "1GiB", None)
+        exec_command(launch.argv, launch.environ)
     raise typer.Exit(EXIT_OK)
 
 

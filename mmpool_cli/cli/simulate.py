@@ -310,6 +310,10 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         _check_pooled(load)
     request = dataclasses.replace(request, workload=load, kv=kv)
 
+    from mmpool_cli.simulate import recording
+
+    seen: dict[str, Any] = {}
+
     def read_traffic(workers: int, requests: bool) -> tuple[dict[str, Any], Events]:
         if from_traffic:
             from mmpool_cli.cli.simulate_traffic import from_traffic as converted
@@ -325,6 +329,11 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
             return source, synthetic
         from mmpool_cli.simulate.trace import read_trace
 
+        if recording.is_recording(o.trace):  # a directory of mmpool record: its pools merged, compared after
+            events, seen["recording"] = recording.read_recording(
+                o.trace, workers, max_events=o.max_events, idle_timeout=o.idle_timeout, keep_ids=o.events
+            )
+            return {"trace": o.trace, **seen["recording"].source()}, events
         events = read_trace(
             o.trace,
             workers,
@@ -335,7 +344,7 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         )
         return {"trace": o.trace}, events
 
-    return run_simulate(
+    report = run_simulate(
         SimulateRequest(
             pools=request,
             environ=os.environ,
@@ -351,6 +360,9 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
             progress=lambda what: _progress(o, what),
         )
     )
+    if "recording" in seen:
+        report.findings.extend(recording.compare(seen["recording"], report.result))
+    return report
 
 
 @contextlib.contextmanager

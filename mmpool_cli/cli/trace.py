@@ -7,9 +7,10 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
@@ -33,6 +34,16 @@ if TYPE_CHECKING:
     from mmpool_cli.inputs.traffic.model import Conversion
 
 
+class TraceSource(StrEnum):
+    """``--from``: the traffic formats (``SourceChoice``), and a recording of ``mmpool record``."""
+
+    auto = SourceChoice.auto.value
+    sglang_log = SourceChoice.sglang_log.value
+    openai = SourceChoice.openai.value
+    bench_serving = SourceChoice.bench_serving.value
+    record = "record"
+
+
 @app.command(
     short_help="Turn server logs, OpenAI bodies or bench_serving into a trace for 'simulate'.",
     epilog=epilog(
@@ -53,9 +64,9 @@ def trace(
     model: Annotated[
         str | None, typer.Option("--model", metavar="NAME|PATH", help="A model family or a model directory.")
     ] = None,
-    source: Annotated[SourceChoice, typer.Option("--from", help="The input's format (auto: sniffed).")] = (
-        SourceChoice.auto
-    ),
+    source: Annotated[
+        TraceSource, typer.Option("--from", help="The input's format (auto: sniffed; record: mmpool record's DIR).")
+    ] = TraceSource.auto,
     output: Annotated[
         str | None, typer.Option("--output", "-o", metavar="OUT", help="Write the trace here (default stdout).")
     ] = None,
@@ -103,9 +114,11 @@ def trace(
             raise MmpoolError(f"-o {output}: exists; mmpool never overwrites a file: remove it or choose another")
         if output is not None and output in (inputs or []):
             raise MmpoolError(f"-o {output}: is one of the inputs")
+        if source is TraceSource.record:
+            _recording(inputs or [], output)
         conversion = convert(
             model=model,
-            source=source,
+            source=SourceChoice(source.value),
             inputs=inputs or [],
             workers=workers,
             tp=tp,
@@ -155,20 +168,35 @@ def _reported(fmt: OutputFormat) -> Iterator[None]:
         }
         typer.echo(escape_undecodable(json.dumps(data, indent=2, ensure_ascii=False), json=True), err=True)
         raise typer.Exit(e.exit_code) from None
+def _recording(inputs: list[str], output: str | None) -> None:
+    """``--from record DIR``: the recording's pools merged into one trace, the real offsets kept."""
+    from mmpool_cli.simulate.recording import merged_lines
+
+    if len(inputs) != 1:
+        raise MmpoolError("--from record reads one recording: give its directory (mmpool record --out DIR)")
+    lines, rec = merged_lines(inputs[0])
+    _emit(output, lambda f: f.writelines(lines))
+    typer.echo(f"mmpool trace: {len(lines)} events of {len(rec.pools)} pools from {inputs[0]}", err=True)
+    raise typer.Exit(EXIT_OK)
 
 
 def _write(conversion: Conversion, output: str | None) -> None:
     from mmpool_cli.inputs.traffic import writer
 
     timeline = writer.events(conversion.leases)
+    _emit(output, lambda f: writer.write(f, timeline, conversion.items))
+
+
+def _emit(output: str | None, write: Callable[[TextIO], object]) -> None:
+    """Write the trace to stdout or to a new file ``output`` (never one that exists)."""
     if output is None:
-        writer.write(sys.stdout, timeline, conversion.items)
+        write(sys.stdout)
         sys.stdout.flush()
         return
     if _is_device(output):  # /dev/null, a FIFO: nothing of the user's to keep, written as stdout is
         try:
             with open(output, "w", encoding="utf-8") as f:
-                writer.write(f, timeline, conversion.items)
+                write(f)
         except OSError as e:
             raise MmpoolError(f"-o {output}: cannot write the trace ({e.strerror})") from None
         return
@@ -179,7 +207,7 @@ def _write(conversion: Conversion, output: str | None) -> None:
         raise MmpoolError(f"-o {output}: cannot write there ({e.strerror})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            writer.write(f, timeline, conversion.items)
+            write(f)
         os.link(tmp, output)  # fails rather than replace a file that appeared meanwhile
     except FileExistsError:
         raise MmpoolError(f"-o {output}: exists; mmpool never overwrites a file") from None

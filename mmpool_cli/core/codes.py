@@ -164,5 +164,14 @@ LAUNCH = CodeRegistry(
         Code("config-multiple", Severity.error, "the engine's own --config refusals"),
         Code("config-missing-path", Severity.error, "the engine's own --config refusals"),
         Code("parallel-not-positive", Severity.error, "a parallel size below 1"),
+        # simulate --trace DIR: a replay of mmpool record's recording against what its pools did
+        Code("record-replay-matches", Severity.info, "the replay made every decision the recorded pools made"),
+        Code("record-replay-differs", Severity.error, "an allocation the replay decided otherwise than the real pool"),
+        Code(
+            "record-not-compared",
+            Severity.info,
+            "another layout than the recording's (the flags to compare are given), or an incomplete recording",
+            also=(Severity.warning,),
+        ),
     ],
 )

@@ -40,7 +40,8 @@ MAX_ITEM_CHARS = 256
 MAX_T_SECONDS = 10**9  # about 32 years: far beyond any recording, and keeps times small integers
 IDLE_TIMEOUT_S = 30.0
 _CHUNK = 1 << 18
-_KEYS = {"alloc": {"t", "op", "id", "bytes", "worker", "item"}, "free": {"t", "op", "id"}}
+# ``offset`` and ``tick``: what the real pool did, in a recording (``simulate.recording``); the replay ignores them
+_KEYS = {"alloc": {"t", "op", "id", "bytes", "worker", "item", "offset"}, "free": {"t", "op", "id", "tick"}}
 
 
 class TraceError(MmpoolError):

@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from mmpool_cli.inputs.traffic.refs import Decode
 
 NS_PER_S = 10**9
-# One scheduler step: the tokenizer's copy to the scheduler's receipt on a busy server.
+# One scheduler step: the tokenizer's copy to the scheduler's receipt on a busy server, whose
+# scheduler takes requests only between forward steps (managers/scheduler.py:2033-2049). Consumers
+# that do nothing else acknowledged in a median 1.4 ms on an H200 (benchmarks/README.md, "## record"):
+# that is the floor, not a serving server's delay, so the default stays one step.
 DEFAULT_RECV_DELAY_NS = 20_000_000
 DEFAULT_RECV_DELAY_TEXT = "0.02 s (one scheduler step)"
 

@@ -1,0 +1,180 @@
+"""The import hook: when SGLang's pool modules are imported, recognise their code and wrap it.
+
+A meta-path finder lets the module's own loader run it, then checks every target method's digest
+(``digest.py``) against ``digests.json``. Known code is wrapped (``pools.py``); any unknown method
+leaves the module untouched, one line on stderr says so, and the program runs as if mmpool were
+absent. Standard library only: this runs in the server's own Python.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import types
+from typing import Any
+
+from mmpool_record import digest, pools
+from mmpool_record.config import Config, from_environ
+
+IPC_POOL = "sglang.srt.multimodal.transport.memory_pool"
+IPC = "sglang.srt.multimodal.transport.cuda_ipc"
+VMM = "sglang.srt.utils.cuda_vmm_transport_utils"
+
+_state: dict[str, Any] = {"config": None, "known": None, "originals": {}, "code_of": {}, "off": set()}
+
+
+def say(line: str) -> None:
+    """One line on stderr, never an exception."""
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"mmpool record: {line}\n")
+
+
+def _known() -> dict[str, dict[str, dict[str, list[str]]]]:
+    if _state["known"] is None:
+        known = digest.load()
+        config: Config | None = _state["config"]
+        if config is not None and config.digests:
+            known = digest.merge(known, digest.load(config.digests))
+        _state["known"] = known
+    return _state["known"]  # type: ignore[no-any-return]
+
+
+def recognise(module: types.ModuleType) -> tuple[str | None, list[str]]:
+    """Why ``module``'s pool code is not known (None when it is), and the releases that ship it."""
+    name = module.__name__
+    loader = getattr(module.__spec__, "loader", None)
+    get_source = getattr(loader, "get_source", None)
+    source = get_source(name) if get_source is not None else None
+    if not source:
+        return "its source is not readable (a build without .py files)", []
+    known = _known().get(name, {})
+    releases: set[str] | None = None
+    for cls_name, names in digest.TARGETS[name].items():
+        cls = getattr(module, cls_name, None)
+        if not isinstance(cls, type):
+            return f"it has no class {cls_name}", []
+        found = digest.methods(source, cls_name)
+        for method in names:
+            qual = f"{cls_name}.{method}"
+            attr = cls.__dict__.get(method)
+            fn = attr.fget if isinstance(attr, property) else attr
+            code = getattr(fn, "__code__", None)
+            if method not in found or code is None:
+                return f"{qual} is missing", []
+            first, sha = found[method]
+            if code.co_firstlineno != first:
+                return f"{qual} is not the code in its file (replaced at run time)", []
+            if sha not in known.get(qual, {}):
+                return f"{qual} is code mmpool does not know (another release, or a local patch)", []
+            shipped = set(known[qual][sha])
+            releases = shipped if releases is None else releases & shipped
+    if not releases:
+        return "its methods come from different releases (a local mix)", []
+    return None, sorted(releases)
+
+
+def patch(module: types.ModuleType) -> None:
+    """Wrap ``module``'s pool if its code is known; otherwise leave it (and what depends on it) untouched."""
+    name = module.__name__
+    try:
+        if name == IPC and IPC_POOL in _state["off"]:
+            return  # said once already, for the pool it builds on
+        why, releases = recognise(module)
+        if why is not None:
+            _state["off"].add(name)
+            say(f"{name}: {why}: this pool is not recorded, and runs as it would without mmpool")
+            if name == IPC:
+                _restore(IPC_POOL)  # the cuda_ipc pool's miss is read through MmItemMemoryPool's code
+            return
+        _state["code_of"][name] = releases
+        if name == IPC_POOL:
+            cls = module.StreamOrderedMmFeaturePool
+            _keep(name, cls, ("_allocate_locked", "_release_locked", "_recycle_ready_leases_locked"))
+            pools.wrap_ipc(cls)
+        elif name == VMM:
+            cls = module.CudaVmmMemoryPool
+            _keep(name, cls, ("_reserve_chunk", "_release_reserved_chunk", "_recycle_chunks", "_merge_chunks"))
+            pools.wrap_vmm(cls)
+    except Exception as e:
+        _restore(name)
+        say(f"{name}: not recorded ({type(e).__name__}: {e})")
+
+
+def code_of(transport: str) -> list[str]:
+    """The releases whose code the pools of ``transport`` matched."""
+    modules = (IPC_POOL, IPC) if transport == "cuda_ipc" else (VMM,)
+    found = [set(_state["code_of"][m]) for m in modules if m in _state["code_of"]]
+    return sorted(set.intersection(*found)) if found else []
+
+
+def _keep(name: str, cls: type, methods: tuple[str, ...]) -> None:
+    _state["originals"][name] = (cls, {m: cls.__dict__[m] for m in methods})
+
+
+def _restore(name: str) -> None:
+    kept = _state["originals"].pop(name, None)
+    if kept is not None:
+        cls, methods = kept
+        for method, fn in methods.items():
+            setattr(cls, method, fn)
+
+
+class _Loader(importlib.abc.Loader):
+    """The module's own loader, then ``patch``."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        create = getattr(self.inner, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__loader__ = self.inner  # get_source, resources and the rest stay the loader's own
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.inner
+        self.inner.exec_module(module)
+        patch(module)
+
+
+class Finder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: for the pool modules it asks the finders after it, then wraps the loader."""
+
+    def find_spec(self, fullname: str, path: Any, target: types.ModuleType | None = None) -> Any:
+        if fullname not in digest.TARGETS:
+            return None
+        try:
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                        spec.loader = _Loader(spec.loader)
+                    return spec
+        except Exception as e:
+            say(f"{fullname}: not recorded ({type(e).__name__}: {e})")
+        return None
+
+
+def install() -> None:
+    """Read the settings; when recording is on, put the finder first on ``sys.meta_path``."""
+    try:
+        config = from_environ()
+    except ValueError as e:
+        say(f"nothing is recorded: {e}")
+        return
+    if config is None or any(isinstance(f, Finder) for f in sys.meta_path):
+        return
+    _state["config"] = config
+    from mmpool_record import writer
+
+    writer.setup(config)
+    sys.meta_path.insert(0, Finder())
+    for name in (IPC_POOL, IPC, VMM):  # imported before the bootstrap ran: wrap them now
+        if name in sys.modules:
+            patch(sys.modules[name])
+    os.register_at_fork(after_in_child=writer.after_fork)

@@ -1,0 +1,63 @@
+"""``mmpool record``: run a command with mmpool's hook in every Python process, recording SGLang's pools."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from mmpool_cli.cli.app import app, epilog, reported
+from mmpool_cli.cli.launch import exec_command
+from mmpool_cli.cli.options import size_arg
+
+if TYPE_CHECKING:
+    from mmpool_cli.usecases.record import Launch
+
+OutOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--out", metavar="DIR", help="The recording's directory, new or empty (default: mmpool-record-<UTC time>)."
+    ),
+]
+MetricsPortOpt = Annotated[
+    int | None,
+    typer.Option("--metrics-port", metavar="N", help="Serve the pools' metrics on this TCP port (Prometheus)."),
+]
+MaxBytesOpt = Annotated[
+    str, typer.Option("--max-bytes", metavar="SIZE", help="Each pool's trace rotates past this size (4KiB to 1TiB).")
+]
+
+
+@app.command(
+    context_settings={"allow_interspersed_args": False},
+    short_help="Run a command and record what SGLang's feature pools do.",
+    epilog=epilog(
+        [
+            "mmpool record -- python -m sglang.launch_server --model-path MODEL --tp 2",
+            "mmpool record --out rec1 --metrics-port 9400 -- sglang serve MODEL",
+            "mmpool simulate --trace rec1 --events --format json",
+        ],
+        "the command's own exit status (mmpool execs it); 2 bad input (before the command starts): --out a "
+        "file, unwritable or holding a recording, a port in use, a command that cannot be run; 70 internal error.",
+    ),
+)
+def record(
+    command: Annotated[list[str], typer.Argument(metavar="-- COMMAND...", help="The command to run, after --.")],
+    out: OutOpt = None,
+    metrics_port: MetricsPortOpt = None,
+    max_bytes: MaxBytesOpt = "1GiB",
+) -> None:
+    """Run COMMAND with mmpool's recording hook: each SGLang pool's exact trace, and live metrics."""
+    launch = prepared(out, command, max_bytes, metrics_port)
+    exec_command(launch.argv, launch.environ)
+
+
+def prepared(out: str | None, command: list[str], max_bytes: str, metrics_port: int | None) -> Launch:
+    """The validated launch of a recording (``check --exec --record`` uses it too); exits 2 on bad input."""
+    from mmpool_cli.usecases.record import RecordRequest, prepare
+
+    with reported():
+        where = out if out is not None else time.strftime("mmpool-record-%Y%m%dT%H%M%SZ", time.gmtime())
+        return prepare(RecordRequest(where, command, size_arg("--max-bytes", max_bytes), metrics_port), os.environ)

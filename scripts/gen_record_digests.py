@@ -1,0 +1,65 @@
+"""Write ``mmpool_cli/_record/mmpool_record/digests.json`` from SGLang wheels (or their unpacked trees).
+
+    python scripts/gen_record_digests.py /work/cache/sglang/sglang-0.5.23-*.whl [more wheels or dirs]
+
+Each wheel's release is read from its file name (a directory: from its ``*.dist-info``). Only the
+methods' digests are written, never SGLang's code.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import sys
+import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mmpool_cli", "_record"))
+
+from mmpool_record.digest import DIGESTS_FILE, TARGETS, module_digests  # noqa: E402
+
+
+def _sources(path: str) -> tuple[str, dict[str, str]]:
+    """The release and ``module -> source`` of a wheel or an unpacked tree."""
+    files = {module: module.replace(".", "/") + ".py" for module in TARGETS}
+    if os.path.isdir(path):
+        info = glob.glob(os.path.join(path, "sglang-*.dist-info"))
+        release = re.sub(r"^sglang-|\.dist-info$", "", os.path.basename(info[0])) if info else "unknown"
+        found = {}
+        for module, rel in files.items():
+            full = os.path.join(path, rel)
+            if os.path.exists(full):
+                with open(full, encoding="utf-8") as f:
+                    found[module] = f.read()
+        return release, found
+    release = os.path.basename(path).split("-")[1]
+    with zipfile.ZipFile(path) as z:
+        names = set(z.namelist())
+        return release, {m: z.read(rel).decode("utf-8") for m, rel in files.items() if rel in names}
+
+
+def main(paths: list[str]) -> None:
+    """Digest every target method of every wheel and write digests.json."""
+    modules: dict[str, dict[str, dict[str, list[str]]]] = {}
+    for path in paths:
+        release, sources = _sources(path)
+        for module, source in sources.items():
+            for name, digest in module_digests(source, module).items():
+                releases = modules.setdefault(module, {}).setdefault(name, {}).setdefault(digest, [])
+                if release not in releases:
+                    releases.append(release)
+        print(f"{release}: {', '.join(sorted(sources)) or 'no pool module'}")
+    data = {
+        "format": 1,
+        "how": "sha256 of each method's source text, dedented (mmpool_record/digest.py); "
+        "written by scripts/gen_record_digests.py",
+        "modules": modules,
+    }
+    with open(DIGESTS_FILE, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
