@@ -11,8 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 
-from mmpool_cli.core.findings import Severity
+
+class Severity(StrEnum):
+    """How much a finding matters: errors fail a run, warnings only under ``--strict``."""
+
+    error = "error"
+    warning = "warning"
+    info = "info"
+
 
 # code -> its entry, from every registry imported so far
 ALL: dict[str, Code] = {}
@@ -111,7 +119,9 @@ NEUTRAL = CodeRegistry(
             "kept, a truncated image, not an image",
         ),
         Code("traffic-video-unsized", Severity.error, "a video: its frames cannot be read from a header"),
-        Code("traffic-item-refused", Severity.error, "the family takes no such item, or its processor refuses the size"),
+        Code(
+            "traffic-item-refused", Severity.error, "the family takes no such item, or its processor refuses the size"
+        ),
         Code("traffic-body-line", Severity.error, "a line of an OpenAI body log that is not a chat-completions body"),
         Code("traffic-line-too-long", Severity.error, "a line over 256 MiB"),
         Code("traffic-long-id", Severity.warning, "a request id over 200 characters: the trace names it line<N>"),

@@ -185,9 +185,7 @@ def probe_human(report: ProbeReport) -> RenderableType:
     """The probe for people: the GPUs, then each stage with its figures and findings."""
     verdict = ("OK", "bold green") if report.status == "ok" else ("FAIL", "bold red")
     plan = report.plan
-    release = (
-        f"SGLang {NEWEST}" if plan is None else version_note(plan.sglang_version, plan.sglang_version_chosen)
-    )
+    release = f"SGLang {NEWEST}" if plan is None else version_note(plan.sglang_version, plan.sglang_version_chosen)
     parts: list[RenderableType] = [paragraph("mmpool probe: ", verdict, f"  ({report.seconds:.1f} s, {release})")]
     for f in report.inputs:  # one line each, as a compiler prints them (a table would cut long paths)
         where = f"{f.location}: " if f.location else ""

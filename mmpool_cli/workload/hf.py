@@ -109,6 +109,8 @@ def _special_kind(path: Path) -> str:
         (stat.S_ISFIFO, "a FIFO (named pipe)"),
     )
     return next((name for test, name in kinds if test(mode)), "a socket" if stat.S_ISSOCK(mode) else "a special file")
+
+
 # A Hugging Face repository id, as huggingface_hub validates it (which has the last word).
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 

@@ -11,14 +11,34 @@ FOUR_1080P = ["--image", "1920x1080"] * 4
 
 
 def test_the_readme_example_dp4_internal_lb(run_line) -> None:
-    result = run_line(["mmpool", "plan", "--engine", "vllm", "--model", "qwen2.5-vl", *FOUR_1080P,
-                       "--data-parallel-size", "4", "--format", "json"])
+    result = run_line(
+        [
+            "mmpool",
+            "plan",
+            "--engine",
+            "vllm",
+            "--model",
+            "qwen2.5-vl",
+            *FOUR_1080P,
+            "--data-parallel-size",
+            "4",
+            "--format",
+            "json",
+        ]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert (data["engine"], data["status"], data["vllm_version"]) == ("vllm", "ok", "0.34.0")
     v = data["vllm"]
-    assert {k: v["processor_cache"][k] for k in ("layout", "api_processes", "cache_bytes", "host_bytes", "shm_bytes")} == {
-        "layout": "processor_only", "api_processes": 4, "cache_bytes": 4 * GiB, "host_bytes": 32 * GiB, "shm_bytes": 0}
+    assert {
+        k: v["processor_cache"][k] for k in ("layout", "api_processes", "cache_bytes", "host_bytes", "shm_bytes")
+    } == {
+        "layout": "processor_only",
+        "api_processes": 4,
+        "cache_bytes": 4 * GiB,
+        "host_bytes": 32 * GiB,
+        "shm_bytes": 0,
+    }
     enc = v["encoder_cache"]
     assert (enc["budget_tokens"], enc["max_num_batched_tokens"], enc["max_tokens_per_item"]) == (114_688, 8192, 114_688)
     assert enc["budget_bytes"] == 114_688 * 7168
@@ -27,8 +47,20 @@ def test_the_readme_example_dp4_internal_lb(run_line) -> None:
 
 
 def test_human_output_and_the_host_bound(run_line) -> None:
-    result = run_line(["mmpool", "plan", "--engine", "vllm", "--model", "qwen2.5-vl", "--data-parallel-size", "4",
-                       "--host-memory", "16GiB"])
+    result = run_line(
+        [
+            "mmpool",
+            "plan",
+            "--engine",
+            "vllm",
+            "--model",
+            "qwen2.5-vl",
+            "--data-parallel-size",
+            "4",
+            "--host-memory",
+            "16GiB",
+        ]
+    )
     assert result.exit_code == 1
     assert "host RAM, at most  34,359,738,368 B (32 GiB)" in result.stdout
     assert "vllm-host-memory-exceeded" in result.stdout
@@ -59,30 +91,88 @@ def test_a_vllm_flag_without_the_engine_is_a_usage_error(run_line) -> None:
 
 
 def test_check_reads_the_launch_and_locates_every_problem(run_line) -> None:
-    result = run_line(["mmpool", "check", "--host-memory", "1TiB", "--format", "json", "--", "vllm", "serve",
-                       "Qwen/Qwen2.5-VL-7B-Instruct", "-dp", "108", "--mm-ipc-gpu-memory-gb", "1e-7",
-                       "--mm-processor-cache-gb", "x", "--limit-mm-per-prompt.video", "0", "--bogus"])
+    result = run_line(
+        [
+            "mmpool",
+            "check",
+            "--host-memory",
+            "1TiB",
+            "--format",
+            "json",
+            "--",
+            "vllm",
+            "serve",
+            "Qwen/Qwen2.5-VL-7B-Instruct",
+            "-dp",
+            "108",
+            "--mm-ipc-gpu-memory-gb",
+            "1e-7",
+            "--mm-processor-cache-gb",
+            "x",
+            "--limit-mm-per-prompt.video",
+            "0",
+            "--bogus",
+        ]
+    )
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     assert data["engine"] == "vllm" and "sglang_version" not in data
     got = {(f["code"], f["location"]) for f in data["files"][0]["findings"] if f["severity"] == "error"}
-    assert got == {("vllm-gpu-pool-floors-to-zero", "argv[6]"), ("flag-bad-value", "argv[8]"),
-                   ("unrecognized-argument", "argv[11]")}
+    assert got == {
+        ("vllm-gpu-pool-floors-to-zero", "argv[6]"),
+        ("flag-bad-value", "argv[8]"),
+        ("unrecognized-argument", "argv[11]"),
+    }
 
 
 def test_check_flag_of_another_release(run_line) -> None:
-    result = run_line(["mmpool", "check", "--host-memory", "1TiB", "--vllm-version", "0.30.0", "--", "vllm", "serve",
-                       "m", "--anthropic-disabled-thinking-effort", "auto"])
+    result = run_line(
+        [
+            "mmpool",
+            "check",
+            "--host-memory",
+            "1TiB",
+            "--vllm-version",
+            "0.30.0",
+            "--",
+            "vllm",
+            "serve",
+            "m",
+            "--anthropic-disabled-thinking-effort",
+            "auto",
+        ]
+    )
     assert result.exit_code == 1
-    assert "argv[3]: error [flag-not-in-release] vLLM 0.30.0 has no --anthropic-disabled-thinking-effort" in result.stdout
+    assert (
+        "argv[3]: error [flag-not-in-release] vLLM 0.30.0 has no --anthropic-disabled-thinking-effort" in result.stdout
+    )
 
 
 def test_check_with_a_config_file_and_a_model(run_line, tmp_path) -> None:
     cfg = tmp_path / "serve.yaml"
     cfg.write_text("data-parallel-size: 4\nmm-processor-cache-gb: 1\n")
-    result = run_line(["mmpool", "check", "--host-memory", "1TiB", "--model", "qwen2.5-vl", "--image", "1920x1080",
-                       "--format", "json", "--", "python3", "-m", "vllm.entrypoints.openai.api_server",
-                       "--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--config", str(cfg)])
+    result = run_line(
+        [
+            "mmpool",
+            "check",
+            "--host-memory",
+            "1TiB",
+            "--model",
+            "qwen2.5-vl",
+            "--image",
+            "1920x1080",
+            "--format",
+            "json",
+            "--",
+            "python3",
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            "Qwen/Qwen2.5-VL-7B-Instruct",
+            "--config",
+            str(cfg),
+        ]
+    )
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)["files"][0]["plan"]["vllm"]
     assert plan["processor_cache"]["host_bytes"] == 8 * GiB
