@@ -23,14 +23,16 @@ from mmpool_cli.cli.options import (
     with_pool_options,
 )
 from mmpool_cli.cli.simulate_options import (
-    MAX_SEARCH_LIMIT,
+    DEFAULT_SEARCH_LIMIT,
     MAX_SECONDS,
     TRAFFIC_DECLARATIONS,
     BasisChoice,
+    ExecutorChoice,
     RunOptions,
     SearchChoice,
     TrafficOptions,
     rate_arg,
+    search_limit_arg,
 )
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, DpEncoderOpt, RequestTimeOpt, SourceChoice
 from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
@@ -99,13 +101,21 @@ def simulate(
         ),
     ] = SearchChoice.safe,
     search_limit: Annotated[
-        int,
+        str,
         typer.Option(
-            metavar="N",
-            help="Simulate at most N budgets to prove the safe (or scan) answer; past it the answer is "
-            "labelled not exact.",
+            metavar="EVENTS",
+            help="Replay at most EVENTS events (500M, 2G) or N whole traces (200x) to prove the safe "
+            "(or scan) answer; past it the answer is labelled not proven.",
         ),
-    ] = 200,
+    ] = DEFAULT_SEARCH_LIMIT,
+    executor: Annotated[
+        ExecutorChoice,
+        typer.Option(help="Where the search's trials run: this machine's cores, or a Ray cluster (mmpool[ray])."),
+    ] = ExecutorChoice.local,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(metavar="ADDRESS", help="--executor ray: the cluster (default: RAY_ADDRESS, else a local Ray)."),
+    ] = None,
     events: Annotated[bool, typer.Option("--events", help="JSON: the decision for every alloc, in order.")] = False,
     max_events: Annotated[int, typer.Option(metavar="N", help="Refuse traces with more events.")] = 10_000_000,
     idle_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Give up on a silent pipe.")] = 30.0,
@@ -135,6 +145,8 @@ def simulate(
         output,
         plot,
         search_limit,
+        executor,
+        ray_address,
         traffic_from=tuple(traffic_from or ()),
         traffic_format=traffic_format,
         traffic_args=tuple(traffic_args or ()),
@@ -166,8 +178,9 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_SECONDS}, not {o.idle_timeout}")
     if o.max_events < 1:
         raise MmpoolError(f"--max-events: must be at least 1, not {o.max_events}")
-    if not 1 <= o.search_limit <= MAX_SEARCH_LIMIT:
-        raise MmpoolError(f"--search-limit: must be from 1 to {MAX_SEARCH_LIMIT}, not {o.search_limit}")
+    search_limit = search_limit_arg(o.search_limit)
+    if o.ray_address is not None and o.executor is not ExecutorChoice.ray:
+        raise MmpoolError("--ray-address names the cluster of --executor ray; add --executor ray")
     request = pool.request(os.environ)
     from_traffic = bool(o.traffic_from) or o.traffic_format is SourceChoice.bench_serving
     if not from_traffic and (o.traffic_args or o.dp_encoder or o.assume_image or o.request_time != "1"):
@@ -229,7 +242,9 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
             method=o.search.value,
             smallest_budget=o.smallest_budget,
             record_events=o.events,
-            search_limit=o.search_limit,
+            search_limit=search_limit,
+            executor=o.executor.value,
+            ray_address=o.ray_address,
             keep_events=o.plot is not None,
             model=None if load is None else load.model,
             progress=lambda what: _progress(o, what),

@@ -38,7 +38,40 @@ class BasisChoice(StrEnum):
 
 
 MAX_SECONDS = 10**6
-MAX_SEARCH_LIMIT = 1_000_000
+OLD_SEARCH_LIMIT = 1_000_000  # the most budgets the limit once counted: a plain number up to it is ambiguous
+MAX_SEARCH_EVENTS = 10**15
+DEFAULT_SEARCH_LIMIT = "1G"
+_SI = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+class ExecutorChoice(StrEnum):
+    local = "local"
+    ray = "ray"
+
+
+def search_limit_arg(text: str) -> tuple[int, str]:
+    """``--search-limit``: ``(count, "events")`` for replayed events (``500M``, ``2G``, ``2000000000``), or
+    ``(count, "replays")`` for whole replays of the trace (``200x``).
+
+    It once counted budgets simulated: a plain number up to ``OLD_SEARCH_LIMIT`` could mean either,
+    and is refused with the two spellings that say which.
+    """
+    raw = text.strip()
+    unit = "replays" if raw[-1:] in ("x", "X") else "events"
+    digits = raw[:-1] if unit == "replays" or raw[-1:] in _SI else raw
+    scale = _SI.get(raw[-1:], 1) if unit == "events" else 1
+    count = int(digits) * scale if digits.isdigit() else 0
+    if count < 1 or count > MAX_SEARCH_EVENTS:
+        raise MmpoolError(
+            f"--search-limit: expected replayed events (e.g. 500M, 2G) or whole replays of the trace "
+            f"(e.g. 200x), not {text!r}"
+        )
+    if unit == "events" and scale == 1 and count <= OLD_SEARCH_LIMIT:
+        raise MmpoolError(
+            f"--search-limit {raw}: the limit counts replayed events now, not budgets; write {raw}x for "
+            f"{raw} whole replays of the trace (what {raw} budgets cost at most), or events with a unit, e.g. {raw}M"
+        )
+    return count, unit
 
 
 def seconds_arg(flag: str, text: str) -> int:
@@ -130,7 +163,9 @@ class RunOptions:
     idle_timeout: float
     output: OutputFormat
     plot: str | None = None
-    search_limit: int = 200
+    search_limit: str = DEFAULT_SEARCH_LIMIT
+    executor: ExecutorChoice = ExecutorChoice.local
+    ray_address: str | None = None
     # traffic to read (simulate --from, as mmpool trace converts it)
     traffic_from: tuple[str, ...] = ()
     traffic_format: SourceChoice = SourceChoice.auto

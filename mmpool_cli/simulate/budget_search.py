@@ -20,8 +20,9 @@ budgets its prefix decides alike fail with it (``Trial.stopped``). Below the can
 lowest budget that meets the target needs every budget under it decided (the fragile figure);
 a budget b above that one is ruled out as safe by any failing budget from b to ``2 * b``.
 
-Budgets are independent, so they are simulated in parallel, one process per core; the answer
-does not depend on how many there are.
+Budgets are independent, so they are simulated in parallel (``evaluator``, on an executor of
+``executors``: one process per core, or a Ray cluster); neither the answer nor the trials depend
+on how many cores there are or where they run.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
-from mmpool_cli.simulate.evaluator import Evaluator, Progress, SearchLimit, default_jobs
+from mmpool_cli.simulate.evaluator import BISECT_POINTS, Evaluator, Progress, SearchLimit
 from mmpool_cli.simulate.events import as_events
+from mmpool_cli.simulate.executors import Executor, LocalExecutor
 from mmpool_cli.simulate.replay import Event, Events
 from mmpool_cli.simulate.trials import (
     Basis,
@@ -79,6 +81,10 @@ class BudgetSearch:
     exact: bool = True  # False: the simulation limit stopped the check (see checked_mb)
     checked_mb: tuple[int, int] | None = None  # the budgets decided, every one meeting the target, when not exact
     trials: list[Trial] = field(default_factory=list)
+    limit_events: int | None = None  # the replayed events the proof could spend (--search-limit)
+    spent_events: int = 0  # replayed events, every trial's
+    undecided: tuple[int, int, int] | None = None  # not exact: (budgets no trial decides, from, to) of the proof
+    more_events: int = 0  # not exact: at most this many replayed events decide them (each trial replays the trace)
 
 
 def smallest_budget(
@@ -91,29 +97,41 @@ def smallest_budget(
     basis: Basis = "items",
     method: Method = "safe",
     jobs: int | None = None,
+    executor: Executor | None = None,
     progress: Progress | None = None,
-    max_trials: int | None = None,
+    max_events: int | None = None,
     early_stop: bool = True,
 ) -> BudgetSearch:
     """Search the whole-MiB budgets from ``lowest`` to ``highest`` (those SGLang and plan accept).
 
-    ``layouts(mb)`` is the pools SGLang creates for ``mb``. ``max_trials`` bounds the simulations
-    of the safe and scan searches: past it the answer is the candidate so far, ``exact`` False,
-    with the budgets checked in ``checked_mb``. ``early_stop`` False replays every trial whole
-    (the same answer, at more cost).
+    ``layouts(mb)`` is the pools SGLang creates for ``mb``. ``max_events`` bounds the events the
+    safe and scan searches replay to prove their answer (past the bisection's estimate): past it the
+    answer is the candidate so far, ``exact`` False, with the budgets checked in ``checked_mb`` and
+    the work left in ``undecided``/``more_events``. The trials run on ``executor`` (this process and
+    ``jobs`` forked workers by default); which trials run depends on neither. ``early_stop`` False
+    replays every trial whole (the same answer, at more cost).
     """
     events = as_events(events)  # once: every trial replays the same columns
     no_miss = no_miss_budget(events, layouts, lowest, highest)
     top = min(no_miss, highest)
     search = BudgetSearch(target, basis, method, None, lowest, top_mb=top, no_miss_mb=no_miss)
-    with Evaluator(events, layouts, top, default_jobs() if jobs is None else jobs, progress, no_miss) as ev:
+    run_on = LocalExecutor(jobs) if executor is None else executor
+    with Evaluator(events, layouts, top, run_on, progress, no_miss) as ev:
 
         def meets(mb: int) -> bool:
             return ev.get(mb).rate(basis) <= target
 
         def done() -> BudgetSearch:
             search.trials = [ev.trials[mb] for mb in sorted(ev.trials)]
+            search.spent_events = ev.spent
             return search
+
+        def unproven(lo: int, hi: int) -> BudgetSearch:
+            search.exact = False
+            count = ev.undecided(lo, hi)
+            search.undecided = (count, lo, hi)
+            search.more_events = count * len(events)
+            return done()
 
         # the top runs whole: when it fails, its figures are why no budget meets the target
         if ev.get(top, whole=True).rate(basis) > target:
@@ -123,15 +141,16 @@ def smallest_budget(
         if method == "bisect":
             search.smallest_mb = estimate
             return done()
-        if max_trials is not None:
-            ev.limit = len(ev.trials) + max_trials
+        if max_events is not None:
+            ev.limit = ev.spent + max_events
+            search.limit_events = max_events
         if method == "scan":
             try:
                 ev.walk(lowest, estimate)
             except SearchLimit:
-                search.smallest_mb, search.exact = estimate, False
+                search.smallest_mb = estimate
                 search.checked_mb = (_decided_down(ev, estimate, lowest), estimate)
-                return done()
+                return unproven(lowest, estimate)
             search.smallest_mb = next(mb for mb in range(lowest, estimate + 1) if meets(mb))
             return done()
         safe = estimate
@@ -144,17 +163,17 @@ def smallest_budget(
                     break
                 safe = failing[-1] + 1
         except SearchLimit:
-            search.smallest_mb, search.exact = safe, False
+            search.smallest_mb = safe
             search.checked_mb = (safe, _decided_up(ev, safe, basis, target))
-            return done()
+            return unproven(lowest, min(2 * safe, top))
         search.upper_mb = min(2 * safe, top)
         try:  # and below it: a lower budget may be safe too, or fragile
             lowest_meeting = _lowest_meeting(ev, lowest, safe, basis, target)
             safe = _safe_below(ev, lowest_meeting, safe, top, basis, target)
         except SearchLimit:
-            search.smallest_mb, search.exact = safe, False  # safe as stated; a lower one is not ruled out
+            search.smallest_mb = safe  # safe as stated; a lower one is not ruled out
             search.checked_mb = (_decided_down(ev, safe, lowest), search.upper_mb)
-            return done()
+            return unproven(lowest, search.upper_mb)
         search.smallest_mb = safe
         search.upper_mb = min(2 * safe, top)
         search.fragile_mb = lowest_meeting if lowest_meeting < safe else None
@@ -213,12 +232,12 @@ def _decided_down(ev: Evaluator, mb: int, lowest: int) -> int:
 
 
 def _bisect(ev: Evaluator, lowest: int, top: int, basis: Basis, target: Fraction) -> int:
-    """The smallest meeting budget if more memory never hurt: gallop up, then bisect, ``jobs`` at a time."""
+    """The smallest meeting budget if more memory never hurt: gallop up, then bisect, ``BISECT_POINTS`` at a time."""
     below, above = lowest - 1, lowest  # below misses the target (or is invalid); above meets it
     while ev.get(above).rate(basis) > target:
         below, above = above, min(2 * above, top)
     while above - below > 1:
-        k = min(ev.jobs, above - below - 1)
+        k = min(BISECT_POINTS, above - below - 1)
         points = [below + (above - below) * (j + 1) // (k + 1) for j in range(k)]
         points = sorted(set(points))
         results = ev.many(points)

@@ -1,101 +1,73 @@
-"""Runs the search's trials: one at a time, or in parallel, one process per core.
+"""Decides the search's budgets: which trials to run, handed to an executor, and what they taught.
 
-The evaluator remembers every trial and which budgets each decides; what it runs at once and how
-it splits a range into pieces depend only on the input and ``jobs``, never on which trial ends first.
+What it runs depends only on the input, never on the executor, the number of cores or which trial
+ends first: a range is cut into pieces of at least ``PIECE_MB`` budgets (more where trials so far each
+decided many: the pieces follow from the trials, never from the cores), a bisection tries ``BISECT_POINTS``
+budgets a round, and the search's limit is counted in replayed events, shared between the pieces
+of a round in a fixed way. So every executor, on any number of cores, gives the same trials.
 """
 
 from __future__ import annotations
 
-import os
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
-from mmpool_cli.simulate.events import Event, Events
-from mmpool_cli.simulate.trials import LayoutFor, StopAt, Trial, trial
+from mmpool_cli.simulate.events import Events
+from mmpool_cli.simulate.executors import Executor, LocalExecutor, Piece, Work
+from mmpool_cli.simulate.trials import LayoutFor, StopAt, Trial
 
 Progress = Callable[[int], None]  # called with the number of budgets simulated so far
 
-
-# The worker processes' copy of the search's inputs, set before they fork.
-_SHARED: dict[str, Any] = {}
-
-
-def _walk(bounds: tuple[int, int, int]) -> list[Trial]:
-    """Decide the budgets from ``lo`` to ``hi``, at most ``most`` simulations: simulate one, skip those
-    it decides alike, repeat."""
-    lo, hi, most = bounds
-    events, layouts, cap, alike = _SHARED["events"], _SHARED["layouts"], _SHARED["cap"], _SHARED["alike"]
-    out: list[Trial] = []
-    mb = lo
-    while mb <= hi and len(out) < most:
-        tr = trial(events, mb, layouts, cap, alike, _SHARED["stop"])
-        out.append(tr)
-        mb = tr.same_until_mb + 1
-    return out
-
-
-def _worker_start() -> None:
-    """In each worker: Ctrl-C is the parent's to handle, and the worker dies with its parent."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: Linux only
-        if os.getppid() == 1:  # the parent died before prctl: nothing to work for
-            os._exit(0)
-    except (OSError, AttributeError):
-        pass
+PIECE_MB = 16  # the fewest budgets a piece of a walk covers: small enough to spread over many cores
+TRIALS_PER_PIECE = 4  # where one trial decides many budgets, a piece covers about this many trials' worth
+BISECT_POINTS = 3  # budgets a bisection round simulates at once
+UNLIMITED = 1 << 62
 
 
 class SearchLimit(Exception):
-    """More simulations than the search may make."""
+    """More replayed events than the search may spend."""
 
 
 class Evaluator:
-    """Simulates budgets, in parallel where there is more than one core, and remembers what it learnt."""
+    """Simulates budgets through an executor and remembers what it learnt."""
 
     def __init__(
         self,
-        events: Sequence[Event] | Events,
+        events: Events,
         layouts: LayoutFor,
         cap: int,
-        jobs: int,
+        executor: Executor | None,
         progress: Progress | None,
         alike_from: int = 0,
     ) -> None:
         self.events, self.layouts, self.cap, self.alike = events, layouts, cap, alike_from
-        self.stop: StopAt | None = None  # set before the first trial that may stop (and before forking)
-        self.limit = 1 << 62
-        self.jobs = max(1, jobs)
+        self.stop: StopAt | None = None  # set before the first trial that may stop
+        self.limit = UNLIMITED  # replayed events the search may spend in all
+        self.spent = 0  # replayed events so far
+        self.executor: Executor = LocalExecutor() if executor is None else executor
         self.progress = progress
         self.trials: dict[int, Trial] = {}
         self._starts: list[int] = []  # sorted starts of the trials
-        self._pool: Any = None
+        self._work: Work | None = None
 
     def __enter__(self) -> Evaluator:
         return self
 
     def __exit__(self, *_: object) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
+        self.executor.close()
 
-    def _workers(self) -> Any:
-        import multiprocessing  # here: a plain simulate never needs it, and it costs start-up time
-
-        if self._pool is None and self.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
-            _SHARED.update(events=self.events, layouts=self.layouts, cap=self.cap, alike=self.alike, stop=self.stop)
-            self._pool = multiprocessing.get_context("fork").Pool(self.jobs, initializer=_worker_start)
-        return self._pool
+    def _run(self, pieces: Sequence[Piece]) -> None:
+        work = self._work
+        if work is None or work.stop is not self.stop:
+            work = self._work = Work(self.events, self.layouts, self.cap, self.alike, self.stop)
+        for part in self.executor.run(work, pieces):
+            self._add(part)
 
     def _add(self, trials: Iterable[Trial]) -> None:
         for tr in trials:
             if tr.mb not in self.trials:
                 self.trials[tr.mb] = tr
+                self.spent += tr.events
         self._starts = sorted(self.trials)
         if self.progress is not None:
             self.progress(len(self.trials))
@@ -113,44 +85,42 @@ class Evaluator:
         """The trial that decides ``mb``, simulated if need be (``whole``: never stopped early)."""
         tr = self.known(mb)
         if tr is None:
-            self._add([trial(self.events, mb, self.layouts, self.cap, self.alike, None if whole else self.stop)])
+            self._run([Piece(mb, mb, UNLIMITED, whole)])
             tr = self.trials[mb]
         return tr
 
     def many(self, mbs: Sequence[int]) -> list[Trial]:
         todo = sorted({mb for mb in mbs if self.known(mb) is None})
-        pool = self._workers() if len(todo) > 1 else None
-        if pool is None:
-            for mb in todo:
-                self.get(mb)
-        else:
-            self._add(tr for part in pool.map(_walk, [(mb, mb, 1) for mb in todo]) for tr in part)
+        if todo:
+            self._run([Piece(mb, mb, UNLIMITED) for mb in todo])
         return [self.get(mb) for mb in mbs]
 
     def walk(self, lo: int, hi: int) -> None:
-        """Decide every budget from ``lo`` to ``hi``; raises ``SearchLimit`` past ``self.limit`` simulations."""
+        """Decide every budget from ``lo`` to ``hi``; raises ``SearchLimit`` once the limit is spent."""
+        n = max(1, len(self.events))
         while True:
-            gaps = self._gaps(lo, hi)
+            gaps = self.gaps(lo, hi)
             if not gaps:
                 return
-            left = self.limit - len(self.trials)
+            left = self.limit - self.spent
             if left <= 0:
                 raise SearchLimit
-            pool = self._workers()
-            if pool is None:
-                a = gaps[0][0]
-                self.get(a)
-                continue
-            # pieces small enough to keep every core busy and the progress moving; the same pieces
-            # (and so the same trials) for the same input on the same number of cores
-            span = sum(b - a + 1 for a, b in gaps)
-            step = max(1, -(-span // (4 * self.jobs)))
+            step = self._piece_mb()
             pieces = [(a, min(a + step - 1, b)) for a, b in gaps for a in range(a, b + 1, step)]
-            most = max(1, left // len(pieces))
-            for part in pool.imap(_walk, [(a, b, most) for a, b in pieces]):
-                self._add(part)
+            # as many pieces as the limit has whole replays for, each with an equal share of it
+            pieces = pieces[: max(1, min(len(pieces), left // n))]
+            share = left // len(pieces)
+            self._run([Piece(a, b, share) for a, b in pieces])
 
-    def _gaps(self, lo: int, hi: int) -> list[tuple[int, int]]:
+    def _piece_mb(self) -> int:
+        """The budgets a piece covers: ``PIECE_MB``, or about ``TRIALS_PER_PIECE`` trials' worth where one
+        trial has decided more (the median of the budgets each trial so far decides)."""
+        widths = sorted(min(t.same_until_mb, self.cap) - t.mb + 1 for t in self.trials.values())
+        median = widths[len(widths) // 2] if widths else 1
+        return max(PIECE_MB, TRIALS_PER_PIECE * median)
+
+    def gaps(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The runs of budgets from ``lo`` to ``hi`` that no trial decides yet."""
         gaps = []
         mb = lo
         while mb <= hi:
@@ -164,10 +134,6 @@ class Evaluator:
             mb = end + 1
         return gaps
 
-
-def default_jobs() -> int:
-    """Every core this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    def undecided(self, lo: int, hi: int) -> int:
+        """How many budgets from ``lo`` to ``hi`` no trial decides yet."""
+        return sum(b - a + 1 for a, b in self.gaps(lo, hi))
