@@ -8,7 +8,11 @@ executor gives the same trials. Ray is imported only by ``RayExecutor``, and onl
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -17,6 +21,8 @@ from mmpool_cli.errors import EXIT_UNAVAILABLE, MmpoolError
 from mmpool_cli.simulate.events import Events
 from mmpool_cli.simulate.trials import LayoutFor, StopAt, Trial, trial
 
+POLL_S = 1.0  # how often a search waiting on Ray checks that the cluster's head still answers
+HEAD_GONE_S = 10.0  # a head that does not answer this long is gone (Ray's own patience is a minute)
 RAY_EXTRA = "--executor ray needs Ray: pip install 'mmpool[ray]' (or, from an mmpool checkout, pip install '.[ray]')"
 
 
@@ -168,6 +174,9 @@ class RayExecutor:
         self._work: Work | None = None
         self._task: Any = None
         self._started = False
+        self._gone = False
+        self._gcs = ("127.0.0.1", 0)
+        self._quiet: contextlib.ExitStack | None = None
         self.slots = 1
 
     def _start(self) -> None:
@@ -175,12 +184,18 @@ class RayExecutor:
         where = self.address or "a local Ray"
         try:
             if not ray.is_initialized():
+                # Ray prints its own notes (a worker that died, say) on stdout: they go to stderr,
+                # never into the report, until Ray is shut down
+                self._quiet = contextlib.ExitStack()
+                self._quiet.enter_context(contextlib.redirect_stdout(sys.stderr))
                 options: dict[str, Any] = {"log_to_driver": False, "logging_level": "ERROR"}
                 if self.address is None:
                     options["include_dashboard"] = False
                 ray.init(address=self.address, **options)
                 self._started = True
             self.slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
+            self._gcs = (host, int(port))
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise ClusterError(f"--executor ray: cannot connect to {where} ({_first_line(e)})") from None
         self._task = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(_ray_walk)
@@ -200,11 +215,33 @@ class RayExecutor:
     def _results(self, refs: list[Any]) -> Iterator[list[Trial]]:
         ray = self._ray
         for ref in refs:
-            try:
-                trials: list[Trial] = ray.get(ref)
-            except ray.exceptions.RayError as e:
-                raise self._lost(e) from None
+            gone_since: float | None = None
+            while True:
+                try:
+                    ready, _ = ray.wait([ref], timeout=POLL_S)
+                    if ready:
+                        trials: list[Trial] = ray.get(ref)
+                        break
+                except ray.exceptions.RayError as e:
+                    raise self._lost(e) from None
+                # Ray itself waits a minute for a head that is gone, then ends this process without a
+                # word: the head's port is watched here instead
+                if self._head_answers():
+                    gone_since = None
+                    continue
+                now = time.monotonic()
+                gone_since = now if gone_since is None else gone_since
+                if now - gone_since >= HEAD_GONE_S:
+                    self._gone = True
+                    raise self._lost(ConnectionError(f"its head at {self._gcs[0]}:{self._gcs[1]} stopped answering"))
             yield trials
+
+    def _head_answers(self) -> bool:
+        try:
+            with socket.create_connection(self._gcs, timeout=POLL_S):
+                return True
+        except OSError:
+            return False
 
     def _lost(self, e: BaseException) -> ClusterError:
         where = self.address or "the local Ray"
@@ -214,9 +251,12 @@ class RayExecutor:
         )
 
     def close(self) -> None:
-        if self._started:
+        if self._started and not self._gone:  # a shutdown would wait for the head that went away
             self._ray.shutdown()
-            self._started = False
+        self._started = False
+        if self._quiet is not None:
+            self._quiet.close()
+            self._quiet = None
 
 
 def _first_line(e: BaseException) -> str:
