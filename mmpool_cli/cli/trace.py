@@ -126,14 +126,23 @@ def _write(conversion: Conversion, output: str | None) -> None:
         writer.write(sys.stdout, timeline, conversion.items)
         sys.stdout.flush()
         return
+    from mmpool_cli.simulate.trace_parquet import is_parquet, write_parquet
+
+    columnar = is_parquet(output)
+    if columnar:
+        write_parquet(None, [], {})  # pyarrow is there (or a one-line error) before anything is written
     folder = os.path.dirname(os.path.abspath(output))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".mmpool-trace-", dir=folder)
     except OSError as e:
         raise MmpoolError(f"-o {output}: cannot write there ({e.strerror})") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            writer.write(f, timeline, conversion.items)
+        if columnar:
+            with os.fdopen(fd, "wb") as out:
+                write_parquet(out, timeline, conversion.items)
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                writer.write(f, timeline, conversion.items)
         os.link(tmp, output)  # fails rather than replace a file that appeared meanwhile
     except FileExistsError:
         raise MmpoolError(f"-o {output}: exists; mmpool never overwrites a file") from None

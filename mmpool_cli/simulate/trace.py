@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmpool_cli.simulate import native
-from mmpool_cli.simulate.events import ALLOC, FREE, Event, Events, request_of
+from mmpool_cli.simulate.events import FREE, Event, Events
 from mmpool_cli.simulate.trace_io import IDLE_TIMEOUT_S, MAX_LINE_BYTES, TraceError, batches, chunks
 from mmpool_cli.simulate.trace_lines import (
     MAX_ID_CHARS,
@@ -26,8 +26,9 @@ from mmpool_cli.simulate.trace_lines import (
     MAX_T_SECONDS,
     batch_decoder,
     line_event,
-    seconds,
 )
+from mmpool_cli.simulate.trace_order import TOO_MANY, TOO_MANY_CODE, extend, refusal
+from mmpool_cli.simulate.trace_parquet import is_parquet, read_parquet
 
 __all__ = [
     "IDLE_TIMEOUT_S",
@@ -62,6 +63,8 @@ def read_trace(
     a request of its own.
     """
     name = "<stdin>" if path == "-" else path
+    if is_parquet(path):
+        return read_parquet(path, workers, max_events=max_events, keep_ids=keep_ids, requests=requests)
     if native.FAST is not None:
         out = Events(keep_ids=False, requests=requests)
         columns = (out.t, out.op, out.key, out.nbytes, out.worker, out.group)
@@ -81,10 +84,10 @@ def read_trace(
                     if e := line_event(raw, name, lineno, workers):
                         events.append((lineno, e))
             except TraceError:  # the lines before it first: an earlier line's error is reported first
-                _extend(out, _columns(events), name, max_events, live, groups, state)
+                extend(out, _columns(events), name, max_events, live, groups, state)
                 raise
             parsed = _columns(events)
-        _extend(out, parsed, name, max_events, live, groups, state)
+        extend(out, parsed, name, max_events, live, groups, state)
     if not len(out):
         raise TraceError(f"{name}: no events; a trace holds one JSON object per line")
     return out
@@ -94,72 +97,6 @@ def _columns(events: list[tuple[int, Event]]) -> tuple[list[Any], ...]:
     linenos = [lineno for lineno, _ in events]
     columns = tuple(list(c) for c in zip(*(e for _, e in events), strict=True)) or ([], [], [], [], [])
     return (linenos, *columns)
-
-
-def _extend(out, parsed, name, max_events, live, groups, state) -> None:  # type: ignore[no-untyped-def]
-    """Check a batch's events against what came before and append them to ``out``'s columns."""
-    linenos, times, ops, keys, sizes, owners = parsed
-    if len(out) + len(times) > max_events:
-        room = max_events - len(out)  # the events before the first one too many are checked first
-        _extend(out, [c[:room] for c in parsed], name, max_events, live, groups, state)
-        raise TraceError(f"{name}:{linenos[room]}: {_TOO_MANY.format(max_events)}")
-    serials: list[int] = []
-    group_of: list[int] = []
-    previous, at, serial = state
-    get = live.get
-    add_serial, add_group = serials.append, group_of.append
-    for i, t in enumerate(times):
-        if t < previous:
-            raise TraceError(f"{name}:{linenos[i]}: {_refusal(_BACKWARDS, t, previous, None)}")
-        previous = t
-        key = keys[i]
-        found = get(key, -1)
-        if ops[i] == ALLOC:
-            if found >= 0:
-                raise TraceError(f"{name}:{linenos[i]}: {_refusal(_IN_FLIGHT, t, previous, key)}")
-            live[key] = serial
-            if groups is not None:
-                if t != at:
-                    groups.clear()
-                    at = t
-                add_group(groups.setdefault((request_of(key), owners[i]), serial))
-            add_serial(serial)
-            serial += 1
-            continue
-        if found < 0:
-            code = _FREED if key in live else _UNKNOWN
-            raise TraceError(f"{name}:{linenos[i]}: {_refusal(code, t, previous, key)}")
-        live[key] = -1
-        add_serial(found)
-        if groups is not None:
-            add_group(-1)
-    if out.ids is not None:
-        out.ids.extend(k for k, op in zip(keys, ops, strict=True) if op == ALLOC)
-    state[:] = [previous, at, serial]
-    out.t.extend(times)
-    out.op.extend(ops)
-    out.key.extend(serials)
-    out.nbytes.extend(sizes)
-    out.worker.extend(owners)
-    if out.group is not None and out.pack is not None and out.elem is not None:
-        out.group.extend(group_of)
-        out.pack.extend([1 - op for op in ops])  # a trace's features count as image features
-        out.elem.extend([1 - op for op in ops])  # of 1-byte elements
-
-
-# why an event is refused after what came before (the compiled reader's codes)
-_BACKWARDS, _IN_FLIGHT, _FREED, _UNKNOWN, _TOO_MANY_CODE = 1, 2, 3, 4, 5
-_TOO_MANY = "more than {} events; split the trace or raise --max-events"
-
-
-def _refusal(code: int, t: int, previous: int, key: object) -> str:
-    if code == _BACKWARDS:
-        return f"t={seconds(t)} s comes before the previous event's t={seconds(previous)} s; sort the trace by t"
-    if code == _IN_FLIGHT:
-        return f"alloc of id {key!r}, which is still in flight (its free has not come)"
-    if code == _FREED:
-        return f"free of id {key!r}, which was already freed"
-    return f"free of unknown id {key!r}: no alloc before it names it"
 
 
 def _read_native(reader: Any, out: Events, path: str, name: str, idle_timeout: float) -> Events:
@@ -204,9 +141,9 @@ def _feed(reader: Any, data: bytes, lineno: int, name: str) -> tuple[int, int]:
         if event is not None:
             t, op, key, nbytes, worker = event
             code, previous = reader.push(t, op == FREE, key, nbytes, worker)
-            if code == _TOO_MANY_CODE:
-                raise TraceError(f"{name}:{lineno}: {_TOO_MANY.format(reader.max_events)}")
+            if code == TOO_MANY_CODE:
+                raise TraceError(f"{name}:{lineno}: {TOO_MANY.format(reader.max_events)}")
             if code:
-                raise TraceError(f"{name}:{lineno}: {_refusal(code, t, previous, key)}")
+                raise TraceError(f"{name}:{lineno}: {refusal(code, t, previous, key)}")
         pos = nl + 1
         lineno += 1
