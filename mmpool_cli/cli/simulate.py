@@ -55,7 +55,8 @@ if TYPE_CHECKING:
             "mmpool simulate --model qwen2.5-vl --from server.log --smallest-budget",
         ],
         "0 the fallback meets the target (default 0); 1 it does not, or the budget has an error finding "
-        "that plan reports (the report is still printed); 2 usage error or a bad trace line; 70 internal error.",
+        "that plan reports (the report is still printed); 2 usage error or a bad trace line; 3 --executor ray: "
+        "the Ray cluster cannot be reached or went away; 70 internal error.",
     ),
 )
 @with_pool_options
@@ -66,7 +67,10 @@ def simulate(
     workload: WorkloadOptions,
     traffic: TrafficOptions,
     trace: Annotated[
-        str | None, typer.Option("--trace", metavar="FILE", help="JSON-lines trace to replay; '-' reads stdin.")
+        str | None,
+        typer.Option(
+            "--trace", metavar="FILE", help="Trace to replay: JSON lines ('-' reads stdin) or a .parquet file."
+        ),
     ] = None,
     traffic_from: Annotated[
         list[str] | None,

@@ -52,7 +52,10 @@ def trace(
         SourceChoice.auto
     ),
     output: Annotated[
-        str | None, typer.Option("--output", "-o", metavar="OUT", help="Write the trace here (default stdout).")
+        str | None,
+        typer.Option(
+            "--output", "-o", metavar="OUT", help="Write the trace here (default stdout); FILE.parquet writes Parquet."
+        ),
     ] = None,
     workers: Annotated[
         int,
