@@ -98,7 +98,9 @@ def read_parquet(path: str, workers: int, *, max_events: int, keep_ids: bool, re
         reader = PythonColumns(out, path, max_events, requests)
     first = 1
     try:
-        batches = source.iter_batches(batch_size=_BATCH_ROWS, columns=[c for c in COLUMNS if c in names])
+        batches = source.iter_batches(
+            batch_size=_BATCH_ROWS, columns=[c for c in COLUMNS if c in names], use_threads=False
+        )  # one core: the replay after it is single-threaded too
         for batch in batches:
             _batch(np, pa, pc, reader, batch, path, first, workers, fast)
             first += batch.num_rows
