@@ -15,7 +15,7 @@ arrivals, deferred leases held for an exponential time, W tokenizer workers), th
 Times are CPU seconds of this process. It also checks that both give the same offset for every
 alloc. Usage::
 
-    python benchmarks/simulate.py [--events 1000000] [--runs 3] [--skip-sglang] [--search [--search-limit N]]
+    python benchmarks/simulate.py [--events 1000000] [--runs 3] [--skip-sglang] [--search [--search-limit 200x]]
 """
 
 from __future__ import annotations
@@ -116,7 +116,10 @@ def main() -> int:
     parser.add_argument("--sglang-source", type=Path, help="an extracted memory_pool.py of the 0.5.23 wheel")
     parser.add_argument("--search", action="store_true", help="also time --smallest-budget, whole process")
     parser.add_argument("--target", default="0.01", help="the search's --target-fallback")
-    parser.add_argument("--search-limit", type=int, help="the search's --search-limit (mmpool's default if not given)")
+    parser.add_argument(
+        "--search-limit",
+        help="the search's --search-limit: events (2G) or whole replays (200x); mmpool's default if not given",
+    )
     args = parser.parse_args()
 
     events = make_events(args.events, args.workers, args.seed, args.features)

@@ -146,9 +146,22 @@ def test_readme_walkthrough_from_a_server_log(tmp_path: Path) -> None:
     (tmp_path / "server.log").write_text(log.read_text())
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("SGLANG_", "SGL_", "PYTORCH_"))}
     result = subprocess.run(
-        [sys.executable, "-m", "mmpool_cli", "simulate", "--model", "qwen2.5-vl", "--from", "server.log",
-         "--smallest-budget"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+        [
+            sys.executable,
+            "-m",
+            "mmpool_cli",
+            "simulate",
+            "--model",
+            "qwen2.5-vl",
+            "--from",
+            "server.log",
+            "--smallest-budget",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert "mmpool trace: 7 requests, 12 items, 12 allocs, 75,075,840 B from server.log (auto)" in result.stderr

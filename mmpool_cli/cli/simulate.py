@@ -6,10 +6,6 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
-from enum import StrEnum
-from fractions import Fraction
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -24,141 +20,27 @@ from mmpool_cli.cli.options import (
     with_options,
 )
 from mmpool_cli.cli.pool_options import PoolOptions, with_pool_options
+from mmpool_cli.cli.simulate_options import (
+    DEFAULT_SEARCH_LIMIT,
+    MAX_SECONDS,
+    TRAFFIC_DECLARATIONS,
+    BasisChoice,
+    ExecutorChoice,
+    RunOptions,
+    SearchChoice,
+    TrafficOptions,
+    rate_arg,
+    search_limit_arg,
+)
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, AssumeVideoOpt, DpEncoderOpt, RequestTimeOpt, SourceChoice
 from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
 from mmpool_cli.engines.sglang import versions
-from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
 
 if TYPE_CHECKING:
     from mmpool_cli.simulate.events import Events
     from mmpool_cli.simulate.sim_report import SimulationReport
-
-
-class ModeChoice(StrEnum):
-    eager = "eager"
-    deferred = "deferred"
-
-
-class ResidencyChoice(StrEnum):
-    fixed = "fixed"
-    exponential = "exponential"
-
-
-class SearchChoice(StrEnum):
-    safe = "safe"
-    scan = "scan"
-    bisect = "bisect"
-
-
-class BasisChoice(StrEnum):
-    items = "items"
-    bytes = "bytes"
-
-
-MAX_SECONDS = 10**6
-MAX_SEARCH_LIMIT = 1_000_000
-
-
-def seconds_arg(flag: str, text: str) -> int:
-    """A non-negative number of seconds as whole nanoseconds; anything finer or odd is a usage error."""
-    try:
-        value = Decimal(text.strip())
-        ns = value.scaleb(9) if value.is_finite() and 0 <= value <= MAX_SECONDS else None
-    except InvalidOperation:
-        ns = None
-    if ns is None:
-        raise MmpoolError(f"{flag}: expected seconds from 0 to {MAX_SECONDS}, e.g. 0.05, not {text!r}")
-    if ns != ns.to_integral_value():
-        raise MmpoolError(f"{flag}: {text} is finer than a nanosecond")
-    return int(ns)
-
-
-def rate_arg(flag: str, text: str) -> Fraction:
-    """A fallback rate from 0 to 1, exactly as written (``0.01`` or ``1/100``)."""
-    try:
-        rate = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        rate = None
-    if rate is None or not 0 <= rate <= 1:
-        raise MmpoolError(f"{flag}: expected a fraction from 0 to 1, e.g. 0.01, not {text!r}")
-    return rate
-
-
-@dataclass(frozen=True)
-class TrafficOptions:
-    """The flags of a synthetic workload, as given; the field defaults are the flags' defaults."""
-
-    rate: float | None = None
-    concurrency: int | None = None
-    requests: int = 1000
-    duration: str = "1"
-    residency: ResidencyChoice = ResidencyChoice.fixed
-    mode: ModeChoice = ModeChoice.eager
-    ack_delay: str = "0.02"
-    hold: str | None = None
-    seed: int = 0
-    burst: bool = False
-
-    def given(self) -> list[str]:
-        """The flags set to something other than their default, as ``--flag-name``."""
-        return ["--" + f.name.replace("_", "-") for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
-
-
-_TRAFFIC_DECLARATIONS = {
-    "rate": Annotated[float | None, typer.Option(metavar="R", help="Synthetic: requests per second (Poisson).")],
-    "concurrency": Annotated[
-        int | None, typer.Option(metavar="N", help="Synthetic: clients, each waiting for its request.")
-    ],
-    "requests": Annotated[int, typer.Option(metavar="N", help="Synthetic: requests in all.")],
-    "duration": Annotated[str, typer.Option(metavar="SECONDS", help="Synthetic: mean request time.")],
-    "residency": Annotated[ResidencyChoice, typer.Option(help="Synthetic: request times fixed or exponential.")],
-    "mode": Annotated[
-        ModeChoice, typer.Option(help="Synthetic: ack on receipt (eager) or at prefill/request end (deferred).")
-    ],
-    "ack_delay": Annotated[
-        str,
-        typer.Option(
-            "--ack-delay",
-            "--recv-delay",
-            metavar="SECONDS",
-            help="Eager: arrival to the scheduler's receipt and acknowledgement (one scheduler step).",
-        ),
-    ],
-    "hold": Annotated[
-        str | None, typer.Option(metavar="SECONDS", help="Deferred: arrival to acknowledgement (default: the end).")
-    ],
-    "seed": Annotated[int, typer.Option(metavar="N", help="Synthetic: random seed.")],
-    "burst": Annotated[
-        bool, typer.Option("--burst", help="Concurrency: every client's first request at t = 0 (the worst case).")
-    ],
-}
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """What to replay and what to report, beyond the pool, the workload and the traffic."""
-
-    trace: str | None
-    smallest_budget: bool
-    target_fallback: str
-    target_basis: BasisChoice
-    search: SearchChoice
-    events: bool
-    max_events: int
-    idle_timeout: float
-    output: OutputFormat
-    plot: str | None = None
-    search_limit: int = 200
-    # traffic to read (simulate --from, as mmpool trace converts it)
-    traffic_from: tuple[str, ...] = ()
-    traffic_format: SourceChoice = SourceChoice.auto
-    traffic_args: tuple[str, ...] = ()
-    dp_encoder: bool = False
-    assume_image: str | None = None
-    assume_video: str | None = None
-    request_time: str = "1"
 
 
 @app.command(
@@ -171,18 +53,22 @@ class RunOptions:
             "mmpool simulate --model qwen2.5-vl --from server.log --smallest-budget",
         ],
         "0 the fallback meets the target (default 0); 1 it does not, or the budget has an error finding "
-        "that plan reports (the report is still printed); 2 usage error or a bad trace line; 70 internal error.",
+        "that plan reports (the report is still printed); 2 usage error or a bad trace line; 3 --executor ray: "
+        "the Ray cluster cannot be reached or went away; 70 internal error.",
     ),
 )
 @with_pool_options
 @with_workload_options
-@with_options(TrafficOptions, _TRAFFIC_DECLARATIONS, "traffic")
+@with_options(TrafficOptions, TRAFFIC_DECLARATIONS, "traffic")
 def simulate(
     pool: PoolOptions,
     workload: WorkloadOptions,
     traffic: TrafficOptions,
     trace: Annotated[
-        str | None, typer.Option("--trace", metavar="FILE", help="JSON-lines trace to replay; '-' reads stdin.")
+        str | None,
+        typer.Option(
+            "--trace", metavar="FILE", help="Trace to replay: JSON lines ('-' reads stdin) or a .parquet file."
+        ),
     ] = None,
     traffic_from: Annotated[
         list[str] | None,
@@ -218,13 +104,21 @@ def simulate(
         ),
     ] = SearchChoice.safe,
     search_limit: Annotated[
-        int,
+        str,
         typer.Option(
-            metavar="N",
-            help="Simulate at most N budgets to prove the safe (or scan) answer; past it the answer is "
-            "labelled not exact.",
+            metavar="EVENTS",
+            help="Replay at most EVENTS events (500M, 2G) or N whole traces (200x) to prove the safe "
+            "(or scan) answer; past it the answer is labelled not proven.",
         ),
-    ] = 200,
+    ] = DEFAULT_SEARCH_LIMIT,
+    executor: Annotated[
+        ExecutorChoice,
+        typer.Option(help="Where the search's trials run: this machine's cores, or a Ray cluster (mmpool[ray])."),
+    ] = ExecutorChoice.local,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(metavar="ADDRESS", help="--executor ray: the cluster (default: RAY_ADDRESS, else a local Ray)."),
+    ] = None,
     events: Annotated[bool, typer.Option("--events", help="JSON: the decision for every alloc, in order.")] = False,
     max_events: Annotated[int, typer.Option(metavar="N", help="Refuse traces with more events.")] = 10_000_000,
     idle_timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Give up on a silent pipe.")] = 30.0,
@@ -254,6 +148,8 @@ def simulate(
         output,
         plot,
         search_limit,
+        executor,
+        ray_address,
         traffic_from=tuple(traffic_from or ()),
         traffic_format=traffic_format,
         traffic_args=tuple(traffic_args or ()),
@@ -286,8 +182,9 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_SECONDS}, not {o.idle_timeout}")
     if o.max_events < 1:
         raise MmpoolError(f"--max-events: must be at least 1, not {o.max_events}")
-    if not 1 <= o.search_limit <= MAX_SEARCH_LIMIT:
-        raise MmpoolError(f"--search-limit: must be from 1 to {MAX_SEARCH_LIMIT}, not {o.search_limit}")
+    search_limit = search_limit_arg(o.search_limit)
+    if o.ray_address is not None and o.executor is not ExecutorChoice.ray:
+        raise MmpoolError("--ray-address names the cluster of --executor ray; add --executor ray")
     request = pool.request(os.environ)
     from_traffic = bool(o.traffic_from) or o.traffic_format is SourceChoice.bench_serving
     needs = [(o.traffic_args, "ARGS"), (o.dp_encoder, "--mm-enable-dp-encoder"), (o.assume_image, "--assume-image")]
@@ -322,9 +219,9 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
             source, timeline = converted(request, workload, traffic, o)
             return source, as_events(timeline)
         if o.trace is None:
-            from mmpool_cli.cli.simulate_traffic import assumptions
+            from mmpool_cli.cli.simulate_traffic import assumptions, synthetic_events
 
-            source, synthetic = _synthetic(request, load, traffic)
+            source, synthetic = synthetic_events(request, load, traffic)
             source["assumptions"] = assumptions(traffic)
             return source, synthetic
         from mmpool_cli.simulate.trace import read_trace
@@ -354,7 +251,9 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
             method=o.search.value,
             smallest_budget=o.smallest_budget,
             record_events=o.events,
-            search_limit=o.search_limit,
+            search_limit=search_limit,
+            executor=o.executor.value,
+            ray_address=o.ray_address,
             keep_events=o.plot is not None,
             model=None if load is None else load.model,
             progress=lambda what: _progress(o, what),
@@ -395,41 +294,3 @@ def _check_pooled(load: Any) -> None:
             f"{load.model}: SGLang {versions.TEXTS_FROM} (mmpool's family table) does not pool this family's "
             "features, so the pool never fills (see 'mmpool plan --model'); nothing to simulate"
         )
-
-
-def _synthetic(request: PlanRequest, load: Any, t: TrafficOptions) -> tuple[dict[str, Any], Events]:
-    from mmpool_cli.simulate.synthetic import SyntheticWorkload, synthesize
-
-    if load is not None and not load.tensors:
-        raise MmpoolError("--model needs the items of one request: --image, --video or --audio")
-    tensors = () if load is None else tuple(load.tensors)
-    workload = SyntheticWorkload(
-        items=request.feature_sizes + tuple(x.bytes for x in tensors),
-        packable=(True,) * len(request.feature_sizes) + tuple(_visual(x) for x in tensors),
-        element_sizes=(1,) * len(request.feature_sizes) + tuple(_element_size(x) for x in tensors),
-        requests=t.requests,
-        rate=t.rate,
-        concurrency=t.concurrency,
-        duration_ns=seconds_arg("--duration", t.duration),
-        residency=t.residency.value,
-        mode=t.mode.value,
-        ack_delay_ns=seconds_arg("--ack-delay", t.ack_delay),
-        hold_ns=None if t.hold is None else seconds_arg("--hold", t.hold),
-        seed=t.seed,
-        burst=t.burst,
-    )
-    timeline = synthesize(workload, request.workers)
-    data = dataclasses.asdict(workload)
-    del data["packable"], data["element_sizes"]
-    return {"synthetic": data | {"items": list(workload.items)}}, timeline
-
-
-def _visual(tensor: Any) -> bool:
-    """An image or video feature (cuda_vmm packs those of a request into one chunk)."""
-    return tensor.item.split()[0].lower() in ("image", "video") if tensor.item else True
-
-
-def _element_size(tensor: Any) -> int:
-    from mmpool_cli.workload.features import DTYPE_BYTES
-
-    return DTYPE_BYTES.get(tensor.dtype, 1)

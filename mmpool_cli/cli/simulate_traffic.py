@@ -1,5 +1,5 @@
-"""``simulate``'s traffic: ``--from`` logs converted as ``mmpool trace`` converts them, and the one-line
-assumptions of a synthetic workload."""
+"""``simulate``'s traffic: ``--from`` logs converted as ``mmpool trace`` converts them, and a synthetic
+workload's events and one-line assumptions."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.errors import MmpoolError
 
 if TYPE_CHECKING:
-    from mmpool_cli.cli.simulate import RunOptions, TrafficOptions
+    from mmpool_cli.cli.simulate_options import RunOptions, TrafficOptions
+    from mmpool_cli.simulate.events import Events
     from mmpool_cli.simulate.replay import Event
 
 
@@ -94,3 +95,45 @@ def from_traffic(
         "assumptions": f"{arrivals}; leases {lifetimes}; receipt {traffic.ack_delay} s after arrival",
     }
     return source, writer.events(conversion.leases)
+
+
+def synthetic_events(request: PlanRequest, load: Any, t: TrafficOptions) -> tuple[dict[str, Any], Events]:
+    """The events of the synthetic workload the flags describe, and the source as the report names it."""
+    import dataclasses
+
+    from mmpool_cli.cli.simulate_options import seconds_arg
+    from mmpool_cli.simulate.synthetic import SyntheticWorkload, synthesize
+
+    if load is not None and not load.tensors:
+        raise MmpoolError("--model needs the items of one request: --image, --video or --audio")
+    tensors = () if load is None else tuple(load.tensors)
+    workload = SyntheticWorkload(
+        items=request.feature_sizes + tuple(x.bytes for x in tensors),
+        packable=(True,) * len(request.feature_sizes) + tuple(_visual(x) for x in tensors),
+        element_sizes=(1,) * len(request.feature_sizes) + tuple(_element_size(x) for x in tensors),
+        requests=t.requests,
+        rate=t.rate,
+        concurrency=t.concurrency,
+        duration_ns=seconds_arg("--duration", t.duration),
+        residency=t.residency.value,
+        mode=t.mode.value,
+        ack_delay_ns=seconds_arg("--ack-delay", t.ack_delay),
+        hold_ns=None if t.hold is None else seconds_arg("--hold", t.hold),
+        seed=t.seed,
+        burst=t.burst,
+    )
+    timeline = synthesize(workload, request.workers)
+    data = dataclasses.asdict(workload)
+    del data["packable"], data["element_sizes"]
+    return {"synthetic": data | {"items": list(workload.items)}}, timeline
+
+
+def _visual(tensor: Any) -> bool:
+    """An image or video feature (cuda_vmm packs those of a request into one chunk)."""
+    return tensor.item.split()[0].lower() in ("image", "video") if tensor.item else True
+
+
+def _element_size(tensor: Any) -> int:
+    from mmpool_cli.workload.features import DTYPE_BYTES
+
+    return DTYPE_BYTES.get(tensor.dtype, 1)

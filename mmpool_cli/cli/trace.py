@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, BinaryIO, TextIO
 
 import typer
 
@@ -68,7 +68,10 @@ def trace(
         TraceSource, typer.Option("--from", help="The input's format (auto: sniffed; record: mmpool record's DIR).")
     ] = TraceSource.auto,
     output: Annotated[
-        str | None, typer.Option("--output", "-o", metavar="OUT", help="Write the trace here (default stdout).")
+        str | None,
+        typer.Option(
+            "--output", "-o", metavar="OUT", help="Write the trace here (default stdout); FILE.parquet writes Parquet."
+        ),
     ] = None,
     workers: Annotated[
         int,
@@ -184,11 +187,19 @@ def _write(conversion: Conversion, output: str | None) -> None:
     from mmpool_cli.inputs.traffic import writer
 
     timeline = writer.events(conversion.leases)
-    _emit(output, lambda f: writer.write(f, timeline, conversion.items))
+    from mmpool_cli.simulate.trace_parquet import write_parquet
+
+    _emit(
+        output,
+        lambda f: writer.write(f, timeline, conversion.items),
+        lambda out: write_parquet(out, timeline, conversion.items),
+    )
 
 
-def _emit(output: str | None, write: Callable[[TextIO], object]) -> None:
-    """Write the trace to stdout or to a new file ``output`` (never one that exists)."""
+def _emit(
+    output: str | None, write: Callable[[TextIO], object], parquet: Callable[[BinaryIO], object] | None = None
+) -> None:
+    """Write the trace to stdout or to a new file ``output`` (never one that exists); ``FILE.parquet`` as Parquet."""
     if output is None:
         write(sys.stdout)
         sys.stdout.flush()
@@ -200,14 +211,26 @@ def _emit(output: str | None, write: Callable[[TextIO], object]) -> None:
         except OSError as e:
             raise MmpoolError(f"-o {output}: cannot write the trace ({e.strerror})") from None
         return
+    from mmpool_cli.simulate.trace_parquet import is_parquet, write_parquet
+
+    columnar = is_parquet(output)
+    if columnar:
+        if parquet is None:
+            raise MmpoolError(f"-o {output}: this trace is written as JSON lines only: choose a name without .parquet")
+        write_parquet(None, [], {})  # pyarrow is there (or a one-line error) before anything is written
     folder = os.path.dirname(os.path.abspath(output))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".mmpool-trace-", dir=folder)
     except OSError as e:
         raise MmpoolError(f"-o {output}: cannot write there ({e.strerror})") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            write(f)
+        if columnar:
+            assert parquet is not None
+            with os.fdopen(fd, "wb") as out:
+                parquet(out)
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                write(f)
         os.link(tmp, output)  # fails rather than replace a file that appeared meanwhile
     except FileExistsError:
         raise MmpoolError(f"-o {output}: exists; mmpool never overwrites a file") from None

@@ -11,8 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 
-from mmpool_cli.core.findings import Severity
+
+class Severity(StrEnum):
+    """How much a finding matters: errors fail a run, warnings only under ``--strict``."""
+
+    error = "error"
+    warning = "warning"
+    info = "info"
+
 
 # code -> its entry, from every registry imported so far
 ALL: dict[str, Code] = {}

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
+
+from mmpool_cli.core import codes
+from mmpool_cli.core.codes import Severity
+
+__all__ = ["Finding", "Severity", "to_data"]
 
 
 def to_data(obj: Any) -> Any:
@@ -23,14 +27,6 @@ def to_data(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: to_data(v) for k, v in obj.items()}
     return obj
-
-
-class Severity(StrEnum):
-    """How much a finding matters: errors fail a run, warnings only under ``--strict``."""
-
-    error = "error"
-    warning = "warning"
-    info = "info"
 
 
 @dataclass(frozen=True)
@@ -49,8 +45,6 @@ class Finding:
     subject: str | None = field(default=None, compare=False, metadata={"json": False})
 
     def __post_init__(self) -> None:
-        from mmpool_cli.core import codes  # the registries import this module
-
         codes.check(self.code, self.severity)
 
     def at(self, location: str | None) -> Finding:

@@ -13,6 +13,7 @@ from mmpool_cli.core.units import format_binary, format_size
 from mmpool_cli.render.human import Laid, _kv_cost_table, _kv_table, findings_table, launch_line, paragraph
 from mmpool_cli.render.layout import Grid, Span
 from mmpool_cli.render.text import version_note
+from mmpool_cli.simulate.budget_search import BudgetSearch
 from mmpool_cli.simulate.sim_report import SimulationReport, result_data
 
 
@@ -180,8 +181,8 @@ def _search_human(report: SimulationReport) -> RenderableType:
             paragraph(
                 (
                     f"SGLANG_MM_FEATURE_CACHE_MB={s.smallest_mb} (not proven: the search stopped at --search-limit "
-                    f"after {simulated}; every budget from {lo} to {hi} MiB meets the target; raise --search-limit "
-                    "to finish)",
+                    f"after {simulated}, {s.spent_events:,} events replayed; every budget from {lo} to {hi} MiB "
+                    f"meets the target{_work_left(s)})",
                     "yellow",
                 )
             )
@@ -258,3 +259,14 @@ def _search_human(report: SimulationReport) -> RenderableType:
         lines.append(launch_line(dataclasses.replace(report.settings, model_path=report.settings.model_path or given)))
         parts.append(Text("\n".join(lines)))
     return Group(*parts)
+
+
+def _work_left(s: BudgetSearch) -> str:
+    """What proving the answer still needs, and where to get it."""
+    if s.undecided is None:
+        return "; raise --search-limit to finish"
+    count, lo, hi = s.undecided
+    return (
+        f"; {count:,} budgets from {lo} to {hi} MiB are undecided: at most {s.more_events:,} more events "
+        "(raise --search-limit; --executor ray spreads them over a cluster)"
+    )

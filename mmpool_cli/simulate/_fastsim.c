@@ -724,7 +724,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     int64_t workers, max_events, count, prev_t, at, serial;
-    int requests, keep_ids;
+    int requests, keep_ids, utf8; /* utf8: ids that are not ASCII come from feed_columns */
     int64_t *t, *key, *nbytes, *group;
     long *worker;
     int8_t *op;
@@ -975,7 +975,9 @@ static int apply(Reader *r, int64_t t, int is_free, const char *id, Py_ssize_t i
             if (group == -2) return -1;
         }
         if (r->keep_ids) {
-            PyObject *s = name ? Py_NewRef(name) : PyUnicode_DecodeASCII(id, idlen, NULL);
+            PyObject *s = name     ? Py_NewRef(name)
+                          : r->utf8 ? PyUnicode_DecodeUTF8(id, idlen, NULL)
+                                    : PyUnicode_DecodeASCII(id, idlen, NULL);
             int bad = !s || PyList_Append(r->names, s) < 0;
             Py_XDECREF(s);
             if (bad) return -1;
@@ -1239,6 +1241,49 @@ static PyObject *reader_push(Reader *r, PyObject *args) {
     return Py_BuildValue("(iL)", code, (long long)previous);
 }
 
+PyDoc_STRVAR(feed_columns_doc,
+             "feed_columns(t, is_free, id_offsets, id_data, nbytes, worker) -> (rows, code, previous_t)\n"
+             "Add the events of columns whose every field is valid (a columnar trace's): rows added, and 0 or\n"
+             "why the next row is refused. t, nbytes, worker: int64; is_free: int8; id_offsets: int64, one more.");
+
+static PyObject *reader_feed_columns(Reader *r, PyObject *args) {
+    PyObject *objs[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5])) return NULL;
+    Py_buffer v[6];
+    for (int c = 0; c < 6; c++) v[c].obj = NULL;
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(objs[0], &v[0], PyBUF_C_CONTIGUOUS) < 0) goto done;
+    Py_ssize_t n = v[0].len / 8;
+    if (get_column(objs[1], &v[1], 1, n, "is_free") < 0 || get_column(objs[2], &v[2], 8, n + 1, "id_offsets") < 0 ||
+        PyObject_GetBuffer(objs[3], &v[3], PyBUF_C_CONTIGUOUS) < 0 || get_column(objs[4], &v[4], 8, n, "nbytes") < 0 ||
+        get_column(objs[5], &v[5], 8, n, "worker") < 0)
+        goto done;
+    const int64_t *t = v[0].buf, *offs = v[2].buf, *nb = v[4].buf, *wk = v[5].buf;
+    const int8_t *fr = v[1].buf;
+    const char *data = v[3].buf;
+    Py_ssize_t i = 0;
+    int code = OK;
+    int64_t previous = r->prev_t;
+    r->utf8 = 1;
+    for (; i < n; i++) {
+        if (offs[i] < 0 || offs[i + 1] < offs[i] || offs[i + 1] > v[3].len) {
+            PyErr_SetString(PyExc_ValueError, "feed_columns: id_offsets outside id_data");
+            goto done;
+        }
+        previous = r->prev_t;
+        code = apply(r, t[i], fr[i] != 0, data + offs[i], (Py_ssize_t)(offs[i + 1] - offs[i]), nb[i], (long)wk[i], NULL);
+        if (code < 0) goto done;
+        if (code) break;
+    }
+    if (flush(r) < 0) goto done;
+    result = Py_BuildValue("(niL)", i, code, (long long)previous);
+done:
+    r->utf8 = 0;
+    for (int c = 0; c < 6; c++)
+        if (v[c].obj) PyBuffer_Release(&v[c]);
+    return result;
+}
+
 PyDoc_STRVAR(ids_doc, "ids() -> the allocs' ids in order, or None without keep_ids");
 
 static PyObject *reader_ids(Reader *r, PyObject *Py_UNUSED(ignored)) { return Py_NewRef(r->names ? r->names : Py_None); }
@@ -1248,6 +1293,7 @@ static PyObject *reader_len(Reader *r, void *Py_UNUSED(closure)) { return PyLong
 static PyMethodDef reader_methods[] = {
     {"feed", (PyCFunction)reader_feed, METH_VARARGS, feed_doc},
     {"push", (PyCFunction)reader_push, METH_VARARGS, push_doc},
+    {"feed_columns", (PyCFunction)reader_feed_columns, METH_VARARGS, feed_columns_doc},
     {"ids", (PyCFunction)reader_ids, METH_NOARGS, ids_doc},
     {NULL, NULL, 0, NULL},
 };

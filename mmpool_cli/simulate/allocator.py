@@ -19,7 +19,7 @@ MISS_SLOTS = -2  # a range holds it, but all in-flight slots are taken
 class PoolRules:
     """One release's allocation rules for a pool: which allocator, its slice alignment and slot cap."""
 
-    allocator: str  # a key of ``allocator_for``'s table
+    allocator: str  # a key of ``replay.allocator_for``'s table
     alignment: int  # bytes; a power of two
     max_leases: int  # leases in flight at most
     control_bytes: int = 0  # cuda_vmm: the ack words in front of each chunk
@@ -53,12 +53,3 @@ class Allocator(Protocol):
 
 class AllocatorFactory(Protocol):
     def __call__(self, memory_size: int, data_start: int, rules: PoolRules) -> Allocator: ...
-
-
-def allocator_for(rules: PoolRules) -> AllocatorFactory:
-    """The allocator that ``rules`` name; a name no allocator has is a bug, not a user error."""
-    from mmpool_cli.simulate import cuda_ipc
-
-    # cuda_vmm's chunks come from the same free list; simulate.cuda_vmm packs requests above it
-    allocators: dict[str, AllocatorFactory] = {"cuda_ipc": cuda_ipc.Pool, "cuda_vmm": cuda_ipc.Pool}
-    return allocators[rules.allocator]

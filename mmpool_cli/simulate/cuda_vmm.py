@@ -14,14 +14,12 @@ is occupied (``_recycle_chunks``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mmpool_cli.core.units import align_up
 from mmpool_cli.simulate.allocator import MISS_SPACE, Allocator, PoolRules
 from mmpool_cli.simulate.events import FREE, Events
-
-if TYPE_CHECKING:
-    from mmpool_cli.simulate.replay import PoolLayout, SimResult
+from mmpool_cli.simulate.results import PoolLayout, SimResult, _tick, finish
 
 NO_SLOT_CAP = 1 << 62
 
@@ -35,8 +33,6 @@ def vmm_layout(
     workers: int, per_worker: int, granularity: int, control_bytes: int, recycle_ns: int, alignment: int
 ) -> PoolLayout:
     """The cuda_vmm pools for a share of ``per_worker`` bytes: the share rounded down to ``granularity``."""
-    from mmpool_cli.simulate.replay import PoolLayout
-
     allocation = per_worker // granularity * granularity
     return PoolLayout(workers, allocation, 0, recycle_ns, vmm_rules(control_bytes, alignment))
 
@@ -61,8 +57,6 @@ def simulate_vmm(
     the pool's free bytes at it) count at its own alloc, so a run stopped after an alloc
     (``stop_items``, ``stop_bytes``: as ``replay.simulate``) counts exactly the allocs it processed.
     """
-    from mmpool_cli.simulate.replay import _tick, finish
-
     interval = layout.recycle_ns
     control = layout.control_bytes
     n = layout.workers

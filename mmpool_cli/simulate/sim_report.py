@@ -192,6 +192,13 @@ def search_data(search: BudgetSearch, settings: Settings | None) -> dict[str, An
         "estimate": search.method == "bisect",
         "exact": search.exact and search.method != "bisect",
         "checked_mb": None if search.checked_mb is None else list(search.checked_mb),
+        # the work: replayed events spent, the limit, and (not exact) the budgets left and their cost at most
+        "replayed_events": search.spent_events,
+        "limit_events": search.limit_events,
+        "undecided": None
+        if search.undecided is None
+        else {"budgets": search.undecided[0], "from_mb": search.undecided[1], "to_mb": search.undecided[2]},
+        "more_events_at_most": search.more_events if search.undecided is not None else None,
         "lowest_valid_mb": search.lowest_valid_mb,
         "top_mb": search.top_mb,
         "no_miss_mb": search.no_miss_mb,

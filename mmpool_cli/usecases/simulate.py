@@ -38,7 +38,9 @@ class SimulateRequest:
     smallest_budget: bool = False
     record_events: bool = False
     engine_name: str = DEFAULT
-    search_limit: int | None = None
+    search_limit: tuple[int, str] | None = None  # (count, "events" or "replays" of the trace)
+    executor: str = "local"  # where the search's trials run: "local" or "ray"
+    ray_address: str | None = None
     keep_events: bool = False  # for a picture
     model: str | None = None
     progress: ProgressFor | None = None
@@ -84,6 +86,9 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     if request.smallest_budget:
         if pools.highest_mb < pools.lowest_mb:
             raise MmpoolError("the plan refuses every budget for this layout; see 'mmpool plan'")
+        from mmpool_cli.simulate.executors import executor_for
+
+        run_on = executor_for(request.executor, address=request.ray_address)
         searched: Progress
         with progress("searching budgets") as searched:
             found = smallest_budget(
@@ -94,8 +99,9 @@ def simulate(request: SimulateRequest) -> SimulationReport:
                 target=request.target,
                 basis=request.basis,
                 method=request.method,
+                executor=run_on,
                 progress=searched,
-                max_trials=request.search_limit,
+                max_events=_limit_events(request.search_limit, len(events)),
             )
         report.search = found
         if found.smallest_mb is not None:
@@ -105,3 +111,11 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     if request.keep_events:
         report.events_data = events
     return report
+
+
+def _limit_events(limit: tuple[int, str] | None, trace_events: int) -> int | None:
+    """The search limit in replayed events: as given, or so many whole replays of the trace."""
+    if limit is None:
+        return None
+    count, unit = limit
+    return count * trace_events if unit == "replays" else count

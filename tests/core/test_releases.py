@@ -12,7 +12,9 @@ def test_a_known_release_is_found_with_or_without_a_leading_v() -> None:
     assert releases.supported_range(("0.30.0", "0.34.0")) == "0.30.0 … 0.34.0 (2 releases)"
 
 
-@pytest.mark.parametrize(("engine", "generator"), [("SGLang", "scripts/gen_sglang_tables.py"), ("vLLM", "scripts/gen_vllm_tables.py")])
+@pytest.mark.parametrize(
+    ("engine", "generator"), [("SGLang", "scripts/gen_sglang_tables.py"), ("vLLM", "scripts/gen_vllm_tables.py")]
+)
 def test_an_unknown_release_names_the_generator_only_where_it_exists(
     monkeypatch: pytest.MonkeyPatch, engine: str, generator: str
 ) -> None:
@@ -37,5 +39,8 @@ def test_the_release_is_chosen_by_flag_then_environment_then_installed_then_newe
     assert pick(None, {}, None) == ("two", "newest")
     with pytest.raises(MmpoolError, match=r"^MMPOOL_X: X '9' is not a release"):
         pick(None, {"MMPOOL_X": "9"}, None)
-    with pytest.raises(MmpoolError, match=r"the installed x '9' is not a release mmpool knows \(1.0 … 2.0\): pass --x-version or set MMPOOL_X"):
+    with pytest.raises(
+        MmpoolError,
+        match=r"the installed x '9' is not a release mmpool knows \(1.0 … 2.0\): pass --x-version or set MMPOOL_X",
+    ):
         pick(None, {}, "9")

@@ -25,8 +25,14 @@ def _text(plan: P.VllmPlan, width: int) -> str:
 
 
 def _worked_example() -> P.VllmPlan:
-    return P.make_plan(P.VllmRequest(release=versions.release("0.34.0"), dp=DataParallel(size=4),
-                                     model=hf.resolve("qwen2.5-vl"), items=(parse_image("1920x1080"),)))
+    return P.make_plan(
+        P.VllmRequest(
+            release=versions.release("0.34.0"),
+            dp=DataParallel(size=4),
+            model=hf.resolve("qwen2.5-vl"),
+            items=(parse_image("1920x1080"),),
+        )
+    )
 
 
 def test_the_worked_example_reads_whole_numbers():
@@ -51,9 +57,14 @@ def test_no_line_is_wider_than_the_console_and_no_number_is_split(width):
 
 
 def test_a_failing_pool_shows_its_items_and_findings():
-    p = P.make_plan(P.VllmRequest(release=versions.release("0.34.0"), model=hf.resolve("qwen2.5-vl"),
-                                  ipc_gb=gib.parse("--mm-ipc-gpu-memory-gb", "0.1"),
-                                  items=(parse_video("3840x2160:10:30"),)))
+    p = P.make_plan(
+        P.VllmRequest(
+            release=versions.release("0.34.0"),
+            model=hf.resolve("qwen2.5-vl"),
+            ipc_gb=gib.parse("--mm-ipc-gpu-memory-gb", "0.1"),
+            items=(parse_video("3840x2160:10:30"),),
+        )
+    )
     text = _text(p, 100)
     assert text.startswith("mmpool plan: FAIL") and "TOO LARGE" in text
     assert re.search(r"error +vllm-decode-request-too-large", text)

@@ -15,7 +15,7 @@ import vllm_rules  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
-BATCH = '''
+BATCH = """
 class EngineArgs:
     @classmethod
     def get_batch_defaults(cls, world_size):
@@ -56,7 +56,7 @@ class EngineArgs:
             self.max_num_seqs * model_config.max_model_len,
             self.max_num_batched_tokens,
         )
-'''
+"""
 
 
 def _tree(tmp_path: Path, text: str) -> Path:
@@ -89,7 +89,9 @@ def test_a_missing_rule_names_the_file(tmp_path):
 def test_the_committed_tables_cover_the_documented_releases():
     for name in ("flags.json", "releases.json"):
         data = json.loads((ROOT / "mmpool_cli" / "engines" / "vllm" / "data" / name).read_text())
-        assert data["versions"][0] == gen_vllm_tables.MIN_VERSION and data["versions"][-1] == gen_vllm_tables.MAX_VERSION
+        assert (
+            data["versions"][0] == gen_vllm_tables.MIN_VERSION and data["versions"][-1] == gen_vllm_tables.MAX_VERSION
+        )
         assert data["generator"] == gen_vllm_tables.GENERATOR
 
 

@@ -128,8 +128,26 @@ def test_a_search_stopped_by_its_limit_says_it_is_not_exact() -> None:
     kwargs = {"workers": 2, "data_start": ipc_header_bytes(2), "recycle_ns": TICK}
     full = smallest_budget(events, **kwargs)
     assert full.exact and full.checked_mb is None
-    stopped = smallest_budget(events, max_trials=1, **kwargs)
+    n = len(events)
+    stopped = smallest_budget(events, max_events=n, **kwargs)  # one whole replay past the estimate
     assert not stopped.exact
     lo, hi = stopped.checked_mb
     assert lo <= stopped.smallest_mb <= hi
     assert all(trial(events, mb, **kwargs).fallback_items == 0 for mb in range(lo, hi + 1))
+    # the limit is kept to within one trial, and what is left is counted
+    assert full.spent_events > stopped.spent_events
+    count, first, last = stopped.undecided
+    assert first == 1 and count > 0 and stopped.more_events == count * n
+
+
+def test_the_trials_do_not_depend_on_the_cores_or_the_limit_s_sharing() -> None:
+    w = Workload(items=(3 * MiB + 5, 700_000), requests=200, rate=50.0, duration_ns=TICK * 3, mode="deferred", seed=3)
+    events = synthesize(w, workers=2)
+    kwargs = {"workers": 2, "data_start": ipc_header_bytes(2), "recycle_ns": TICK}
+    one, two = smallest_budget(events, jobs=1, **kwargs), smallest_budget(events, jobs=2, **kwargs)
+    assert one.trials == two.trials and one.spent_events == two.spent_events
+    assert one.spent_events == sum(t.events for t in one.trials)
+    for limit in (1, 3 * len(events), 10 * len(events)):
+        a = smallest_budget(events, jobs=1, max_events=limit, **kwargs)
+        b = smallest_budget(events, jobs=2, max_events=limit, **kwargs)
+        assert (a.trials, a.smallest_mb, a.exact, a.undecided) == (b.trials, b.smallest_mb, b.exact, b.undecided)

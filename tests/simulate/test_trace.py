@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mmpool_cli.simulate import trace as tr
+from mmpool_cli.simulate import trace_io, trace_lines
 from mmpool_cli.simulate.replay import ALLOC, FREE
 from mmpool_cli.simulate.trace import TraceError, read_trace
 
@@ -155,7 +156,7 @@ def test_stdin_is_read_when_the_path_is_a_dash(monkeypatch: pytest.MonkeyPatch) 
         def fileno(self) -> int:
             return read
 
-    monkeypatch.setattr(tr.sys, "stdin", Stdin())
+    monkeypatch.setattr(trace_io.sys, "stdin", Stdin())
     try:
         assert list(read_trace("-", workers=1).with_ids()) == [(0, ALLOC, "a", 1, 0)]
     finally:
@@ -183,9 +184,9 @@ def test_the_fast_path_agrees_with_the_careful_one(t, op, nbytes, worker, extra)
     if extra:
         fields.append('"x": 1')
     line = "{" + ", ".join(fields) + "}"
-    fast = tr._fast_event(line.encode(), workers=2)
+    fast = trace_lines._fast_event(line.encode(), workers=2)
     try:
-        careful = tr._event(tr._DECODER.decode(line), "f:1", workers=2)
+        careful = trace_lines._event(trace_lines._DECODER.decode(line), "f:1", workers=2)
     except (TraceError, ValueError):
         careful = None
     if fast is not None:
@@ -218,7 +219,10 @@ def test_bad_values_are_quoted_as_json_writes_them(tmp_path: Path, line: str, me
 def test_a_utf8_bom_starts_a_trace_as_it_starts_a_config(tmp_path: Path) -> None:
     path = tmp_path / "bom.jsonl"
     path.write_bytes(b'\xef\xbb\xbf{"t": 0, "op": "alloc", "id": "a", "bytes": 1}\n{"t": 1, "op": "free", "id": "a"}\n')
-    assert list(read_trace(str(path), workers=1).with_ids()) == [(0, ALLOC, "a", 1, 0), (1_000_000_000, FREE, "a", 0, 0)]
+    assert list(read_trace(str(path), workers=1).with_ids()) == [
+        (0, ALLOC, "a", 1, 0),
+        (1_000_000_000, FREE, "a", 0, 0),
+    ]
     later = tmp_path / "bom-later.jsonl"  # only at the start of the file: elsewhere it is junk
     later.write_bytes(
         b'{"t": 0, "op": "alloc", "id": "a", "bytes": 1}\n\xef\xbb\xbf{"t": 1, "op": "free", "id": "a"}\n'
@@ -254,7 +258,9 @@ def test_a_long_bad_value_is_quoted_short(tmp_path: Path) -> None:
 
 
 def test_items_are_read_in_batches_and_held_to_their_bounds(tmp_path: Path) -> None:
-    plain = [f'{{"t": {i}.000000000, "op": "alloc", "id": "r{i}/0", "bytes": 512, "item": "image 1x1"}}' for i in range(50)]
+    plain = [
+        f'{{"t": {i}.000000000, "op": "alloc", "id": "r{i}/0", "bytes": 512, "item": "image 1x1"}}' for i in range(50)
+    ]
     assert len(read_trace(_write(tmp_path, *plain), workers=1)) == 50
     long = plain[:10] + ['{"t": 10.000000000, "op": "alloc", "id": "x", "bytes": 512, "item": "' + "i" * 257 + '"}']
     with pytest.raises(TraceError, match=r"trace.jsonl:11: item must be a string of at most 256"):

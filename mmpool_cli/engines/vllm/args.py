@@ -296,8 +296,12 @@ def _dotted(reading: Reading, words: list[Token]) -> list[Token]:
             name, value_text = name[:-1], json.dumps(value_text.split(","))
         key, *keys = name.split(".")
         if name.count(".") > MAX_DOTS:
-            reading.add(Severity.error, "flag-bad-value",
-                        f"{excerpt(name)}: more than {MAX_DOTS} nested keys; no vLLM config is that deep", tok.origin)
+            reading.add(
+                Severity.error,
+                "flag-bad-value",
+                f"{excerpt(name)}: more than {MAX_DOTS} nested keys; no vLLM config is that deep",
+                tok.origin,
+            )
             continue
         try:
             value: Any = json.loads(value_text)

@@ -78,8 +78,9 @@ def decoder_bytes_per_process(
     return surface * hw_decoders + CUDA_CONTEXT_BYTES
 
 
-def kv_reserved(total_bytes: int, api_processes: int, *, gpu_video_backend: bool = False,
-                hw_decoders: int = DEFAULT_HW_DECODERS) -> int:
+def kv_reserved(
+    total_bytes: int, api_processes: int, *, gpu_video_backend: bool = False, hw_decoders: int = DEFAULT_HW_DECODERS
+) -> int:
     """What ``reserve_mm_ipc_gpu_memory`` takes from each GPU worker's KV cache: the whole budget,
     plus each API process's decoder footprint under a GPU video backend (even with a 0 budget).
 

@@ -31,7 +31,9 @@ def test_every_probe_is_refused_or_read_as_the_release_did(probes, version):
         reading = args.read(_words(probe["argv"]), serve=False, flags=table(version))
         errors = [f for f in reading.findings if f.severity is Severity.error]
         if "error" in outcome:
-            structural = outcome["error"].startswith(("unrecognized", "ambiguous")) or outcome["error"].endswith("expected one argument")
+            structural = outcome["error"].startswith(("unrecognized", "ambiguous")) or outcome["error"].endswith(
+                "expected one argument"
+            )
             if not errors and not structural:
                 # a value refusal of a flag mmpool does not interpret: its value is left alone
                 option = args.resolve(probe["argv"][1], table(version))[0]

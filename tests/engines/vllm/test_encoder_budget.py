@@ -55,8 +55,12 @@ def test_batch_defaults_match_get_batch_defaults(recorded):
 
 def test_gb10_only_counts_from_the_release_that_checks_it():
     gb10 = eb.Gpu(128_000_000_000, "NVIDIA GB10", (12, 1))
-    assert eb.default_batched_tokens(versions.release("0.34.0").batch_defaults, gb10, max_model_len=1 << 20).tokens == 2048
-    assert eb.default_batched_tokens(versions.release("0.32.0").batch_defaults, gb10, max_model_len=1 << 20).tokens == 8192
+    assert (
+        eb.default_batched_tokens(versions.release("0.34.0").batch_defaults, gb10, max_model_len=1 << 20).tokens == 2048
+    )
+    assert (
+        eb.default_batched_tokens(versions.release("0.32.0").batch_defaults, gb10, max_model_len=1 << 20).tokens == 8192
+    )
 
 
 def test_throughput_mode_doubles_and_the_context_clamps():

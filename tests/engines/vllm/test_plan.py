@@ -52,19 +52,35 @@ def test_the_decode_pool_floors_to_zero_with_the_smallest_fix():
     assert "'total_bytes must be positive, got 0'" in f.message and "give at least 1.01e-7" in f.message
     assert P.smallest_gib(108) == "1.01e-7"
     assert gib.bytes_of(float("1.01e-7")) // 108 == 1
-    assert _plan(dp=DataParallel(size=64), ipc_gb=gib.parse("--mm-ipc-gpu-memory-gb", "1e-7")).gpu_decode_pool[
-        "bytes_per_process"
-    ] == 1
+    assert (
+        _plan(dp=DataParallel(size=64), ipc_gb=gib.parse("--mm-ipc-gpu-memory-gb", "1e-7")).gpu_decode_pool[
+            "bytes_per_process"
+        ]
+        == 1
+    )
 
 
 def test_a_video_larger_than_a_share_and_the_kv_it_costs(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({
-        "model_type": "qwen2_5_vl", "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
-        "hidden_size": 3584, "max_position_embeddings": 128000,
-    }))
-    p = _plan(model=hf.resolve(str(tmp_path)), dp=DataParallel(size=4), ipc_gb=gib.parse("--mm-ipc-gpu-memory-gb", "1"),
-              items=(parse_video("3840x2160:30:30"),), gpu_video_backend=True,
-              video_kwargs={"video_backend": "pynvvideocodec"})
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "qwen2_5_vl",
+                "num_hidden_layers": 28,
+                "num_attention_heads": 28,
+                "num_key_value_heads": 4,
+                "hidden_size": 3584,
+                "max_position_embeddings": 128000,
+            }
+        )
+    )
+    p = _plan(
+        model=hf.resolve(str(tmp_path)),
+        dp=DataParallel(size=4),
+        ipc_gb=gib.parse("--mm-ipc-gpu-memory-gb", "1"),
+        items=(parse_video("3840x2160:30:30"),),
+        gpu_video_backend=True,
+        video_kwargs={"video_backend": "pynvvideocodec"},
+    )
     pool = p.gpu_decode_pool
     assert pool["bytes_per_process"] == GiB // 4
     # the pynvvideocodec loader samples 32 of the 900 frames uniformly
@@ -103,8 +119,9 @@ def test_the_gpu_decides_the_token_default():
 
 
 def test_external_lb_with_dp_over_one_needs_a_moe_model(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl", "num_hidden_layers": 2,
-                                                      "num_attention_heads": 2, "hidden_size": 256}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"model_type": "qwen2_5_vl", "num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 256})
+    )
     p = _plan(model=hf.resolve(str(tmp_path)), dp=DataParallel(size=4, rank=0))
     assert "vllm-external-lb-dense" in _codes(p, Severity.error)
     assert p.processor_cache.layout == "lru"  # one API process with external LB mirrors the cache
@@ -126,8 +143,17 @@ def test_an_item_larger_than_the_processor_cache_is_never_cached():
 def test_a_launch_command_is_planned_with_findings_at_its_words():
     from mmpool_cli.engines.vllm import args
 
-    argv = ["vllm", "serve", "Qwen/Qwen2.5-VL-7B-Instruct", "-dp", "108", "--mm-ipc-gpu-memory-gb", "1e-7",
-            "--limit-mm-per-prompt.video", "0"]
+    argv = [
+        "vllm",
+        "serve",
+        "Qwen/Qwen2.5-VL-7B-Instruct",
+        "-dp",
+        "108",
+        "--mm-ipc-gpu-memory-gb",
+        "1e-7",
+        "--limit-mm-per-prompt.video",
+        "0",
+    ]
     words, serve = args.launch_words(argv)
     reading = args.read(words, serve=serve)
     req = P.request_from_reading(reading, REL, model=hf.resolve("qwen2.5-vl"))
@@ -142,9 +168,13 @@ def test_the_codec_alone_keeps_the_models_loader_for_the_decode(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl", "hidden_size": 3584}))
     # as the checkpoints ship it; transformers builds the video processor from it too
     (tmp_path / "preprocessor_config.json").write_text(json.dumps({"min_pixels": 3136, "max_pixels": 12845056}))
-    p = _plan(model=hf.resolve(str(tmp_path)), ipc_gb=gib.parse("--mm-ipc-gpu-memory-gb", "4"),
-              items=(parse_video("1920x1080:30:30"),), gpu_video_backend=True,
-              video_kwargs={"backend": "pynvvideocodec"})
+    p = _plan(
+        model=hf.resolve(str(tmp_path)),
+        ipc_gb=gib.parse("--mm-ipc-gpu-memory-gb", "4"),
+        items=(parse_video("1920x1080:30:30"),),
+        gpu_video_backend=True,
+        video_kwargs={"backend": "pynvvideocodec"},
+    )
     # qwen2_vl samples 2 fps of the 30 s: 60 frames, decoded by PyNvVideoCodec
     assert p.gpu_decode_pool["items"][0]["bytes"] == 60 * 1920 * 1080 * 3
     assert p.encoder_cache["items"][0]["tokens"] == 30 * 2691

@@ -1,0 +1,144 @@
+"""A columnar trace against JSON lines: the whole process, file to answer, on one core.
+
+Writes the ``images`` trace of ``benchmarks/simulate.py`` (Poisson arrivals at 2000 features/s,
+exponential holds of 0.25 s, Qwen2.5-VL-like image sizes, 4 workers; made with numpy here, so that
+10^7 events take seconds) as JSON lines and as Parquet, checks that ``mmpool simulate --trace``
+gives the same answer from both, and times each: CPU seconds of a fresh process pinned to one core
+(``taskset -c 0``), its wall time and peak memory, best of ``--runs``. Usage::
+
+    python benchmarks/trace_formats.py [--events 10000000] [--runs 3] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+PATCHES = np.array([324, 576, 1296, 2304, 3600, 5184, 8280])
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make(n_events: int, workers: int, seed: int) -> dict[str, np.ndarray]:
+    """The trace's columns in time order (an alloc before a free of the same t, by their order)."""
+    rng = np.random.default_rng(seed)
+    n = n_events // 2
+    t = np.cumsum(np.round(rng.exponential(1 / 2000.0, n) * 1e9).astype(np.int64))
+    nbytes = rng.choice(PATCHES, n) * 1176 * 4 + rng.integers(0, 4, n) * 4704
+    ack = t + np.round(rng.exponential(0.25, n) * 1e9).astype(np.int64)
+    times = np.concatenate([t, ack])
+    seq = np.concatenate([2 * np.arange(n), 2 * np.arange(n) + 1])
+    order = np.lexsort((seq, times))
+    ident = np.concatenate([np.arange(n), np.arange(n)])[order]
+    is_free = (seq[order] & 1).astype(bool)
+    worker = ((ident // 3) % workers).astype(np.int64)
+    return {
+        "t": times[order],
+        "free": is_free,
+        "id": ident,
+        "bytes": np.concatenate([nbytes, nbytes])[order],
+        "worker": worker,
+    }
+
+
+def write_jsonl(c: dict[str, np.ndarray], path: Path) -> None:
+    with path.open("w") as f:
+        step = 1 << 20
+        for a in range(0, len(c["t"]), step):
+            rows = zip(*(c[k][a : a + step].tolist() for k in ("t", "free", "id", "bytes", "worker")), strict=True)
+            f.write(
+                "".join(
+                    f'{{"t": {t // 10**9}.{t % 10**9:09d}, "op": "free", "id": "{i}"}}\n'
+                    if free
+                    else f'{{"t": {t // 10**9}.{t % 10**9:09d}, "op": "alloc", "id": "{i}", '
+                    f'"bytes": {b}, "worker": {w}}}\n'
+                    for t, free, i, b, w in rows
+                )
+            )
+
+
+def write_parquet(c: dict[str, np.ndarray], path: Path) -> None:
+    free = c["free"]
+    table = pa.table(
+        {
+            "t_ns": pa.array(c["t"]),
+            "op": pa.DictionaryArray.from_arrays(pa.array(free.astype(np.int8)), pa.array(["alloc", "free"])),
+            "id": pa.array(c["id"]).cast(pa.string()),
+            "bytes": pa.array(c["bytes"], mask=free),
+            "worker": pa.array(c["worker"].astype(np.int32), mask=free),
+            "item": pa.nulls(len(free), pa.string()),
+        }
+    )
+    pq.write_table(table, path, compression="zstd")
+
+
+def run(trace: Path, runs: int) -> tuple[float, float, int, dict]:
+    """Best CPU seconds, wall seconds and peak RSS (KB) of ``mmpool simulate --trace``, and its answer."""
+    command = ["taskset", "-c", "0", sys.executable, "-m", "mmpool_cli", "simulate", "--trace", str(trace)]
+    command += ["--workers", "4", "--tp", "2", "--format", "json"]
+    best = (float("inf"), float("inf"), 0, {})
+    for _ in range(runs):
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            start = time.perf_counter()
+            process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=err)
+            _, status, usage = os.wait4(process.pid, 0)  # this process's own figures, not every child's
+            wall = time.perf_counter() - start
+            process.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            assert process.returncode in (0, 1), err.read().decode()
+            cpu = usage.ru_utime + usage.ru_stime
+            if cpu < best[0]:
+                best = (cpu, wall, usage.ru_maxrss, json.loads(out.read()))
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", type=Path, help="write the traces here and keep them")
+    args = parser.parse_args()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="mmpool-formats-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        columns = make(args.events, 4, args.seed)
+        n = len(columns["t"])
+        paths = {"JSON lines": folder / "images.jsonl", "Parquet": folder / "images.parquet"}
+        if not paths["JSON lines"].exists():
+            write_jsonl(columns, paths["JSON lines"])
+        if not paths["Parquet"].exists():
+            write_parquet(columns, paths["Parquet"])
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "mmpool_cli")], check=True)
+        answers = []
+        print(f"{n:,} events; mmpool simulate --trace FILE --workers 4 --tp 2 --format json, on one core")
+        for name, path in paths.items():
+            cpu, wall, rss, answer = run(path, args.runs)
+            answer["source"] = None
+            answers.append(answer)
+            size = os.path.getsize(path) / 1e6
+            print(
+                f"{name:10}  {size:8.0f} MB  {cpu:7.2f} s CPU  {wall:7.2f} s wall  "
+                f"{n / cpu / 1e6:6.2f} M events/s  peak {rss / 1e6:.2f} GB"
+            )
+        assert answers[0] == answers[1], "the two formats give different answers"
+        print("the same answer from both")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(folder)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""``mmpool simulate``'s flags: the synthetic traffic's, the run's, and their parsers."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from fractions import Fraction
+from typing import Annotated
+
+import typer
+
+from mmpool_cli.cli.options import OutputFormat
+from mmpool_cli.cli.traffic_options import SourceChoice
+from mmpool_cli.errors import MmpoolError
+
+
+class ModeChoice(StrEnum):
+    eager = "eager"
+    deferred = "deferred"
+
+
+class ResidencyChoice(StrEnum):
+    fixed = "fixed"
+    exponential = "exponential"
+
+
+class SearchChoice(StrEnum):
+    safe = "safe"
+    scan = "scan"
+    bisect = "bisect"
+
+
+class BasisChoice(StrEnum):
+    items = "items"
+    bytes = "bytes"
+
+
+MAX_SECONDS = 10**6
+OLD_SEARCH_LIMIT = 1_000_000  # the most budgets the limit once counted: a plain number up to it is ambiguous
+MAX_SEARCH_EVENTS = 10**15
+DEFAULT_SEARCH_LIMIT = "1G"
+_SI = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+class ExecutorChoice(StrEnum):
+    local = "local"
+    ray = "ray"
+
+
+def search_limit_arg(text: str) -> tuple[int, str]:
+    """``--search-limit``: ``(count, "events")`` for replayed events (``500M``, ``2G``, ``2000000000``), or
+    ``(count, "replays")`` for whole replays of the trace (``200x``).
+
+    It once counted budgets simulated: a plain number up to ``OLD_SEARCH_LIMIT`` could mean either,
+    and is refused with the two spellings that say which.
+    """
+    raw = text.strip()
+    unit = "replays" if raw[-1:] in ("x", "X") else "events"
+    digits = raw[:-1] if unit == "replays" or raw[-1:] in _SI else raw
+    scale = _SI.get(raw[-1:], 1) if unit == "events" else 1
+    count = int(digits) * scale if digits.isdigit() else 0
+    if count < 1 or count > MAX_SEARCH_EVENTS:
+        raise MmpoolError(
+            f"--search-limit: expected replayed events (e.g. 500M, 2G) or whole replays of the trace "
+            f"(e.g. 200x), not {text!r}"
+        )
+    if unit == "events" and scale == 1 and count <= OLD_SEARCH_LIMIT:
+        raise MmpoolError(
+            f"--search-limit {raw}: the limit counts replayed events now, not budgets; write {raw}x for "
+            f"{raw} whole replays of the trace (what {raw} budgets cost at most), or events with a unit, e.g. {raw}M"
+        )
+    return count, unit
+
+
+def seconds_arg(flag: str, text: str) -> int:
+    """A non-negative number of seconds as whole nanoseconds; anything finer or odd is a usage error."""
+    try:
+        value = Decimal(text.strip())
+        ns = value.scaleb(9) if value.is_finite() and 0 <= value <= MAX_SECONDS else None
+    except InvalidOperation:
+        ns = None
+    if ns is None:
+        raise MmpoolError(f"{flag}: expected seconds from 0 to {MAX_SECONDS}, e.g. 0.05, not {text!r}")
+    if ns != ns.to_integral_value():
+        raise MmpoolError(f"{flag}: {text} is finer than a nanosecond")
+    return int(ns)
+
+
+def rate_arg(flag: str, text: str) -> Fraction:
+    """A fallback rate from 0 to 1, exactly as written (``0.01`` or ``1/100``)."""
+    try:
+        rate = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        rate = None
+    if rate is None or not 0 <= rate <= 1:
+        raise MmpoolError(f"{flag}: expected a fraction from 0 to 1, e.g. 0.01, not {text!r}")
+    return rate
+
+
+@dataclass(frozen=True)
+class TrafficOptions:
+    """The flags of a synthetic workload, as given; the field defaults are the flags' defaults."""
+
+    rate: float | None = None
+    concurrency: int | None = None
+    requests: int = 1000
+    duration: str = "1"
+    residency: ResidencyChoice = ResidencyChoice.fixed
+    mode: ModeChoice = ModeChoice.eager
+    ack_delay: str = "0.02"
+    hold: str | None = None
+    seed: int = 0
+    burst: bool = False
+
+    def given(self) -> list[str]:
+        """The flags set to something other than their default, as ``--flag-name``."""
+        return ["--" + f.name.replace("_", "-") for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
+
+
+TRAFFIC_DECLARATIONS = {
+    "rate": Annotated[float | None, typer.Option(metavar="R", help="Synthetic: requests per second (Poisson).")],
+    "concurrency": Annotated[
+        int | None, typer.Option(metavar="N", help="Synthetic: clients, each waiting for its request.")
+    ],
+    "requests": Annotated[int, typer.Option(metavar="N", help="Synthetic: requests in all.")],
+    "duration": Annotated[str, typer.Option(metavar="SECONDS", help="Synthetic: mean request time.")],
+    "residency": Annotated[ResidencyChoice, typer.Option(help="Synthetic: request times fixed or exponential.")],
+    "mode": Annotated[
+        ModeChoice, typer.Option(help="Synthetic: ack on receipt (eager) or at prefill/request end (deferred).")
+    ],
+    "ack_delay": Annotated[
+        str,
+        typer.Option(
+            "--ack-delay",
+            "--recv-delay",
+            metavar="SECONDS",
+            help="Eager: arrival to the scheduler's receipt and acknowledgement (one scheduler step).",
+        ),
+    ],
+    "hold": Annotated[
+        str | None, typer.Option(metavar="SECONDS", help="Deferred: arrival to acknowledgement (default: the end).")
+    ],
+    "seed": Annotated[int, typer.Option(metavar="N", help="Synthetic: random seed.")],
+    "burst": Annotated[
+        bool, typer.Option("--burst", help="Concurrency: every client's first request at t = 0 (the worst case).")
+    ],
+}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What to replay and what to report, beyond the pool, the workload and the traffic."""
+
+    trace: str | None
+    smallest_budget: bool
+    target_fallback: str
+    target_basis: BasisChoice
+    search: SearchChoice
+    events: bool
+    max_events: int
+    idle_timeout: float
+    output: OutputFormat
+    plot: str | None = None
+    search_limit: str = DEFAULT_SEARCH_LIMIT
+    executor: ExecutorChoice = ExecutorChoice.local
+    ray_address: str | None = None
+    # traffic to read (simulate --from, as mmpool trace converts it)
+    traffic_from: tuple[str, ...] = ()
+    traffic_format: SourceChoice = SourceChoice.auto
+    traffic_args: tuple[str, ...] = ()
+    dp_encoder: bool = False
+    assume_image: str | None = None
+    assume_video: str | None = None
+    request_time: str = "1"

@@ -1,0 +1,271 @@
+"""Where the budget search's trials run: in this process and its forked workers, or on a Ray cluster.
+
+An executor runs pieces of work (``Piece``: walk the budgets from ``lo`` to ``hi``) over one
+``Work`` (the trace and the pools), and yields each piece's trials in the order the pieces were
+given, whichever ends first; a piece's trials depend only on the piece and the work, so every
+executor gives the same trials. Ray is imported only by ``RayExecutor``, and only when it starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mmpool_cli.errors import EXIT_UNAVAILABLE, MmpoolError
+from mmpool_cli.simulate.events import Events
+from mmpool_cli.simulate.trials import LayoutFor, StopAt, Trial, trial
+
+POLL_S = 1.0  # how often a search waiting on Ray checks that the cluster's head still answers
+HEAD_GONE_S = 10.0  # a head that does not answer this long is gone (Ray's own patience is a minute)
+RAY_EXTRA = "--executor ray needs Ray: pip install 'mmpool[ray]' (or, from an mmpool checkout, pip install '.[ray]')"
+
+
+class ClusterError(MmpoolError):
+    """The Ray cluster could not be reached, or went away before the search was done (exit 3)."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+@dataclass(frozen=True)
+class Work:
+    """What every trial of one search replays: the trace, the pools of each budget, and when to stop."""
+
+    events: Events
+    layouts: LayoutFor
+    cap: int
+    alike: int
+    stop: StopAt | None
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Decide the budgets from ``lo`` to ``hi``: simulate one, skip those it decides alike, repeat while a
+    next trial fits in ``budget`` replayed events (the first always runs); ``whole``: never stop early."""
+
+    lo: int
+    hi: int
+    budget: int
+    whole: bool = False
+
+
+def walk(work: Work, piece: Piece) -> list[Trial]:
+    """The trials of one piece: a function of the piece and the work alone."""
+    out: list[Trial] = []
+    n = len(work.events)
+    spent = 0
+    mb = piece.lo
+    stop = None if piece.whole else work.stop
+    while mb <= piece.hi and (not out or spent + n <= piece.budget):
+        tr = trial(work.events, mb, work.layouts, work.cap, work.alike, stop)
+        out.append(tr)
+        spent += tr.events
+        mb = tr.same_until_mb + 1
+    return out
+
+
+class Executor(Protocol):
+    """Runs pieces over one work; ``slots`` is how many it runs at once (for sizing, never for deciding)."""
+
+    slots: int
+
+    def run(self, work: Work, pieces: Sequence[Piece]) -> Iterator[list[Trial]]: ...
+
+    def close(self) -> None: ...
+
+
+# The forked workers' copy of the work, set before they fork.
+_SHARED: dict[str, Work] = {}
+
+
+def _walk_shared(piece: Piece) -> list[Trial]:
+    return walk(_SHARED["work"], piece)
+
+
+def _worker_start() -> None:
+    """In each worker: Ctrl-C is the parent's to handle, and the worker dies with its parent."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: Linux only
+        if os.getppid() == 1:  # the parent died before prctl: nothing to work for
+            os._exit(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def default_jobs() -> int:
+    """Every core this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class LocalExecutor:
+    """This process, and one forked worker per core for more than one piece at a time."""
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.slots = max(1, default_jobs() if jobs is None else jobs)
+        self._pool: Any = None
+        self._work: Work | None = None
+
+    def run(self, work: Work, pieces: Sequence[Piece]) -> Iterator[list[Trial]]:
+        pool = self._workers(work) if len(pieces) > 1 else None
+        if pool is None:
+            return (walk(work, p) for p in pieces)
+        return iter(pool.imap(_walk_shared, pieces))
+
+    def _workers(self, work: Work) -> Any:
+        import multiprocessing  # here: a plain simulate never needs it, and it costs start-up time
+
+        if self._pool is not None and self._work is not work:
+            self.close()
+        if self._pool is None and self.slots > 1 and "fork" in multiprocessing.get_all_start_methods():
+            _SHARED["work"] = self._work = work
+            self._pool = multiprocessing.get_context("fork").Pool(self.slots, initializer=_worker_start)
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+
+# In a Ray worker: the works it has fetched from the object store, by reference (one search's at a time).
+_FETCHED: dict[Any, Work] = {}
+
+
+def _ray_walk(refs: list[Any], piece: Piece) -> list[Trial]:
+    """A piece as a Ray task: the work fetched once per worker, not once per task."""
+    import ray
+
+    ref = refs[0]  # in a list, so that Ray hands the reference over instead of the object
+    work = _FETCHED.get(ref)
+    if work is None:
+        _FETCHED.clear()
+        work = _FETCHED[ref] = ray.get(ref)
+    return walk(work, piece)
+
+
+class RayExecutor:
+    """Ray tasks on the cluster at ``address`` (``RAY_ADDRESS`` when None; a local Ray when neither):
+    the work put once into the object store, each piece a task, retried by Ray if its worker dies."""
+
+    def __init__(self, address: str | None = None, retries: int = 3) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise MmpoolError(RAY_EXTRA) from None
+        self._ray = ray
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self.retries = retries
+        self._ref: Any = None
+        self._work: Work | None = None
+        self._task: Any = None
+        self._started = False
+        self._gone = False
+        self._gcs = ("127.0.0.1", 0)
+        self._quiet: contextlib.ExitStack | None = None
+        self.slots = 1
+
+    def _start(self) -> None:
+        ray = self._ray
+        where = self.address or "a local Ray"
+        try:
+            if not ray.is_initialized():
+                # Ray prints its own notes (a worker that died, say) on stdout: they go to stderr,
+                # never into the report, until Ray is shut down
+                self._quiet = contextlib.ExitStack()
+                self._quiet.enter_context(contextlib.redirect_stdout(sys.stderr))
+                options: dict[str, Any] = {"log_to_driver": False, "logging_level": "ERROR"}
+                if self.address is None:
+                    options["include_dashboard"] = False
+                ray.init(address=self.address, **options)
+                self._started = True
+            self.slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
+            self._gcs = (host, int(port))
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise ClusterError(f"--executor ray: cannot connect to {where} ({_first_line(e)})") from None
+        self._task = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(_ray_walk)
+
+    def run(self, work: Work, pieces: Sequence[Piece]) -> Iterator[list[Trial]]:
+        if self._task is None:
+            self._start()
+        ray = self._ray
+        try:
+            if self._work is not work:
+                self._ref, self._work = ray.put(work), work
+            refs = [self._task.remote([self._ref], p) for p in pieces]
+        except ray.exceptions.RayError as e:
+            raise self._lost(e) from None
+        return self._results(refs)
+
+    def _results(self, refs: list[Any]) -> Iterator[list[Trial]]:
+        ray = self._ray
+        for ref in refs:
+            gone_since: float | None = None
+            while True:
+                try:
+                    ready, _ = ray.wait([ref], timeout=POLL_S)
+                    if ready:
+                        trials: list[Trial] = ray.get(ref)
+                        break
+                except ray.exceptions.RayError as e:
+                    raise self._lost(e) from None
+                # Ray itself waits a minute for a head that is gone, then ends this process without a
+                # word: the head's port is watched here instead
+                if self._head_answers():
+                    gone_since = None
+                    continue
+                now = time.monotonic()
+                gone_since = now if gone_since is None else gone_since
+                if now - gone_since >= HEAD_GONE_S:
+                    self._gone = True
+                    raise self._lost(ConnectionError(f"its head at {self._gcs[0]}:{self._gcs[1]} stopped answering"))
+            yield trials
+
+    def _head_answers(self) -> bool:
+        try:
+            with socket.create_connection(self._gcs, timeout=POLL_S):
+                return True
+        except OSError:
+            return False
+
+    def _lost(self, e: BaseException) -> ClusterError:
+        where = self.address or "the local Ray"
+        return ClusterError(
+            f"--executor ray: the cluster at {where} failed the search ({_first_line(e)}); "
+            "no answer was reached: run it again when the cluster is back"
+        )
+
+    def close(self) -> None:
+        if self._started and not self._gone:  # a shutdown would wait for the head that went away
+            self._ray.shutdown()
+        self._started = False
+        if self._quiet is not None:
+            self._quiet.close()
+            self._quiet = None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:200] if text else type(e).__name__
+
+
+def executor_for(name: str, *, jobs: int | None = None, address: str | None = None) -> Executor:
+    """The executor ``--executor name`` names: ``local`` or ``ray``."""
+    if name == "ray":
+        return RayExecutor(address)
+    return LocalExecutor(jobs)

@@ -1,0 +1,93 @@
+"""A trace's events checked against what came before: time order, each free after its alloc, the limit.
+
+Both readers of each format use it: the JSON-lines reader and the columnar one, when the compiled
+reader (which checks alike, with the same codes) is not built.
+"""
+
+from __future__ import annotations
+
+from mmpool_cli.simulate.events import ALLOC, Events, request_of
+from mmpool_cli.simulate.trace_io import TraceError
+from mmpool_cli.simulate.trace_lines import seconds
+
+
+class PythonColumns:
+    """The pure-Python twin of the compiled reader's ``feed_columns``: rows whose fields are valid, paired."""
+
+    def __init__(self, out: Events, name: str, max_events: int, requests: bool) -> None:
+        self.out, self.name, self.max_events = out, name, max_events
+        self.live: dict[object, int] = {}
+        self.groups: dict[tuple[object, int], int] | None = {} if requests else None
+        self.state = [0, -1, 0]
+
+    def add(
+        self, first: int, times: list[int], ops: list[int], ids: list[str], sizes: list[int], owners: list[int]
+    ) -> None:
+        parsed = (range(first, first + len(times)), times, ops, ids, sizes, owners)
+        extend(self.out, parsed, self.name, self.max_events, self.live, self.groups, self.state)
+
+
+def extend(out, parsed, name, max_events, live, groups, state) -> None:  # type: ignore[no-untyped-def]
+    """Check a batch's events against what came before and append them to ``out``'s columns."""
+    linenos, times, ops, keys, sizes, owners = parsed
+    if len(out) + len(times) > max_events:
+        room = max_events - len(out)  # the events before the first one too many are checked first
+        extend(out, [c[:room] for c in parsed], name, max_events, live, groups, state)
+        raise TraceError(f"{name}:{linenos[room]}: {TOO_MANY.format(max_events)}")
+    serials: list[int] = []
+    group_of: list[int] = []
+    previous, at, serial = state
+    get = live.get
+    add_serial, add_group = serials.append, group_of.append
+    for i, t in enumerate(times):
+        if t < previous:
+            raise TraceError(f"{name}:{linenos[i]}: {refusal(BACKWARDS, t, previous, None)}")
+        previous = t
+        key = keys[i]
+        found = get(key, -1)
+        if ops[i] == ALLOC:
+            if found >= 0:
+                raise TraceError(f"{name}:{linenos[i]}: {refusal(IN_FLIGHT, t, previous, key)}")
+            live[key] = serial
+            if groups is not None:
+                if t != at:
+                    groups.clear()
+                    at = t
+                add_group(groups.setdefault((request_of(key), owners[i]), serial))
+            add_serial(serial)
+            serial += 1
+            continue
+        if found < 0:
+            code = FREED if key in live else UNKNOWN
+            raise TraceError(f"{name}:{linenos[i]}: {refusal(code, t, previous, key)}")
+        live[key] = -1
+        add_serial(found)
+        if groups is not None:
+            add_group(-1)
+    if out.ids is not None:
+        out.ids.extend(k for k, op in zip(keys, ops, strict=True) if op == ALLOC)
+    state[:] = [previous, at, serial]
+    out.t.extend(times)
+    out.op.extend(ops)
+    out.key.extend(serials)
+    out.nbytes.extend(sizes)
+    out.worker.extend(owners)
+    if out.group is not None and out.pack is not None and out.elem is not None:
+        out.group.extend(group_of)
+        out.pack.extend([1 - op for op in ops])  # a trace's features count as image features
+        out.elem.extend([1 - op for op in ops])  # of 1-byte elements
+
+
+# why an event is refused after what came before (the compiled reader's codes)
+BACKWARDS, IN_FLIGHT, FREED, UNKNOWN, TOO_MANY_CODE = 1, 2, 3, 4, 5
+TOO_MANY = "more than {} events; split the trace or raise --max-events"
+
+
+def refusal(code: int, t: int, previous: int, key: object) -> str:
+    if code == BACKWARDS:
+        return f"t={seconds(t)} s comes before the previous event's t={seconds(previous)} s; sort the trace by t"
+    if code == IN_FLIGHT:
+        return f"alloc of id {key!r}, which is still in flight (its free has not come)"
+    if code == FREED:
+        return f"free of id {key!r}, which was already freed"
+    return f"free of unknown id {key!r}: no alloc before it names it"

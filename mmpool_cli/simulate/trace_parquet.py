@@ -1,0 +1,245 @@
+"""The columnar trace: the JSON-lines trace's events as a Parquet table (pyarrow, ``mmpool[parquet]``).
+
+One row per event, in time order, the JSON-lines keys as columns: ``t_ns`` (int64 nanoseconds, so
+no decimal text to parse), ``op`` (``"alloc"``/``"free"``), ``id``, and for allocs ``bytes``,
+``worker`` (null: 0) and ``item``; a free's ``bytes``, ``worker`` and ``item`` are null. Every row
+is checked as a JSON line is, with the same messages, located at ``FILE:ROW`` (rows counted from 1,
+the line numbers of the same trace as JSON lines). Fields are checked column by column; the compiled
+reader (``native.FAST``) pairs allocs with frees straight from the columns' buffers, without a
+Python object per event (the pure-Python reader, the reference, takes the rows one by one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, BinaryIO
+
+from mmpool_cli.core.units import NS_PER_S
+from mmpool_cli.simulate import native
+from mmpool_cli.simulate.cuda_ipc import MAX_POOL_BYTES
+from mmpool_cli.simulate.events import ALLOC, FREE, Event, Events
+from mmpool_cli.simulate.trace_io import TraceError
+from mmpool_cli.simulate.trace_lines import MAX_ID_CHARS, MAX_ITEM_CHARS, MAX_T_SECONDS
+from mmpool_cli.simulate.trace_order import TOO_MANY, TOO_MANY_CODE, PythonColumns, refusal
+
+PARQUET_EXTRA = "pip install 'mmpool[parquet]' (or, from an mmpool checkout, pip install '.[parquet]')"
+COLUMNS = ("t_ns", "op", "id", "bytes", "worker", "item")
+_REQUIRED = ("t_ns", "op", "id")
+_BATCH_ROWS = 1 << 20
+
+
+def is_parquet(path: str) -> bool:
+    """Whether ``path`` names a columnar trace (by its name, as ``--plot`` takes its format)."""
+    return path.lower().endswith(".parquet")
+
+
+def _arrow(what: str) -> tuple[Any, Any, Any, Any]:
+    try:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise TraceError(f"{what} needs pyarrow: {PARQUET_EXTRA}") from None
+    return np, pa, pc, pq
+
+
+def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[object, str]) -> int:
+    """Write ``timeline`` (ids as keys) to ``out`` as a columnar trace; returns the number of rows.
+
+    ``out`` None only checks that pyarrow is there (TraceError, naming the extra, if not).
+    """
+    _, pa, _, pq = _arrow("-o FILE.parquet")
+    if out is None:
+        return 0
+    rows = list(timeline)
+    allocs = [op == ALLOC for _, op, _, _, _ in rows]
+    table = pa.table(
+        {
+            "t_ns": pa.array([t for t, _, _, _, _ in rows], pa.int64()),
+            "op": pa.array(["alloc" if a else "free" for a in allocs], pa.string()).dictionary_encode(),
+            "id": pa.array([str(key) for _, _, key, _, _ in rows], pa.string()),
+            "bytes": pa.array([n if a else None for (_, _, _, n, _), a in zip(rows, allocs, strict=True)], pa.int64()),
+            "worker": pa.array([w if a else None for (_, _, _, _, w), a in zip(rows, allocs, strict=True)], pa.int32()),
+            "item": pa.array(
+                [items.get(key, "") if a else None for (_, _, key, _, _), a in zip(rows, allocs, strict=True)],
+                pa.string(),
+            ),
+        }
+    )
+    pq.write_table(table, out, compression="zstd")
+    return len(rows)
+
+
+def read_parquet(path: str, workers: int, *, max_events: int, keep_ids: bool, requests: bool) -> Events:
+    """The events of the columnar trace at ``path``, checked as ``trace.read_trace`` checks JSON lines."""
+    np, pa, pc, pq = _arrow(f"{path}: a .parquet trace")
+    try:
+        source = pq.ParquetFile(path)
+    except FileNotFoundError:
+        raise TraceError(f"{path}: cannot open the trace (No such file or directory)") from None
+    except IsADirectoryError:
+        raise TraceError(f"{path}: is a directory; give a trace file") from None
+    except (OSError, pa.ArrowException) as e:
+        raise TraceError(f"{path}: not a Parquet trace ({str(e).splitlines()[0][:200]})") from None
+    names = source.schema_arrow.names
+    unknown = [c for c in names if c not in COLUMNS]
+    missing = [c for c in _REQUIRED if c not in names]
+    if unknown or missing:
+        wrong = f"unknown column {unknown[0]!r}" if unknown else f"no column {missing[0]!r}"
+        raise TraceError(f"{path}: {wrong}; a .parquet trace's columns are {', '.join(COLUMNS)}")
+    fast = native.FAST is not None
+    out = Events(keep_ids=keep_ids and not fast, requests=requests)
+    if fast:
+        assert native.FAST is not None
+        columns = (out.t, out.op, out.key, out.nbytes, out.worker, out.group)
+        reader: Any = native.FAST.TraceReader(workers, max_events, requests, keep_ids, columns)
+    else:
+        reader = PythonColumns(out, path, max_events, requests)
+    first = 1
+    try:
+        batches = source.iter_batches(
+            batch_size=_BATCH_ROWS, columns=[c for c in COLUMNS if c in names], use_threads=False
+        )  # one core: the replay after it is single-threaded too
+        for batch in batches:
+            _batch(np, pa, pc, reader, batch, path, first, workers, fast)
+            first += batch.num_rows
+    except (OSError, pa.ArrowException) as e:
+        raise TraceError(f"{path}: cannot read the trace ({str(e).splitlines()[0][:200]})") from None
+    if not len(out):
+        raise TraceError(f"{path}: no events; a .parquet trace holds one row per event")
+    if fast and out.pack is not None and out.elem is not None:  # the Python reader fills them as it goes
+        alloc_is_one = bytes(out.op).translate(bytes([1, 0]) + bytes(254))
+        out.pack.frombytes(alloc_is_one)  # a trace's features count as image features of 1-byte elements
+        out.elem.frombytes(alloc_is_one)
+    if fast:
+        out.ids = reader.ids()
+    return out
+
+
+def _column(pa: Any, pc: Any, batch: Any, name: str, kind: Any) -> Any:
+    if name not in batch.schema.names:
+        return pa.nulls(batch.num_rows, kind)
+    col = batch.column(name)
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    ok = (
+        pa.types.is_integer(col.type)
+        if pa.types.is_integer(kind)
+        else pa.types.is_string(col.type) or (pa.types.is_large_string(col.type))
+    )
+    if not ok:
+        return col  # the row checks below say what is wrong with its first value
+    return col.cast(kind)
+
+
+def _batch(np: Any, pa: Any, pc: Any, reader: Any, batch: Any, path: str, first: int, workers: int, fast: bool) -> None:
+    """Check one batch's rows column by column, then add the rows before the first bad one."""
+    n = batch.num_rows
+    t = _column(pa, pc, batch, "t_ns", pa.int64())
+    op = _column(pa, pc, batch, "op", pa.large_string())
+    ids = _column(pa, pc, batch, "id", pa.large_string())
+    nbytes = _column(pa, pc, batch, "bytes", pa.int64())
+    worker = _column(pa, pc, batch, "worker", pa.int64())
+    item = _column(pa, pc, batch, "item", pa.large_string())
+    cols = {"t": t, "op": op, "id": ids, "bytes": nbytes, "worker": worker, "item": item}
+    bad = _first_bad(pa, pc, cols, workers)
+    good = n if bad is None else bad
+    is_free = pc.fill_null(pc.equal(op, "free"), False).to_numpy(zero_copy_only=False)[:good].astype(np.int8)
+    if good:
+        head = [c.slice(0, good) for c in (t, ids, nbytes, worker)]
+        times = head[0].to_numpy(zero_copy_only=False).astype(np.int64)
+        sizes = pc.fill_null(head[2], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        owners = pc.fill_null(head[3], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        if fast:
+            id_col = head[1]
+            offsets = np.frombuffer(id_col.buffers()[1], np.int64, good + 1, id_col.offset * 8)
+            data = id_col.buffers()[2] or b""
+            done, code, previous = reader.feed_columns(times, is_free, offsets, data, sizes, owners)
+            if code:
+                _refuse(reader, path, first + done, code, int(times[done]), previous, id_col[done].as_py())
+        else:
+            reader.add(first, times.tolist(), is_free.tolist(), head[1].to_pylist(), sizes.tolist(), owners.tolist())
+    if bad is not None:
+        raise TraceError(f"{path}:{first + bad}: {_row_error(pa, bad, cols, workers)}")
+
+
+def _refuse(reader: Any, path: str, row: int, code: int, t: int, previous: int, key: object) -> None:
+    if code == TOO_MANY_CODE:
+        raise TraceError(f"{path}:{row}: {TOO_MANY.format(reader.max_events)}")
+    raise TraceError(f"{path}:{row}: {refusal(code, t, previous, key)}")
+
+
+def _first_bad(pa: Any, pc: Any, cols: dict[str, Any], workers: int) -> int | None:
+    """The index of the first row with a field a JSON line could not have, or None."""
+    t, op, ids, nbytes, worker, item = (cols[k] for k in ("t", "op", "id", "bytes", "worker", "item"))
+    if not all(pa.types.is_integer(c.type) for c in (t, nbytes, worker)) or not all(
+        pa.types.is_large_string(c.type) for c in (op, ids, item)
+    ):
+        return 0
+    alloc = pc.equal(op, "alloc")
+    free = pc.equal(op, "free")
+    known = pc.fill_null(pc.or_(alloc, free), False)
+    alloc = pc.fill_null(alloc, False)
+    free = pc.fill_null(free, False)
+    top = MAX_T_SECONDS * NS_PER_S
+    id_len = pc.utf8_length(ids)
+    item_len = pc.fill_null(pc.utf8_length(item), 0)
+    size_ok = pc.and_(pc.greater_equal(nbytes, 1), pc.less_equal(nbytes, MAX_POOL_BYTES))
+    owner = pc.fill_null(worker, 0)
+    checks = [
+        known,
+        pc.fill_null(pc.and_(pc.greater_equal(t, 0), pc.less_equal(t, top)), False),
+        pc.fill_null(pc.and_(pc.greater_equal(id_len, 1), pc.less_equal(id_len, MAX_ID_CHARS)), False),
+        pc.or_(free, pc.fill_null(size_ok, False)),
+        pc.or_(free, pc.and_(pc.greater_equal(owner, 0), pc.less(owner, workers))),
+        pc.or_(free, pc.less_equal(item_len, MAX_ITEM_CHARS)),
+        pc.or_(alloc, pc.and_(pc.and_(pc.is_null(nbytes), pc.is_null(worker)), pc.is_null(item))),
+    ]
+    ok = checks[0]
+    for check in checks[1:]:
+        ok = pc.and_(ok, check)
+    if pc.all(ok).as_py() is not False:
+        return None
+    return int(pc.index(ok, False).as_py())
+
+
+def _row_error(pa: Any, i: int, cols: dict[str, Any], workers: int) -> str:
+    """What is wrong with row ``i``, in the JSON-lines reader's words where the field is the same."""
+    from mmpool_cli.simulate.trace_lines import _json
+
+    t, op, ids, nbytes, worker, item = (cols[k] for k in ("t", "op", "id", "bytes", "worker", "item"))
+
+    for name, col, kind in (
+        ("t_ns", t, "an integer"),
+        ("bytes", nbytes, "an integer"),
+        ("worker", worker, "an integer"),
+    ):
+        if not pa.types.is_integer(col.type):
+            return f"column {name} must be {kind}, not {col.type}"
+    for name, col in (("op", op), ("id", ids), ("item", item)):
+        if not pa.types.is_large_string(col.type):
+            return f"column {name} must be a string, not {col.type}"
+    o = op[i].as_py()
+    if o not in ("alloc", "free"):
+        return f'op must be "alloc" or "free", not {o!r}'
+    tv = t[i].as_py()
+    if tv is None or not 0 <= tv <= MAX_T_SECONDS * NS_PER_S:
+        return f"t_ns must be whole nanoseconds from 0 to {MAX_T_SECONDS * NS_PER_S}, not {_json(tv)}"
+    key = ids[i].as_py()
+    if not isinstance(key, str) or not 0 < len(key) <= MAX_ID_CHARS:
+        return f"id must be a non-empty string of at most {MAX_ID_CHARS} characters"
+    b, w, it = nbytes[i].as_py(), worker[i].as_py(), item[i].as_py()
+    if o == "free":
+        extra = next(name for name, v in (("bytes", b), ("item", it), ("worker", w)) if v is not None)
+        return f"unknown key {extra!r} in a free event; its keys are id, op, t"
+    if b is None:
+        return "bytes is missing: an alloc event gives the tensor's bytes"
+    if not 0 < b <= MAX_POOL_BYTES:
+        return f"bytes must be a whole number from 1 to {MAX_POOL_BYTES}, not {_json(b)}"
+    if it is not None and len(it) > MAX_ITEM_CHARS:
+        return f"item must be a string of at most {MAX_ITEM_CHARS} characters ('image 1920x1080')"
+    return f"worker must be a whole number from 0 to {workers - 1} (--workers {workers}), not {_json(w)}"
+
+
+__all__ = ["ALLOC", "COLUMNS", "FREE", "is_parquet", "read_parquet", "write_parquet"]

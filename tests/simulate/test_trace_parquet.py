@@ -1,0 +1,188 @@
+"""The columnar trace: the same events, ids and errors as the JSON-lines trace, compiled reader or not."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install '.[parquet]' or '.[test]')")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from mmpool_cli.simulate import native  # noqa: E402
+from mmpool_cli.simulate.events import ALLOC, FREE  # noqa: E402
+from mmpool_cli.simulate.trace import TraceError, read_trace  # noqa: E402
+from mmpool_cli.simulate.trace_parquet import write_parquet  # noqa: E402
+
+LOGS = Path(__file__).parent.parent / "engines" / "sglang" / "traffic" / "data" / "sglang-0.5.23"
+
+
+def timeline(n: int, workers: int = 3, seed: int = 5) -> list:
+    """Requests of one to three features on one worker at one t, freed in any order; ids reused."""
+    rng = random.Random(seed)
+    events, live, t = [], [], 0
+    for r in range(n):
+        t += rng.choice([0, 1, 1000, 50_000_000, 123_456_789])
+        if live and rng.random() < 0.5:
+            events.append((t, FREE, live.pop(rng.randrange(len(live))), 0, 0))
+            continue
+        worker = rng.randrange(workers)
+        for k in range(rng.randint(1, 3)):
+            key = f"req{r % 40}/img{k}" if rng.random() < 0.9 else f"plain{r}é"  # a non-ASCII id too
+            if key in live or any(key == e[2] for e in events[-3:] if e[1] == ALLOC):
+                continue
+            events.append((t, ALLOC, key, rng.randint(1, 1 << 24), worker))
+            live.append(key)
+    return events
+
+
+def jsonl(events: list, path: Path) -> str:
+    with path.open("w") as f:
+        for t, op, key, nbytes, worker in events:
+            stamp = f"{t // 10**9}.{t % 10**9:09d}"
+            if op == FREE:
+                f.write(json.dumps({"t": 0, "op": "free", "id": key}).replace('"t": 0', f'"t": {stamp}', 1) + "\n")
+            else:
+                body = {"t": 0, "op": "alloc", "id": key, "bytes": nbytes, "worker": worker}
+                f.write(json.dumps(body, ensure_ascii=False).replace('"t": 0', f'"t": {stamp}', 1) + "\n")
+    return str(path)
+
+
+def parquet(events: list, path: Path, items: dict | None = None) -> str:
+    with path.open("wb") as f:
+        write_parquet(f, events, items or {})
+    return str(path)
+
+
+def columns(ev) -> tuple:
+    return tuple(
+        None if c is None else list(c)
+        for c in (ev.t, ev.op, ev.key, ev.nbytes, ev.worker, ev.group, ev.pack, ev.elem, ev.ids)
+    )
+
+
+@pytest.fixture(params=["compiled", "python"])
+def reader(request, monkeypatch):
+    if request.param == "compiled" and native.FAST is None:
+        pytest.skip("the compiled simulator is not built")
+    if request.param == "python":
+        monkeypatch.setattr(native, "FAST", None)
+    return request.param
+
+
+@pytest.mark.parametrize("requests", [True, False])
+@pytest.mark.parametrize("keep_ids", [True, False])
+def test_a_parquet_trace_reads_as_its_json_lines_twin(tmp_path, reader, requests, keep_ids) -> None:
+    events = timeline(3000)
+    options = {"keep_ids": keep_ids, "requests": requests}
+    a = read_trace(jsonl(events, tmp_path / "t.jsonl"), 3, **options)
+    b = read_trace(parquet(events, tmp_path / "t.parquet"), 3, **options)
+    assert columns(a) == columns(b)
+    assert len(b) == len(events)
+
+
+def bad(tmp_path: Path, events: list, workers: int = 2, **options) -> tuple[str, str]:
+    """The errors of the JSON-lines and the Parquet form of ``events``, with the file names cut off."""
+    messages = []
+    for name, write in (("t.jsonl", jsonl), ("t.parquet", parquet)):
+        path = write(events, tmp_path / name)
+        with pytest.raises(TraceError) as e:
+            read_trace(path, workers, **options)
+        messages.append(str(e.value).removeprefix(path))
+    return messages[0], messages[1]
+
+
+@pytest.mark.parametrize(
+    ("events", "options", "expected"),
+    [
+        ([(5, ALLOC, "a", 1, 0), (4, FREE, "a", 0, 0)], {}, ":2: t=4E-9 s comes before"),
+        ([(0, ALLOC, "a", 1, 0), (1, ALLOC, "a", 1, 0)], {}, ":2: alloc of id 'a', which is still in flight"),
+        ([(0, ALLOC, "a", 1, 0), (1, FREE, "a", 0, 0), (2, FREE, "a", 0, 0)], {}, ":3: free of id 'a', which was"),
+        ([(0, ALLOC, "a", 1, 0), (1, FREE, "b", 0, 0)], {}, ":2: free of unknown id 'b'"),
+        ([(0, ALLOC, "a", 1, 0), (1, ALLOC, "b", 1, 1), (2, ALLOC, "c", 1, 0)], {"max_events": 2}, ":3: more than 2"),
+        ([(0, ALLOC, "a", 1, 0), (1, ALLOC, "b", 1, 2)], {}, ":2: worker must be a whole number from 0 to 1"),
+        ([(0, ALLOC, "a", 1, 0), (1, ALLOC, "b", 1 << 50, 0)], {}, ":2: bytes must be a whole number from 1"),
+        ([(0, ALLOC, "a", 1, 0), (1, ALLOC, "x" * 257, 1, 0)], {}, ":2: id must be a non-empty string"),
+        # a pairing error on an earlier row comes before a field error on a later one, as in a JSON-lines trace
+        ([(0, ALLOC, "a", 1, 0), (1, FREE, "z", 0, 0), (2, ALLOC, "b", 1, 9)], {}, ":2: free of unknown id 'z'"),
+    ],
+)
+def test_a_parquet_trace_is_refused_where_and_as_its_json_lines_twin_is(
+    tmp_path, reader, events, options, expected
+) -> None:
+    from_lines, from_columns = bad(tmp_path, events, **options)
+    assert from_columns == from_lines
+    assert from_columns.startswith(expected)
+
+
+def test_columns_a_json_line_could_not_hold_are_refused_by_row(tmp_path, reader) -> None:
+    def refused(table) -> str:
+        path = tmp_path / "x.parquet"
+        path.unlink(missing_ok=True)
+        pq.write_table(table, path)
+        with pytest.raises(TraceError) as e:
+            read_trace(str(path), 2)
+        return str(e.value).removeprefix(str(path))
+
+    base = {"t_ns": [0, 1], "op": ["alloc", "free"], "id": ["a", "a"]}
+    assert (
+        refused(pa.table({**base, "bytes": [1, 7]}))
+        == ":2: unknown key 'bytes' in a free event; its keys are id, op, t"
+    )
+    assert refused(pa.table({**base, "op": ["alloc", "take"], "bytes": [1, None]})) == (
+        ':2: op must be "alloc" or "free", not \'take\''
+    )
+    assert refused(pa.table(base)) == ":1: bytes is missing: an alloc event gives the tensor's bytes"
+    assert refused(pa.table({**base, "t_ns": [-1, 0], "bytes": [1, None]})).startswith(":1: t_ns must be whole")
+    assert refused(pa.table({**base, "size": [1, None]})) == (
+        ": unknown column 'size'; a .parquet trace's columns are t_ns, op, id, bytes, worker, item"
+    )
+    assert refused(pa.table({"t_ns": [0], "op": ["alloc"]})).startswith(": no column 'id'")
+    assert refused(pa.table({**base, "t_ns": ["0", "1"], "bytes": [1, None]})) == (
+        ":1: column t_ns must be an integer, not string"
+    )
+    assert refused(
+        pa.table({"t_ns": pa.array([], pa.int64()), "op": pa.array([], pa.string()), "id": pa.array([], pa.string())})
+    ) == (": no events; a .parquet trace holds one row per event")
+
+
+def test_a_file_that_is_not_parquet_is_one_line(tmp_path) -> None:
+    path = tmp_path / "t.parquet"
+    path.write_text('{"t": 0, "op": "alloc", "id": "a", "bytes": 1}\n')
+    with pytest.raises(TraceError, match=r"t.parquet: not a Parquet trace \("):
+        read_trace(str(path), 1)
+    with pytest.raises(TraceError, match=r"cannot open the trace \(No such file or directory\)"):
+        read_trace(str(tmp_path / "none.parquet"), 1)
+
+
+def test_trace_writes_parquet_and_simulate_gives_the_json_lines_answer(run_line, tmp_path) -> None:
+    log = str(LOGS / "server-json-level2.log")
+    for name in ("prod.jsonl", "prod.parquet"):
+        result = run_line(
+            ["mmpool", "trace", "--model", "qwen2.5-vl", log, "-o", str(tmp_path / name), "--workers", "2"]
+        )
+        assert result.exit_code == 0, result.output
+    assert pq.read_table(tmp_path / "prod.parquet").column("item").to_pylist()[0] == "image 640x480"
+    answers = []
+    for name in ("prod.jsonl", "prod.parquet"):
+        argv = ["mmpool", "simulate", "--trace", str(tmp_path / name), "--workers", "2", "--size", "20MiB"]
+        result = run_line([*argv, "--smallest-budget", "--format", "json", "--events"])
+        assert result.exit_code in (0, 1), result.output
+        data = json.loads(result.stdout)
+        data["source"] = None
+        answers.append(data)
+    assert answers[0] == answers[1]
+    assert answers[0]["events"][0]["id"] == "chat-png/0"
+
+
+def test_parquet_without_pyarrow_is_one_line_naming_the_extra(run_line, tmp_path, monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    result = run_line(["mmpool", "simulate", "--trace", str(tmp_path / "t.parquet"), "--size", "1GiB"])
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith(
+        "a .parquet trace needs pyarrow: pip install 'mmpool[parquet]' (or, from an mmpool checkout, pip install '.[parquet]')"
+    )
