@@ -94,9 +94,10 @@ class VllmOptions:
         from mmpool_cli.engines.vllm.engine import with_env
         from mmpool_cli.engines.vllm.flags import table
         from mmpool_cli.engines.vllm.plan import request_from_reading
+        from mmpool_cli.engines.vllm.reading import Token
 
         release, chosen = versions.choose(self.vllm_version, environ)
-        words = [args.Token(text, flag) for text, flag in self.words()]
+        words = [Token(text, flag) for text, flag in self.words()]
         reading = args.read(words, serve=False, flags=table(release.version))
         for f in reading.findings:
             if f.severity is Severity.error:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from mmpool_cli.core.findings import Severity
-from mmpool_cli.engines.vllm import args, versions
+from mmpool_cli.engines.vllm import args, options, versions
 from mmpool_cli.engines.vllm.flags import table
 from mmpool_cli.engines.vllm.gib import GibValue
+from mmpool_cli.engines.vllm.reading import Token
 
 
 def _plain(value):
@@ -21,7 +20,7 @@ def _plain(value):
 
 
 def _words(argv):
-    return [args.Token(t, f"argv[{i}]") for i, t in enumerate(argv)]
+    return [Token(t, f"argv[{i}]") for i, t in enumerate(argv)]
 
 
 @pytest.mark.parametrize("version", versions.known())
@@ -36,8 +35,8 @@ def test_every_probe_is_refused_or_read_as_the_release_did(probes, version):
             )
             if not errors and not structural:
                 # a value refusal of a flag mmpool does not interpret: its value is left alone
-                option = args.resolve(probe["argv"][1], table(version))[0]
-                assert option is not None and option.dest not in args.MM_DESTS, (probe["argv"], version)
+                option = options.resolve(probe["argv"][1], table(version))[0]
+                assert option is not None and option.dest not in options.MM_DESTS, (probe["argv"], version)
                 continue
             assert errors, (probe["argv"], version, outcome)
             assert all(f.location and f.location.startswith("argv[") for f in errors)
@@ -47,18 +46,8 @@ def test_every_probe_is_refused_or_read_as_the_release_did(probes, version):
             if errors:
                 continue
             for dest, want in outcome["read"].items():
-                if dest in args.MM_DESTS:
+                if dest in options.MM_DESTS:
                     assert _plain(reading.get(dest)) == want, (probe["argv"], version, dest)
-
-
-def test_a_flag_of_another_release_names_the_releases_that_have_it():
-    old = versions.known()[0]
-    newer_only = next(
-        s for s in table().by_string if s.startswith("--") and s not in table(old).by_string and len(s) > 8
-    )
-    reading = args.read(_words(["m", newer_only, "1"]), serve=False, flags=table(old))
-    f = next(f for f in reading.findings if f.code == "flag-not-in-release")
-    assert f.location == "argv[1]" and f"vLLM {old} has no {newer_only}" in f.message and "is new in" in f.message
 
 
 def test_vllm_serve_and_the_api_server_entry_point():
@@ -76,60 +65,11 @@ def test_serve_moves_the_model_flag_to_the_front():
     assert reading.origin("data_parallel_size") == "argv[3]"
 
 
-def test_non_number_cache_gb_is_a_located_error():
-    w, _ = args.launch_words(["vllm", "serve", "m", "--mm-processor-cache-gb", "4GB"])
-    (f,) = args.read(w).findings
-    assert (f.code, f.location) == ("flag-bad-value", "argv[4]") and "invalid float value: '4GB'" in f.message
-
-
-def test_negative_values_are_located_errors():
-    w, _ = args.launch_words(["vllm", "serve", "m", "--mm-ipc-gpu-memory-gb=-1"])
-    (f,) = args.read(w).findings
-    assert f.location == "argv[3]" and "greater than or equal to 0" in f.message
-
-
 def test_underscores_and_dotted_keys_as_vllm_merges_them():
     w, _ = args.launch_words(["vllm", "serve", "m", "--mm_processor_cache_gb", "2", "--limit-mm-per-prompt.video", "0"])
     reading = args.read(w)
     assert reading.get("mm_processor_cache_gb").bytes == 2 << 30
     assert reading.get("limit_mm_per_prompt") == {"video": 0}
-
-
-def test_config_file_is_spliced_after_the_model_and_located(tmp_path):
-    cfg = tmp_path / "serve.yaml"
-    cfg.write_text("data-parallel-size: 4\nmm-processor-cache-gb: x\nmm_processor_cache_type: shm\n")
-    w, _ = args.launch_words(["vllm", "serve", "m", "--config", str(cfg), "--data-parallel-size", "2"])
-    reading = args.read(w)
-    assert reading.get("data_parallel_size") == 2  # the command line wins
-    assert reading.get("mm_processor_cache_type") == "shm"
-    (f,) = [f for f in reading.findings if f.severity is Severity.error]
-    assert f.code == "flag-bad-value" and f.location == f"{cfg}:2:24"
-
-
-def test_config_problems(tmp_path):
-    w, _ = args.launch_words(["vllm", "serve", "m", "--config=x.yaml"])
-    assert [f.code for f in args.read(w).findings] == ["config-not-merged"]
-    w, _ = args.launch_words(["vllm", "serve", "m", "--config", "x.json"])
-    assert [f.code for f in args.read(w).findings] == ["config-not-yaml"]
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text("port: 8000\n")
-    w, _ = args.launch_words(["vllm", "serve", "--config", str(cfg)])
-    assert "vllm-no-model" in [f.code for f in args.read(w).findings]
-
-
-def test_false_without_a_no_flag_does_nothing(tmp_path):
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text(json.dumps({"headless": False, "data-parallel-external-lb": False}))
-    w, _ = args.launch_words(["vllm", "serve", "m", "--config", str(cfg)])
-    reading = args.read(w)
-    assert [f.code for f in reading.findings] == ["vllm-config-false-ignored"]
-    assert reading.get("data_parallel_external_lb") is False
-
-
-def test_human_readable_ints():
-    assert args.human_int("16k") == 16_000 and args.human_int("16K") == 16_384
-    with pytest.raises(ValueError, match="Decimals are not allowed"):
-        args.human_int("1.5K")
 
 
 def test_a_config_file_alone_is_checked_key_by_key(tmp_path):

@@ -68,8 +68,9 @@ def test_a_zero_budget_disables_it():
 
 def test_api_processes_match_vllm_serves_own_defaulting(recorded):
     from mmpool_cli.engines.vllm import args
+    from mmpool_cli.engines.vllm.reading import Token
 
     for row in recorded["api_server_count"]:
-        words = [args.Token(t, f"argv[{i}]") for i, t in enumerate(["m", *row["argv"]])]
+        words = [Token(t, f"argv[{i}]") for i, t in enumerate(["m", *row["argv"]])]
         reading = args.read(words, serve=False)
         assert api_processes(args.data_parallel(reading)) == row["api_server_count"], row
