@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from mmpool_record import events as ev
+from mmpool_record import metrics as _metrics  # here, not in the writer thread: a fork mid-import leaves it half-made
 from mmpool_record.config import Config
 from mmpool_record.pools import REGISTRY, PoolState
 
@@ -230,9 +231,7 @@ class Writer:
 
     def _run(self) -> None:
         try:  # here, not in the allocating thread that started this one: importing prometheus_client takes time
-            from mmpool_record import metrics
-
-            self.metrics = metrics.start(self.config)
+            self.metrics = _metrics.start(self.config)
         except Exception as e:  # metrics off, the recording goes on
             self.queue.error(e)
         while not self.stop.wait(DRAIN_S):
