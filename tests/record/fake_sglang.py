@@ -103,7 +103,7 @@ def drive(name, items):
     if os.environ.get("SABOTAGE"):
         import mmpool_record.events
 
-        mmpool_record.events.QUEUE.items = None  # the hook's own queue broken: its wrappers must not mind
+        mmpool_record.events.QUEUE.limit = None  # the hook's own queue broken: its wrappers must not mind
     pool = StreamOrderedMmFeaturePool(memory_size=1 << 20)
     held = []
     out = []

@@ -106,6 +106,20 @@ def _mp_dir() -> str | None:
 _importing = threading.Lock()
 
 
+def _before_fork() -> None:
+    # a fork while the writer imports prometheus_client would leave the child a half-made module and a held lock
+    if _importing.acquire(timeout=2.0):
+        _importing.release()
+
+
+def _in_child() -> None:
+    global _importing
+    _importing = threading.Lock()
+
+
+os.register_at_fork(before=_before_fork, after_in_child=_in_child)
+
+
 def _import_client() -> Any:
     """prometheus_client, imported without fixing its value class before the program could choose it."""
     with _importing:  # the writer and the port's thread: one of them installs the choice, once

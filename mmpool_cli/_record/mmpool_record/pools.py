@@ -13,8 +13,11 @@ What a lease is, read from SGLang 0.5.23's code (paths inside its wheel):
   ``_release_reserved_chunk`` (567-571: a failed publish or ``cancel_proxy``).
 
 Every one of these runs under the pool's lock (cuda_vmm's ``_publisher_condition`` is built on
-its ``_lock``), so the events reach the queue in the pool's own order. A wrapper never raises
-anything of its own into SGLang and never waits: a failure is counted (``events.Queue.error``).
+its ``_lock``), so the events reach the queue in the pool's own order; a cuda_ipc tick is two
+events, its start and its end, and a release between them is the tick's. In the allocating
+thread a wrapper only appends ``(kind, pool, time, ...)``: the pool object itself, its state
+looked up by the writer thread (``Registry.state``). A wrapper never raises anything of its own
+into SGLang and never waits: a failure is counted (``events.Queue.error``).
 """
 
 from __future__ import annotations
@@ -22,41 +25,27 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from mmpool_record.events import ALLOC, QUEUE, RELEASE, TICK, now, put
+from mmpool_record.events import ALLOC, QUEUE, RELEASE, TICK, TICK_END, VMM, put
 
 MARK = "__mmpool_record__"
 
 
 class PoolState:
-    """One pool of this process, as the hook knows it: its index and the recycler's tick in progress."""
+    """One pool of this process, as the writer knows it: its index, transport and layout."""
 
-    __slots__ = (
-        "pool",
-        "transport",
-        "index",
-        "pid",
-        "layout",
-        "in_tick",
-        "tick_thread",
-        "merged",
-        "before",
-        "__weakref__",
-    )
+    __slots__ = ("pool", "transport", "index", "pid", "layout", "__weakref__")
 
     def __init__(self, pool: Any, transport: str, index: int) -> None:
         self.pool = weakref.ref(pool)
-        self.layout = layout(pool, transport)  # now, once: the pool may be gone before the writer looks
+        self.layout = layout(pool, transport)  # now, once: the pool may be gone when the writer next looks
         self.transport = transport
         self.index = index
         self.pid = os.getpid()
-        self.in_tick = False
-        self.tick_thread = 0
-        self.merged = False
-        self.before: tuple[Any, ...] = ()
 
 
 def layout(pool: Any, transport: str) -> dict[str, Any]:
@@ -82,27 +71,29 @@ def layout(pool: Any, transport: str) -> dict[str, Any]:
 
 
 class Registry:
-    """The pools this process has seen; a forked child starts a registry of its own."""
+    """The pools this process has seen, in the order of their first event; a forked child starts anew.
+
+    Keyed by the pool's ``id``, held by a weak reference: the registry never touches the pool's
+    ``__dict__`` (reading it turns CPython's inline attribute values into a dict, and SGLang's own
+    attribute reads on the pool slower), and a new pool at a dead one's address is a new pool.
+    """
 
     def __init__(self) -> None:
-        self.key = f"_mmpool_record_{os.getpid()}"  # the parent's state, inherited by a fork, is not the child's
         self.states: list[PoolState] = []
+        self.by_id: dict[int, PoolState] = {}
         self.lock = threading.Lock()
-        self.on_new: Callable[[PoolState], None] | None = None
 
     def state(self, pool: Any, transport: str) -> PoolState:
-        """The state of ``pool``; the first call registers it (and starts the writer)."""
-        st: PoolState | None = pool.__dict__.get(self.key)
-        if st is not None:
+        """The state of ``pool``; the first call registers it."""
+        st = self.by_id.get(id(pool))
+        if st is not None and st.pool() is pool:
             return st
         with self.lock:
-            st = pool.__dict__.get(self.key)
-            if st is None:
+            st = self.by_id.get(id(pool))
+            if st is None or st.pool() is not pool:
                 st = PoolState(pool, transport, len(self.states))
                 self.states.append(st)
-                pool.__dict__[self.key] = st
-                if self.on_new is not None:
-                    self.on_new(st)
+                self.by_id[id(pool)] = st
         return st
 
 
@@ -118,21 +109,23 @@ def _marked(fn: Callable[..., Any], original: Callable[..., Any]) -> Callable[..
 def wrap_ipc(cls: Any) -> None:
     """Wrap ``StreamOrderedMmFeaturePool``'s allocate, release and recycle tick.
 
-    The wrappers take the methods' own parameters (the digests fix them) and append to the queue
-    inline: each call they save is a tenth of a microsecond in SGLang's allocating thread.
+    The wrappers take the methods' own parameters (the digests fix them) and append inline, with
+    the deque's ``append``, the clock and the queue bound in the closure: each lookup they save is
+    a few hundredths of a microsecond in SGLang's allocating thread. ``q.limit`` is 0 until this
+    process's first event, which takes ``q.overflow`` and starts the writer.
     """
     allocate, release, recycle = cls._allocate_locked, cls._release_locked, cls._recycle_ready_leases_locked
-    registry, q, clock = REGISTRY, QUEUE, now
+    q = QUEUE
+    items = q.items
+    append, clock = items.append, time.monotonic_ns
 
     def _allocate_locked(self: Any, nbytes: int) -> Any:
         lease = allocate(self, nbytes)
         try:
-            st = self.__dict__.get(registry.key) or registry.state(self, "cuda_ipc")
-            items = q.items
-            if len(items) < q.capacity:
-                items.append((ALLOC, st, clock(), nbytes, lease))
+            if len(items) < q.limit:
+                append((ALLOC, self, clock(), nbytes, lease))
             else:
-                q.dropped += 1
+                q.overflow((ALLOC, self, clock(), nbytes, lease))
         except Exception as e:
             q.error(e)
         return lease
@@ -140,51 +133,65 @@ def wrap_ipc(cls: Any) -> None:
     def _release_locked(self: Any, lease: Any) -> Any:
         out = release(self, lease)  # SGLang's own refusal propagates as it would
         try:
-            st = self.__dict__.get(registry.key) or registry.state(self, "cuda_ipc")
-            items = q.items
-            if len(items) < q.capacity:
-                items.append((RELEASE, st, clock(), lease, st.in_tick))
+            if len(items) < q.limit:
+                append((RELEASE, self, clock(), lease))
             else:
-                q.dropped += 1
+                q.overflow((RELEASE, self, clock(), lease))
         except Exception as e:
             q.error(e)
         return out
 
     def _recycle_ready_leases_locked(self: Any) -> Any:
-        st = None
         try:
-            st = self.__dict__.get(registry.key) or registry.state(self, "cuda_ipc")
-            st.in_tick = True
-            put((TICK, st, clock(), (), ()))
+            put((TICK, self, clock(), (), ()))
         except Exception as e:
             q.error(e)
         try:
             return recycle(self)
         finally:
-            if st is not None:
-                st.in_tick = False
+            try:
+                put((TICK_END, self, clock()))
+            except Exception as e:
+                q.error(e)
 
     cls._allocate_locked = _marked(_allocate_locked, allocate)
     cls._release_locked = _marked(_release_locked, release)
     cls._recycle_ready_leases_locked = _marked(_recycle_ready_leases_locked, recycle)
 
 
+class _Tick:
+    """A cuda_vmm tick in progress: the chunks it may free, and whether its merge was seen."""
+
+    __slots__ = ("pool", "before", "merged")
+
+    def __init__(self, pool: Any, before: tuple[Any, ...]) -> None:
+        self.pool, self.before, self.merged = pool, before, False
+
+
 def wrap_vmm(cls: Any) -> None:
-    """Wrap ``CudaVmmMemoryPool``'s reserve, release, recycle tick and the tick's merge."""
+    """Wrap ``CudaVmmMemoryPool``'s reserve, release, recycle tick and the tick's merge.
+
+    The tick frees its chunks inline, under the lock, then merges: the merge in the recycler's
+    thread during its tick queues the tick (the chunks before and after). Outside a tick (every
+    ``_release_reserved_chunk`` merges too) the merge wrapper only finds ``ticks`` empty.
+    """
     reserve, release = cls._reserve_chunk, cls._release_reserved_chunk
     recycle, merge = cls._recycle_chunks, cls._merge_chunks
-    registry, q, clock = REGISTRY, QUEUE, now
+    q = QUEUE
+    items = q.items
+    append, clock = items.append, time.monotonic_ns
     ident = threading.get_ident
+    ticks: dict[int, _Tick] = {}  # thread -> its tick in progress
+    os.register_at_fork(after_in_child=ticks.clear)  # a forked child has none of its parent's threads
+    alloc, free, tick = VMM | ALLOC, VMM | RELEASE, VMM | TICK
 
     def _reserve_chunk(self: Any, required_size: int) -> Any:
         chunk = reserve(self, required_size)
         try:
-            st = self.__dict__.get(registry.key) or registry.state(self, "cuda_vmm")
-            items = q.items
-            if len(items) < q.capacity:
-                items.append((ALLOC, st, clock(), required_size, chunk))
+            if len(items) < q.limit:
+                append((alloc, self, clock(), required_size, chunk))
             else:
-                q.dropped += 1
+                q.overflow((alloc, self, clock(), required_size, chunk))
         except Exception as e:
             q.error(e)
         return chunk
@@ -192,46 +199,41 @@ def wrap_vmm(cls: Any) -> None:
     def _release_reserved_chunk(self: Any, chunk: Any) -> Any:
         out = release(self, chunk)
         try:
-            st = self.__dict__.get(registry.key) or registry.state(self, "cuda_vmm")
-            items = q.items
-            if len(items) < q.capacity:
-                items.append((RELEASE, st, clock(), chunk, False))
+            if len(items) < q.limit:
+                append((free, self, clock(), chunk))
             else:
-                q.dropped += 1
+                q.overflow((free, self, clock(), chunk))
         except Exception as e:
             q.error(e)
         return out
 
     def _recycle_chunks(self: Any) -> Any:
         # the chunks this tick may free: it frees them inline, so the tick's merge compares
-        st = None
+        me = None
         try:
-            st = self.__dict__.get(registry.key) or registry.state(self, "cuda_vmm")
-            st.before = tuple(self.occupied_chunks)
-            st.tick_thread = ident()
-            st.merged = False
-            st.in_tick = True
+            me = ident()
+            ticks[me] = _Tick(self, tuple(self.occupied_chunks))
         except Exception as e:
             q.error(e)
         try:
             return recycle(self)
         finally:
-            if st is not None:
-                st.in_tick = False
-                if not st.merged:  # nothing occupied (or a failed poll): a tick that freed nothing
-                    try:
-                        put((TICK, st, clock(), (), ()))
-                    except Exception as e:
-                        q.error(e)
+            try:
+                held = ticks.pop(me, None) if me is not None else None
+                if held is None or not held.merged:  # nothing occupied (or a failed poll): a tick that freed nothing
+                    put((tick, self, clock(), (), ()))
+            except Exception as e:
+                q.error(e)
 
     def _merge_chunks(self: Any) -> Any:
-        try:
-            st = self.__dict__.get(registry.key)
-            if st is not None and st.in_tick and not st.merged and st.tick_thread == ident():
-                st.merged = True  # the tick's own merge, under the lock, right after it freed its chunks
-                put((TICK, st, clock(), st.before, tuple(self.occupied_chunks)))
-        except Exception as e:
-            q.error(e)
+        if ticks:
+            try:
+                held = ticks.get(ident())
+                if held is not None and held.pool is self and not held.merged:
+                    held.merged = True  # the tick's own merge, under the lock, right after it freed its chunks
+                    put((tick, self, clock(), held.before, tuple(self.occupied_chunks)))
+            except Exception as e:
+                q.error(e)
         return merge(self)
 
     cls._reserve_chunk = _marked(_reserve_chunk, reserve)

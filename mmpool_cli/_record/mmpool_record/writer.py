@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from mmpool_record import events as ev
+from mmpool_record import metrics as _metrics  # here, not in the writer thread: a fork mid-import leaves it half-made
 from mmpool_record.config import Config
 from mmpool_record.pools import REGISTRY, PoolState
 
@@ -82,6 +83,7 @@ class PoolFile:
         }
         self.counts = {"allocs": 0, "misses": 0, "releases": 0, "ticks": 0, "rotations": 0}
         self.k, self.rk, self.last = 0, -1, 0
+        self.in_tick = False  # between a cuda_ipc tick's TICK and TICK_END
         self.live: dict[int, tuple[Any, str, int, int | None, int]] = {}  # id -> (obj, key, bytes, offset, real t)
         self.leased = 0
         self.misses: list[tuple[str, int, None]] = []  # freed at the next tick
@@ -229,9 +231,7 @@ class Writer:
 
     def _run(self) -> None:
         try:  # here, not in the allocating thread that started this one: importing prometheus_client takes time
-            from mmpool_record import metrics
-
-            self.metrics = metrics.start(self.config)
+            self.metrics = _metrics.start(self.config)
         except Exception as e:  # metrics off, the recording goes on
             self.queue.error(e)
         while not self.stop.wait(DRAIN_S):
@@ -260,14 +260,17 @@ class Writer:
         items = self.queue.items
         for _ in range(len(items)):
             event = items.popleft()
+            st = None
             try:
-                self._handle(event)
+                st = REGISTRY.state(event[1], "cuda_vmm" if event[0] & ev.VMM else "cuda_ipc")
+                self._handle(st, event)
             except Exception as e:
-                self.broken.add(id(event[1]))
+                if st is not None:
+                    self.broken.add(id(st))
                 self.queue.error(e)
 
-    def _handle(self, event: tuple[Any, ...]) -> None:
-        kind, st, r = event[0], event[1], event[2]
+    def _handle(self, st: PoolState, event: tuple[Any, ...]) -> None:
+        kind, r = event[0], event[2]
         if id(st) in self.broken:
             return
         pf = self.files.get(id(st))
@@ -281,12 +284,16 @@ class Writer:
                     "gpu": str(pf.info["device"]),
                 }
                 pf.metrics = self.metrics.pool(labels, pf.info["layout"]["memory_size"])
-        if kind == ev.ALLOC:
+        op = kind & ~ev.VMM
+        if op == ev.ALLOC:
             pf.alloc(r, event[3], event[4])
-        elif kind == ev.RELEASE:
-            pf.release(r, event[3], pf.k if event[4] else None)
-        else:
+        elif op == ev.RELEASE:
+            pf.release(r, event[3], pf.k if pf.in_tick else None)
+        elif op == ev.TICK:
             pf.tick(r, event[3], event[4])
+            pf.in_tick = not pf.vmm  # a cuda_ipc tick's releases follow it, up to its TICK_END
+        else:
+            pf.in_tick = False
 
     def _health(self) -> None:
         if self.metrics is None:
@@ -336,11 +343,11 @@ def _exit_drains() -> None:
 
 
 def setup(config: Config) -> None:
-    """Make this process's writer; it starts at the first pool (``REGISTRY.on_new``)."""
+    """Make this process's writer; it starts at the first event (``Queue.on_first``)."""
     os.makedirs(config.out_dir, exist_ok=True)
     ev.QUEUE.capacity = config.buffer
     w = _writer["w"] = Writer(config, ev.QUEUE)
-    REGISTRY.on_new = lambda _st: w.start()
+    ev.QUEUE.on_first = w.start  # this process's first event, in the allocating thread
 
 
 def current() -> Writer | None:
@@ -351,9 +358,7 @@ def current() -> Writer | None:
 def after_fork() -> None:
     """In a forked child: a queue, registry and writer of its own (the parent's thread is not here)."""
     old = _writer["w"]
-    q = ev.QUEUE
-    q.items.clear()
-    q.dropped = q.errors = 0
+    ev.QUEUE.reset()
     REGISTRY.__init__()  # type: ignore[misc]
     if old is not None:
         setup(old.config)
