@@ -17,7 +17,16 @@ def test_the_hook_type_checks_strictly_as_its_own_package() -> None:
     pytest.importorskip("mypy", reason="mypy comes with the test extra")
     env = {**os.environ, "MYPYPATH": str(HOOK_ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--explicit-package-bases", "-p", "mmpool_record"],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            "--explicit-package-bases",
+            "-p",
+            "mmpool_record",
+        ],
         cwd=HOOK_ROOT,
         env=env,
         capture_output=True,
