@@ -37,11 +37,20 @@ def _arrow(what: str) -> tuple[Any, Any, Any, Any]:
     try:
         import numpy as np
         import pyarrow as pa
-        import pyarrow.compute as pc
         import pyarrow.parquet as pq
     except ImportError:
         raise TraceError(f"{what} needs pyarrow: {PARQUET_EXTRA}") from None
-    return np, pa, pc, pq
+    return np, pa, _Compute(), pq
+
+
+class _Compute:
+    """``pyarrow.compute``, imported when first used: reading through the buffers needs none of it,
+    and its import costs 20 to 40 ms of a run."""
+
+    def __getattr__(self, name: str) -> Any:
+        import pyarrow.compute as pc
+
+        return getattr(pc, name)
 
 
 def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[object, str]) -> int:
@@ -79,7 +88,7 @@ def read_parquet(path: str, workers: int, *, max_events: int, keep_ids: bool, re
     """The events of the columnar trace at ``path``, checked as ``trace.read_trace`` checks JSON lines."""
     np, pa, pc, pq = _arrow(f"{path}: a .parquet trace")
     try:
-        source = pq.ParquetFile(path)
+        source = pq.ParquetFile(path, buffer_size=1 << 16)  # chunks read through one small buffer, not whole
     except FileNotFoundError:
         raise TraceError(f"{path}: cannot open the trace (No such file or directory)") from None
     except IsADirectoryError:
