@@ -4,9 +4,11 @@ One row per event, in time order, the JSON-lines keys as columns: ``t_ns`` (int6
 no decimal text to parse), ``op`` (``"alloc"``/``"free"``), ``id``, and for allocs ``bytes``,
 ``worker`` (null: 0) and ``item``; a free's ``bytes``, ``worker`` and ``item`` are null. Every row
 is checked as a JSON line is, with the same messages, located at ``FILE:ROW`` (rows counted from 1,
-the line numbers of the same trace as JSON lines). Fields are checked column by column; the compiled
-reader (``native.FAST``) pairs allocs with frees straight from the columns' buffers, without a
-Python object per event (the pure-Python reader, the reference, takes the rows one by one).
+the line numbers of the same trace as JSON lines). The compiled reader (``native.FAST``) checks each
+row's fields and pairs allocs with frees in one pass over the columns' Arrow buffers, without a copy
+or a Python object per event (``feed_arrow``; a column of another type is converted and checked
+with pyarrow first); the messages are written here, and the pure-Python reader, the reference,
+takes the rows one by one.
 """
 
 from __future__ import annotations
