@@ -231,8 +231,10 @@ def _op_codes(np: Any, pa: Any, pc: Any, col: Any) -> Any:
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         col = pc.dictionary_encode(col)
     kind = col.type
-    if not pa.types.is_dictionary(kind) or not (
-        pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)
+    if (
+        not pa.types.is_dictionary(kind)
+        or not pa.types.is_signed_integer(kind.index_type)
+        or not (pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type))
     ):
         return None
     lut = np.array([{"alloc": 0, "free": 1}.get(v, 2) for v in col.dictionary.to_pylist()] + [2], np.int8)

@@ -223,6 +223,8 @@ def test_the_compiled_reader_takes_arrow_buffers_as_the_python_reader_takes_rows
         return found[0]
 
     read = both(pa.table(base))
+    codes = pa.array([0 if o == "alloc" else 1 for o in base["op"]], pa.uint8())
+    assert both(pa.table({**base, "op": pa.DictionaryArray.from_arrays(codes, pa.array(["alloc", "free"]))})) == read
     assert read[8] == ["a", long_id, "a", "b", "c"] and read[2] == [0, 1, 0, 2, 1, 2, 3, 4, 4, 3]
     for column, row, value, expected in [
         ("op", 4, None, ':5: op must be "alloc" or "free", not None'),
