@@ -1284,6 +1284,138 @@ done:
     return result;
 }
 
+/* ---- a columnar trace's batch straight from its Arrow buffers: every field checked, then paired */
+
+enum { E_FIELD = 6 }; /* a field a JSON line could not have: trace_parquet._row_error says which */
+
+typedef struct {
+    Py_buffer valid, values, data; /* obj NULL: absent (no validity bitmap: no nulls; no values: all null) */
+    Py_ssize_t offset;             /* of the batch's first row in the buffers (an Arrow slice) */
+    int width;                     /* of a value (ints) or of an offset (strings): 4 or 8 */
+} ArrowCol;
+
+static void col_release(ArrowCol *c) {
+    if (c->valid.obj) PyBuffer_Release(&c->valid);
+    if (c->values.obj) PyBuffer_Release(&c->values);
+    if (c->data.obj) PyBuffer_Release(&c->data);
+}
+
+/* A column as (validity or None, offset, values or None, width, data or None), checked to cover n rows. */
+static int col_get(PyObject *spec, ArrowCol *c, Py_ssize_t n, int strings, const char *name) {
+    PyObject *valid, *values, *data;
+    if (spec == Py_None) return 0;
+    if (!PyArg_ParseTuple(spec, "OnOiO", &valid, &c->offset, &values, &c->width, &data)) return -1;
+    if ((valid != Py_None && PyObject_GetBuffer(valid, &c->valid, PyBUF_SIMPLE) < 0) ||
+        (values != Py_None && PyObject_GetBuffer(values, &c->values, PyBUF_SIMPLE) < 0) ||
+        (data != Py_None && PyObject_GetBuffer(data, &c->data, PyBUF_SIMPLE) < 0))
+        return -1;
+    Py_ssize_t rows = c->offset + n + (strings ? 1 : 0);
+    int ok = c->offset >= 0 && (c->width == 4 || c->width == 8) && c->values.obj &&
+             c->values.len >= rows * c->width && (!c->valid.obj || c->valid.len >= (c->offset + n + 7) / 8) &&
+             (!strings || c->data.obj || values == Py_None);
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError, "feed_arrow: column %s does not cover %zd rows", name, n);
+        return -1;
+    }
+    return 0;
+}
+
+static inline int col_null(const ArrowCol *c, Py_ssize_t i) {
+    if (!c->values.obj) return 1;
+    if (!c->valid.obj) return 0;
+    Py_ssize_t j = c->offset + i;
+    return !((((const uint8_t *)c->valid.buf)[j >> 3] >> (j & 7)) & 1);
+}
+
+static inline int64_t col_int(const ArrowCol *c, Py_ssize_t i) {
+    Py_ssize_t j = c->offset + i;
+    return c->width == 8 ? ((const int64_t *)c->values.buf)[j] : ((const int32_t *)c->values.buf)[j];
+}
+
+/* A string's bytes (NULL if its offsets fall outside the data) */
+static inline const char *col_str(const ArrowCol *c, Py_ssize_t i, Py_ssize_t *len) {
+    int64_t a = col_int(c, i), b = col_int(c, i + 1);
+    if (a < 0 || b < a || b > c->data.len) return NULL;
+    *len = (Py_ssize_t)(b - a);
+    return (const char *)c->data.buf + a;
+}
+
+/* characters of valid UTF-8 (what pyarrow's utf8_length counts), up to most + 1 */
+static Py_ssize_t utf8_chars(const char *s, Py_ssize_t len, Py_ssize_t most) {
+    if (len <= most) return len; /* never more characters than bytes */
+    Py_ssize_t chars = 0;
+    for (Py_ssize_t i = 0; i < len && chars <= most; i++) chars += ((uint8_t)s[i] & 0xC0) != 0x80;
+    return chars;
+}
+
+PyDoc_STRVAR(feed_arrow_doc,
+             "feed_arrow(n, t, op, id, nbytes, worker, item) -> (rows, code, previous_t)\n"
+             "Check and add n rows of a columnar trace from its Arrow buffers, without a copy: rows added, and 0,\n"
+             "why the next row is refused after what came before, or 6: one of its fields is wrong. op: int8 codes\n"
+             "(0 alloc, 1 free, other: wrong); every other column (validity or None, offset, values or None, width,\n"
+             "data or None), None when absent (all null).");
+
+static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
+    Py_ssize_t n;
+    PyObject *specs[6];
+    if (!PyArg_ParseTuple(args, "nOOOOOO", &n, &specs[0], &specs[1], &specs[2], &specs[3], &specs[4], &specs[5]))
+        return NULL;
+    ArrowCol col[6];
+    memset(col, 0, sizeof col);
+    Py_buffer op = {0};
+    PyObject *result = NULL;
+    static const char *names[6] = {"t_ns", "op", "id", "bytes", "worker", "item"};
+    if (n < 0 || PyObject_GetBuffer(specs[1], &op, PyBUF_SIMPLE) < 0) goto done;
+    if (op.len < n) {
+        PyErr_SetString(PyExc_ValueError, "feed_arrow: op does not cover the rows");
+        goto done;
+    }
+    for (int c = 0; c < 6; c++)
+        if (c != 1 && col_get(specs[c], &col[c], n, c == 2 || c == 5, names[c]) < 0) goto done;
+    if (!col[0].values.obj || !col[2].values.obj) {
+        PyErr_SetString(PyExc_ValueError, "feed_arrow: t_ns and id are required");
+        goto done;
+    }
+    const int8_t *ops = op.buf;
+    const int64_t top = MAX_T_SECONDS * NS_PER_S;
+    Py_ssize_t i = 0;
+    int code = OK;
+    int64_t previous = r->prev_t;
+    r->utf8 = 1;
+    for (; i < n; i++) {
+        int8_t o = ops[i];
+        Py_ssize_t idlen = 0, itemlen = 0;
+        const char *id = col_null(&col[2], i) ? NULL : col_str(&col[2], i, &idlen);
+        int64_t t = col_null(&col[0], i) ? -1 : col_int(&col[0], i), nbytes = 0, worker = 0;
+        int ok = (o == 0 || o == 1) && 0 <= t && t <= top && id && idlen &&
+                 utf8_chars(id, idlen, MAX_ID_CHARS) <= MAX_ID_CHARS;
+        if (ok && o == 1) {
+            ok = col_null(&col[3], i) && col_null(&col[4], i) && col_null(&col[5], i);
+        } else if (ok) {
+            const char *item = col_null(&col[5], i) ? "" : col_str(&col[5], i, &itemlen);
+            nbytes = col_null(&col[3], i) ? 0 : col_int(&col[3], i);
+            worker = col_null(&col[4], i) ? 0 : col_int(&col[4], i);
+            ok = 1 <= nbytes && nbytes <= MAX_POOL_BYTES && 0 <= worker && worker < r->workers && item &&
+                 utf8_chars(item, itemlen, MAX_ITEM_CHARS) <= MAX_ITEM_CHARS;
+        }
+        if (!ok) {
+            code = E_FIELD;
+            break;
+        }
+        previous = r->prev_t;
+        code = apply(r, t, o, id, idlen, nbytes, (long)worker, NULL);
+        if (code < 0) goto done;
+        if (code) break;
+    }
+    if (flush(r) < 0) goto done;
+    result = Py_BuildValue("(niL)", i, code, (long long)previous);
+done:
+    r->utf8 = 0;
+    if (op.obj) PyBuffer_Release(&op);
+    for (int c = 0; c < 6; c++) col_release(&col[c]);
+    return result;
+}
+
 PyDoc_STRVAR(ids_doc, "ids() -> the allocs' ids in order, or None without keep_ids");
 
 static PyObject *reader_ids(Reader *r, PyObject *Py_UNUSED(ignored)) { return Py_NewRef(r->names ? r->names : Py_None); }
@@ -1294,6 +1426,7 @@ static PyMethodDef reader_methods[] = {
     {"feed", (PyCFunction)reader_feed, METH_VARARGS, feed_doc},
     {"push", (PyCFunction)reader_push, METH_VARARGS, push_doc},
     {"feed_columns", (PyCFunction)reader_feed_columns, METH_VARARGS, feed_columns_doc},
+    {"feed_arrow", (PyCFunction)reader_feed_arrow, METH_VARARGS, feed_arrow_doc},
     {"ids", (PyCFunction)reader_ids, METH_NOARGS, ids_doc},
     {NULL, NULL, 0, NULL},
 };

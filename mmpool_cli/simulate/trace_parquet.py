@@ -4,9 +4,11 @@ One row per event, in time order, the JSON-lines keys as columns: ``t_ns`` (int6
 no decimal text to parse), ``op`` (``"alloc"``/``"free"``), ``id``, and for allocs ``bytes``,
 ``worker`` (null: 0) and ``item``; a free's ``bytes``, ``worker`` and ``item`` are null. Every row
 is checked as a JSON line is, with the same messages, located at ``FILE:ROW`` (rows counted from 1,
-the line numbers of the same trace as JSON lines). Fields are checked column by column; the compiled
-reader (``native.FAST``) pairs allocs with frees straight from the columns' buffers, without a
-Python object per event (the pure-Python reader, the reference, takes the rows one by one).
+the line numbers of the same trace as JSON lines). The compiled reader (``native.FAST``) checks each
+row's fields and pairs allocs with frees in one pass over the columns' Arrow buffers, without a copy
+or a Python object per event (``feed_arrow``; a column of another type is converted and checked
+with pyarrow first); the messages are written here, and the pure-Python reader, the reference,
+takes the rows one by one.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from mmpool_cli.simulate.trace_order import TOO_MANY, TOO_MANY_CODE, PythonColum
 PARQUET_EXTRA = "pip install 'mmpool[parquet]' (or, from an mmpool checkout, pip install '.[parquet]')"
 COLUMNS = ("t_ns", "op", "id", "bytes", "worker", "item")
 _REQUIRED = ("t_ns", "op", "id")
-_BATCH_ROWS = 1 << 20
+_BATCH_ROWS = 1 << 17  # a batch that fits in cache: larger ones cost fresh pages (zeroed by the kernel) per batch
 
 
 def is_parquet(path: str) -> bool:
@@ -37,11 +39,20 @@ def _arrow(what: str) -> tuple[Any, Any, Any, Any]:
     try:
         import numpy as np
         import pyarrow as pa
-        import pyarrow.compute as pc
         import pyarrow.parquet as pq
     except ImportError:
         raise TraceError(f"{what} needs pyarrow: {PARQUET_EXTRA}") from None
-    return np, pa, pc, pq
+    return np, pa, _Compute(), pq
+
+
+class _Compute:
+    """``pyarrow.compute``, imported when first used: reading through the buffers needs none of it,
+    and its import costs 20 to 40 ms of a run."""
+
+    def __getattr__(self, name: str) -> Any:
+        import pyarrow.compute as pc
+
+        return getattr(pc, name)
 
 
 def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[object, str]) -> int:
@@ -67,7 +78,11 @@ def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[o
             ),
         }
     )
-    pq.write_table(table, out, compression="zstd")
+    # t_ns as deltas: a time-ordered column's differences are small, and decode faster than its dictionary
+    plain = {"t_ns": "DELTA_BINARY_PACKED"}
+    pq.write_table(
+        table, out, compression="zstd", use_dictionary=[c for c in COLUMNS if c not in plain], column_encoding=plain
+    )
     return len(rows)
 
 
@@ -75,7 +90,7 @@ def read_parquet(path: str, workers: int, *, max_events: int, keep_ids: bool, re
     """The events of the columnar trace at ``path``, checked as ``trace.read_trace`` checks JSON lines."""
     np, pa, pc, pq = _arrow(f"{path}: a .parquet trace")
     try:
-        source = pq.ParquetFile(path)
+        source = pq.ParquetFile(path, buffer_size=1 << 16)  # chunks read through one small buffer, not whole
     except FileNotFoundError:
         raise TraceError(f"{path}: cannot open the trace (No such file or directory)") from None
     except IsADirectoryError:
@@ -135,14 +150,20 @@ def _column(pa: Any, pc: Any, batch: Any, name: str, kind: Any) -> Any:
 
 def _batch(np: Any, pa: Any, pc: Any, reader: Any, batch: Any, path: str, first: int, workers: int, fast: bool) -> None:
     """Check one batch's rows column by column, then add the rows before the first bad one."""
+    if not batch.num_rows:
+        return
+    specs = _buffers(np, pa, pc, batch) if fast else None
+    if specs is not None:  # the compiled reader checks and pairs the rows straight from Arrow's buffers
+        done, code, previous = reader.feed_arrow(batch.num_rows, *specs)
+        if code == _FIELD:
+            raise TraceError(f"{path}:{first + done}: {_row_error(pa, done, _decoded(pa, pc, batch), workers)}")
+        if code:
+            t, key = batch.column("t_ns")[done].as_py(), batch.column("id")[done].as_py()
+            _refuse(reader, path, first + done, code, t, previous, key)
+        return
     n = batch.num_rows
-    t = _column(pa, pc, batch, "t_ns", pa.int64())
-    op = _column(pa, pc, batch, "op", pa.large_string())
-    ids = _column(pa, pc, batch, "id", pa.large_string())
-    nbytes = _column(pa, pc, batch, "bytes", pa.int64())
-    worker = _column(pa, pc, batch, "worker", pa.int64())
-    item = _column(pa, pc, batch, "item", pa.large_string())
-    cols = {"t": t, "op": op, "id": ids, "bytes": nbytes, "worker": worker, "item": item}
+    cols = _decoded(pa, pc, batch)
+    t, op, ids, nbytes, worker = (cols[k] for k in ("t", "op", "id", "bytes", "worker"))
     bad = _first_bad(pa, pc, cols, workers)
     good = n if bad is None else bad
     is_free = pc.fill_null(pc.equal(op, "free"), False).to_numpy(zero_copy_only=False)[:good].astype(np.int8)
@@ -162,6 +183,68 @@ def _batch(np: Any, pa: Any, pc: Any, reader: Any, batch: Any, path: str, first:
             reader.add(first, times.tolist(), is_free.tolist(), head[1].to_pylist(), sizes.tolist(), owners.tolist())
     if bad is not None:
         raise TraceError(f"{path}:{first + bad}: {_row_error(pa, bad, cols, workers)}")
+
+
+def _decoded(pa: Any, pc: Any, batch: Any) -> dict[str, Any]:
+    """The batch's columns decoded and widened, for the checks with pyarrow and the error messages."""
+    return {
+        "t": _column(pa, pc, batch, "t_ns", pa.int64()),
+        "op": _column(pa, pc, batch, "op", pa.large_string()),
+        "id": _column(pa, pc, batch, "id", pa.large_string()),
+        "bytes": _column(pa, pc, batch, "bytes", pa.int64()),
+        "worker": _column(pa, pc, batch, "worker", pa.int64()),
+        "item": _column(pa, pc, batch, "item", pa.large_string()),
+    }
+
+
+_FIELD = 6  # the compiled reader's code for a row with a field a JSON line could not have
+
+
+def _buffers(np: Any, pa: Any, pc: Any, batch: Any) -> tuple[Any, ...] | None:
+    """The batch's columns as the compiled reader takes them, Arrow's own buffers (no copy), or None
+    when a column's type needs converting first (the path through pyarrow takes those)."""
+    present = batch.schema.names
+    specs: list[Any] = []
+    for name, strings in (("t_ns", False), ("id", True), ("bytes", False), ("worker", False), ("item", True)):
+        if name not in present:
+            specs.append(None)
+            continue
+        col = batch.column(name)
+        kind = col.type
+        if strings and (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            valid, offsets, data = col.buffers()
+            specs.append((valid, col.offset, offsets, 8 if pa.types.is_large_string(kind) else 4, data or b""))
+        elif not strings and (pa.types.is_int64(kind) or pa.types.is_int32(kind)):
+            valid, values = col.buffers()
+            specs.append((valid, col.offset, values, kind.bit_width // 8, None))
+        else:
+            return None
+    op = _op_codes(np, pa, pc, batch.column("op"))
+    if op is None:
+        return None
+    return (specs[0], op, *specs[1:])
+
+
+def _op_codes(np: Any, pa: Any, pc: Any, col: Any) -> Any:
+    """The op column as int8 codes: 0 alloc, 1 free, 2 anything else (null included); None if its
+    type is not a string's."""
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        col = pc.dictionary_encode(col)
+    kind = col.type
+    if (
+        not pa.types.is_dictionary(kind)
+        or not pa.types.is_signed_integer(kind.index_type)
+        or not (pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type))
+    ):
+        return None
+    lut = np.array([{"alloc": 0, "free": 1}.get(v, 2) for v in col.dictionary.to_pylist()] + [2], np.int8)
+    width = kind.index_type.bit_width // 8
+    indices = col.indices
+    index = np.frombuffer(indices.buffers()[1], f"<i{width}", len(col), indices.offset * width)
+    codes = lut[np.clip(index, -1, len(lut) - 1)]  # -1 (the last): an index outside the dictionary
+    if col.null_count:
+        codes[col.is_null().to_numpy(zero_copy_only=False)] = 2
+    return codes
 
 
 def _refuse(reader: Any, path: str, row: int, code: int, t: int, previous: int, key: object) -> None:

@@ -10,9 +10,10 @@ import pytest
 
 pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install '.[parquet]' or '.[test]')")
 pq = pytest.importorskip("pyarrow.parquet")
+pc = pytest.importorskip("pyarrow.compute")
 
 from mmpool_cli.simulate import native  # noqa: E402
-from mmpool_cli.simulate.events import ALLOC, FREE  # noqa: E402
+from mmpool_cli.simulate.events import ALLOC, FREE, Events  # noqa: E402
 from mmpool_cli.simulate.trace import TraceError, read_trace  # noqa: E402
 from mmpool_cli.simulate.trace_parquet import write_parquet  # noqa: E402
 
@@ -186,3 +187,78 @@ def test_parquet_without_pyarrow_is_one_line_naming_the_extra(run_line, tmp_path
     assert result.stderr.strip().endswith(
         "a .parquet trace needs pyarrow: pip install 'mmpool[parquet]' (or, from an mmpool checkout, pip install '.[parquet]')"
     )
+
+
+def test_the_compiled_reader_takes_arrow_buffers_as_the_python_reader_takes_rows(tmp_path, monkeypatch) -> None:
+    """Column types the compiled reader reads in place (int32, string offsets, op as plain strings, nulls
+    in op, non-ASCII ids over 256 bytes, several batches): the same events and errors as the reference."""
+    if native.FAST is None:
+        pytest.skip("the compiled simulator is not built")
+    from mmpool_cli.simulate import trace_parquet
+
+    compiled = native.FAST
+    monkeypatch.setattr(trace_parquet, "_BATCH_ROWS", 7)  # rows cross batches and batch boundaries
+    long_id = "é" * 200  # 400 bytes, 200 characters: allowed
+    base = {
+        "t_ns": pa.array([0, 1, 1, 2, 3, 5, 8, 8, 9, 10], pa.int64()),
+        "op": ["alloc", "alloc", "free", "alloc", "free", "free", "alloc", "alloc", "free", "free"],
+        "id": ["a", long_id, "a", "a", long_id, "a", "b", "c", "c", "b"],
+        "bytes": pa.array([1, 2, None, 3, None, None, 4, 5, None, None], pa.int32()),
+        "worker": pa.array([0, 1, None, None, None, None, 1, 0, None, None], pa.int64()),
+        "item": pa.array(["x" * 256, None, None, "", None, None, "i", None, None, None], pa.large_string()),
+    }
+
+    def both(table) -> list:
+        path = tmp_path / "b.parquet"
+        path.unlink(missing_ok=True)
+        pq.write_table(table, path)
+        found = []
+        for fast in (compiled, None):
+            monkeypatch.setattr(native, "FAST", fast)
+            try:
+                found.append(columns(read_trace(str(path), 2, keep_ids=True, requests=True)))
+            except TraceError as e:
+                found.append(str(e).removeprefix(str(path)))
+        assert found[0] == found[1]
+        return found[0]
+
+    read = both(pa.table(base))
+    codes = pa.array([0 if o == "alloc" else 1 for o in base["op"]], pa.uint8())
+    assert both(pa.table({**base, "op": pa.DictionaryArray.from_arrays(codes, pa.array(["alloc", "free"]))})) == read
+    assert read[8] == ["a", long_id, "a", "b", "c"] and read[2] == [0, 1, 0, 2, 1, 2, 3, 4, 4, 3]
+    for column, row, value, expected in [
+        ("op", 4, None, ':5: op must be "alloc" or "free", not None'),
+        ("item", 6, "y" * 257, ":7: item must be a string of at most 256 characters"),
+        ("id", 8, "", ":9: id must be a non-empty string of at most 256 characters"),
+        ("id", 9, "é" * 257, ":10: id must be a non-empty string of at most 256 characters"),
+        ("worker", 3, 2, ":4: worker must be a whole number from 0 to 1 (--workers 2), not 2"),
+        ("bytes", 9, 1, ":10: unknown key 'bytes' in a free event; its keys are id, op, t"),
+        ("t_ns", 9, 7, ":10: t=7E-9 s comes before the previous event's t=9E-9 s; sort the trace by t"),
+        ("id", 9, "c", ":10: free of id 'c', which was already freed"),
+    ]:
+        values = base[column].to_pylist() if isinstance(base[column], pa.Array) else list(base[column])
+        values[row] = value
+        kind = base[column].type if isinstance(base[column], pa.Array) else pa.string()
+        assert str(both(pa.table({**base, column: pa.array(values, kind)}))).startswith(expected)
+    assert both(pa.table(base).slice(3)).startswith(f":2: free of unknown id '{long_id}'")
+
+    # a slice of a batch (its buffers start past its first row), op dictionary-encoded: as its copy
+    import numpy as np
+
+    def one_batch(batch) -> list:
+        out = Events(keep_ids=False, requests=False)
+        reader = compiled.TraceReader(2, 100, False, False, (out.t, out.op, out.key, out.nbytes, out.worker, None))
+        try:
+            trace_parquet._batch(np, pa, pc, reader, batch, "b", 1, 2, True)
+        except TraceError as e:
+            return [str(e)]
+        return [list(c) for c in (out.t, out.op, out.key, out.nbytes, out.worker)]
+
+    table = pa.table({**base, "op": pa.array(base["op"]).dictionary_encode()})
+    whole = table.to_batches()[0]
+    assert trace_parquet._buffers(np, pa, pc, whole) is not None
+    for start in (0, 1, 3, 6):
+        part = whole.slice(start)
+        copy = pa.RecordBatch.from_pylist(part.to_pylist(), schema=part.schema)
+        assert one_batch(part) == one_batch(copy)
+    assert one_batch(whole.slice(6)) == [[8, 8, 9, 10], [0, 0, 1, 1], [0, 1, 1, 0], [4, 5, 0, 0], [1, 0, 0, 0]]
