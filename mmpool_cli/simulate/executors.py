@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import sys
 import time
@@ -209,6 +210,9 @@ class RayExecutor:
     def _start(self) -> None:
         ray = self._ray
         where = self.address or "a local Ray"
+        silent = _silent_head(self.address)
+        if silent is not None:  # Ray itself would try for minutes
+            raise ClusterError(f"--executor ray: cannot connect to {where} ({silent})")
         try:
             if not ray.is_initialized():
                 # Ray prints its own notes (a worker that died, say) on stdout: they go to stderr,
@@ -296,6 +300,20 @@ class RayExecutor:
         if self._quiet is not None:
             self._quiet.close()
             self._quiet = None
+
+
+def _silent_head(address: str | None) -> str | None:
+    """Why nothing answers at a ``HOST:PORT`` (or ``ray://HOST:PORT``) address; None when it answers or
+    the address is of another form (``auto``, ``local``: Ray's to find)."""
+    found = re.fullmatch(r"(?:ray://)?\[?([^\[\]/]+?)\]?:(\d{1,5})", address or "")
+    if found is None:
+        return None
+    host, port = found.group(1), int(found.group(2))
+    try:
+        with socket.create_connection((host, port), timeout=HEAD_GONE_S):
+            return None
+    except OSError as e:
+        return f"nothing answers at {host}:{port}: {e.strerror or type(e).__name__}"
 
 
 def _cwd() -> str:

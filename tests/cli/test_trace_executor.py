@@ -5,9 +5,12 @@ The trace on a real Ray cluster, byte for byte the local one, is in tests/simula
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = "tests/engines/sglang/traffic/data/sglang-0.5.23"
@@ -82,3 +85,24 @@ def test_a_terminal_is_shown_the_files_read_and_a_pipe_nothing(monkeypatch, caps
     with cli._files(ExecutorChoice.local, None, 2) as read:
         list(read(str.upper, ["a", "b"]))
     assert capsys.readouterr().err == ""  # nor when stderr is piped
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize(
+    "command",
+    [TRACE, ["simulate", "--trace", "examples/trace.jsonl", "--workers", "2", "--smallest-budget"]],
+    ids=["trace", "simulate"],
+)
+def test_an_address_where_nothing_answers_is_one_line_and_exit_3_at_once(command: list[str]) -> None:
+    pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]' or '.[test]')")
+    with socket.socket() as s:  # a port of this machine that nobody listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    done = run(
+        f"import sys\nfrom mmpool_cli.cli import main\nsys.exit(main({[*command, '--executor', 'ray', '--ray-address', address]!r}))\n"
+    )
+    assert (done.returncode, done.stdout) == (3, "")
+    assert done.stderr == (
+        f"mmpool: error: --executor ray: cannot connect to {address} "
+        f"(nothing answers at {address}: Connection refused)\n"
+    )
