@@ -265,6 +265,10 @@ class RayExecutor:
                     if ready:
                         result = ray.get(ref)
                         break
+                except ray.exceptions.RayTaskError as e:
+                    if isinstance(e.cause, Exception):  # the task's own exception, a fault of mmpool's: as here
+                        raise e.cause from None
+                    raise self._lost(e) from None
                 except ray.exceptions.RayError as e:
                     raise self._lost(e) from None
                 # Ray itself waits a minute for a head that is gone, then ends this process without a

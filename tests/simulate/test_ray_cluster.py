@@ -219,6 +219,10 @@ def where_am_i(tag: str) -> tuple[str, int, str]:
     return tag, os.getpid(), os.getcwd()
 
 
+def fails(tag: str) -> str:
+    raise ValueError(f"a fault in {tag}")
+
+
 def test_the_executors_map_runs_each_item_as_a_task_in_the_callers_directory(cluster, tmp_path, monkeypatch) -> None:
     import ray.cloudpickle
 
@@ -230,6 +234,8 @@ def test_the_executors_map_runs_each_item_as_a_task_in_the_callers_directory(clu
     run_on = RayExecutor(cluster.address, job="the trace")
     try:
         got = list(run_on.map(where_am_i, ["a", "b", "c", "d"]))
+        with pytest.raises(ValueError, match="a fault in b"):  # the task's own error, not a lost cluster
+            list(run_on.map(fails, ["b", "c"]))
     finally:
         run_on.close()
     assert [tag for tag, _, _ in got] == ["a", "b", "c", "d"]  # in the items' order
