@@ -7,15 +7,16 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, BinaryIO, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, TextIO
 
 import typer
 
 from mmpool_cli.cli.app import app, epilog, reported
 from mmpool_cli.cli.options import FormatOpt, OutputFormat, bounded_int
+from mmpool_cli.cli.simulate_options import ExecutorChoice
 from mmpool_cli.cli.traffic_options import (
     DEFAULT_RECV_DELAY,
     AssumeImageOpt,
@@ -31,7 +32,7 @@ from mmpool_cli.errors import EXIT_OK, MmpoolError
 from mmpool_cli.render import escape_undecodable
 
 if TYPE_CHECKING:
-    from mmpool_cli.inputs.traffic.model import Conversion
+    from mmpool_cli.inputs.traffic.model import Conversion, FileMap
 
 
 class TraceSource(StrEnum):
@@ -51,9 +52,11 @@ class TraceSource(StrEnum):
             "mmpool trace --model qwen2.5-vl server.log -o prod.jsonl",
             "mmpool trace --model qwen3-vl --from openai gateway.jsonl --assume-image 1280x720",
             "mmpool trace --model qwen2.5-vl --from bench-serving -- --image-count 4 --request-rate 8",
+            "mmpool trace --model qwen2.5-vl fleet/*.log --executor ray -o fleet.jsonl",
         ],
         "0 the trace was written; 2 usage error, or traffic that cannot be sized (one located line per "
-        "problem on stderr, nothing written); 70 internal error.",
+        "problem on stderr, nothing written); 3 --executor ray: the cluster cannot be reached or went "
+        "away (nothing written); 70 internal error.",
     ),
 )
 def trace(
@@ -103,12 +106,22 @@ def trace(
     assume_image: AssumeImageOpt = None,
     assume_video: AssumeVideoOpt = None,
     request_time: RequestTimeOpt = "1",
+    executor: Annotated[
+        ExecutorChoice,
+        typer.Option(help="Where the files are read: here, one after another, or in parallel on Ray (mmpool[ray])."),
+    ] = ExecutorChoice.local,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(metavar="ADDRESS", help="--executor ray: the cluster (default: RAY_ADDRESS, else a local Ray)."),
+    ] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Write mmpool's JSON-lines trace (the 'simulate --trace' format) from the traffic a server saw.
 
     One alloc per pooled tensor of each image and video of each request, timed as SGLang 0.5.23
-    holds its leases for the model's family; a summary of what was read goes to stderr.
+    holds its leases for the model's family; a summary of what was read goes to stderr. Many files
+    (a fleet's logs) make one trace, ordered by time; --executor ray reads them in parallel, the
+    same trace byte for byte.
     """
     with _reported(fmt):
         if workers < 1:
@@ -117,21 +130,26 @@ def trace(
             raise MmpoolError(f"-o {output}: exists; mmpool never overwrites a file: remove it or choose another")
         if output is not None and output in (inputs or []):
             raise MmpoolError(f"-o {output}: is one of the inputs")
+        if ray_address is not None and executor is not ExecutorChoice.ray:
+            raise MmpoolError("--ray-address names the cluster of --executor ray; add --executor ray")
         if source is TraceSource.record:
             _recording(inputs or [], output)
-        conversion = convert(
-            model=model,
-            source=SourceChoice(source.value),
-            inputs=inputs or [],
-            workers=workers,
-            tp=tp,
-            dp_encoder=dp_encoder,
-            recv_delay_ns=None if recv_delay is None else seconds("--recv-delay", recv_delay),
-            hold_ns=None if hold is None else seconds("--hold", hold),
-            assume_image=assume_image,
-            assume_video=assume_video,
-            request_time=request_time,
-        )
+        shown = fmt is OutputFormat.human and source is not TraceSource.bench_serving and len(inputs or []) > 1
+        with _files(executor, ray_address, len(inputs or []) if shown else 0) as map_files:
+            conversion = convert(
+                model=model,
+                source=SourceChoice(source.value),
+                inputs=inputs or [],
+                workers=workers,
+                tp=tp,
+                dp_encoder=dp_encoder,
+                recv_delay_ns=None if recv_delay is None else seconds("--recv-delay", recv_delay),
+                hold_ns=None if hold is None else seconds("--hold", hold),
+                assume_image=assume_image,
+                assume_video=assume_video,
+                request_time=request_time,
+                map_files=map_files,
+            )
         _write(conversion, output)
     summary = conversion.summary
     if fmt is OutputFormat.json:
@@ -139,6 +157,38 @@ def trace(
     else:
         typer.echo(summary.text(), err=True)
     raise typer.Exit(EXIT_OK)
+
+
+@contextmanager
+def _files(executor: ExecutorChoice, address: str | None, shown: int) -> Iterator[FileMap]:
+    """How the files are read, and a progress line (files read / ``shown``) on a terminal when ``shown``.
+
+    Ray is imported only for ``--executor ray``, and shut down before the trace is written (stdout
+    is Ray's to borrow while it runs).
+    """
+    from mmpool_cli.cli.progress import counting
+    from mmpool_cli.simulate.executors import Executor, LocalExecutor, RayExecutor
+
+    run_on: Executor
+    if executor is ExecutorChoice.ray:
+        run_on = RayExecutor(address, job="the trace", unfinished="nothing was written")
+    else:
+        run_on = LocalExecutor(1)
+    try:
+        with counting("trace", f"reading {shown} files") if shown else nullcontext(_no_tick) as tick:
+
+            def read(fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
+                for done, result in enumerate(run_on.map(fn, items), 1):
+                    tick(done)
+                    yield result
+
+            yield read
+    finally:
+        run_on.close()
+
+
+def _no_tick(_done: int) -> None:
+    return None
 
 
 def _is_device(path: str) -> bool:
@@ -171,6 +221,8 @@ def _reported(fmt: OutputFormat) -> Iterator[None]:
         }
         typer.echo(escape_undecodable(json.dumps(data, indent=2, ensure_ascii=False), json=True), err=True)
         raise typer.Exit(e.exit_code) from None
+
+
 def _recording(inputs: list[str], output: str | None) -> None:
     """``--from record DIR``: the recording's pools merged into one trace, the real offsets kept."""
     from mmpool_cli.simulate.recording import merged_lines

@@ -13,7 +13,7 @@ import typer
 from mmpool_cli.errors import MmpoolError
 
 if TYPE_CHECKING:
-    from mmpool_cli.inputs.traffic.model import Conversion
+    from mmpool_cli.inputs.traffic.model import Conversion, FileMap
     from mmpool_cli.workload.items import Video
 
 NS_PER_S = 10**9
@@ -98,6 +98,7 @@ def convert(
     assume_video: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     override_flags: Mapping[str, str] | None = None,
+    map_files: FileMap | None = None,
 ) -> Conversion:
     """Read the traffic and return its Conversion (leases, item names, summary).
 
@@ -126,4 +127,4 @@ def convert(
         request_time_ns=seconds("--request-time", request_time),
         environ=os.environ,
     )
-    return trace(request)
+    return trace(request, map_files=map_files)

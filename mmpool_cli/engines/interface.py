@@ -17,7 +17,7 @@ from mmpool_cli.core.findings import Finding
 from mmpool_cli.core.reports import FileResult, PlanResult, Settings
 
 if TYPE_CHECKING:  # the simulator, and the traffic readers, load only for the commands that use them
-    from mmpool_cli.inputs.traffic.model import Conversion, TrafficRequest
+    from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
     from mmpool_cli.simulate.sim_report import PoolSetup
 
 RequestT = TypeVar("RequestT")
@@ -94,6 +94,7 @@ class Engine(ABC, Generic[RequestT, PlanT]):
         """The plan of ``request`` with a budget of ``budget_mb`` MiB (its settings, its KV cost)."""
 
     @abstractmethod
-    def read_traffic(self, request: TrafficRequest) -> Conversion:
+    def read_traffic(self, request: TrafficRequest, map_files: FileMap | None = None) -> Conversion:
         """Users' traffic (the engine's logs, OpenAI bodies, its benchmark's requests) as the leases the
-        engine would take, timed as it holds them; traffic that cannot be sized raises ``MmpoolError``."""
+        engine would take, timed as it holds them; traffic that cannot be sized raises ``MmpoolError``.
+        ``map_files`` reads the files (default: one after another here); the answer never depends on it."""

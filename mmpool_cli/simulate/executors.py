@@ -3,19 +3,21 @@
 An executor runs pieces of work (``Piece``: walk the budgets from ``lo`` to ``hi``) over one
 ``Work`` (the trace and the pools), and yields each piece's trials in the order the pieces were
 given, whichever ends first; a piece's trials depend only on the piece and the work, so every
-executor gives the same trials. Ray is imported only by ``RayExecutor``, and only when it starts.
+executor gives the same trials. ``map`` runs any picklable function over items the same way (``trace``
+reads a fleet's files with it). Ray is imported only by ``RayExecutor``, and only when it starts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from mmpool_cli.errors import EXIT_UNAVAILABLE, MmpoolError
 from mmpool_cli.simulate.events import Events
@@ -23,6 +25,8 @@ from mmpool_cli.simulate.trials import LayoutFor, StopAt, Trial, trial
 
 POLL_S = 1.0  # how often a search waiting on Ray checks that the cluster's head still answers
 HEAD_GONE_S = 10.0  # a head that does not answer this long is gone (Ray's own patience is a minute)
+A = TypeVar("A")
+R = TypeVar("R")
 RAY_EXTRA = "--executor ray needs Ray: pip install 'mmpool[ray]' (or, from an mmpool checkout, pip install '.[ray]')"
 
 
@@ -76,6 +80,10 @@ class Executor(Protocol):
 
     def run(self, work: Work, pieces: Sequence[Piece]) -> Iterator[list[Trial]]: ...
 
+    def map(self, fn: Callable[[A], R], items: Sequence[A]) -> Iterator[R]:
+        """``fn`` over ``items``, the results in ``items``' order, whichever ends first."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -125,6 +133,10 @@ class LocalExecutor:
             return (walk(work, p) for p in pieces)
         return iter(pool.imap(_walk_shared, pieces))
 
+    def map(self, fn: Callable[[A], R], items: Sequence[A]) -> Iterator[R]:
+        """One item after another, in this process: nothing to fork for what reads files."""
+        return (fn(item) for item in items)
+
     def _workers(self, work: Work) -> Any:
         import multiprocessing  # here: a plain simulate never needs it, and it costs start-up time
 
@@ -158,11 +170,25 @@ def _ray_walk(refs: list[Any], piece: Piece) -> list[Trial]:
     return walk(work, piece)
 
 
+def _ray_apply(fn: Callable[[A], R], item: A, cwd: str) -> R:
+    """One item as a Ray task, in the caller's working directory where the node has it (its relative paths)."""
+    if cwd and os.path.isdir(cwd):
+        os.chdir(cwd)
+    return fn(item)
+
+
 class RayExecutor:
     """Ray tasks on the cluster at ``address`` (``RAY_ADDRESS`` when None; a local Ray when neither):
-    the work put once into the object store, each piece a task, retried by Ray if its worker dies."""
+    the work put once into the object store, each piece a task, retried by Ray if its worker dies.
+    ``job`` names what it runs in its errors (``the search``), ``unfinished`` what a lost cluster leaves."""
 
-    def __init__(self, address: str | None = None, retries: int = 3) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        retries: int = 3,
+        job: str = "the search",
+        unfinished: str = "no answer was reached",
+    ) -> None:
         try:
             import ray
         except ImportError:
@@ -170,6 +196,8 @@ class RayExecutor:
         self._ray = ray
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.retries = retries
+        self.job, self.unfinished = job, unfinished
+        self._apply: Any = None
         self._ref: Any = None
         self._work: Work | None = None
         self._task: Any = None
@@ -182,6 +210,9 @@ class RayExecutor:
     def _start(self) -> None:
         ray = self._ray
         where = self.address or "a local Ray"
+        silent = _silent_head(self.address)
+        if silent is not None:  # Ray itself would try for minutes
+            raise ClusterError(f"--executor ray: cannot connect to {where} ({silent})")
         try:
             if not ray.is_initialized():
                 # Ray prints its own notes (a worker that died, say) on stdout: they go to stderr,
@@ -198,7 +229,8 @@ class RayExecutor:
             self._gcs = (host, int(port))
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise ClusterError(f"--executor ray: cannot connect to {where} ({_first_line(e)})") from None
-        self._task = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(_ray_walk)
+        remote = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)
+        self._task, self._apply = remote(_ray_walk), remote(_ray_apply)
 
     def run(self, work: Work, pieces: Sequence[Piece]) -> Iterator[list[Trial]]:
         if self._task is None:
@@ -212,7 +244,18 @@ class RayExecutor:
             raise self._lost(e) from None
         return self._results(refs)
 
-    def _results(self, refs: list[Any]) -> Iterator[list[Trial]]:
+    def map(self, fn: Callable[[A], R], items: Sequence[A]) -> Iterator[R]:
+        """Each item a task; ``fn`` and the items travel by value (picklable), the results come in order."""
+        if self._apply is None:
+            self._start()
+        try:
+            cwd = _cwd()
+            refs = [self._apply.remote(fn, item, cwd) for item in items]
+        except self._ray.exceptions.RayError as e:
+            raise self._lost(e) from None
+        return self._results(refs)
+
+    def _results(self, refs: list[Any]) -> Iterator[Any]:
         ray = self._ray
         for ref in refs:
             gone_since: float | None = None
@@ -220,8 +263,12 @@ class RayExecutor:
                 try:
                     ready, _ = ray.wait([ref], timeout=POLL_S)
                     if ready:
-                        trials: list[Trial] = ray.get(ref)
+                        result = ray.get(ref)
                         break
+                except ray.exceptions.RayTaskError as e:
+                    if isinstance(e.cause, Exception):  # the task's own exception, a fault of mmpool's: as here
+                        raise e.cause from None
+                    raise self._lost(e) from None
                 except ray.exceptions.RayError as e:
                     raise self._lost(e) from None
                 # Ray itself waits a minute for a head that is gone, then ends this process without a
@@ -234,7 +281,7 @@ class RayExecutor:
                 if now - gone_since >= HEAD_GONE_S:
                     self._gone = True
                     raise self._lost(ConnectionError(f"its head at {self._gcs[0]}:{self._gcs[1]} stopped answering"))
-            yield trials
+            yield result
 
     def _head_answers(self) -> bool:
         try:
@@ -246,8 +293,8 @@ class RayExecutor:
     def _lost(self, e: BaseException) -> ClusterError:
         where = self.address or "the local Ray"
         return ClusterError(
-            f"--executor ray: the cluster at {where} failed the search ({_first_line(e)}); "
-            "no answer was reached: run it again when the cluster is back"
+            f"--executor ray: the cluster at {where} failed {self.job} ({_first_line(e)}); "
+            f"{self.unfinished}: run it again when the cluster is back"
         )
 
     def close(self) -> None:
@@ -257,6 +304,27 @@ class RayExecutor:
         if self._quiet is not None:
             self._quiet.close()
             self._quiet = None
+
+
+def _silent_head(address: str | None) -> str | None:
+    """Why nothing answers at a ``HOST:PORT`` (or ``ray://HOST:PORT``) address; None when it answers or
+    the address is of another form (``auto``, ``local``: Ray's to find)."""
+    found = re.fullmatch(r"(?:ray://)?\[?([^\[\]/]+?)\]?:(\d{1,5})", address or "")
+    if found is None:
+        return None
+    host, port = found.group(1), int(found.group(2))
+    try:
+        with socket.create_connection((host, port), timeout=HEAD_GONE_S):
+            return None
+    except OSError as e:
+        return f"nothing answers at {host}:{port}: {e.strerror or type(e).__name__}"
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # removed while mmpool ran: absolute paths still read
+        return ""
 
 
 def _first_line(e: BaseException) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.inputs.traffic.model import Conversion, TrafficRequest
+from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
 from mmpool_cli.workload.families import Family
 
 
@@ -39,8 +39,9 @@ def resolve_model(
     return resolved.family, settings
 
 
-def trace(request: TrafficRequest, engine_name: str = DEFAULT) -> Conversion:
-    """The leases of ``request``'s traffic, as the engine holds them.
+def trace(request: TrafficRequest, engine_name: str = DEFAULT, map_files: FileMap | None = None) -> Conversion:
+    """The leases of ``request``'s traffic, as the engine holds them; ``map_files`` reads the files
+    (default: one after another here; the answer is the same whatever reads them).
 
     Raises:
         MmpoolError: a usage error, or traffic that cannot be sized (exit 2; located messages).
@@ -54,4 +55,4 @@ def trace(request: TrafficRequest, engine_name: str = DEFAULT) -> Conversion:
                 raise MmpoolError(
                     f"{path}: an option where a FILE belongs (bench_serving arguments need --from bench-serving)"
                 )
-    return engine(engine_name).read_traffic(replace(request, inputs=list(request.inputs)))
+    return engine(engine_name).read_traffic(replace(request, inputs=list(request.inputs)), map_files)

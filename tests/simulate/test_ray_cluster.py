@@ -8,7 +8,9 @@ enough to be killed while it runs. Bounded: each run has a timeout, the cluster 
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import random
 import signal
@@ -155,3 +157,87 @@ def test_a_cluster_that_goes_away_mid_search_is_an_error_not_an_answer(tmp_path,
     lines = err.decode().strip().splitlines()
     assert lines[-1].startswith(f"mmpool: error: --executor ray: the cluster at {doomed.address} failed the search")
     assert "no answer was reached" in lines[-1]
+
+
+LOGS = ray_cluster.ROOT / "tests" / "engines" / "sglang" / "traffic" / "data" / "sglang-0.5.23"
+
+
+def fleet(folder: Path) -> list[str]:
+    """Three servers' logs (JSON and text request logs, OpenAI bodies) sharing request ids, by relative name."""
+    folder.mkdir()
+    for name in ("server-json-level2.log", "server-text-level2.log", "server-json-level3.log"):
+        (folder / name).write_bytes((LOGS / name).read_bytes())
+    image = (LOGS / "images" / "png_rgb.png").read_bytes()
+    url = "data:image/png;base64," + base64.b64encode(image).decode()
+    content = [{"type": "image_url", "image_url": {"url": url}}]
+    bodies = [json.dumps({"id": f"body{i % 3}", "timestamp": 1796000000 + i / 4, "messages": [{"role": "user", "content": content}]})
+              for i in range(9)]  # fmt: skip
+    (folder / "gateway.jsonl").write_text("\n".join(bodies) + "\n")
+    return [f"logs/{name}" for name in sorted(os.listdir(folder))]
+
+
+def mmpool_trace(cwd: Path, *args: str) -> tuple[int, bytes, bytes]:
+    command = [sys.executable, "-m", "mmpool_cli", "trace", "--model", "qwen2.5-vl", *args]
+    done = subprocess.run(command, cwd=cwd, env=ray_cluster.env(), capture_output=True, timeout=RUN_S)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("fmt", ["human", "json"])
+def test_a_fleets_logs_read_on_the_cluster_give_the_local_trace_byte_for_byte(cluster, tmp_path, fmt) -> None:
+    files = fleet(tmp_path / "logs")  # relative names: each task reads them in the caller's directory
+    flags = [*files, "--workers", "3", "--format", fmt]
+    local = mmpool_trace(tmp_path, *flags)
+    remote = mmpool_trace(tmp_path, *flags, *on(cluster))
+    assert local[0] == 0, local[2]
+    assert remote == local  # the trace, and the summary on stderr
+    assert b'"id": "chat-png#2/0"' in local[1]  # one id in two servers' logs: told apart, in time order
+    allocs = [event for event in map(json.loads, local[1].splitlines()) if event["op"] == "alloc"]
+    assert {a["worker"] for a in allocs} == {0, 1, 2}  # round-robin over the merged, time-ordered requests
+    assert {"body0/0", "body0#2/0", "body0#3/0"} <= {a["id"] for a in allocs}
+
+
+def test_a_trace_written_to_a_file_on_the_cluster_is_the_local_file(cluster, tmp_path) -> None:
+    files = fleet(tmp_path / "logs")
+    assert mmpool_trace(tmp_path, *files, "-o", "local.jsonl")[0] == 0
+    code, out, err = mmpool_trace(tmp_path, *files, "-o", "remote.jsonl", *on(cluster))
+    assert (code, out) == (0, b""), err
+    assert (tmp_path / "remote.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+
+
+def test_a_file_that_cannot_be_read_on_the_cluster_is_the_local_error(cluster, tmp_path) -> None:
+    files = fleet(tmp_path / "logs")
+    (tmp_path / "logs" / "empty.log").write_text("")
+    flags = [files[0], "logs/empty.log", "logs/missing.log", *files[1:], "--format", "json"]
+    local = mmpool_trace(tmp_path, *flags)
+    remote = mmpool_trace(tmp_path, *flags, *on(cluster))
+    assert local[0] == 2 and local[1] == b""
+    assert remote == local
+    assert "the file is empty" in json.loads(local[2])["error"]
+
+
+def where_am_i(tag: str) -> tuple[str, int, str]:
+    return tag, os.getpid(), os.getcwd()
+
+
+def fails(tag: str) -> str:
+    raise ValueError(f"a fault in {tag}")
+
+
+def test_the_executors_map_runs_each_item_as_a_task_in_the_callers_directory(cluster, tmp_path, monkeypatch) -> None:
+    import ray.cloudpickle
+
+    from mmpool_cli.simulate.executors import RayExecutor
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test module is no package of the nodes
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    run_on = RayExecutor(cluster.address, job="the trace")
+    try:
+        got = list(run_on.map(where_am_i, ["a", "b", "c", "d"]))
+        with pytest.raises(ValueError, match="a fault in b"):  # the task's own error, not a lost cluster
+            list(run_on.map(fails, ["b", "c"]))
+    finally:
+        run_on.close()
+    assert [tag for tag, _, _ in got] == ["a", "b", "c", "d"]  # in the items' order
+    assert os.getpid() not in {pid for _, pid, _ in got}  # on the cluster's workers, not here
+    assert {cwd for _, _, cwd in got} == {str(tmp_path)}

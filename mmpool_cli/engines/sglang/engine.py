@@ -13,7 +13,7 @@ from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.models import Plan, PlanRequest
 
 if TYPE_CHECKING:  # the simulator, and the traffic readers, load only for the commands that use them
-    from mmpool_cli.inputs.traffic.model import Conversion, TrafficRequest
+    from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
     from mmpool_cli.simulate.sim_report import PoolSetup
 
 # The families whose features SGLang moves through the pool (every release mmpool knows); the
@@ -93,10 +93,10 @@ class SGLangEngine(Engine[PlanRequest, Plan]):
 
         return setup(request, self.plan(request), environ)
 
-    def read_traffic(self, request: TrafficRequest) -> Conversion:
+    def read_traffic(self, request: TrafficRequest, map_files: FileMap | None = None) -> Conversion:
         from mmpool_cli.engines.sglang.traffic.convert import convert
 
-        return convert(request)
+        return convert(request, map_files)
 
     def settings_for_budget(self, request: PlanRequest, budget_mb: int) -> Settings | None:
         return self.plan_for_budget(request, budget_mb).settings

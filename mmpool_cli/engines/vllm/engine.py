@@ -14,7 +14,7 @@ from mmpool_cli.engines.vllm import versions
 from mmpool_cli.engines.vllm.request import VllmPlan, VllmRequest
 
 if TYPE_CHECKING:
-    from mmpool_cli.inputs.traffic.model import Conversion, TrafficRequest
+    from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
     from mmpool_cli.simulate.sim_report import PoolSetup
 
 ENV_BACKEND = "VLLM_VIDEO_LOADER_BACKEND"
@@ -146,7 +146,7 @@ class VllmEngine(Engine[VllmRequest, VllmPlan]):
 
         raise MmpoolError(self.simulation_refusal(request.release.version, "") or "")
 
-    def read_traffic(self, request: TrafficRequest) -> Conversion:
+    def read_traffic(self, request: TrafficRequest, map_files: FileMap | None = None) -> Conversion:
         from mmpool_cli.errors import MmpoolError
 
         raise MmpoolError(

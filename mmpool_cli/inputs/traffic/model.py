@@ -6,9 +6,9 @@ Pure core: standard library only.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from mmpool_cli.core.words import count
 from mmpool_cli.errors import MmpoolError
@@ -202,3 +202,14 @@ class Conversion:
     leases: list[Lease]
     items: dict[object, str]  # alloc id -> its item ("image 1920x1080")
     summary: Summary
+
+
+_A = TypeVar("_A")
+_R = TypeVar("_R")
+
+
+class FileMap(Protocol):
+    """How a conversion reads its files: ``fn`` over ``items``, the results in ``items``' order
+    (one after another here, or in parallel elsewhere: the order of the results is what counts)."""
+
+    def __call__(self, fn: Callable[[_A], _R], items: Sequence[_A], /) -> Iterable[_R]: ...

@@ -9,36 +9,30 @@ first request. Pure core: standard library only.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+import functools
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 
 from mmpool_cli.core.words import count as counted
 from mmpool_cli.engines.sglang import codes as _codes  # noqa: F401 - its traffic codes join the registry
 from mmpool_cli.engines.sglang.traffic import bench, leases, logs
-from mmpool_cli.engines.sglang.traffic.video_items import REQUEST_FAILS, VideoSizer
-from mmpool_cli.inputs.traffic import openai
-from mmpool_cli.inputs.traffic.lines import open_regular
+from mmpool_cli.engines.sglang.traffic.files import FilePart, Req, Sizer, absorb, read_part, sniff
+from mmpool_cli.engines.sglang.traffic.video_items import VideoSizer
 from mmpool_cli.inputs.traffic.model import (
     NS_PER_S,
     Conversion,
+    FileMap,
     Finding,
-    ItemRef,
-    Request,
     Summary,
     TrafficError,
     TrafficRequest,
 )
-from mmpool_cli.inputs.traffic.refs import Decode, Sized, Unsized, measure
 from mmpool_cli.inputs.traffic.writer import Lease
 from mmpool_cli.simulate.trace import MAX_T_SECONDS
-from mmpool_cli.workload.families import Family, FamilyError
-from mmpool_cli.workload.features import pooled_tensor
-from mmpool_cli.workload.items import Image
-from mmpool_cli.workload.qwen import ResizeError
+
+__all__ = ["FORMATS", "Options", "convert", "sniff"]
 
 FORMATS = ("auto", "sglang-log", "openai", "bench-serving")
-SNIFF_BYTES = 1 << 16
 MAX_SPAN_NS = MAX_T_SECONDS * NS_PER_S
 MAX_RID_CHARS = 200  # with "/<item>" and a "#<n>" the id stays within the trace's 256 characters
 
@@ -46,39 +40,11 @@ MAX_RID_CHARS = 200  # with "/<item>" and a "#<n>" the id stays within the trace
 Options = TrafficRequest  # the name the engine's own callers and tests use
 
 
-@dataclass
-class _Req:
-    rid: str
-    t_ns: int
-    where: str
-    tensors: list[tuple[int, str]]  # (bytes, item label) per item
-    coarse: bool  # a time stamp to the second
-    finish_ns: int | None = None
-    queue_ns: int | None = None
+def convert(o: TrafficRequest, map_files: FileMap | None = None) -> Conversion:
+    """The leases of the traffic ``o`` names; ``map_files`` reads its files (default: one after another here).
 
-
-def sniff(path: str) -> str:
-    """The format of the file at ``path`` for ``--from auto``.
-
-    Raises:
-        TrafficError: the file cannot be read or its start reads as neither format.
-    """
-    with open_regular(path) as f:
-        first = f.read(SNIFF_BYTES)
-    if openai.looks_like(first):
-        return "openai"
-    if logs.looks_like(first):
-        return "sglang-log"
-    if not first.strip():
-        raise TrafficError(f"{path}: the file is empty: no requests to size")
-    raise TrafficError(
-        f"{path}: neither an SGLang server log nor JSON-lines chat-completions bodies; "
-        "give --from sglang-log or --from openai"
-    )
-
-
-def convert(o: TrafficRequest) -> Conversion:
-    """The leases of the traffic ``o`` names.
+    Each file is read alone (``files.read_part``) and the parts merged in the order of ``o.inputs``,
+    so any ``map_files`` that gives the parts in that order gives the same conversion.
 
     Raises:
         TrafficError: no usable request, a log that cannot be sized (levels 0/1), or located errors.
@@ -95,36 +61,49 @@ def convert(o: TrafficRequest) -> Conversion:
     summary = Summary(
         engine="SGLang", source=o.source, files=list(o.inputs) if o.source != "bench-serving" else ["bench_serving"]
     )
-    sizer = _Sizer(o.family, o.settings)
+    sizer = Sizer(o.family, o.settings)
     if "video" in o.family.modalities:
         sizer.videos = VideoSizer(o.family, o.settings, o.environ, o.assume_video)
-    reqs: list[_Req] = []
+    reqs: list[Req] = []
     if o.source == "bench-serving":
         summary.source = "bench-serving"
         plan = bench.requests(o.inputs, o.request_time_ns)
         for r in plan.requests:
             tensors = [sizer.size(w, h, f"bench_serving request {r.index}") for w, h in r.images]
             summary.decoders["nvjpeg" if decode.gpu_jpeg else "pil"] += len(r.images)
-            reqs.append(_Req(f"req{r.index}", r.t_ns, f"request {r.index}", tensors, False))
+            reqs.append(Req(f"req{r.index}", r.t_ns, f"request {r.index}", tensors, False))
         summary.notes.extend(plan.notes)
         if plan.not_modelled:
             summary.notes.append("arguments that change nothing mmpool models: " + " ".join(plan.not_modelled))
         summary.findings.extend(sizer.findings)
     else:
         # a request's Finish or ReqTimeStats may be in another file (--log-requests-target DIR
-        # writes the request log apart from the scheduler's lines)
+        # writes the request log apart from the scheduler's lines): the first in the files' order counts
         finished: dict[str, int] = {}
         queued: dict[str, int] = {}
-        for path in o.inputs:
-            fmt = sniff(path) if o.source == "auto" else o.source
+        measured: Counter[str] = Counter()
+        sized: list[Finding] = []
+        shipped = dataclasses.replace(o, environ=dict(o.environ))  # plain data, for another process
+        for part in (map_files or _here)(functools.partial(read_part, o=shipped), list(o.inputs)):
+            part.raise_error()  # the first file in order that cannot be read stops it, as read one by one
             if o.source == "auto":
-                summary.notes.append(f"{path}: read as {fmt}")
-            reqs.extend(_read_file(path, fmt, o, decode, sizer, summary, finished, queued))
+                summary.notes.append(f"{part.path}: read as {part.fmt}")
+            assert part.summary is not None
+            absorb(summary, part.summary)
+            reqs.extend(part.reqs)
+            for rid, t_ns in part.finished.items():
+                finished.setdefault(rid, t_ns)
+            for rid, queue_ns in part.queued.items():
+                queued.setdefault(rid, queue_ns)
+            sized.extend(part.sized)
+            measured.update(part.videos)
         for req in reqs:
             req.finish_ns = finished.get(req.rid)
             req.queue_ns = queued.get(req.rid)
-        summary.findings.extend(sizer.findings)
-        summary.notes.extend(sizer.videos.notes() if sizer.videos else [])
+        summary.findings.extend(sized)
+        if sizer.videos is not None:
+            sizer.videos.measured = measured
+            summary.notes.extend(sizer.videos.notes())
     summary.raise_errors()
     requests = [r for r in reqs if r.tensors]
     if not requests:
@@ -138,142 +117,8 @@ def convert(o: TrafficRequest) -> Conversion:
     return _leases(requests, o, rule, summary, default_delay)
 
 
-class _Sizer:
-    """Image size -> pooled tensor bytes, cached per size (traffic repeats sizes)."""
-
-    def __init__(self, family: Family, settings: dict[str, Any]) -> None:
-        self.family = family
-        self.settings = settings
-        self.cache: dict[tuple[int, int], tuple[int, str] | str] = {}
-        self.findings: list[Finding] = []
-        self.videos: VideoSizer | None = None
-
-    def size(self, width: int, height: int, where: str) -> tuple[int, str]:
-        key = (width, height)
-        got = self.cache.get(key)
-        if got is None:
-            image = Image(width, height)
-            try:
-                tensor = pooled_tensor(self.family, self.settings, image)
-                got = (tensor.bytes, tensor.item)
-            except (FamilyError, ResizeError) as e:
-                got = str(e)
-            self.cache[key] = got
-        if isinstance(got, str):
-            self.findings.append(Finding(where, "error", "traffic-item-refused", got))
-            return 0, ""
-        return got
-
-
-def _read_file(
-    path: str,
-    fmt: str,
-    o: Options,
-    decode: Decode,
-    sizer: _Sizer,
-    summary: Summary,
-    finished: dict[str, int],
-    queued: dict[str, int],
-) -> list[_Req]:
-    """The sized requests of one file; its Finish times and queue waits go into ``finished``, ``queued``."""
-    out: list[_Req] = []
-    records: Iterable[object]
-    records = logs.read(path, summary) if fmt == "sglang-log" else openai.read(path, summary)
-    for rec in records:
-        if isinstance(rec, logs.Finished):
-            finished.setdefault(rec.rid, rec.t_ns)
-        elif isinstance(rec, logs.Queued):
-            queued.setdefault(rec.rid, rec.queue_ns)
-        elif isinstance(rec, logs.Problem):
-            summary.add(Finding(rec.where, "error", rec.code, rec.message))
-        elif isinstance(rec, tuple):
-            summary.add(Finding(rec[0], "error", "traffic-body-line", rec[1]))
-        elif isinstance(rec, Request):
-            if rec.warmup:
-                summary.warmup += 1
-                continue
-            req = _size_request(rec, o, decode, sizer, summary)
-            if req is not None:
-                req.coarse = rec.coarse
-                out.append(req)
-    return out
-
-
-def _size_request(rec: Request, o: Options, decode: Decode, sizer: _Sizer, summary: Summary) -> _Req | None:
-    tensors: list[tuple[int, str]] = []
-    if not rec.items:
-        summary.skipped["requests without images (nothing pooled)"] += 1
-        return None
-    for i, item in enumerate(rec.items):
-        where = f"{rec.where} ({_name(rec, i)})"
-        if item.kind == "video" and sizer.videos is not None:
-            if any(name.startswith("__") for name in item.fields):
-                message = "a video given as an object mmpool cannot read"
-                summary.add(Finding(where, "error", "traffic-video-unsized", message))
-                continue
-            _count_fields(item, o, summary)
-            got = sizer.videos.size(item, where, summary)
-            if got is REQUEST_FAILS:
-                return None  # SGLang fails the whole request: nothing of it is pooled
-            if isinstance(got, tuple) and got[0]:
-                tensors.append(got)
-            continue
-        sized = _measure_item(item, o, decode, sizer, summary, where)
-        if sized is None:  # already reported
-            continue
-        if isinstance(sized, Unsized):
-            if sized.fails:
-                summary.failing += 1
-                summary.add(Finding(where, "warning", sized.code or "traffic-request-fails", sized.reason))
-                return None
-            summary.add(Finding(where, "error", sized.code or "traffic-image-unsized", sized.reason))
-            continue
-        summary.decoders[sized.decoder] += 1
-        nbytes, label = sizer.size(sized.width, sized.height, where)
-        if nbytes:
-            tensors.append((nbytes, label))
-    return _Req(rec.rid, rec.t_ns, rec.where, tensors, False)
-
-
-def _count_fields(item: ItemRef, o: Options, summary: Summary) -> None:
-    for name in item.fields:
-        if not name.startswith("__") and o.family.name not in leases.ITEM_FIELDS_USED.get(name, frozenset()):
-            summary.ignored_fields[name] += 1
-
-
-def _name(rec: Request, i: int) -> str:
-    return f"request {rec.rid}, item {i}" if rec.rid else f"item {i}"
-
-
-def _measure_item(
-    item: ItemRef, o: Options, decode: Decode, sizer: _Sizer, summary: Summary, where: str
-) -> Sized | Unsized | None:
-    if item.kind not in o.family.modalities:
-        summary.add(
-            Finding(
-                where,
-                "error",
-                "traffic-item-refused",
-                f"{o.family.name} takes no {item.kind}; it takes {', '.join(o.family.modalities)}",
-            )
-        )
-        return None
-    if item.kind != "image":  # audio: no pooled family takes it (videos are sized by video_items)
-        summary.add(Finding(where, "error", "traffic-item-refused", f"mmpool sizes no {item.kind} traffic"))
-        return None
-    for name in item.fields:
-        if name.startswith("__"):
-            summary.add(
-                Finding(where, "error", "traffic-image-unsized", "an image given as an object mmpool cannot read")
-            )
-            return None
-        if o.family.name not in leases.ITEM_FIELDS_USED.get(name, frozenset()):
-            summary.ignored_fields[name] += 1
-    return measure(item.ref, decode, tail=item.tail, assume=o.assume_image)
-
-
 def _leases(
-    requests: list[_Req], o: TrafficRequest, rule: leases.LeaseRule, summary: Summary, default_delay: bool
+    requests: list[Req], o: TrafficRequest, rule: leases.LeaseRule, summary: Summary, default_delay: bool
 ) -> Conversion:
     requests.sort(key=lambda r: r.t_ns)  # stable: log order within one time stamp
     coarse = [r for r in requests if r.coarse]
@@ -341,7 +186,11 @@ def _leases(
     return Conversion(out, items, summary)
 
 
-def _spread(requests: list[_Req]) -> None:
+def _here(read: Callable[[str], FilePart], paths: Sequence[str]) -> Iterable[FilePart]:
+    return map(read, paths)
+
+
+def _spread(requests: list[Req]) -> None:
     """Spread the requests that share one whole-second stamp evenly across that second."""
     i = 0
     while i < len(requests):
