@@ -22,7 +22,6 @@ from mmpool_cli.cli.options import (
 from mmpool_cli.cli.pool_options import PoolOptions, with_pool_options
 from mmpool_cli.cli.simulate_options import (
     DEFAULT_SEARCH_LIMIT,
-    MAX_SECONDS,
     TRAFFIC_DECLARATIONS,
     BasisChoice,
     ExecutorChoice,
@@ -32,7 +31,14 @@ from mmpool_cli.cli.simulate_options import (
     rate_arg,
     search_limit_arg,
 )
-from mmpool_cli.cli.traffic_options import AssumeImageOpt, AssumeVideoOpt, DpEncoderOpt, RequestTimeOpt, SourceChoice
+from mmpool_cli.cli.traffic_options import (
+    MAX_SECONDS,
+    AssumeImageOpt,
+    AssumeVideoOpt,
+    DpEncoderOpt,
+    RequestTimeOpt,
+    SourceChoice,
+)
 from mmpool_cli.cli.workload_options import WorkloadOptions, with_workload_options
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from fractions import Fraction
 from typing import Annotated
@@ -37,7 +36,6 @@ class BasisChoice(StrEnum):
     bytes = "bytes"
 
 
-MAX_SECONDS = 10**6
 OLD_SEARCH_LIMIT = 1_000_000  # the most budgets the limit once counted: a plain number up to it is ambiguous
 MAX_SEARCH_EVENTS = 10**15
 DEFAULT_SEARCH_LIMIT = "1G"
@@ -72,20 +70,6 @@ def search_limit_arg(text: str) -> tuple[int, str]:
             f"{raw} whole replays of the trace (what {raw} budgets cost at most), or events with a unit, e.g. {raw}M"
         )
     return count, unit
-
-
-def seconds_arg(flag: str, text: str) -> int:
-    """A non-negative number of seconds as whole nanoseconds; anything finer or odd is a usage error."""
-    try:
-        value = Decimal(text.strip())
-        ns = value.scaleb(9) if value.is_finite() and 0 <= value <= MAX_SECONDS else None
-    except InvalidOperation:
-        ns = None
-    if ns is None:
-        raise MmpoolError(f"{flag}: expected seconds from 0 to {MAX_SECONDS}, e.g. 0.05, not {text!r}")
-    if ns != ns.to_integral_value():
-        raise MmpoolError(f"{flag}: {text} is finer than a nanosecond")
-    return int(ns)
 
 
 def rate_arg(flag: str, text: str) -> Fraction:

@@ -101,7 +101,7 @@ def synthetic_events(request: PlanRequest, load: Any, t: TrafficOptions) -> tupl
     """The events of the synthetic workload the flags describe, and the source as the report names it."""
     import dataclasses
 
-    from mmpool_cli.cli.simulate_options import seconds_arg
+    from mmpool_cli.cli.traffic_options import seconds as seconds_arg
     from mmpool_cli.simulate.synthetic import SyntheticWorkload, synthesize
 
     if load is not None and not load.tensors:
