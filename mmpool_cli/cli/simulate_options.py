@@ -47,6 +47,13 @@ class ExecutorChoice(StrEnum):
     ray = "ray"
 
 
+# simulate's and trace's --ray-address: one declaration, one help
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(metavar="ADDRESS", help="--executor ray: the cluster (default: RAY_ADDRESS, else a local Ray)."),
+]
+
+
 def search_limit_arg(text: str) -> tuple[int, str]:
     """``--search-limit``: ``(count, "events")`` for replayed events (``500M``, ``2G``, ``2000000000``), or
     ``(count, "replays")`` for whole replays of the trace (``200x``).

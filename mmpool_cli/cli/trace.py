@@ -16,7 +16,7 @@ import typer
 
 from mmpool_cli.cli.app import app, epilog, reported
 from mmpool_cli.cli.options import FormatOpt, OutputFormat, bounded_int
-from mmpool_cli.cli.simulate_options import ExecutorChoice
+from mmpool_cli.cli.simulate_options import ExecutorChoice, RayAddressOpt
 from mmpool_cli.cli.traffic_options import (
     DEFAULT_RECV_DELAY,
     AssumeImageOpt,
@@ -110,10 +110,7 @@ def trace(
         ExecutorChoice,
         typer.Option(help="Where the files are read: here, one after another, or in parallel on Ray (mmpool[ray])."),
     ] = ExecutorChoice.local,
-    ray_address: Annotated[
-        str | None,
-        typer.Option(metavar="ADDRESS", help="--executor ray: the cluster (default: RAY_ADDRESS, else a local Ray)."),
-    ] = None,
+    ray_address: RayAddressOpt = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Write mmpool's JSON-lines trace (the 'simulate --trace' format) from the traffic a server saw.
