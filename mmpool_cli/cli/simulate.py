@@ -48,6 +48,7 @@ from mmpool_cli.render import render
 if TYPE_CHECKING:
     from mmpool_cli.simulate.events import Events
     from mmpool_cli.simulate.sim_report import SimulationReport
+    from mmpool_cli.simulate.trace_file import TraceFile
 
 
 @app.command(
@@ -215,7 +216,7 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
 
     seen: dict[str, Any] = {}
 
-    def read_traffic(workers: int, requests: bool) -> tuple[dict[str, Any], Events]:
+    def read_traffic(workers: int, requests: bool) -> tuple[dict[str, Any], Events | TraceFile]:
         if from_traffic:
             from mmpool_cli.cli.simulate_traffic import from_traffic as converted
             from mmpool_cli.simulate.events import as_events
@@ -228,22 +229,15 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
             source, synthetic = synthetic_events(request, load, traffic)
             source["assumptions"] = assumptions(traffic)
             return source, synthetic
-        from mmpool_cli.simulate.trace import read_trace
+        from mmpool_cli.simulate.trace_file import TraceFile
 
         if recording.is_recording(o.trace):  # a directory of mmpool record: its pools merged, compared after
             events, seen["recording"] = recording.read_recording(
                 o.trace, workers, max_events=o.max_events, idle_timeout=o.idle_timeout, keep_ids=o.events
             )
             return {"trace": o.trace, **seen["recording"].source()}, events
-        events = read_trace(
-            o.trace,
-            workers,
-            max_events=o.max_events,
-            idle_timeout=o.idle_timeout,
-            keep_ids=o.events,
-            requests=requests,
-        )
-        return {"trace": o.trace}, events
+        trace = TraceFile(o.trace, workers, o.max_events, o.idle_timeout, keep_ids=o.events, requests=requests)
+        return {"trace": o.trace}, trace  # read whole, or replayed as it is read where one replay will do
 
     report = run_simulate(
         SimulateRequest(

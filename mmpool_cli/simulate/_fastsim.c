@@ -485,6 +485,263 @@ static int64_t ceil_to(int64_t t, int64_t interval) {
     return q * interval;
 }
 
+/* A replay in progress: the pools, their counters and the leases, fed one event at a time. Over
+ * columns every key is an alloc's index; a replay fed as a trace is read (recycle) hands out the
+ * keys itself and takes each back once its lease is given back, so its memory is that of the
+ * leases in flight, not of the trace. */
+typedef struct {
+    int64_t workers, interval, max_leases, stop_items, usable, round, trunc;
+    u128 stop_bytes;
+    int stop_on_bytes, record, recycle, stopped;
+    Pool *pools;
+    Stats *stats;
+    int64_t *due;
+    Py_ssize_t npools;
+    Leases L;
+    Py_ssize_t nkeys, keycap; /* keys made so far; room in L */
+    int64_t *spare;           /* recycle: keys given back, to hand out again */
+    Py_ssize_t nspare, sparecap;
+    int64_t count, t, total_items;
+    u128 total_bytes;
+    PyObject *offsets, *owners;
+} Replay;
+
+static void replay_release(Replay *R) {
+    for (Py_ssize_t w = 0; w < R->npools; w++) pool_free(&R->pools[w]);
+    PyMem_Free(R->pools);
+    PyMem_Free(R->stats);
+    PyMem_Free(R->due);
+    PyMem_Free(R->L.start);
+    PyMem_Free(R->L.nbytes);
+    PyMem_Free(R->L.t);
+    PyMem_Free(R->L.worker);
+    PyMem_Free(R->L.status);
+    PyMem_Free(R->spare);
+    Py_XDECREF(R->offsets);
+    Py_XDECREF(R->owners);
+    memset(R, 0, sizeof(*R));
+}
+
+/* room in the leases for keys below need, the new ones zeroed */
+static int replay_keys(Replay *R, Py_ssize_t need) {
+    if (need <= R->keycap) return 0;
+    Py_ssize_t cap = R->keycap ? R->keycap : 64;
+    while (cap < need) cap *= 2;
+    Leases *L = &R->L;
+    int64_t *a = PyMem_Realloc(L->start, (size_t)cap * 8);
+    if (a) L->start = a;
+    int64_t *b = a ? PyMem_Realloc(L->nbytes, (size_t)cap * 8) : NULL;
+    if (b) L->nbytes = b;
+    int64_t *c = b ? PyMem_Realloc(L->t, (size_t)cap * 8) : NULL;
+    if (c) L->t = c;
+    int32_t *d = c ? PyMem_Realloc(L->worker, (size_t)cap * 4) : NULL;
+    if (d) L->worker = d;
+    int8_t *e = d ? PyMem_Realloc(L->status, (size_t)cap) : NULL;
+    if (!e) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    L->status = e;
+    memset(e + R->keycap, 0, (size_t)(cap - R->keycap));
+    R->keycap = cap;
+    return 0;
+}
+
+static int replay_init(Replay *R, long long workers, long long memory_size, long long data_start, long long interval,
+                       long long alignment, long long max_leases, int record, long long stop_items, u128 stop_bytes,
+                       int stop_on_bytes, int unbounded, int recycle) {
+    memset(R, 0, sizeof(*R));
+    if (workers <= 0 || interval <= 0 || alignment <= 0 || (alignment & (alignment - 1)) || max_leases <= 0 ||
+        !(0 <= data_start && data_start < memory_size && memory_size <= MAX_POOL_BYTES)) {
+        PyErr_SetString(PyExc_ValueError, "replay: invalid pool layout");
+        return -1;
+    }
+    R->workers = workers;
+    R->interval = interval;
+    R->max_leases = max_leases;
+    R->stop_items = stop_items;
+    R->stop_bytes = stop_bytes;
+    R->stop_on_bytes = stop_on_bytes;
+    R->record = record;
+    R->recycle = recycle;
+    R->usable = memory_size - data_start;
+    R->round = alignment - 1;
+    R->trunc = -alignment;
+    R->pools = PyMem_Calloc((size_t)workers, sizeof(Pool));
+    R->stats = PyMem_Calloc((size_t)workers, sizeof(Stats));
+    R->due = PyMem_Calloc((size_t)workers, 8);
+    if (!R->pools || !R->stats || !R->due) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (; R->npools < workers; R->npools++) {
+        R->due[R->npools] = -1;
+        if (pool_init(&R->pools[R->npools], memory_size, data_start, alignment, max_leases, unbounded) < 0) return -1;
+    }
+    if (record && (!(R->offsets = PyList_New(0)) || !(R->owners = PyList_New(0)))) return -1;
+    return 0;
+}
+
+/* a key for the next alloc of a recycling replay: one given back, or a new one */
+static int64_t replay_new_key(Replay *R) {
+    if (R->nspare) return R->spare[--R->nspare];
+    if (replay_keys(R, R->nkeys + 1) < 0) return -1;
+    return R->nkeys++;
+}
+
+static int replay_spare(Replay *R, int64_t key) {
+    int64_t *s = grow(R->spare, &R->sparecap, R->nspare + 1, sizeof(int64_t));
+    if (!s) return -1;
+    R->spare = s;
+    s[R->nspare++] = key;
+    return 0;
+}
+
+/* the recycler's tick of pool w at at; a recycling replay takes the keys it gave back */
+static int replay_tick(Replay *R, Py_ssize_t w, int64_t at) {
+    Pool *p = &R->pools[w];
+    peak(p, &R->stats[w]);
+    if (R->recycle)
+        for (Py_ssize_t a = 0; p->leases && a < p->nacked; a++)
+            if (replay_spare(R, p->acked[a]) < 0) return -1;
+    if (pool_tick(p, at, &R->L) < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* One event: 0, 1 once the fallback passes the stop (the replay ends there), or -1 with an exception. */
+static inline int replay_event(Replay *R, int64_t t, int8_t op, int64_t key, int64_t nbytes, long w) {
+    Leases *L = &R->L;
+    R->t = t;
+    R->count++;
+    if (op) { /* free: the last consumer's acknowledgement */
+        int8_t st = L->status[key];
+        if (!st) {
+            PyObject *k = PyLong_FromLongLong(key);
+            if (k) {
+                PyErr_SetObject(PyExc_KeyError, k);
+                Py_DECREF(k);
+            }
+            return -1;
+        }
+        L->status[key] = 0;
+        if (st == 2) return R->recycle ? replay_spare(R, key) : 0; /* it missed: nothing to give back */
+        int32_t lw = L->worker[key];
+        int64_t tick_at = R->due[lw];
+        if (0 <= tick_at && tick_at < t) {
+            if (replay_tick(R, lw, tick_at) < 0) return -1;
+            tick_at = -1;
+        }
+        if (pool_ack(&R->pools[lw], key) < 0) return -1;
+        if (tick_at < 0) R->due[lw] = ceil_to(t, R->interval);
+        return 0;
+    }
+    if (w < 0 || w >= R->workers) {
+        PyErr_Format(PyExc_ValueError, "replay: worker %ld of %lld", w, (long long)R->workers);
+        return -1;
+    }
+    if (nbytes <= 0 || nbytes > MAX_POOL_BYTES) {
+        PyErr_SetString(PyExc_ValueError, "replay: an alloc's bytes are from 1 to 2**44");
+        return -1;
+    }
+    Pool *p = &R->pools[w];
+    Stats *s = &R->stats[w];
+    int64_t tick_at = R->due[w];
+    if (0 <= tick_at && tick_at < t) {
+        if (replay_tick(R, w, tick_at) < 0) return -1;
+        R->due[w] = tick_at = -1;
+    }
+    s->items++;
+    s->bytes += (u128)nbytes;
+    int64_t start = pool_alloc(p, nbytes);
+    if (start == -3) return -1;
+    if (R->record) {
+        PyObject *o = start >= 0 ? PyLong_FromLongLong(start) : Py_NewRef(Py_None);
+        PyObject *ow = PyLong_FromLong(w);
+        int bad = !o || !ow || PyList_Append(R->offsets, o) < 0 || PyList_Append(R->owners, ow) < 0;
+        Py_XDECREF(o);
+        Py_XDECREF(ow);
+        if (bad) return -1;
+    }
+    if (start < 0) {
+        L->status[key] = 2;
+        s->fb_items++;
+        s->fb_bytes += (u128)nbytes;
+        if (start == MISS_SLOTS) {
+            s->slot_misses++;
+        } else {
+            int64_t free_bytes = R->usable - p->leased_bytes;
+            s->miss_free += (u128)free_bytes;
+            s->miss_largest += (u128)largest_free(p);
+            if (free_bytes >= ((nbytes + R->round) & R->trunc)) s->fragmented++;
+        }
+        R->total_items++;
+        R->total_bytes += (u128)nbytes;
+        if ((R->stop_items >= 0 && R->total_items > R->stop_items) ||
+            (R->stop_on_bytes && R->total_bytes > R->stop_bytes)) {
+            R->stopped = 1;
+            return 1;
+        }
+        return 0;
+    }
+    L->status[key] = 1;
+    L->worker[key] = (int32_t)w;
+    L->start[key] = start;
+    L->nbytes[key] = nbytes;
+    L->t[key] = t;
+    if (tick_at < 0) R->due[w] = ceil_to(t, R->interval);
+    return 0;
+}
+
+/* The last ticks, the occupancy of what is still in flight, and the answer replay() returns. */
+static PyObject *replay_answer(Replay *R) {
+    int64_t t = R->t, round = R->round, trunc = R->trunc;
+    Leases *L = &R->L;
+    u128 *area = PyMem_Calloc((size_t)R->workers, sizeof(u128));
+    if (!area) return PyErr_NoMemory();
+    for (Py_ssize_t w = 0; w < R->workers; w++) {
+        Pool *p = &R->pools[w];
+        if (0 <= R->due[w] && R->due[w] <= t) {
+            peak(p, &R->stats[w]);
+            if (pool_tick(p, R->due[w], L) < 0) {
+                PyMem_Free(area);
+                return PyErr_Occurred() ? NULL : PyErr_NoMemory();
+            }
+        }
+        peak(p, &R->stats[w]);
+        area[w] = p->area;
+        for (Py_ssize_t a = 0; a < p->nacked; a++) {
+            int64_t k = p->acked[a];
+            area[w] += (u128)((L->nbytes[k] + round) & trunc) * (u128)(t - L->t[k]);
+        }
+    }
+    for (Py_ssize_t k = 0; k < R->nkeys; k++)
+        if (L->status[k] == 1) area[L->worker[k]] += (u128)((L->nbytes[k] + round) & trunc) * (u128)(t - L->t[k]);
+    PyObject *per = PyList_New(R->workers);
+    int64_t slack = MAX_POOL_BYTES, enough = 0;
+    for (Py_ssize_t w = 0; per && w < R->workers; w++) {
+        Stats *s = &R->stats[w];
+        PyObject *row = Py_BuildValue("(nLNLNLLLNNNL)", w, (long long)s->items, u128_to_py(s->bytes),
+                                      (long long)s->fb_items, u128_to_py(s->fb_bytes), (long long)s->slot_misses,
+                                      (long long)s->peak_bytes, (long long)s->peak_leases, u128_to_py(area[w]),
+                                      u128_to_py(s->miss_free), u128_to_py(s->miss_largest),
+                                      (long long)s->fragmented);
+        if (!row) {
+            Py_CLEAR(per);
+            break;
+        }
+        PyList_SET_ITEM(per, w, row);
+        if (R->pools[w].slack < slack) slack = R->pools[w].slack;
+        if (R->pools[w].enough > enough) enough = R->pools[w].enough;
+    }
+    PyMem_Free(area);
+    if (!per) return NULL;
+    return Py_BuildValue("(LLiLLNOO)", (long long)R->count, (long long)t, R->stopped, (long long)slack,
+                         (long long)enough, per, R->record ? R->offsets : Py_None, R->record ? R->owners : Py_None);
+}
+
 PyDoc_STRVAR(replay_doc,
              "replay(t, op, key, nbytes, worker, workers, memory_size, data_start, recycle_ns, alignment,\n"
              "       max_leases, record, stop_items, stop_bytes_hi, stop_bytes_lo, unbounded)\n"
@@ -498,22 +755,16 @@ static PyObject *replay(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOOLLLLLLpLKKp", &ot, &oop, &okey, &onb, &ow, &workers, &memory_size, &data_start,
                           &interval, &alignment, &max_leases, &record, &stop_items, &stop_hi, &stop_lo, &unbounded))
         return NULL;
-    if (workers <= 0 || interval <= 0 || alignment <= 0 || (alignment & (alignment - 1)) || max_leases <= 0 ||
-        !(0 <= data_start && data_start < memory_size && memory_size <= MAX_POOL_BYTES)) {
-        PyErr_SetString(PyExc_ValueError, "replay: invalid pool layout");
-        return NULL;
-    }
     u128 stop_bytes = ((u128)stop_hi << 64) | stop_lo;
     int stop_on_bytes = stop_hi != ~0ULL || stop_lo != ~0ULL;
     Py_buffer vt = {0}, vop = {0}, vkey = {0}, vnb = {0}, vw = {0};
-    PyObject *result = NULL, *offsets = NULL, *owners = NULL;
-    Pool *pools = NULL;
-    Stats *stats = NULL;
-    int64_t *due = NULL;
-    Leases L = {0};
-    Py_ssize_t npools = 0;
+    PyObject *result = NULL;
+    Replay R;
+    if (replay_init(&R, workers, memory_size, data_start, interval, alignment, max_leases, record, stop_items,
+                    stop_bytes, stop_on_bytes, unbounded, 0) < 0)
+        goto done;
     Py_ssize_t n = PyObject_Length(ot);
-    if (n < 0) return NULL;
+    if (n < 0) goto done;
     if (get_column(ot, &vt, 8, n, "t") < 0 || get_column(oop, &vop, 1, n, "op") < 0 ||
         get_column(okey, &vkey, 8, n, "key") < 0 || get_column(onb, &vnb, 8, n, "nbytes") < 0 ||
         get_column(ow, &vw, sizeof(long), n, "worker") < 0)
@@ -529,168 +780,16 @@ static PyObject *replay(PyObject *self, PyObject *args) {
         }
         if (K[i] >= nkeys) nkeys = K[i] + 1;
     }
-    L.start = PyMem_Calloc((size_t)nkeys + 1, 8);
-    L.nbytes = PyMem_Calloc((size_t)nkeys + 1, 8);
-    L.t = PyMem_Calloc((size_t)nkeys + 1, 8);
-    L.worker = PyMem_Calloc((size_t)nkeys + 1, 4);
-    L.status = PyMem_Calloc((size_t)nkeys + 1, 1);
-    pools = PyMem_Calloc((size_t)workers, sizeof(Pool));
-    stats = PyMem_Calloc((size_t)workers, sizeof(Stats));
-    due = PyMem_Calloc((size_t)workers, 8);
-    if (!L.start || !L.nbytes || !L.t || !L.worker || !L.status || !pools || !stats || !due) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (; npools < workers; npools++) {
-        due[npools] = -1;
-        if (pool_init(&pools[npools], memory_size, data_start, alignment, max_leases, unbounded) < 0) goto done;
-    }
-    if (record && (!(offsets = PyList_New(0)) || !(owners = PyList_New(0)))) goto done;
-    int64_t usable = memory_size - data_start, round = alignment - 1, trunc = -alignment;
-    int64_t count = 0, t = 0, total_items = 0;
-    u128 total_bytes = 0;
-    int stopped = 0;
+    if (replay_keys(&R, nkeys + 1) < 0) goto done;
+    R.nkeys = nkeys;
     for (Py_ssize_t i = 0; i < n; i++) {
-        t = T[i];
-        int64_t key = K[i];
-        count++;
-        if (OP[i]) { /* free: the last consumer's acknowledgement */
-            int8_t st = L.status[key];
-            if (!st) {
-                PyObject *k = PyLong_FromLongLong(key);
-                if (k) {
-                    PyErr_SetObject(PyExc_KeyError, k);
-                    Py_DECREF(k);
-                }
-                goto done;
-            }
-            L.status[key] = 0;
-            if (st == 2) continue; /* it missed: nothing to give back */
-            int32_t w = L.worker[key];
-            int64_t tick_at = due[w];
-            if (0 <= tick_at && tick_at < t) {
-                peak(&pools[w], &stats[w]);
-                if (pool_tick(&pools[w], tick_at, &L) < 0) goto nomem;
-                tick_at = -1;
-            }
-            if (pool_ack(&pools[w], key) < 0) goto done;
-            if (tick_at < 0) due[w] = ceil_to(t, interval);
-            continue;
-        }
-        long w = W[i];
-        if (w < 0 || w >= workers) {
-            PyErr_Format(PyExc_ValueError, "replay: worker %ld of %lld", w, workers);
-            goto done;
-        }
-        int64_t nbytes = NB[i];
-        if (nbytes <= 0 || nbytes > MAX_POOL_BYTES) {
-            PyErr_SetString(PyExc_ValueError, "replay: an alloc's bytes are from 1 to 2**44");
-            goto done;
-        }
-        Pool *p = &pools[w];
-        Stats *s = &stats[w];
-        int64_t tick_at = due[w];
-        if (0 <= tick_at && tick_at < t) {
-            peak(p, s);
-            if (pool_tick(p, tick_at, &L) < 0) goto nomem;
-            due[w] = tick_at = -1;
-        }
-        s->items++;
-        s->bytes += (u128)nbytes;
-        int64_t start = pool_alloc(p, nbytes);
-        if (start == -3) goto done;
-        if (record) {
-            PyObject *o = start >= 0 ? PyLong_FromLongLong(start) : Py_NewRef(Py_None);
-            PyObject *ow2 = PyLong_FromLong(w);
-            int bad = !o || !ow2 || PyList_Append(offsets, o) < 0 || PyList_Append(owners, ow2) < 0;
-            Py_XDECREF(o);
-            Py_XDECREF(ow2);
-            if (bad) goto done;
-        }
-        if (start < 0) {
-            L.status[key] = 2;
-            s->fb_items++;
-            s->fb_bytes += (u128)nbytes;
-            if (start == MISS_SLOTS) {
-                s->slot_misses++;
-            } else {
-                int64_t free_bytes = usable - p->leased_bytes;
-                s->miss_free += (u128)free_bytes;
-                s->miss_largest += (u128)largest_free(p);
-                if (free_bytes >= ((nbytes + round) & trunc)) s->fragmented++;
-            }
-            total_items++;
-            total_bytes += (u128)nbytes;
-            if ((stop_items >= 0 && total_items > stop_items) || (stop_on_bytes && total_bytes > stop_bytes)) {
-                stopped = 1;
-                break;
-            }
-            continue;
-        }
-        L.status[key] = 1;
-        L.worker[key] = (int32_t)w;
-        L.start[key] = start;
-        L.nbytes[key] = nbytes;
-        L.t[key] = t;
-        if (tick_at < 0) due[w] = ceil_to(t, interval);
+        int code = replay_event(&R, T[i], OP[i], K[i], NB[i], W[i]);
+        if (code < 0) goto done;
+        if (code) break;
     }
-    /* the last ticks, and the occupancy of what is still in flight */
-    u128 *area = PyMem_Calloc((size_t)workers, sizeof(u128));
-    if (!area) goto nomem;
-    for (Py_ssize_t w = 0; w < workers; w++) {
-        Pool *p = &pools[w];
-        if (0 <= due[w] && due[w] <= t) {
-            peak(p, &stats[w]);
-            if (pool_tick(p, due[w], &L) < 0) {
-                PyMem_Free(area);
-                goto nomem;
-            }
-        }
-        peak(p, &stats[w]);
-        area[w] = p->area;
-        for (Py_ssize_t a = 0; a < p->nacked; a++) {
-            int64_t k = p->acked[a];
-            area[w] += (u128)((L.nbytes[k] + round) & trunc) * (u128)(t - L.t[k]);
-        }
-    }
-    for (int64_t k = 0; k < nkeys; k++)
-        if (L.status[k] == 1) area[L.worker[k]] += (u128)((L.nbytes[k] + round) & trunc) * (u128)(t - L.t[k]);
-    PyObject *per = PyList_New(workers);
-    int64_t slack = MAX_POOL_BYTES, enough = 0;
-    for (Py_ssize_t w = 0; per && w < workers; w++) {
-        Stats *s = &stats[w];
-        PyObject *row = Py_BuildValue("(nLNLNLLLNNNL)", w, (long long)s->items, u128_to_py(s->bytes),
-                                      (long long)s->fb_items, u128_to_py(s->fb_bytes), (long long)s->slot_misses,
-                                      (long long)s->peak_bytes, (long long)s->peak_leases, u128_to_py(area[w]),
-                                      u128_to_py(s->miss_free), u128_to_py(s->miss_largest),
-                                      (long long)s->fragmented);
-        if (!row) {
-            Py_CLEAR(per);
-            break;
-        }
-        PyList_SET_ITEM(per, w, row);
-        if (pools[w].slack < slack) slack = pools[w].slack;
-        if (pools[w].enough > enough) enough = pools[w].enough;
-    }
-    PyMem_Free(area);
-    if (!per) goto done;
-    result = Py_BuildValue("(LLiLLNOO)", (long long)count, (long long)t, stopped, (long long)slack,
-                           (long long)enough, per, record ? offsets : Py_None, record ? owners : Py_None);
-    goto done;
-nomem:
-    if (!PyErr_Occurred()) PyErr_NoMemory();
+    result = replay_answer(&R);
 done:
-    for (Py_ssize_t w = 0; w < npools; w++) pool_free(&pools[w]);
-    PyMem_Free(pools);
-    PyMem_Free(stats);
-    PyMem_Free(due);
-    PyMem_Free(L.start);
-    PyMem_Free(L.nbytes);
-    PyMem_Free(L.t);
-    PyMem_Free(L.worker);
-    PyMem_Free(L.status);
-    Py_XDECREF(offsets);
-    Py_XDECREF(owners);
+    replay_release(&R);
     if (vt.obj) PyBuffer_Release(&vt);
     if (vop.obj) PyBuffer_Release(&vop);
     if (vkey.obj) PyBuffer_Release(&vkey);
@@ -706,7 +805,9 @@ done:
 #define MAX_T_SECONDS 1000000000LL
 #define NS_PER_S 1000000000LL
 
-enum { OK = 0, E_BACKWARDS = 1, E_IN_FLIGHT = 2, E_FREED = 3, E_UNKNOWN = 4, E_TOO_MANY = 5 };
+/* E_GONE: a free of an id not in flight, from a reader that replays as it reads and so keeps no ids
+ * once freed: the caller looks back for an alloc of it (then E_FREED, else E_UNKNOWN) */
+enum { OK = 0, E_BACKWARDS = 1, E_IN_FLIGHT = 2, E_FREED = 3, E_UNKNOWN = 4, E_TOO_MANY = 5, E_GONE = 7 };
 
 typedef struct {
     uint64_t hash;
@@ -740,6 +841,8 @@ typedef struct {
     uint64_t gen;
     PyObject *names; /* the allocs' ids, in order, when keep_ids */
     PyObject *out[6]; /* the arrays the columns go to (t, op, key, nbytes, worker, group or None) */
+    Replay *replay;   /* a reader that replays its events as it reads them, keeping no columns */
+    Py_ssize_t live;  /* with replay: bytes of the ids in flight (the arena holds no others for long) */
 } Reader;
 
 static uint64_t hash_bytes(const char *s, Py_ssize_t len) {
@@ -763,26 +866,44 @@ static void reader_dealloc(Reader *r) {
     PyMem_Free(r->groups);
     Py_XDECREF(r->names);
     for (int c = 0; c < 6; c++) Py_XDECREF(r->out[c]);
+    if (r->replay) replay_release(r->replay);
+    PyMem_Free(r->replay);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
 static int reader_init(Reader *r, PyObject *args, PyObject *kwds) {
-    static char *kw[] = {"workers", "max_events", "requests", "keep_ids", "columns", NULL};
+    static char *kw[] = {"workers", "max_events", "requests", "keep_ids", "columns", "layout", NULL};
     long long workers, max_events;
     int requests, keep_ids;
-    PyObject *columns;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "LLppO!", kw, &workers, &max_events, &requests, &keep_ids,
-                                     &PyTuple_Type, &columns))
+    PyObject *columns, *layout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "LLppO!|O", kw, &workers, &max_events, &requests, &keep_ids,
+                                     &PyTuple_Type, &columns, &layout))
         return -1;
     if (r->ids) {
         PyErr_SetString(PyExc_RuntimeError, "TraceReader: already initialised");
         return -1;
     }
-    if (PyTuple_GET_SIZE(columns) != 6) {
+    if (layout != Py_None) { /* replay as it reads: (memory_size, data_start, recycle_ns, alignment, max_leases) */
+        long long memory_size, data_start, interval, alignment, max_leases;
+        if (!PyArg_ParseTuple(layout, "LLLLL", &memory_size, &data_start, &interval, &alignment, &max_leases))
+            return -1;
+        if (requests || keep_ids || PyTuple_GET_SIZE(columns)) {
+            PyErr_SetString(PyExc_ValueError, "TraceReader: a replaying reader keeps no columns, ids or requests");
+            return -1;
+        }
+        if (!(r->replay = PyMem_Calloc(1, sizeof(Replay)))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        u128 none = ~(u128)0;
+        if (replay_init(r->replay, workers, memory_size, data_start, interval, alignment, max_leases, 0, -1, none, 0,
+                        0, 1) < 0)
+            return -1;
+    } else if (PyTuple_GET_SIZE(columns) != 6) {
         PyErr_SetString(PyExc_ValueError, "TraceReader: columns are (t, op, key, nbytes, worker, group)");
         return -1;
     }
-    for (int c = 0; c < 6; c++) r->out[c] = Py_NewRef(PyTuple_GET_ITEM(columns, c));
+    for (int c = 0; c < 6; c++) r->out[c] = Py_NewRef(r->replay ? Py_None : PyTuple_GET_ITEM(columns, c));
     r->workers = workers;
     r->max_events = max_events;
     r->requests = requests;
@@ -932,6 +1053,31 @@ static int append_event(Reader *r, int64_t t, int8_t op, int64_t key, int64_t nb
     return 0;
 }
 
+/* Room for len more bytes in the arena of a replaying reader, which needs only the ids in flight: they
+ * move to a fresh arena of twice their size (at least), so the arena stays within a few times theirs. */
+static int arena_compact(Reader *r, Py_ssize_t len) {
+    Py_ssize_t cap = 4096;
+    while (cap < 2 * (r->live + len)) cap *= 2;
+    char *fresh = PyMem_Malloc((size_t)cap);
+    if (!fresh) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < r->idcap; i++) {
+        IdSlot *slot = &r->ids[i];
+        if (slot->off < 0) continue;
+        memcpy(fresh + at, r->arena + slot->off, (size_t)slot->len);
+        slot->off = at;
+        at += slot->len;
+    }
+    PyMem_Free(r->arena);
+    r->arena = fresh;
+    r->arenacap = cap;
+    r->arenalen = at;
+    return 0;
+}
+
 /* Check one event against what came before and add it: OK, an error code (nothing changed), or -1
  * with a Python exception. name: the id as a str, or NULL to make one from the (ASCII) bytes. */
 static int apply(Reader *r, int64_t t, int is_free, const char *id, Py_ssize_t idlen, int64_t nbytes, long worker,
@@ -942,9 +1088,33 @@ static int apply(Reader *r, int64_t t, int is_free, const char *id, Py_ssize_t i
     IdSlot *slot = id_find(r, id, idlen, h);
     int found = slot->off >= 0;
     if (is_free) {
-        if (!found) return id_was_allocated(r, id, idlen) ? E_FREED : E_UNKNOWN;
-        if (append_event(r, t, 1, slot->value, 0, 0, -1) < 0) return -1;
+        if (!found) return r->replay ? E_GONE : id_was_allocated(r, id, idlen) ? E_FREED : E_UNKNOWN;
+        if (r->replay) {
+            if (replay_event(r->replay, t, 1, slot->value, 0, 0) < 0) return -1;
+            r->live -= slot->len;
+        } else if (append_event(r, t, 1, slot->value, 0, 0, -1) < 0) {
+            return -1;
+        }
         id_delete(r, slot);
+    } else if (r->replay) {
+        if (found) return E_IN_FLIGHT;
+        if (2 * (r->idcount + 1) > r->idcap) {
+            if (id_grow(r) < 0) return -1;
+            slot = id_find(r, id, idlen, h);
+        }
+        if (r->arenalen + idlen > r->arenacap && arena_compact(r, idlen) < 0) return -1;
+        int64_t key = replay_new_key(r->replay);
+        if (key < 0) return -1;
+        memcpy(r->arena + r->arenalen, id, (size_t)idlen);
+        slot->off = r->arenalen;
+        slot->hash = h;
+        slot->len = (int32_t)idlen;
+        slot->value = key;
+        r->arenalen += idlen;
+        r->live += idlen;
+        r->idcount++;
+        r->serial++;
+        if (replay_event(r->replay, t, 0, key, nbytes, worker) < 0) return -1;
     } else {
         if (found) return E_IN_FLIGHT;
         if (2 * (r->idcount + 1) > r->idcap) {
@@ -1416,6 +1586,16 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(answer_doc, "answer() -> what replay() returns, for the events a replaying reader (layout) has read");
+
+static PyObject *reader_answer(Reader *r, PyObject *Py_UNUSED(ignored)) {
+    if (!r->replay) {
+        PyErr_SetString(PyExc_ValueError, "TraceReader: answer() is for a reader made with a layout");
+        return NULL;
+    }
+    return replay_answer(r->replay);
+}
+
 PyDoc_STRVAR(ids_doc, "ids() -> the allocs' ids in order, or None without keep_ids");
 
 static PyObject *reader_ids(Reader *r, PyObject *Py_UNUSED(ignored)) { return Py_NewRef(r->names ? r->names : Py_None); }
@@ -1428,6 +1608,7 @@ static PyMethodDef reader_methods[] = {
     {"feed_columns", (PyCFunction)reader_feed_columns, METH_VARARGS, feed_columns_doc},
     {"feed_arrow", (PyCFunction)reader_feed_arrow, METH_VARARGS, feed_arrow_doc},
     {"ids", (PyCFunction)reader_ids, METH_NOARGS, ids_doc},
+    {"answer", (PyCFunction)reader_answer, METH_NOARGS, answer_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -27,7 +27,7 @@ from mmpool_cli.simulate.trace_lines import (
     batch_decoder,
     line_event,
 )
-from mmpool_cli.simulate.trace_order import TOO_MANY, TOO_MANY_CODE, extend, refusal
+from mmpool_cli.simulate.trace_order import FREED, GONE, TOO_MANY, TOO_MANY_CODE, UNKNOWN, extend, refusal
 from mmpool_cli.simulate.trace_parquet import is_parquet, read_parquet
 
 __all__ = [
@@ -99,9 +99,30 @@ def _columns(events: list[tuple[int, Event]]) -> tuple[list[Any], ...]:
     return (linenos, *columns)
 
 
+def replay_lines(
+    path: str, workers: int, layout: tuple[int, int, int, int, int], *, max_events: int, idle_timeout: float
+) -> Any:
+    """The compiled replay of the JSON-lines trace at ``path`` (a file that can be read again), run as its
+    lines are read and checked, as ``trace_parquet.replay_parquet`` runs a columnar one."""
+    assert native.FAST is not None
+    reader = native.FAST.TraceReader(workers, max_events, False, False, (), layout=layout)
+    _feed_lines(reader, path, path, idle_timeout)
+    return reader.answer()
+
+
 def _read_native(reader: Any, out: Events, path: str, name: str, idle_timeout: float) -> Events:
-    """``read_trace`` through the compiled reader, which appends to ``out``'s columns: it takes the
-    plain lines, this module the rest."""
+    """``read_trace`` through the compiled reader, which appends to ``out``'s columns."""
+    _feed_lines(reader, path, name, idle_timeout)
+    if out.pack is not None and out.elem is not None:
+        alloc_is_one = bytes(out.op).translate(_NOT)  # a trace's features count as image features of 1-byte elements
+        out.pack.frombytes(alloc_is_one)
+        out.elem.frombytes(alloc_is_one)
+    out.ids = reader.ids()
+    return out
+
+
+def _feed_lines(reader: Any, path: str, name: str, idle_timeout: float) -> None:
+    """Every line of the trace to the compiled reader: it takes the plain lines, this module the rest."""
     lineno = 1
     pending = b""
     for chunk in chunks(path, name, idle_timeout):
@@ -114,15 +135,22 @@ def _read_native(reader: Any, out: Events, path: str, name: str, idle_timeout: f
         _feed(reader, pending + b"\n", lineno, name)
     if not reader.events:
         raise TraceError(f"{name}: no events; a trace holds one JSON object per line")
-    if out.pack is not None and out.elem is not None:
-        alloc_is_one = bytes(out.op).translate(_NOT)  # a trace's features count as image features of 1-byte elements
-        out.pack.frombytes(alloc_is_one)
-        out.elem.frombytes(alloc_is_one)
-    out.ids = reader.ids()
-    return out
 
 
 _NOT = bytes([1, 0]) + bytes(254)  # ALLOC (0) -> 1, FREE (1) -> 0
+
+
+def _allocated_before(path: str, lineno: int, key: object, workers: int) -> bool:
+    """Whether a line before ``lineno`` of the trace file at ``path`` allocates ``key`` (those lines
+    were read and checked already)."""
+    for first, lines in batches(path, path, IDLE_TIMEOUT_S):
+        for number, raw in enumerate(lines, first):
+            if number >= lineno:
+                return False
+            event = line_event(raw, path, number, workers)
+            if event is not None and event[1] != FREE and event[2] == key:
+                return True
+    return False
 
 
 def _feed(reader: Any, data: bytes, lineno: int, name: str) -> tuple[int, int]:
@@ -143,6 +171,8 @@ def _feed(reader: Any, data: bytes, lineno: int, name: str) -> tuple[int, int]:
             code, previous = reader.push(t, op == FREE, key, nbytes, worker)
             if code == TOO_MANY_CODE:
                 raise TraceError(f"{name}:{lineno}: {TOO_MANY.format(reader.max_events)}")
+            if code == GONE:  # a replaying reader keeps no freed ids: look back for an alloc of this one
+                code = FREED if _allocated_before(name, lineno, key, workers) else UNKNOWN
             if code:
                 raise TraceError(f"{name}:{lineno}: {refusal(code, t, previous, key)}")
         pos = nl + 1

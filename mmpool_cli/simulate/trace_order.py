@@ -78,8 +78,10 @@ def extend(out, parsed, name, max_events, live, groups, state) -> None:  # type:
         out.elem.extend([1 - op for op in ops])  # of 1-byte elements
 
 
-# why an event is refused after what came before (the compiled reader's codes)
-BACKWARDS, IN_FLIGHT, FREED, UNKNOWN, TOO_MANY_CODE = 1, 2, 3, 4, 5
+# why an event is refused after what came before (the compiled reader's codes); GONE: a free of an id
+# not in flight, from a reader that replays as it reads and keeps no freed ids (FREED or UNKNOWN, which
+# the caller tells apart by looking back)
+BACKWARDS, IN_FLIGHT, FREED, UNKNOWN, TOO_MANY_CODE, GONE = 1, 2, 3, 4, 5, 7
 TOO_MANY = "more than {} events; split the trace or raise --max-events"
 
 

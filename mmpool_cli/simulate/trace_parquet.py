@@ -22,7 +22,7 @@ from mmpool_cli.simulate.cuda_ipc import MAX_POOL_BYTES
 from mmpool_cli.simulate.events import ALLOC, FREE, Event, Events
 from mmpool_cli.simulate.trace_io import TraceError
 from mmpool_cli.simulate.trace_lines import MAX_ID_CHARS, MAX_ITEM_CHARS, MAX_T_SECONDS
-from mmpool_cli.simulate.trace_order import TOO_MANY, TOO_MANY_CODE, PythonColumns, refusal
+from mmpool_cli.simulate.trace_order import FREED, GONE, TOO_MANY, TOO_MANY_CODE, UNKNOWN, PythonColumns, refusal
 
 PARQUET_EXTRA = "pip install 'mmpool[parquet]' (or, from an mmpool checkout, pip install '.[parquet]')"
 COLUMNS = ("t_ns", "op", "id", "bytes", "worker", "item")
@@ -88,6 +88,46 @@ def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[o
 
 def read_parquet(path: str, workers: int, *, max_events: int, keep_ids: bool, requests: bool) -> Events:
     """The events of the columnar trace at ``path``, checked as ``trace.read_trace`` checks JSON lines."""
+    fast = native.FAST is not None
+    out = Events(keep_ids=keep_ids and not fast, requests=requests)
+    if fast:
+        assert native.FAST is not None
+        columns = (out.t, out.op, out.key, out.nbytes, out.worker, out.group)
+        reader: Any = native.FAST.TraceReader(workers, max_events, requests, keep_ids, columns)
+    else:
+        reader = PythonColumns(out, path, max_events, requests)
+    _feed(path, reader, workers, fast)
+    if not len(out):
+        raise TraceError(f"{path}: no events; a .parquet trace holds one row per event")
+    if fast and out.pack is not None and out.elem is not None:  # the Python reader fills them as it goes
+        alloc_is_one = bytes(out.op).translate(bytes([1, 0]) + bytes(254))
+        out.pack.frombytes(alloc_is_one)  # a trace's features count as image features of 1-byte elements
+        out.elem.frombytes(alloc_is_one)
+    if fast:
+        out.ids = reader.ids()
+    return out
+
+
+# what the compiled replay returns: (events, t, stopped, slack, enough, per-worker rows, offsets, workers)
+Answer = tuple[int, int, int, int, int, list[tuple[int, ...]], Any, Any]
+
+
+def replay_parquet(path: str, workers: int, layout: tuple[int, int, int, int, int], *, max_events: int) -> Answer:
+    """The compiled replay of the columnar trace at ``path``, run as its rows are read and checked (the
+    rows, their errors and the answer all as ``read_parquet`` then ``replay``), in the memory of the
+    leases in flight rather than of the trace. ``layout``: (memory_size, data_start, recycle_ns,
+    alignment, max_leases) of each of the ``workers`` pools; needs ``native.FAST``."""
+    assert native.FAST is not None
+    reader = native.FAST.TraceReader(workers, max_events, False, False, (), layout=layout)
+    _feed(path, reader, workers, True)
+    if not reader.events:
+        raise TraceError(f"{path}: no events; a .parquet trace holds one row per event")
+    answer: Answer = reader.answer()
+    return answer
+
+
+def _feed(path: str, reader: Any, workers: int, fast: bool) -> None:
+    """Check the rows of the columnar trace at ``path`` and hand them to ``reader``, batch by batch."""
     np, pa, pc, pq = _arrow(f"{path}: a .parquet trace")
     try:
         source = pq.ParquetFile(path, buffer_size=1 << 16)  # chunks read through one small buffer, not whole
@@ -103,14 +143,6 @@ def read_parquet(path: str, workers: int, *, max_events: int, keep_ids: bool, re
     if unknown or missing:
         wrong = f"unknown column {unknown[0]!r}" if unknown else f"no column {missing[0]!r}"
         raise TraceError(f"{path}: {wrong}; a .parquet trace's columns are {', '.join(COLUMNS)}")
-    fast = native.FAST is not None
-    out = Events(keep_ids=keep_ids and not fast, requests=requests)
-    if fast:
-        assert native.FAST is not None
-        columns = (out.t, out.op, out.key, out.nbytes, out.worker, out.group)
-        reader: Any = native.FAST.TraceReader(workers, max_events, requests, keep_ids, columns)
-    else:
-        reader = PythonColumns(out, path, max_events, requests)
     first = 1
     try:
         batches = source.iter_batches(
@@ -121,15 +153,6 @@ def read_parquet(path: str, workers: int, *, max_events: int, keep_ids: bool, re
             first += batch.num_rows
     except (OSError, pa.ArrowException) as e:
         raise TraceError(f"{path}: cannot read the trace ({str(e).splitlines()[0][:200]})") from None
-    if not len(out):
-        raise TraceError(f"{path}: no events; a .parquet trace holds one row per event")
-    if fast and out.pack is not None and out.elem is not None:  # the Python reader fills them as it goes
-        alloc_is_one = bytes(out.op).translate(bytes([1, 0]) + bytes(254))
-        out.pack.frombytes(alloc_is_one)  # a trace's features count as image features of 1-byte elements
-        out.elem.frombytes(alloc_is_one)
-    if fast:
-        out.ids = reader.ids()
-    return out
 
 
 def _column(pa: Any, pc: Any, batch: Any, name: str, kind: Any) -> Any:
@@ -250,7 +273,26 @@ def _op_codes(np: Any, pa: Any, pc: Any, col: Any) -> Any:
 def _refuse(reader: Any, path: str, row: int, code: int, t: int, previous: int, key: object) -> None:
     if code == TOO_MANY_CODE:
         raise TraceError(f"{path}:{row}: {TOO_MANY.format(reader.max_events)}")
+    if code == GONE:  # a replaying reader keeps no freed ids: look back for an alloc of this one
+        code = FREED if _allocated_before(path, row, key) else UNKNOWN
     raise TraceError(f"{path}:{row}: {refusal(code, t, previous, key)}")
+
+
+def _allocated_before(path: str, row: int, key: object) -> bool:
+    """Whether a row before ``row`` (counted from 1) of the trace at ``path`` allocates ``key``; the rows
+    before it were read and checked already, so their columns have the types a trace's have."""
+    _, pa, pc, pq = _arrow(path)
+    source = pq.ParquetFile(path, buffer_size=1 << 16)
+    left = row - 1
+    for batch in source.iter_batches(batch_size=_BATCH_ROWS, columns=["op", "id"], use_threads=False):
+        if left <= 0:
+            break
+        part = batch.slice(0, left)
+        left -= part.num_rows
+        op, ids = _column(pa, pc, part, "op", pa.large_string()), _column(pa, pc, part, "id", pa.large_string())
+        if pc.any(pc.and_(pc.equal(op, "alloc"), pc.equal(ids, pa.scalar(key, pa.large_string())))).as_py():
+            return True
+    return False
 
 
 def _first_bad(pa: Any, pc: Any, cols: dict[str, Any], workers: int) -> int | None:
@@ -325,4 +367,4 @@ def _row_error(pa: Any, i: int, cols: dict[str, Any], workers: int) -> str:
     return f"worker must be a whole number from 0 to {workers - 1} (--workers {workers}), not {_json(w)}"
 
 
-__all__ = ["ALLOC", "COLUMNS", "FREE", "is_parquet", "read_parquet", "write_parquet"]
+__all__ = ["ALLOC", "COLUMNS", "FREE", "is_parquet", "read_parquet", "replay_parquet", "write_parquet"]

@@ -18,9 +18,10 @@ from mmpool_cli.simulate.budget_search import Basis, Method, Progress, smallest_
 from mmpool_cli.simulate.events import Event, Events, as_events
 from mmpool_cli.simulate.replay import simulate as replay
 from mmpool_cli.simulate.sim_report import SimulationReport
+from mmpool_cli.simulate.trace_file import TraceFile
 
-# (workers, whether to group requests) -> (the source as the report names it, its events)
-Traffic = Callable[[int, bool], tuple[dict[str, Any], "list[Event] | Events"]]
+# (workers, whether to group requests) -> (the source as the report names it, its events or a trace file)
+Traffic = Callable[[int, bool], tuple[dict[str, Any], "list[Event] | Events | TraceFile"]]
 # (what, total or None) -> a context giving a callable that reports how much is done
 ProgressFor = Callable[[str], Any]
 
@@ -56,16 +57,24 @@ def simulate(request: SimulateRequest) -> SimulationReport:
         raise MmpoolError(refused_release)
     pools = eng.simulation_setup(request.pools, request.environ)
     source, timeline = request.traffic(pools.workers, pools.rules.allocator == "cuda_vmm")
-    events = as_events(timeline)
 
     def progress(what: str) -> Any:
         return nullcontext(lambda _done: None) if request.progress is None else request.progress(what)
 
     result = None
-    if pools.per_worker_bytes is not None:
-        with progress("simulating") as tick:
-            result = replay(events, pools.layouts(pools.budget_mb), record=request.record_events or request.keep_events)
+    events: Events | None = None
+    one_replay = not (request.smallest_budget or request.record_events or request.keep_events)
+    if isinstance(timeline, TraceFile) and one_replay and pools.per_worker_bytes is not None:
+        with progress("simulating") as tick:  # the file replayed as it is read, where it can be
+            result = timeline.replay(pools.layouts(pools.budget_mb))
             tick(1)
+    else:
+        events = as_events(timeline.read() if isinstance(timeline, TraceFile) else timeline)
+        if pools.per_worker_bytes is not None:
+            with progress("simulating") as tick:
+                record = request.record_events or request.keep_events
+                result = replay(events, pools.layouts(pools.budget_mb), record=record)
+                tick(1)
     report = SimulationReport(
         source=source,
         budget_bytes=pools.budget_bytes,
@@ -84,6 +93,7 @@ def simulate(request: SimulateRequest) -> SimulationReport:
         model=request.model,
     )
     if request.smallest_budget:
+        assert events is not None  # a search replays the events many times: they were read whole
         if pools.highest_mb < pools.lowest_mb:
             raise MmpoolError("the plan refuses every budget for this layout; see 'mmpool plan'")
         from mmpool_cli.simulate.executors import executor_for
