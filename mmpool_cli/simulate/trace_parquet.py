@@ -78,12 +78,20 @@ def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[o
             ),
         }
     )
-    # t_ns as deltas: a time-ordered column's differences are small, and decode faster than its dictionary
-    plain = {"t_ns": "DELTA_BINARY_PACKED"}
-    pq.write_table(
-        table, out, compression="zstd", use_dictionary=[c for c in COLUMNS if c not in plain], column_encoding=plain
-    )
+    pq.write_table(table, out, **WRITE_OPTIONS)
     return len(rows)
+
+
+# How a columnar trace is written, for the size of the file and the speed of reading it back:
+# t_ns as deltas (a time-ordered column's differences are small, and decode faster than a dictionary);
+# ids plain (each appears twice, so a dictionary of them only grows until it falls back to plain);
+# the others as dictionaries. zstd only where it pays: on the ids, the workers and the items; the
+# deltas, op and bytes' dictionary indices do not shrink under it, and decompressing them costs time.
+WRITE_OPTIONS: dict[str, Any] = {
+    "column_encoding": {"t_ns": "DELTA_BINARY_PACKED", "id": "PLAIN"},
+    "use_dictionary": ["op", "bytes", "worker", "item"],
+    "compression": {"t_ns": "none", "op": "none", "id": "zstd", "bytes": "none", "worker": "zstd", "item": "zstd"},
+}
 
 
 def read_parquet(path: str, workers: int, *, max_events: int, keep_ids: bool, requests: bool) -> Events:
@@ -130,7 +138,9 @@ def _feed(path: str, reader: Any, workers: int, fast: bool) -> None:
     """Check the rows of the columnar trace at ``path`` and hand them to ``reader``, batch by batch."""
     np, pa, pc, pq = _arrow(f"{path}: a .parquet trace")
     try:
-        source = pq.ParquetFile(path, buffer_size=1 << 16)  # chunks read through one small buffer, not whole
+        # column chunks read through one small buffer, not whole, and not kept once read (pre-buffered,
+        # pyarrow keeps every chunk of the file until the end: the whole file in memory)
+        source = pq.ParquetFile(path, buffer_size=1 << 16, pre_buffer=False)
     except FileNotFoundError:
         raise TraceError(f"{path}: cannot open the trace (No such file or directory)") from None
     except IsADirectoryError:
@@ -282,7 +292,7 @@ def _allocated_before(path: str, row: int, key: object) -> bool:
     """Whether a row before ``row`` (counted from 1) of the trace at ``path`` allocates ``key``; the rows
     before it were read and checked already, so their columns have the types a trace's have."""
     _, pa, pc, pq = _arrow(path)
-    source = pq.ParquetFile(path, buffer_size=1 << 16)
+    source = pq.ParquetFile(path, buffer_size=1 << 16, pre_buffer=False)
     left = row - 1
     for batch in source.iter_batches(batch_size=_BATCH_ROWS, columns=["op", "id"], use_threads=False):
         if left <= 0:
