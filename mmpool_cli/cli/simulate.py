@@ -121,7 +121,10 @@ def simulate(
     ] = DEFAULT_SEARCH_LIMIT,
     executor: Annotated[
         ExecutorChoice,
-        typer.Option(help="Where the search's trials run: this machine's cores, or a Ray cluster (mmpool[ray])."),
+        typer.Option(
+            help="Where the search's trials run and --from files are read: this machine, or a Ray cluster "
+            "(mmpool[ray])."
+        ),
     ] = ExecutorChoice.local,
     ray_address: RayAddressOpt = None,
     events: Annotated[bool, typer.Option("--events", help="JSON: the decision for every alloc, in order.")] = False,

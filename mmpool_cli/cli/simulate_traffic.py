@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from mmpool_cli.cli.fleet import file_reader
 from mmpool_cli.cli.options import OutputFormat
 from mmpool_cli.cli.traffic_options import DEFAULT_RECV_DELAY, SourceChoice, convert, seconds
 from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions
@@ -67,22 +68,30 @@ def from_traffic(
     inputs = list(o.traffic_args if o.traffic_format is SourceChoice.bench_serving else o.traffic_from)
     if o.traffic_format is SourceChoice.bench_serving and o.traffic_from:
         raise MmpoolError("--from-format bench-serving reads bench_serving's arguments after --, not --from files")
-    conversion = convert(
-        model=workload.model,
-        source=o.traffic_format,
-        inputs=inputs,
-        workers=request.workers,
-        tp=request.tp_size,
-        dp_encoder=o.dp_encoder,
-        # the flag's default is the engine's stated step: let the engine say so in the summary
-        recv_delay_ns=None if traffic.ack_delay == DEFAULT_RECV_DELAY else seconds("--recv-delay", traffic.ack_delay),
-        hold_ns=None if traffic.hold is None else seconds("--hold", traffic.hold),
-        assume_image=o.assume_image,
-        assume_video=o.assume_video,
-        request_time=o.request_time,
-        overrides=overrides,
-        override_flags=flags,
-    )
+    files = o.traffic_format is not SourceChoice.bench_serving
+    shown = len(inputs) if files and o.output is OutputFormat.human and len(inputs) > 1 else 0
+    with file_reader(
+        o.executor, o.ray_address, shown, command="simulate", job="reading --from", unfinished="no answer was reached"
+    ) as map_files:
+        conversion = convert(
+            model=workload.model,
+            source=o.traffic_format,
+            inputs=inputs,
+            workers=request.workers,
+            tp=request.tp_size,
+            dp_encoder=o.dp_encoder,
+            # the flag's default is the engine's stated step: let the engine say so in the summary
+            recv_delay_ns=None
+            if traffic.ack_delay == DEFAULT_RECV_DELAY
+            else seconds("--recv-delay", traffic.ack_delay),
+            hold_ns=None if traffic.hold is None else seconds("--hold", traffic.hold),
+            assume_image=o.assume_image,
+            assume_video=o.assume_video,
+            request_time=o.request_time,
+            overrides=overrides,
+            override_flags=flags,
+            map_files=map_files,
+        )
     summary = conversion.summary
     if o.output is OutputFormat.human:
         typer.echo(summary.text(), err=True)

@@ -7,14 +7,15 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, TextIO
+from typing import TYPE_CHECKING, Annotated, BinaryIO, TextIO
 
 import typer
 
 from mmpool_cli.cli.app import app, epilog, reported
+from mmpool_cli.cli.fleet import file_reader
 from mmpool_cli.cli.options import FormatOpt, OutputFormat, bounded_int
 from mmpool_cli.cli.simulate_options import ExecutorChoice, RayAddressOpt
 from mmpool_cli.cli.traffic_options import (
@@ -32,7 +33,7 @@ from mmpool_cli.errors import EXIT_OK, MmpoolError
 from mmpool_cli.render import escape_undecodable
 
 if TYPE_CHECKING:
-    from mmpool_cli.inputs.traffic.model import Conversion, FileMap
+    from mmpool_cli.inputs.traffic.model import Conversion
 
 
 class TraceSource(StrEnum):
@@ -132,7 +133,10 @@ def trace(
         if source is TraceSource.record:
             _recording(inputs or [], output)
         shown = fmt is OutputFormat.human and source is not TraceSource.bench_serving and len(inputs or []) > 1
-        with _files(executor, ray_address, len(inputs or []) if shown else 0) as map_files:
+        count = len(inputs or []) if shown else 0
+        with file_reader(
+            executor, ray_address, count, command="trace", job="the trace", unfinished="nothing was written"
+        ) as map_files:
             conversion = convert(
                 model=model,
                 source=SourceChoice(source.value),
@@ -154,38 +158,6 @@ def trace(
     else:
         typer.echo(summary.text(), err=True)
     raise typer.Exit(EXIT_OK)
-
-
-@contextmanager
-def _files(executor: ExecutorChoice, address: str | None, shown: int) -> Iterator[FileMap]:
-    """How the files are read, and a progress line (files read / ``shown``) on a terminal when ``shown``.
-
-    Ray is imported only for ``--executor ray``, and shut down before the trace is written (stdout
-    is Ray's to borrow while it runs).
-    """
-    from mmpool_cli.cli.progress import counting
-    from mmpool_cli.simulate.executors import Executor, LocalExecutor, RayExecutor
-
-    run_on: Executor
-    if executor is ExecutorChoice.ray:
-        run_on = RayExecutor(address, job="the trace", unfinished="nothing was written")
-    else:
-        run_on = LocalExecutor(1)
-    try:
-        with counting("trace", f"reading {shown} files") if shown else nullcontext(_no_tick) as tick:
-
-            def read(fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
-                for done, result in enumerate(run_on.map(fn, items), 1):
-                    tick(done)
-                    yield result
-
-            yield read
-    finally:
-        run_on.close()
-
-
-def _no_tick(_done: int) -> None:
-    return None
 
 
 def _is_device(path: str) -> bool:

@@ -68,25 +68,6 @@ def test_the_help_names_the_executors_and_exit_3(run_line) -> None:
     assert "3 --executor ray: the cluster cannot be reached or went away (nothing written)" in text
 
 
-def test_a_terminal_is_shown_the_files_read_and_a_pipe_nothing(monkeypatch, capsys) -> None:
-    from mmpool_cli.cli import trace as cli
-    from mmpool_cli.cli.simulate_options import ExecutorChoice
-
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    monkeypatch.setenv("TERM", "xterm")
-    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
-    with cli._files(ExecutorChoice.local, None, 2) as read:
-        assert list(read(str.upper, ["a", "b"])) == ["A", "B"]  # in the files' order
-    assert "reading 2 files" in capsys.readouterr().err
-    with cli._files(ExecutorChoice.local, None, 0) as read:  # one file, or --format json: no line
-        assert list(read(str.upper, ["a"])) == ["A"]
-    assert capsys.readouterr().err == ""
-    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
-    with cli._files(ExecutorChoice.local, None, 2) as read:
-        list(read(str.upper, ["a", "b"]))
-    assert capsys.readouterr().err == ""  # nor when stderr is piped
-
-
 @pytest.mark.ray
 @pytest.mark.parametrize(
     "command",

@@ -241,3 +241,20 @@ def test_the_executors_map_runs_each_item_as_a_task_in_the_callers_directory(clu
     assert [tag for tag, _, _ in got] == ["a", "b", "c", "d"]  # in the items' order
     assert os.getpid() not in {pid for _, pid, _ in got}  # on the cluster's workers, not here
     assert {cwd for _, _, cwd in got} == {str(tmp_path)}
+
+
+def test_simulate_reads_its_from_files_on_the_cluster_as_here(cluster, tmp_path) -> None:
+    files = fleet(tmp_path / "logs")
+    flags = ["--model", "qwen2.5-vl", "--workers", "3", "--size", "64MiB", "--format", "json"]
+    command = [sys.executable, "-m", "mmpool_cli", "simulate", *flags, *(f for name in files for f in ("--from", name))]
+
+    def run(*extra: str) -> tuple[int, bytes, bytes]:
+        done = subprocess.run(
+            [*command, *extra], cwd=tmp_path, env=ray_cluster.env(), capture_output=True, timeout=RUN_S
+        )
+        return done.returncode, done.stdout, done.stderr
+
+    local, remote = run(), run(*on(cluster))
+    assert local[0] in (0, 1), local[2]
+    assert remote == local
+    assert json.loads(local[1])["source"]["traffic"]["files"] == files
