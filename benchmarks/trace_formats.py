@@ -102,7 +102,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def run(trace: Path, runs: int, n: int) -> tuple[float, float, int, dict]:
+def run(trace: Path, runs: int, n: int, root: Path = ROOT) -> tuple[float, float, int, dict]:
     """Best CPU seconds, wall seconds and peak RSS (KB) of ``mmpool simulate --trace`` on one core, and
     its answer."""
     best = (float("inf"), float("inf"), 0, {})
@@ -112,7 +112,7 @@ def run(trace: Path, runs: int, n: int) -> tuple[float, float, int, dict]:
             command += ["--trace", str(trace), "--workers", "4", "--tp", "2", "--format", "json"]
             command += ["--max-events", str(max(n, 10_000_000))]
             start = time.perf_counter()
-            process = subprocess.run(command, cwd=ROOT, stdout=out, stderr=err)
+            process = subprocess.run(command, cwd=root, stdout=out, stderr=err)
             wall = time.perf_counter() - start
             out.seek(0)
             err.seek(0)
@@ -131,6 +131,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="write the traces here and keep them")
     parser.add_argument("--formats", default="jsonl,parquet", help="which to measure: jsonl, parquet or both")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=ROOT,
+        help="run the mmpool_cli of this checkout (an earlier commit, built in place)",
+    )
     args = parser.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="mmpool-formats-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -148,11 +154,11 @@ def main() -> int:
         if "Parquet" in paths and not paths["Parquet"].exists():
             write_parquet(columns, paths["Parquet"])
         del columns  # the memory is the replay's
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "mmpool_cli")], check=True)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(args.root / "mmpool_cli")], check=True)
         answers = []
-        print(f"{n:,} events; mmpool simulate --trace FILE --workers 4 --tp 2 --format json, on one core")
+        print(f"{n:,} events; mmpool simulate --trace FILE --workers 4 --tp 2 --format json, on one core ({args.root})")
         for name, path in paths.items():
-            cpu, wall, rss, answer = run(path, args.runs, n)
+            cpu, wall, rss, answer = run(path, args.runs, n, args.root)
             answer["source"] = None
             answers.append(answer)
             size = os.path.getsize(path) / 1e6
