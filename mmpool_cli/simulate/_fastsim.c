@@ -13,7 +13,10 @@
  * TraceReader: reads JSON-lines traces a chunk at a time. It takes the lines that are plain
  * (keys t, op, id, bytes, worker, item with plain values) and valid after what came before, and
  * stops at the first line that is not: the Python reader then reads that line with its careful
- * parser, which explains what is wrong, and hands a valid event back through push().
+ * parser, which explains what is wrong, and hands a valid event back through push(). It reads a
+ * columnar trace's batches from their Arrow buffers alike (feed_arrow). Made with a layout, it
+ * appends no columns: each event goes straight to a replay (the same state machine replay() runs
+ * over columns), and only the ids in flight are kept.
  *
  * Sums of bytes and of bytes x nanoseconds can pass 2**63, so they are kept in 128 bits.
  */
