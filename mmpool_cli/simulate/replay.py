@@ -185,14 +185,19 @@ def _replay_native(
     return answer
 
 
+def native_result(layout: PoolLayout, answer: _Answer) -> SimResult:
+    """The result of ``layout``'s pools from a compiled replay's answer (over columns, or as a trace is read)."""
+    count, t, stopped, slack, _, rows, _, _ = answer
+    return SimResult(layout, count, t, [WorkerStats(*row) for row in rows], slack_bytes=slack, stopped=bool(stopped))
+
+
 def _simulate_native(
     events: Events, layout: PoolLayout, record: bool, stop_items: int | None, stop_bytes: int | None
 ) -> SimResult:
     """``simulate`` through the compiled replay (``native.FAST``): the same rules, figure for figure."""
-    count, t, stopped, slack, _, rows, offsets, owners = _replay_native(
-        events, layout, record, stop_items, stop_bytes, unbounded=False
-    )
-    result = SimResult(layout, count, t, [WorkerStats(*row) for row in rows], slack_bytes=slack, stopped=bool(stopped))
+    answer = _replay_native(events, layout, record, stop_items, stop_bytes, unbounded=False)
+    result = native_result(layout, answer)
+    offsets, owners = answer[6], answer[7]
     if record and offsets is not None and owners is not None:
         ids = events.ids
         if ids is None:  # the lease numbers stand for the ids, as in the Python replay

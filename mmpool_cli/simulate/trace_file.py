@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from mmpool_cli.simulate import native
 from mmpool_cli.simulate.events import Events
-from mmpool_cli.simulate.replay import simulate
-from mmpool_cli.simulate.results import PoolLayout, SimResult, WorkerStats
+from mmpool_cli.simulate.replay import native_result, simulate
+from mmpool_cli.simulate.results import PoolLayout, SimResult
 from mmpool_cli.simulate.trace import read_trace, replay_lines
 from mmpool_cli.simulate.trace_io import IDLE_TIMEOUT_S
 from mmpool_cli.simulate.trace_parquet import is_parquet, replay_parquet
@@ -66,6 +66,4 @@ class TraceFile:
             answer = replay_lines(
                 self.path, layout.workers, params, max_events=self.max_events, idle_timeout=self.idle_timeout
             )
-        count, t, stopped, slack, _, rows, _, _ = answer
-        per = [WorkerStats(*row) for row in rows]
-        return SimResult(layout, count, t, per, slack_bytes=slack, stopped=bool(stopped))
+        return native_result(layout, answer)

@@ -64,17 +64,16 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     result = None
     events: Events | None = None
     one_replay = not (request.smallest_budget or request.record_events or request.keep_events)
-    if isinstance(timeline, TraceFile) and one_replay and pools.per_worker_bytes is not None:
-        with progress("simulating") as tick:  # the file replayed as it is read, where it can be
-            result = timeline.replay(pools.layouts(pools.budget_mb))
-            tick(1)
-    else:
+    if not (isinstance(timeline, TraceFile) and one_replay and pools.per_worker_bytes is not None):
         events = as_events(timeline.read() if isinstance(timeline, TraceFile) else timeline)
-        if pools.per_worker_bytes is not None:
-            with progress("simulating") as tick:
-                record = request.record_events or request.keep_events
-                result = replay(events, pools.layouts(pools.budget_mb), record=record)
-                tick(1)
+    if pools.per_worker_bytes is not None:
+        layout = pools.layouts(pools.budget_mb)
+        with progress("simulating") as tick:
+            if events is not None:
+                result = replay(events, layout, record=request.record_events or request.keep_events)
+            elif isinstance(timeline, TraceFile):  # one replay of a file: as it is read, where it can be
+                result = timeline.replay(layout)
+            tick(1)
     report = SimulationReport(
         source=source,
         budget_bytes=pools.budget_bytes,
