@@ -826,6 +826,11 @@ typedef struct {
 } GroupSlot;
 
 typedef struct {
+    int64_t id;
+    int64_t value; /* the alloc's key; -1: an empty slot */
+} NumSlot;
+
+typedef struct {
     PyObject_HEAD
     int64_t workers, max_events, count, prev_t, at, serial;
     int requests, keep_ids, utf8; /* utf8: ids that are not ASCII come from feed_columns */
@@ -846,6 +851,11 @@ typedef struct {
     PyObject *out[6]; /* the arrays the columns go to (t, op, key, nbytes, worker, group or None) */
     Replay *replay;   /* a reader that replays its events as it reads them, keeping no columns */
     Py_ssize_t live;  /* with replay: bytes of the ids in flight (the arena holds no others for long) */
+    NumSlot *nums;    /* with replay, a columnar trace's integer ids in flight: no text to hash or keep */
+    Py_ssize_t numcap, numcount;
+    int numshift;
+    uint64_t seed;
+    int numeric; /* whether the ids read so far came as integers */
 } Reader;
 
 static uint64_t hash_bytes(const char *s, Py_ssize_t len) {
@@ -867,6 +877,7 @@ static void reader_dealloc(Reader *r) {
     PyMem_Free(r->arena);
     PyMem_Free(r->alloc_off);
     PyMem_Free(r->groups);
+    PyMem_Free(r->nums);
     Py_XDECREF(r->names);
     for (int c = 0; c < 6; c++) Py_XDECREF(r->out[c]);
     if (r->replay) replay_release(r->replay);
@@ -923,6 +934,7 @@ static int reader_init(Reader *r, PyObject *args, PyObject *kwds) {
         return -1;
     }
     for (Py_ssize_t i = 0; i < r->idcap; i++) r->ids[i].off = -1;
+    r->seed = hash_bytes("mmpool ids", 10);
     if (keep_ids && !(r->names = PyList_New(0))) return -1;
     return 0;
 }
@@ -1157,6 +1169,90 @@ static int apply(Reader *r, int64_t t, int is_free, const char *id, Py_ssize_t i
         }
         if (append_event(r, t, 0, r->serial, nbytes, worker, group) < 0) return -1;
         slot->value = r->serial++;
+    }
+    r->prev_t = t;
+    r->count++;
+    return OK;
+}
+
+/* An integer id's slot: its bits mixed with a key drawn per process, as str hashes are, so that no
+ * trace can be made whose ids all collide; Fibonacci hashing (the product's top bits). */
+static inline Py_ssize_t num_home(const Reader *r, int64_t id) {
+    return (Py_ssize_t)((((uint64_t)id ^ r->seed) * 0x9E3779B97F4A7C15ULL) >> r->numshift);
+}
+
+static NumSlot *num_find(const Reader *r, int64_t id) {
+    Py_ssize_t mask = r->numcap - 1;
+    for (Py_ssize_t i = num_home(r, id);; i = (i + 1) & mask) {
+        NumSlot *slot = &r->nums[i];
+        if (slot->value < 0 || slot->id == id) return slot;
+    }
+}
+
+static int num_grow(Reader *r) {
+    Py_ssize_t cap = r->numcap ? 2 * r->numcap : 1024;
+    NumSlot *old = r->nums, *fresh = PyMem_Malloc((size_t)cap * sizeof(NumSlot));
+    if (!fresh) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < cap; i++) fresh[i].value = -1;
+    Py_ssize_t oldcap = r->numcap;
+    r->nums = fresh;
+    r->numcap = cap;
+    for (r->numshift = 64; (Py_ssize_t)1 << (64 - r->numshift) < cap;) r->numshift--;
+    for (Py_ssize_t i = 0; i < oldcap; i++)
+        if (old[i].value >= 0) *num_find(r, old[i].id) = old[i];
+    PyMem_Free(old);
+    return 0;
+}
+
+static void num_delete(Reader *r, NumSlot *slot) {
+    Py_ssize_t mask = r->numcap - 1, i = slot - r->nums, j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (r->nums[j].value < 0) break;
+        Py_ssize_t home = num_home(r, r->nums[j].id);
+        if (i <= j ? (i < home && home <= j) : (i < home || home <= j)) continue;
+        r->nums[i] = r->nums[j];
+        i = j;
+    }
+    r->nums[i].value = -1;
+    r->numcount--;
+}
+
+/* apply() for an id stored as an integer (a columnar trace's): its text is its decimal digits. A
+ * replaying reader keeps the number itself; any other reader keeps the text, as for any id. */
+static int apply_num(Reader *r, int64_t t, int is_free, int64_t id, int64_t nbytes, long worker) {
+    if (!r->replay) {
+        char text[24], *p = text + sizeof text;
+        uint64_t v = id < 0 ? 0 - (uint64_t)id : (uint64_t)id;
+        do *--p = (char)('0' + v % 10);
+        while (v /= 10);
+        if (id < 0) *--p = '-';
+        return apply(r, t, is_free, p, text + sizeof text - p, nbytes, worker, NULL);
+    }
+    if (r->count >= r->max_events) return E_TOO_MANY;
+    if (t < r->prev_t) return E_BACKWARDS;
+    if (!r->nums && num_grow(r) < 0) return -1;
+    NumSlot *slot = num_find(r, id);
+    if (is_free) {
+        if (slot->value < 0) return E_GONE;
+        if (replay_event(r->replay, t, 1, slot->value, 0, 0) < 0) return -1;
+        num_delete(r, slot);
+    } else {
+        if (slot->value >= 0) return E_IN_FLIGHT;
+        if (2 * (r->numcount + 1) > r->numcap) {
+            if (num_grow(r) < 0) return -1;
+            slot = num_find(r, id);
+        }
+        int64_t key = replay_new_key(r->replay);
+        if (key < 0) return -1;
+        slot->id = id;
+        slot->value = key;
+        r->numcount++;
+        r->serial++;
+        if (replay_event(r->replay, t, 0, key, nbytes, worker) < 0) return -1;
     }
     r->prev_t = t;
     r->count++;
@@ -1493,24 +1589,39 @@ static int col_get(PyObject *spec, ArrowCol *c, Py_ssize_t n, int strings, const
     return 0;
 }
 
-static inline int col_null(const ArrowCol *c, Py_ssize_t i) {
-    if (!c->values.obj) return 1;
-    if (!c->valid.obj) return 0;
-    Py_ssize_t j = c->offset + i;
-    return !((((const uint8_t *)c->valid.buf)[j >> 3] >> (j & 7)) & 1);
+/* A column's buffers as the loop over a batch's rows reads them: a copy of its own, which nothing
+ * the loop calls can reach, so that they stay in registers. */
+typedef struct {
+    const uint8_t *valid; /* NULL: no nulls */
+    const char *values;   /* at the batch's first row; NULL: every row null */
+    const char *data;
+    Py_ssize_t bit, datalen; /* bit: the batch's first row's in valid */
+    int width;
+} View;
+
+static View col_view(const ArrowCol *c) {
+    View v = {c->valid.obj ? c->valid.buf : NULL, c->values.obj ? (const char *)c->values.buf + c->offset * c->width : NULL,
+              c->data.obj ? c->data.buf : NULL, c->offset, c->data.obj ? c->data.len : 0, c->width};
+    return v;
 }
 
-static inline int64_t col_int(const ArrowCol *c, Py_ssize_t i) {
-    Py_ssize_t j = c->offset + i;
-    return c->width == 8 ? ((const int64_t *)c->values.buf)[j] : ((const int32_t *)c->values.buf)[j];
+static inline int col_null(const View *c, Py_ssize_t i) {
+    if (!c->values) return 1;
+    if (!c->valid) return 0;
+    Py_ssize_t j = c->bit + i;
+    return !((c->valid[j >> 3] >> (j & 7)) & 1);
+}
+
+static inline int64_t col_int(const View *c, Py_ssize_t i) {
+    return c->width == 8 ? ((const int64_t *)c->values)[i] : ((const int32_t *)c->values)[i];
 }
 
 /* A string's bytes (NULL if its offsets fall outside the data) */
-static inline const char *col_str(const ArrowCol *c, Py_ssize_t i, Py_ssize_t *len) {
+static inline const char *col_str(const View *c, Py_ssize_t i, Py_ssize_t *len) {
     int64_t a = col_int(c, i), b = col_int(c, i + 1);
-    if (a < 0 || b < a || b > c->data.len) return NULL;
+    if (a < 0 || b < a || b > c->datalen) return NULL;
     *len = (Py_ssize_t)(b - a);
-    return (const char *)c->data.buf + a;
+    return c->data + a;
 }
 
 /* characters of valid UTF-8 (what pyarrow's utf8_length counts), up to most + 1 */
@@ -1525,8 +1636,9 @@ PyDoc_STRVAR(feed_arrow_doc,
              "feed_arrow(n, t, op, id, nbytes, worker, item) -> (rows, code, previous_t)\n"
              "Check and add n rows of a columnar trace from its Arrow buffers, without a copy: rows added, and 0,\n"
              "why the next row is refused after what came before, or 6: one of its fields is wrong. op: int8 codes\n"
-             "(0 alloc, 1 free, other: wrong); every other column (validity or None, offset, values or None, width,\n"
-             "data or None), None when absent (all null).");
+             "(0 alloc, 1 free, other: wrong), or the spec of its dictionary's indices with data the code of each\n"
+             "word; every other column (validity or None, offset, values or None, width, data or None), None when\n"
+             "absent (all null). An id column of integers has data None.");
 
 static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
     Py_ssize_t n;
@@ -1538,36 +1650,64 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
     Py_buffer op = {0};
     PyObject *result = NULL;
     static const char *names[6] = {"t_ns", "op", "id", "bytes", "worker", "item"};
-    if (n < 0 || PyObject_GetBuffer(specs[1], &op, PyBUF_SIMPLE) < 0) goto done;
-    if (op.len < n) {
+    /* op: its dictionary's indices, with data the code of each word of the dictionary; or one code a row */
+    int coded = !PyTuple_Check(specs[1]);
+    if (n < 0 || (coded && PyObject_GetBuffer(specs[1], &op, PyBUF_SIMPLE) < 0) ||
+        (!coded && col_get(specs[1], &col[1], n, 0, names[1]) < 0))
+        goto done;
+    if (coded ? op.len < n : !col[1].values.obj || !col[1].data.obj) {
         PyErr_SetString(PyExc_ValueError, "feed_arrow: op does not cover the rows");
         goto done;
     }
+    /* an id column of integers comes without string data: its ids are their decimal text */
+    int numeric = PyTuple_Check(specs[2]) && PyTuple_GET_SIZE(specs[2]) == 5 && PyTuple_GET_ITEM(specs[2], 4) == Py_None;
     for (int c = 0; c < 6; c++)
-        if (c != 1 && col_get(specs[c], &col[c], n, c == 2 || c == 5, names[c]) < 0) goto done;
+        if (c != 1 && col_get(specs[c], &col[c], n, c == 5 || (c == 2 && !numeric), names[c]) < 0) goto done;
     if (!col[0].values.obj || !col[2].values.obj) {
         PyErr_SetString(PyExc_ValueError, "feed_arrow: t_ns and id are required");
         goto done;
     }
+    if (r->count && r->numeric != numeric) {
+        PyErr_SetString(PyExc_ValueError, "feed_arrow: a trace's ids are all text or all integers");
+        goto done;
+    }
+    r->numeric = numeric;
+    View v[6];
+    for (int c = 0; c < 6; c++) v[c] = col_view(&col[c]);
     const int8_t *ops = op.buf;
+    const uint8_t *words = coded ? NULL : col[1].data.buf;
+    Py_ssize_t nwords = coded ? 0 : col[1].data.len;
     const int64_t top = MAX_T_SECONDS * NS_PER_S;
     Py_ssize_t i = 0;
     int code = OK;
     int64_t previous = r->prev_t;
     r->utf8 = 1;
     for (; i < n; i++) {
-        int8_t o = ops[i];
+        int8_t o = 2; /* neither alloc nor free */
+        if (coded) {
+            o = ops[i];
+        } else if (!col_null(&v[1], i)) {
+            int64_t w = col_int(&v[1], i);
+            if (0 <= w && w < nwords) o = (int8_t)words[w];
+        }
         Py_ssize_t idlen = 0, itemlen = 0;
-        const char *id = col_null(&col[2], i) ? NULL : col_str(&col[2], i, &idlen);
-        int64_t t = col_null(&col[0], i) ? -1 : col_int(&col[0], i), nbytes = 0, worker = 0;
-        int ok = (o == 0 || o == 1) && 0 <= t && t <= top && id && idlen &&
-                 utf8_chars(id, idlen, MAX_ID_CHARS) <= MAX_ID_CHARS;
+        const char *id = NULL;
+        int64_t idnum = 0;
+        int has_id = !col_null(&v[2], i);
+        if (has_id && numeric) {
+            idnum = col_int(&v[2], i);
+        } else if (has_id) {
+            id = col_str(&v[2], i, &idlen);
+            has_id = id && idlen && utf8_chars(id, idlen, MAX_ID_CHARS) <= MAX_ID_CHARS;
+        }
+        int64_t t = col_null(&v[0], i) ? -1 : col_int(&v[0], i), nbytes = 0, worker = 0;
+        int ok = (o == 0 || o == 1) && 0 <= t && t <= top && has_id;
         if (ok && o == 1) {
-            ok = col_null(&col[3], i) && col_null(&col[4], i) && col_null(&col[5], i);
+            ok = col_null(&v[3], i) && col_null(&v[4], i) && col_null(&v[5], i);
         } else if (ok) {
-            const char *item = col_null(&col[5], i) ? "" : col_str(&col[5], i, &itemlen);
-            nbytes = col_null(&col[3], i) ? 0 : col_int(&col[3], i);
-            worker = col_null(&col[4], i) ? 0 : col_int(&col[4], i);
+            const char *item = col_null(&v[5], i) ? "" : col_str(&v[5], i, &itemlen);
+            nbytes = col_null(&v[3], i) ? 0 : col_int(&v[3], i);
+            worker = col_null(&v[4], i) ? 0 : col_int(&v[4], i);
             ok = 1 <= nbytes && nbytes <= MAX_POOL_BYTES && 0 <= worker && worker < r->workers && item &&
                  utf8_chars(item, itemlen, MAX_ITEM_CHARS) <= MAX_ITEM_CHARS;
         }
@@ -1576,7 +1716,7 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
             break;
         }
         previous = r->prev_t;
-        code = apply(r, t, o, id, idlen, nbytes, (long)worker, NULL);
+        code = numeric ? apply_num(r, t, o, idnum, nbytes, (long)worker) : apply(r, t, o, id, idlen, nbytes, (long)worker, NULL);
         if (code < 0) goto done;
         if (code) break;
     }

@@ -1,7 +1,8 @@
 """The columnar trace: the JSON-lines trace's events as a Parquet table (pyarrow, ``mmpool[parquet]``).
 
 One row per event, in time order, the JSON-lines keys as columns: ``t_ns`` (int64 nanoseconds, so
-no decimal text to parse), ``op`` (``"alloc"``/``"free"``), ``id``, and for allocs ``bytes``,
+no decimal text to parse), ``op`` (``"alloc"``/``"free"``), ``id`` (text, or integers standing for
+their decimal text, as written when every id is one), and for allocs ``bytes``,
 ``worker`` (null: 0) and ``item``; a free's ``bytes``, ``worker`` and ``item`` are null. Every row
 is checked as a JSON line is, with the same messages, located at ``FILE:ROW`` (rows counted from 1,
 the line numbers of the same trace as JSON lines). The compiled reader (``native.FAST``) checks each
@@ -65,33 +66,71 @@ def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[o
         return 0
     rows = list(timeline)
     allocs = [op == ALLOC for _, op, _, _, _ in rows]
+    ids = [str(key) for _, _, key, _, _ in rows]
+    numbers = integer_ids(ids)
     table = pa.table(
         {
             "t_ns": pa.array([t for t, _, _, _, _ in rows], pa.int64()),
             "op": pa.array(["alloc" if a else "free" for a in allocs], pa.string()).dictionary_encode(),
-            "id": pa.array([str(key) for _, _, key, _, _ in rows], pa.string()),
+            "id": pa.array(ids, pa.string()) if numbers is None else pa.array(numbers, pa.int64()),
             "bytes": pa.array([n if a else None for (_, _, _, n, _), a in zip(rows, allocs, strict=True)], pa.int64()),
             "worker": pa.array([w if a else None for (_, _, _, _, w), a in zip(rows, allocs, strict=True)], pa.int32()),
-            "item": pa.array(
-                [items.get(key, "") if a else None for (_, _, key, _, _), a in zip(rows, allocs, strict=True)],
-                pa.string(),
-            ),
         }
     )
-    pq.write_table(table, out, **WRITE_OPTIONS)
+    named = [items.get(key, "") if a else None for (_, _, key, _, _), a in zip(rows, allocs, strict=True)]
+    if any(named):  # with no item named, no column: a trace without one reads as every item ""
+        table = table.append_column("item", pa.array(named, pa.string()))
+    pq.write_table(required(pa, table), out, **write_options(numeric_ids=numbers is not None))
     return len(rows)
 
 
-# How a columnar trace is written, for the size of the file and the speed of reading it back:
-# t_ns as deltas (a time-ordered column's differences are small, and decode faster than a dictionary);
-# ids plain (each appears twice, so a dictionary of them only grows until it falls back to plain);
-# the others as dictionaries. zstd only where it pays: on the ids, the workers and the items; the
-# deltas, op and bytes' dictionary indices do not shrink under it, and decompressing them costs time.
-WRITE_OPTIONS: dict[str, Any] = {
-    "column_encoding": {"t_ns": "DELTA_BINARY_PACKED", "id": "PLAIN"},
-    "use_dictionary": ["op", "bytes", "worker", "item"],
-    "compression": {"t_ns": "none", "op": "none", "id": "zstd", "bytes": "none", "worker": "zstd", "item": "zstd"},
-}
+def required(pa: Any, table: Any) -> Any:
+    """``table`` with t_ns, op and id marked as never null: Parquet then stores no null flags for them,
+    and they decode about twice as fast."""
+    fields = [f.with_nullable(f.name not in _REQUIRED) for f in table.schema]
+    return table.cast(pa.schema(fields))
+
+
+def integer_ids(ids: list[str]) -> list[int] | None:
+    """The ids as 64-bit integers when every one is exactly an integer's decimal text (``"17"``, not
+    ``"017"`` or ``"+17"``), so that reading them back as text gives the same ids; else None."""
+    numbers = []
+    for key in ids:
+        if not key.isascii() or len(key) > 20:
+            return None
+        try:
+            number = int(key)
+        except ValueError:
+            return None
+        if str(number) != key or not -(2**63) <= number < 2**63:
+            return None
+        numbers.append(number)
+    return numbers
+
+
+def write_options(*, numeric_ids: bool) -> dict[str, Any]:
+    """How a columnar trace is written, for the size of the file and the speed of reading it back.
+
+    t_ns as deltas (a time-ordered column's differences are small, and decode faster than a
+    dictionary). Ids that are all integers (``mmpool record``'s are) as an int64 column of deltas:
+    a free's id is an alloc's of a moment before, so the differences are small, and there is no text
+    to decode or hash. Other ids as plain text (each appears twice, so a dictionary of them only grows
+    until it falls back to plain), under zstd. The rest as dictionaries; zstd only where it pays (the
+    workers and the items): the deltas, op and bytes' dictionary indices do not shrink under it, and
+    decompressing them costs time.
+    """
+    return {
+        "column_encoding": {"t_ns": "DELTA_BINARY_PACKED", "id": "DELTA_BINARY_PACKED" if numeric_ids else "PLAIN"},
+        "use_dictionary": ["op", "bytes", "worker", "item"],
+        "compression": {
+            "t_ns": "none",
+            "op": "none",
+            "id": "none" if numeric_ids else "zstd",
+            "bytes": "none",
+            "worker": "zstd",
+            "item": "zstd",
+        },
+    }
 
 
 def read_parquet(path: str, workers: int, *, max_events: int, keep_ids: bool, requests: bool) -> Events:
@@ -171,6 +210,8 @@ def _column(pa: Any, pc: Any, batch: Any, name: str, kind: Any) -> Any:
     col = batch.column(name)
     if pa.types.is_dictionary(col.type):
         col = col.dictionary_decode()
+    if name == "id" and pa.types.is_integer(col.type):
+        return col.cast(kind)  # ids stored as integers: their decimal text
     ok = (
         pa.types.is_integer(col.type)
         if pa.types.is_integer(kind)
@@ -192,7 +233,7 @@ def _batch(np: Any, pa: Any, pc: Any, reader: Any, batch: Any, path: str, first:
             raise TraceError(f"{path}:{first + done}: {_row_error(pa, done, _decoded(pa, pc, batch), workers)}")
         if code:
             t, key = batch.column("t_ns")[done].as_py(), batch.column("id")[done].as_py()
-            _refuse(reader, path, first + done, code, t, previous, key)
+            _refuse(reader, path, first + done, code, t, previous, str(key))
         return
     n = batch.num_rows
     cols = _decoded(pa, pc, batch)
@@ -247,20 +288,20 @@ def _buffers(np: Any, pa: Any, pc: Any, batch: Any) -> tuple[Any, ...] | None:
         if strings and (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
             valid, offsets, data = col.buffers()
             specs.append((valid, col.offset, offsets, 8 if pa.types.is_large_string(kind) else 4, data or b""))
-        elif not strings and (pa.types.is_int64(kind) or pa.types.is_int32(kind)):
+        elif (not strings or name == "id") and (pa.types.is_int64(kind) or pa.types.is_int32(kind)):
             valid, values = col.buffers()
             specs.append((valid, col.offset, values, kind.bit_width // 8, None))
         else:
             return None
-    op = _op_codes(np, pa, pc, batch.column("op"))
+    op = _op_codes(pa, pc, batch.column("op"))
     if op is None:
         return None
     return (specs[0], op, *specs[1:])
 
 
-def _op_codes(np: Any, pa: Any, pc: Any, col: Any) -> Any:
-    """The op column as int8 codes: 0 alloc, 1 free, 2 anything else (null included); None if its
-    type is not a string's."""
+def _op_codes(pa: Any, pc: Any, col: Any) -> Any:
+    """The op column as the compiled reader takes it: its dictionary's indices, each word's code (0
+    alloc, 1 free, 2 anything else) as their data; None if its type is not a string's."""
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         col = pc.dictionary_encode(col)
     kind = col.type
@@ -270,14 +311,12 @@ def _op_codes(np: Any, pa: Any, pc: Any, col: Any) -> Any:
         or not (pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type))
     ):
         return None
-    lut = np.array([{"alloc": 0, "free": 1}.get(v, 2) for v in col.dictionary.to_pylist()] + [2], np.int8)
-    width = kind.index_type.bit_width // 8
+    words = bytes({"alloc": 0, "free": 1}.get(v, 2) for v in col.dictionary.to_pylist())
     indices = col.indices
-    index = np.frombuffer(indices.buffers()[1], f"<i{width}", len(col), indices.offset * width)
-    codes = lut[np.clip(index, -1, len(lut) - 1)]  # -1 (the last): an index outside the dictionary
-    if col.null_count:
-        codes[col.is_null().to_numpy(zero_copy_only=False)] = 2
-    return codes
+    if kind.index_type.bit_width < 32:
+        indices = indices.cast(pa.int32())  # the reader takes 4- and 8-byte integers
+    valid, values = indices.buffers()
+    return (valid, indices.offset, values, indices.type.bit_width // 8, words)
 
 
 def _refuse(reader: Any, path: str, row: int, code: int, t: int, previous: int, key: object) -> None:
@@ -354,7 +393,7 @@ def _row_error(pa: Any, i: int, cols: dict[str, Any], workers: int) -> str:
             return f"column {name} must be {kind}, not {col.type}"
     for name, col in (("op", op), ("id", ids), ("item", item)):
         if not pa.types.is_large_string(col.type):
-            return f"column {name} must be a string, not {col.type}"
+            return f"column {name} must be a string{' or an integer' if name == 'id' else ''}, not {col.type}"
     o = op[i].as_py()
     if o not in ("alloc", "free"):
         return f'op must be "alloc" or "free", not {o!r}'

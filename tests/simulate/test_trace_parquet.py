@@ -262,3 +262,73 @@ def test_the_compiled_reader_takes_arrow_buffers_as_the_python_reader_takes_rows
         copy = pa.RecordBatch.from_pylist(part.to_pylist(), schema=part.schema)
         assert one_batch(part) == one_batch(copy)
     assert one_batch(whole.slice(6)) == [[8, 8, 9, 10], [0, 0, 1, 1], [0, 1, 1, 0], [4, 5, 0, 0], [1, 0, 0, 0]]
+
+
+def test_integer_ids_are_their_decimal_text(tmp_path, reader) -> None:
+    """An id column of integers (as mmpool trace writes ids that all are some): the events, ids and
+    errors of the same trace with the ids as text."""
+    text = ["5", "-12", "5", "9223372036854775807", "-12", "0", "9223372036854775807", "0"]
+    table = {
+        "t_ns": [0, 1, 2, 3, 4, 5, 6, 7],
+        "op": ["alloc", "alloc", "free", "alloc", "free", "alloc", "free", "free"],
+        "bytes": [1, 2, None, 3, None, 4, None, None],
+        "worker": [0, 1, None, 1, None, 0, None, None],
+    }
+
+    def read(ids, **options):
+        path = tmp_path / "i.parquet"
+        path.unlink(missing_ok=True)
+        pq.write_table(pa.table({**table, "id": ids}), path)
+        try:
+            return columns(read_trace(str(path), 2, **options))
+        except TraceError as e:
+            return str(e).removeprefix(str(path))
+
+    as_text = read(pa.array(text), keep_ids=True, requests=True)
+    assert as_text[-1] == ["5", "-12", "9223372036854775807", "0"]
+    assert read(pa.array([int(i) for i in text], pa.int64()), keep_ids=True, requests=True) == as_text
+    small = [str(int(i) % 1000) for i in text]
+    assert read(pa.array([int(i) for i in small], pa.int32()), keep_ids=True, requests=True) == read(
+        pa.array(small), keep_ids=True, requests=True
+    )
+    unsigned = [str(int(i) % 2**64) for i in text]  # a type read through pyarrow's cast
+    assert read(pa.array([int(i) for i in unsigned], pa.uint64())) == read(pa.array(unsigned))
+    for row, value, expected in [
+        (2, 7, ":3: free of unknown id '7'"),
+        (3, -12, ":4: alloc of id '-12', which is still in flight"),
+        (4, 5, ":5: free of id '5', which was already freed"),
+        (6, None, ":7: id must be a non-empty string of at most 256 characters"),
+    ]:
+        ids = [int(i) for i in text]
+        ids[row] = value
+        assert read(pa.array(ids, pa.int64())) == read(pa.array([None if i is None else str(i) for i in ids]))
+        assert read(pa.array(ids, pa.int64())).startswith(expected)
+    assert (
+        read(pa.array([float(i) for i in text[:2]] * 4)) == ":1: column id must be a string or an integer, not double"
+    )
+
+
+@pytest.mark.parametrize(
+    ("ids", "numbers"),
+    [
+        (["0", "17", "-3", "9223372036854775807", "-9223372036854775808"], [0, 17, -3, 2**63 - 1, -(2**63)]),
+        (["17", "017"], None),
+        (["+1"], None),
+        (["1_0"], None),
+        (["-0"], None),
+        (["٣"], None),  # a digit, but not an ASCII one
+        (["9223372036854775808"], None),
+        (["1", "req1/img0"], None),
+        ([" 1"], None),
+    ],
+)
+def test_ids_are_written_as_integers_only_where_their_text_comes_back(tmp_path, ids, numbers) -> None:
+    from mmpool_cli.simulate.trace_parquet import integer_ids
+
+    assert integer_ids(ids) == numbers
+    events = [(i, ALLOC, key, 1, 0) for i, key in enumerate(ids)]
+    path = parquet(events, tmp_path / "w.parquet")
+    stored = pq.read_table(path).column("id")
+    assert stored.type == (pa.string() if numbers is None else pa.int64())
+    assert read_trace(path, 1, keep_ids=True).ids == ids
+    assert "item" not in pq.read_table(path).column_names  # no item named: no column
