@@ -2,13 +2,14 @@
 
 Writes the ``images`` trace of ``benchmarks/simulate.py`` (Poisson arrivals at 2000 features/s,
 exponential holds of 0.25 s, Qwen2.5-VL-like image sizes, 4 workers; made with numpy here, so that
-10^7 events take seconds) as JSON lines and as Parquet, checks that ``mmpool simulate --trace``
-gives the same answer from both, and times each: CPU seconds of a fresh process pinned to one core,
-its wall time and peak memory, best of ``--runs``. Usage::
+10^7 events take seconds) as JSON lines and as Parquet: its ids, all integers, stored as integers
+(as ``mmpool trace -o`` stores them) and as text (as ids that are not all integers are). Checks that
+``mmpool simulate --trace`` gives the same answer from each, and times each: CPU seconds of a fresh
+process pinned to one core, its wall time and peak memory, best of ``--runs``. Usage::
 
-    python benchmarks/trace_formats.py [--events 10000000] [--runs 3] [--keep DIR] [--formats parquet]
+    python benchmarks/trace_formats.py [--events 10000000] [--runs 3] [--keep DIR] [--formats parquet,parquet-text]
 
-(``--formats parquet`` alone for 10^8 events: that JSON-lines file is about 7 GB.)
+(without ``jsonl`` for 10^8 events: that JSON-lines file is about 7 GB.)
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mmpool_cli.simulate.trace_parquet import WRITE_OPTIONS
+from mmpool_cli.simulate.trace_parquet import integer_ids, required, write_options
 
 PATCHES = np.array([324, 576, 1296, 2304, 3600, 5184, 8280])
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,19 +72,19 @@ def write_jsonl(c: dict[str, np.ndarray], path: Path) -> None:
             )
 
 
-def write_parquet(c: dict[str, np.ndarray], path: Path) -> None:
+def write_parquet(c: dict[str, np.ndarray], path: Path, numeric_ids: bool) -> None:
     free = c["free"]
+    assert integer_ids([str(i) for i in c["id"][:1000]]) is not None  # mmpool trace would write them as integers
     table = pa.table(
         {
             "t_ns": pa.array(c["t"]),
-            "op": pa.DictionaryArray.from_arrays(pa.array(free.astype(np.int8)), pa.array(["alloc", "free"])),
-            "id": pa.array(c["id"]).cast(pa.string()),
+            "op": pa.DictionaryArray.from_arrays(pa.array(free.astype(np.int32)), pa.array(["alloc", "free"])),
+            "id": pa.array(c["id"]) if numeric_ids else pa.array(c["id"]).cast(pa.string()),
             "bytes": pa.array(c["bytes"], mask=free),
             "worker": pa.array(c["worker"].astype(np.int32), mask=free),
-            "item": pa.nulls(len(free), pa.string()),
-        }
+        }  # and no item column: with no item named, mmpool trace writes none
     )
-    pq.write_table(table, path, **WRITE_OPTIONS)  # as mmpool trace writes it
+    pq.write_table(required(pa, table), path, **write_options(numeric_ids=numeric_ids))  # as mmpool trace writes it
 
 
 # Runs the command pinned to the first core this process may use and writes its CPU seconds and peak
@@ -130,7 +131,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="write the traces here and keep them")
-    parser.add_argument("--formats", default="jsonl,parquet", help="which to measure: jsonl, parquet or both")
+    parser.add_argument(
+        "--formats",
+        default="jsonl,parquet,parquet-text",
+        help="which to measure, comma-separated: jsonl, parquet (integer ids, as mmpool trace writes this "
+        "trace's), parquet-text (the same ids as text, as for ids that are not all integers)",
+    )
     parser.add_argument(
         "--root",
         type=Path,
@@ -144,15 +150,21 @@ def main() -> int:
         columns = make(args.events, 4, args.seed)
         n = len(columns["t"])
         formats = args.formats.split(",")
-        paths = {"JSON lines": folder / "images.jsonl", "Parquet": folder / "images.parquet"}
-        if "jsonl" not in formats:
-            del paths["JSON lines"]
-        if "parquet" not in formats:
-            del paths["Parquet"]
-        if "JSON lines" in paths and not paths["JSON lines"].exists():
-            write_jsonl(columns, paths["JSON lines"])
-        if "Parquet" in paths and not paths["Parquet"].exists():
-            write_parquet(columns, paths["Parquet"])
+        known = {
+            "jsonl": ("JSON lines", folder / "images.jsonl"),
+            "parquet": ("Parquet", folder / "images.parquet"),
+            "parquet-text": ("Parquet, text ids", folder / "images-text-ids.parquet"),
+        }
+        if unknown := set(formats) - set(known):
+            parser.error(f"--formats: unknown {', '.join(sorted(unknown))}; known: {', '.join(known)}")
+        paths = dict(known[f] for f in known if f in formats)
+        for key, (name, path) in known.items():
+            if name not in paths or path.exists():
+                continue
+            if key == "jsonl":
+                write_jsonl(columns, path)
+            else:
+                write_parquet(columns, path, numeric_ids=key == "parquet")
         del columns  # the memory is the replay's
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(args.root / "mmpool_cli")], check=True)
         answers = []
@@ -163,12 +175,12 @@ def main() -> int:
             answers.append(answer)
             size = os.path.getsize(path) / 1e6
             print(
-                f"{name:10}  {size:8.0f} MB  {cpu:7.2f} s CPU  {wall:7.2f} s wall  "
+                f"{name:17}  {size:8.0f} MB  {cpu:7.2f} s CPU  {wall:7.2f} s wall  "
                 f"{n / cpu / 1e6:6.2f} M events/s  peak {rss / 1e3:.0f} MB"
             )
-        if len(answers) == 2:
-            assert answers[0] == answers[1], "the two formats give different answers"
-            print("the same answer from both")
+        if len(answers) > 1:
+            assert all(a == answers[0] for a in answers), "the formats give different answers"
+            print("the same answer from each")
     finally:
         if args.keep is None:
             shutil.rmtree(folder)
