@@ -83,7 +83,10 @@ typedef struct {
     int i;
 } Cursor;
 
-static inline int before(const Item *x, int64_t a, int64_t b) { return (x->a < a) | ((x->a == a) & (x->b < b)); }
+/* (x->a, x->b) < (a, b), all of them >= 0: one comparison of 128-bit numbers */
+static inline int before(const Item *x, int64_t a, int64_t b) {
+    return (((u128)x->a << 64) | (uint64_t)x->b) < (((u128)a << 64) | (uint64_t)b);
+}
 
 /* the number of items of items[0..n) before (a, b); branch-free, so the search costs no mispredictions */
 static inline Py_ssize_t count_before(const Item *items, Py_ssize_t n, int64_t a, int64_t b) {
@@ -198,6 +201,31 @@ static void list_delete(List *l, Cursor c) {
     memmove(&l->blocks[c.b], &l->blocks[c.b + 1], (size_t)(l->nblocks - c.b - 1) * sizeof(Block *));
     memmove(&l->lasts[c.b], &l->lasts[c.b + 1], (size_t)(l->nblocks - c.b - 1) * sizeof(Item));
     l->nblocks--;
+}
+
+/* Put (a, b, c) in the place of the item at `at`: where its place is in the same block, one move of
+ * the items between (a free range that shrinks or grows moves a few places), else as a deletion and
+ * an insertion. */
+static int list_replace(List *l, Cursor at, int64_t a, int64_t b, int64_t c) {
+    Block *k = l->blocks[at.b];
+    Item *items = k->items;
+    int n = k->n;
+    if (before(&items[at.i], a, b)) { /* it sorts later: among the items after it */
+        if (at.b + 1 < l->nblocks && before(&l->blocks[at.b + 1]->items[0], a, b)) goto apart;
+        int q = at.i + 1 + (int)count_before(items + at.i + 1, n - at.i - 1, a, b);
+        memmove(&items[at.i], &items[at.i + 1], (size_t)(q - at.i - 1) * sizeof(Item));
+        items[q - 1] = (Item){a, b, c};
+    } else { /* earlier: among the items before it */
+        if (at.b > 0 && !before(&l->lasts[at.b - 1], a, b)) goto apart;
+        int p = (int)count_before(items, at.i, a, b);
+        memmove(&items[p + 1], &items[p], (size_t)(at.i - p) * sizeof(Item));
+        items[p] = (Item){a, b, c};
+    }
+    list_touch(l, at.b);
+    return 0;
+apart:
+    list_delete(l, at);
+    return list_insert(l, a, b, c);
 }
 
 static void list_free(List *l) {
@@ -405,13 +433,13 @@ static int64_t pool_alloc(Pool *p, int64_t nbytes) {
         int64_t last = last_start(p);
         if (last >= 0 && p->memory_size - last < size) limit(p, size - (p->memory_size - last));
     }
-    list_delete(keys, c);
     map_pop(&p->by_start, start);
     int64_t rest = start + size;
-    if (rest < end) {
+    if (rest < end) { /* the remnant takes the range's place in the list */
         if (map_put(&p->by_start, rest, end - rest) < 0 || map_put(&p->by_end, end, rest) < 0) return -3;
-        if (list_insert(keys, end - rest, rest, p->counter++) < 0) return -3;
+        if (list_replace(keys, c, end - rest, rest, p->counter++) < 0) return -3;
     } else {
+        list_delete(keys, c);
         map_pop(&p->by_end, end);
     }
     p->leases++;
@@ -438,21 +466,29 @@ static int pool_tick(Pool *p, int64_t now, const Leases *L) {
         int64_t size = (L->nbytes[k] + p->round) & p->trunc;
         released += size;
         p->area += (u128)size * (u128)(now - L->t[k]);
-        int64_t end = start + size;
+        int64_t end = start + size, lease = start;
         int64_t left = map_pop(&p->by_end, start); /* the free range that ends where the lease starts */
         if (left >= 0) {
-            key_delete(p, start - left, left);
             map_pop(&p->by_start, left);
             start = left;
         }
         int64_t right = map_pop(&p->by_start, end); /* the size of the one that starts where it ends */
         if (right >= 0) {
-            key_delete(p, right, end);
             map_pop(&p->by_end, end + right);
             end += right;
         }
         if (map_put(&p->by_start, start, end - start) < 0 || map_put(&p->by_end, end, start) < 0) return -1;
-        if (list_insert(&p->keys, end - start, start, -1) < 0) return -1;
+        /* the joined range takes the place of a neighbour it joined in the list (it sorts later) */
+        int status;
+        if (left >= 0) {
+            if (right >= 0) key_delete(p, right, lease + size);
+            status = list_replace(&p->keys, list_lower(&p->keys, lease - left, left), end - start, start, -1);
+        } else if (right >= 0) {
+            status = list_replace(&p->keys, list_lower(&p->keys, right, lease + size), end - start, start, -1);
+        } else {
+            status = list_insert(&p->keys, end - start, start, -1);
+        }
+        if (status < 0) return -1;
     }
     p->leases -= p->nacked;
     p->leased_bytes -= released;

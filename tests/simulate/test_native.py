@@ -73,6 +73,30 @@ def test_replay_matches_the_python_engine(seed: int, monkeypatch: pytest.MonkeyP
     assert first == second
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_replay_matches_the_python_engine_over_hundreds_of_free_ranges(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pools cut into hundreds of free ranges (many blocks of the compiled list): freed in any
+    order, joined, split again by allocs of every size; the same offsets and figures."""
+    rng = random.Random(seed)
+    events: list[Event] = []
+    t, live = 0, []
+    for i in range(6000):
+        t += rng.choice([1, 10, 10**6])
+        if live and rng.random() < (0.3 if i < 2000 else 0.55):
+            events.append((t, FREE, live.pop(rng.randrange(len(live))), 0, 0))
+        else:
+            nbytes = rng.choice([rng.randrange(1, 3000), 256 * rng.randrange(1, 40), rng.randrange(1, 1 << 16)])
+            events.append((t, ALLOC, f"a{i}", nbytes, rng.randrange(2)))
+            live.append(f"a{i}")
+    rules = PoolRules("cuda_ipc", rng.choice([1, 256]), 4096)
+    layout = PoolLayout(2, rng.choice([1 << 22, 1 << 26]), rng.randrange(0, 4000), rng.choice([1, 10**7]), rules)
+    compiled, reference = _both(monkeypatch, lambda: simulate(as_events(events), layout, record=True))
+    assert dataclasses.asdict(compiled) == dataclasses.asdict(reference)
+    assert compiled.total("items") > compiled.total("fallback_items")
+
+
 def test_sums_past_two_to_the_63_stay_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     # 2**20 allocs of 2**44 bytes: 2**64 bytes in all, past a C int64 (held in 128 bits)
     n = 1 << 20
