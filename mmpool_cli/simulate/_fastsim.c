@@ -651,7 +651,8 @@ static int replay_tick(Replay *R, Py_ssize_t w, int64_t at) {
 }
 
 /* One event: 0, 1 once the fallback passes the stop (the replay ends there), or -1 with an exception. */
-static inline int replay_event(Replay *R, int64_t t, int8_t op, int64_t key, int64_t nbytes, long w) {
+static inline __attribute__((always_inline)) int replay_event(Replay *R, int64_t t, int8_t op, int64_t key,
+                                                             int64_t nbytes, long w) {
     Leases *L = &R->L;
     R->t = t;
     R->count++;
@@ -1259,7 +1260,8 @@ static void num_delete(Reader *r, NumSlot *slot) {
 
 /* apply() for an id stored as an integer (a columnar trace's): its text is its decimal digits. A
  * replaying reader keeps the number itself; any other reader keeps the text, as for any id. */
-static int apply_num(Reader *r, int64_t t, int is_free, int64_t id, int64_t nbytes, long worker) {
+static inline __attribute__((always_inline)) int apply_num(Reader *r, int64_t t, int is_free, int64_t id,
+                                                          int64_t nbytes, long worker) {
     if (!r->replay) {
         char text[24], *p = text + sizeof text;
         uint64_t v = id < 0 ? 0 - (uint64_t)id : (uint64_t)id;
@@ -1668,6 +1670,45 @@ static Py_ssize_t utf8_chars(const char *s, Py_ssize_t len, Py_ssize_t most) {
     return chars;
 }
 
+static inline int bit_set(const uint8_t *valid, Py_ssize_t j) { return !valid || ((valid[j >> 3] >> (j & 7)) & 1); }
+
+/* The rows of a batch in the layout mmpool trace writes for integer ids (t_ns and id: int64, op:
+ * int32 dictionary indices, none of them null; bytes: int64, worker: int32; no item), with the checks
+ * of feed_arrow's loop, without its questions per field about each column's layout. */
+static int feed_written(Reader *r, const View *v, const uint8_t *words, Py_ssize_t nwords, Py_ssize_t n,
+                        Py_ssize_t *at, int64_t *previous) {
+    const int64_t *T = (const int64_t *)v[0].values, *ID = (const int64_t *)v[2].values;
+    const int64_t *NB = (const int64_t *)v[3].values;
+    const int32_t *OP = (const int32_t *)v[1].values, *WK = (const int32_t *)v[4].values;
+    const uint8_t *bvalid = v[3].valid, *wvalid = v[4].valid;
+    Py_ssize_t bbit = v[3].bit, wbit = v[4].bit;
+    const int64_t top = MAX_T_SECONDS * NS_PER_S, workers = r->workers;
+    Py_ssize_t i = *at;
+    int code = OK;
+    for (; i < n; i++) {
+        int8_t o = (uint32_t)OP[i] < (uint64_t)nwords ? (int8_t)words[OP[i]] : 2;
+        int64_t t = T[i], nbytes = 0, worker = 0;
+        int has_bytes = bit_set(bvalid, bbit + i), has_worker = bit_set(wvalid, wbit + i);
+        int ok = (o == 0 || o == 1) && 0 <= t && t <= top;
+        if (ok && o == 1) {
+            ok = !has_bytes && !has_worker;
+        } else if (ok) {
+            nbytes = has_bytes ? NB[i] : 0;
+            worker = has_worker ? WK[i] : 0;
+            ok = 1 <= nbytes && nbytes <= MAX_POOL_BYTES && 0 <= worker && worker < workers;
+        }
+        if (!ok) {
+            code = E_FIELD;
+            break;
+        }
+        *previous = r->prev_t;
+        code = apply_num(r, t, o, ID[i], nbytes, (long)worker);
+        if (code) break;
+    }
+    *at = i;
+    return code;
+}
+
 PyDoc_STRVAR(feed_arrow_doc,
              "feed_arrow(n, t, op, id, nbytes, worker, item) -> (rows, code, previous_t)\n"
              "Check and add n rows of a columnar trace from its Arrow buffers, without a copy: rows added, and 0,\n"
@@ -1718,6 +1759,13 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
     int code = OK;
     int64_t previous = r->prev_t;
     r->utf8 = 1;
+    if (numeric && !coded && v[0].values && !v[0].valid && v[0].width == 8 && v[1].values && !v[1].valid &&
+        v[1].width == 4 && !v[2].valid && v[2].width == 8 && v[3].values && v[3].width == 8 && v[4].values &&
+        v[4].width == 4 && !v[5].values) {
+        code = feed_written(r, v, words, nwords, n, &i, &previous);
+        if (code < 0) goto done;
+        n = i; /* the loop below has nothing left to read */
+    }
     for (; i < n; i++) {
         int8_t o = 2; /* neither alloc nor free */
         if (coded) {
