@@ -101,7 +101,7 @@ static inline Py_ssize_t count_before(const Item *items, Py_ssize_t n, int64_t a
 }
 
 /* the first item >= (a, b) */
-static Cursor list_lower(const List *l, int64_t a, int64_t b) {
+static inline Cursor list_lower(const List *l, int64_t a, int64_t b) {
     Cursor c = {count_before(l->lasts, l->nblocks, a, b), 0}; /* the first block whose last item is >= (a, b) */
     if (c.b < l->nblocks) c.i = (int)count_before(l->blocks[c.b]->items, l->blocks[c.b]->n, a, b);
     return c;
@@ -278,20 +278,23 @@ static inline int64_t map_get(const Map *m, int64_t key) {
     return m->keys[i] == key ? m->values[i] : -1;
 }
 
-static int map_put(Map *m, int64_t key, int64_t value) {
-    if (2 * (m->n + 1) > m->cap) {
-        Map bigger;
-        if (map_init(&bigger, 64 - m->shift + 1) < 0) return -1;
-        for (Py_ssize_t i = 0; i < m->cap; i++)
-            if (m->keys[i] >= 0) {
-                Py_ssize_t j = map_slot(&bigger, m->keys[i]);
-                bigger.keys[j] = m->keys[i];
-                bigger.values[j] = m->values[i];
-                bigger.n++;
-            }
-        map_free(m);
-        *m = bigger;
-    }
+static int map_grow(Map *m) {
+    Map bigger;
+    if (map_init(&bigger, 64 - m->shift + 1) < 0) return -1;
+    for (Py_ssize_t i = 0; i < m->cap; i++)
+        if (m->keys[i] >= 0) {
+            Py_ssize_t j = map_slot(&bigger, m->keys[i]);
+            bigger.keys[j] = m->keys[i];
+            bigger.values[j] = m->values[i];
+            bigger.n++;
+        }
+    map_free(m);
+    *m = bigger;
+    return 0;
+}
+
+static inline int map_put(Map *m, int64_t key, int64_t value) {
+    if (2 * (m->n + 1) > m->cap && map_grow(m) < 0) return -1;
     Py_ssize_t i = map_slot(m, key);
     if (m->keys[i] < 0) m->n++;
     m->keys[i] = key;
@@ -300,7 +303,7 @@ static int map_put(Map *m, int64_t key, int64_t value) {
 }
 
 /* remove key and return its value, or -1 if it is absent */
-static int64_t map_pop(Map *m, int64_t key) {
+static inline int64_t map_pop(Map *m, int64_t key) {
     Py_ssize_t mask = m->cap - 1, i = map_slot(m, key), j = i;
     if (m->keys[i] != key) return -1;
     int64_t value = m->values[i];
