@@ -16,7 +16,8 @@
  * parser, which explains what is wrong, and hands a valid event back through push(). It reads a
  * columnar trace's batches from their Arrow buffers alike (feed_arrow). Made with a layout, it
  * appends no columns: each event goes straight to a replay (the same state machine replay() runs
- * over columns), and only the ids in flight are kept.
+ * over columns), and only the ids in flight are kept (as numbers, where a columnar trace stores its
+ * ids as integers).
  *
  * Sums of bytes and of bytes x nanoseconds can pass 2**63, so they are kept in 128 bits.
  */
@@ -471,15 +472,10 @@ static int pool_tick(Pool *p, int64_t now, const Leases *L) {
         p->area += (u128)size * (u128)(now - L->t[k]);
         int64_t end = start + size, lease = start;
         int64_t left = map_pop(&p->by_end, start); /* the free range that ends where the lease starts */
-        if (left >= 0) {
-            map_pop(&p->by_start, left);
-            start = left;
-        }
+        if (left >= 0) start = left;
         int64_t right = map_pop(&p->by_start, end); /* the size of the one that starts where it ends */
-        if (right >= 0) {
-            map_pop(&p->by_end, end + right);
-            end += right;
-        }
+        if (right >= 0) end += right;
+        /* the joined range's ends: a neighbour's outer end keeps its entry, with the new value */
         if (map_put(&p->by_start, start, end - start) < 0 || map_put(&p->by_end, end, start) < 0) return -1;
         /* the joined range takes the place of a neighbour it joined in the list (it sorts later) */
         int status;
@@ -1715,10 +1711,10 @@ static int feed_written(Reader *r, const View *v, const uint8_t *words, Py_ssize
 PyDoc_STRVAR(feed_arrow_doc,
              "feed_arrow(n, t, op, id, nbytes, worker, item) -> (rows, code, previous_t)\n"
              "Check and add n rows of a columnar trace from its Arrow buffers, without a copy: rows added, and 0,\n"
-             "why the next row is refused after what came before, or 6: one of its fields is wrong. op: int8 codes\n"
-             "(0 alloc, 1 free, other: wrong), or the spec of its dictionary's indices with data the code of each\n"
-             "word; every other column (validity or None, offset, values or None, width, data or None), None when\n"
-             "absent (all null). An id column of integers has data None.");
+             "why the next row is refused after what came before, or 6: one of its fields is wrong. Each column\n"
+             "(validity or None, offset, values or None, width, data or None), None when absent (all null); op:\n"
+             "its dictionary's indices, data the code of each word (0 alloc, 1 free, other: wrong); an id column\n"
+             "of integers has data None.");
 
 static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
     Py_ssize_t n;
@@ -1727,16 +1723,12 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
         return NULL;
     ArrowCol col[6];
     memset(col, 0, sizeof col);
-    Py_buffer op = {0};
     PyObject *result = NULL;
     static const char *names[6] = {"t_ns", "op", "id", "bytes", "worker", "item"};
-    /* op: its dictionary's indices, with data the code of each word of the dictionary; or one code a row */
-    int coded = !PyTuple_Check(specs[1]);
-    if (n < 0 || (coded && PyObject_GetBuffer(specs[1], &op, PyBUF_SIMPLE) < 0) ||
-        (!coded && col_get(specs[1], &col[1], n, 0, names[1]) < 0))
-        goto done;
-    if (coded ? op.len < n : !col[1].values.obj || !col[1].data.obj) {
-        PyErr_SetString(PyExc_ValueError, "feed_arrow: op does not cover the rows");
+    /* op: its dictionary's indices, with data the code of each word of the dictionary */
+    if (n < 0 || col_get(specs[1], &col[1], n, 0, names[1]) < 0) goto done;
+    if (!col[1].values.obj || !col[1].data.obj) {
+        PyErr_SetString(PyExc_ValueError, "feed_arrow: op's indices and words are required");
         goto done;
     }
     /* an id column of integers comes without string data: its ids are their decimal text */
@@ -1754,15 +1746,14 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
     r->numeric = numeric;
     View v[6];
     for (int c = 0; c < 6; c++) v[c] = col_view(&col[c]);
-    const int8_t *ops = op.buf;
-    const uint8_t *words = coded ? NULL : col[1].data.buf;
-    Py_ssize_t nwords = coded ? 0 : col[1].data.len;
+    const uint8_t *words = col[1].data.buf;
+    Py_ssize_t nwords = col[1].data.len;
     const int64_t top = MAX_T_SECONDS * NS_PER_S;
     Py_ssize_t i = 0;
     int code = OK;
     int64_t previous = r->prev_t;
     r->utf8 = 1;
-    if (numeric && !coded && v[0].values && !v[0].valid && v[0].width == 8 && v[1].values && !v[1].valid &&
+    if (numeric && v[0].values && !v[0].valid && v[0].width == 8 && v[1].values && !v[1].valid &&
         v[1].width == 4 && !v[2].valid && v[2].width == 8 && v[3].values && v[3].width == 8 && v[4].values &&
         v[4].width == 4 && !v[5].values) {
         code = feed_written(r, v, words, nwords, n, &i, &previous);
@@ -1771,9 +1762,7 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
     }
     for (; i < n; i++) {
         int8_t o = 2; /* neither alloc nor free */
-        if (coded) {
-            o = ops[i];
-        } else if (!col_null(&v[1], i)) {
+        if (!col_null(&v[1], i)) {
             int64_t w = col_int(&v[1], i);
             if (0 <= w && w < nwords) o = (int8_t)words[w];
         }
@@ -1811,7 +1800,6 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
     result = Py_BuildValue("(niL)", i, code, (long long)previous);
 done:
     r->utf8 = 0;
-    if (op.obj) PyBuffer_Release(&op);
     for (int c = 0; c < 6; c++) col_release(&col[c]);
     return result;
 }
