@@ -451,8 +451,8 @@ static int64_t pool_alloc(Pool *p, int64_t nbytes) {
     return start;
 }
 
-static int pool_ack(Pool *p, int64_t lease) {
-    int64_t *a = grow(p->acked, &p->capacked, p->nacked + 1, sizeof(int64_t));
+static inline int pool_ack(Pool *p, int64_t lease) {
+    int64_t *a = p->nacked < p->capacked ? p->acked : grow(p->acked, &p->capacked, p->nacked + 1, sizeof(int64_t));
     if (!a) return -1;
     p->acked = a;
     a[p->nacked++] = lease;
@@ -627,8 +627,8 @@ static int64_t replay_new_key(Replay *R) {
     return R->nkeys++;
 }
 
-static int replay_spare(Replay *R, int64_t key) {
-    int64_t *s = grow(R->spare, &R->sparecap, R->nspare + 1, sizeof(int64_t));
+static inline int replay_spare(Replay *R, int64_t key) {
+    int64_t *s = R->nspare < R->sparecap ? R->spare : grow(R->spare, &R->sparecap, R->nspare + 1, sizeof(int64_t));
     if (!s) return -1;
     R->spare = s;
     s[R->nspare++] = key;
