@@ -208,7 +208,7 @@ def _write(conversion: Conversion, output: str | None) -> None:
     from mmpool_cli.inputs.traffic import writer
 
     timeline = writer.events(conversion.leases)
-    from mmpool_cli.simulate.trace_parquet import write_parquet
+    from mmpool_cli.simulate.trace_parquet_writer import write_parquet
 
     _emit(
         output,
@@ -232,7 +232,8 @@ def _emit(
         except OSError as e:
             raise MmpoolError(f"-o {output}: cannot write the trace ({e.strerror})") from None
         return
-    from mmpool_cli.simulate.trace_parquet import is_parquet, write_parquet
+    from mmpool_cli.simulate.trace_parquet import is_parquet
+    from mmpool_cli.simulate.trace_parquet_writer import write_parquet
 
     columnar = is_parquet(output)
     if columnar:

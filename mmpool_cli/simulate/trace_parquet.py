@@ -14,20 +14,19 @@ takes the rows one by one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, BinaryIO
+from typing import Any
 
 from mmpool_cli.core.units import NS_PER_S
 from mmpool_cli.simulate import native
 from mmpool_cli.simulate.cuda_ipc import MAX_POOL_BYTES
-from mmpool_cli.simulate.events import ALLOC, FREE, Event, Events
+from mmpool_cli.simulate.events import ALLOC, FREE, Events
 from mmpool_cli.simulate.trace_io import TraceError
 from mmpool_cli.simulate.trace_lines import MAX_ID_CHARS, MAX_ITEM_CHARS, MAX_T_SECONDS
 from mmpool_cli.simulate.trace_order import FREED, GONE, TOO_MANY, TOO_MANY_CODE, UNKNOWN, PythonColumns, refusal
 
 PARQUET_EXTRA = "pip install 'mmpool[parquet]' (or, from an mmpool checkout, pip install '.[parquet]')"
 COLUMNS = ("t_ns", "op", "id", "bytes", "worker", "item")
-_REQUIRED = ("t_ns", "op", "id")
+REQUIRED = ("t_ns", "op", "id")
 _BATCH_ROWS = 1 << 17  # a batch that fits in cache: larger ones cost fresh pages (zeroed by the kernel) per batch
 
 
@@ -36,7 +35,9 @@ def is_parquet(path: str) -> bool:
     return path.lower().endswith(".parquet")
 
 
-def _arrow(what: str) -> tuple[Any, Any, Any, Any]:
+def arrow(what: str) -> tuple[Any, Any, Any, Any]:
+    """numpy, pyarrow, pyarrow.compute (imported when first used) and pyarrow.parquet, or a
+    TraceError naming the extra that brings them."""
     try:
         import numpy as np
         import pyarrow as pa
@@ -54,83 +55,6 @@ class _Compute:
         import pyarrow.compute as pc
 
         return getattr(pc, name)
-
-
-def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[object, str]) -> int:
-    """Write ``timeline`` (ids as keys) to ``out`` as a columnar trace; returns the number of rows.
-
-    ``out`` None only checks that pyarrow is there (TraceError, naming the extra, if not).
-    """
-    _, pa, _, pq = _arrow("-o FILE.parquet")
-    if out is None:
-        return 0
-    rows = list(timeline)
-    allocs = [op == ALLOC for _, op, _, _, _ in rows]
-    ids = [str(key) for _, _, key, _, _ in rows]
-    numbers = integer_ids(ids)
-    table = pa.table(
-        {
-            "t_ns": pa.array([t for t, _, _, _, _ in rows], pa.int64()),
-            "op": pa.array(["alloc" if a else "free" for a in allocs], pa.string()).dictionary_encode(),
-            "id": pa.array(ids, pa.string()) if numbers is None else pa.array(numbers, pa.int64()),
-            "bytes": pa.array([n if a else None for (_, _, _, n, _), a in zip(rows, allocs, strict=True)], pa.int64()),
-            "worker": pa.array([w if a else None for (_, _, _, _, w), a in zip(rows, allocs, strict=True)], pa.int32()),
-        }
-    )
-    named = [items.get(key, "") if a else None for (_, _, key, _, _), a in zip(rows, allocs, strict=True)]
-    if any(named):  # with no item named, no column: a trace without one reads as every item ""
-        table = table.append_column("item", pa.array(named, pa.string()))
-    pq.write_table(required(pa, table), out, **write_options(numeric_ids=numbers is not None))
-    return len(rows)
-
-
-def required(pa: Any, table: Any) -> Any:
-    """``table`` with t_ns, op and id marked as never null: Parquet then stores no null flags for them,
-    and they decode about twice as fast."""
-    fields = [f.with_nullable(f.name not in _REQUIRED) for f in table.schema]
-    return table.cast(pa.schema(fields))
-
-
-def integer_ids(ids: list[str]) -> list[int] | None:
-    """The ids as 64-bit integers when every one is exactly an integer's decimal text (``"17"``, not
-    ``"017"`` or ``"+17"``), so that reading them back as text gives the same ids; else None."""
-    numbers = []
-    for key in ids:
-        if not key.isascii() or len(key) > 20:
-            return None
-        try:
-            number = int(key)
-        except ValueError:
-            return None
-        if str(number) != key or not -(2**63) <= number < 2**63:
-            return None
-        numbers.append(number)
-    return numbers
-
-
-def write_options(*, numeric_ids: bool) -> dict[str, Any]:
-    """How a columnar trace is written, for the size of the file and the speed of reading it back.
-
-    t_ns as deltas (a time-ordered column's differences are small, and decode faster than a
-    dictionary). Ids that are all integers (``mmpool record``'s are) as an int64 column of deltas:
-    a free's id is an alloc's of a moment before, so the differences are small, and there is no text
-    to decode or hash. Other ids as plain text (each appears twice, so a dictionary of them only grows
-    until it falls back to plain), under zstd. The rest as dictionaries; zstd only where it pays (the
-    workers and the items): the deltas, op and bytes' dictionary indices do not shrink under it, and
-    decompressing them costs time.
-    """
-    return {
-        "column_encoding": {"t_ns": "DELTA_BINARY_PACKED", "id": "DELTA_BINARY_PACKED" if numeric_ids else "PLAIN"},
-        "use_dictionary": ["op", "bytes", "worker", "item"],
-        "compression": {
-            "t_ns": "none",
-            "op": "none",
-            "id": "none" if numeric_ids else "zstd",
-            "bytes": "none",
-            "worker": "zstd",
-            "item": "zstd",
-        },
-    }
 
 
 def read_parquet(path: str, workers: int, *, max_events: int, keep_ids: bool, requests: bool) -> Events:
@@ -175,7 +99,7 @@ def replay_parquet(path: str, workers: int, layout: tuple[int, int, int, int, in
 
 def _feed(path: str, reader: Any, workers: int, fast: bool) -> None:
     """Check the rows of the columnar trace at ``path`` and hand them to ``reader``, batch by batch."""
-    np, pa, pc, pq = _arrow(f"{path}: a .parquet trace")
+    np, pa, pc, pq = arrow(f"{path}: a .parquet trace")
     try:
         # column chunks read through one small buffer, not whole, and not kept once read (pre-buffered,
         # pyarrow keeps every chunk of the file until the end: the whole file in memory)
@@ -188,7 +112,7 @@ def _feed(path: str, reader: Any, workers: int, fast: bool) -> None:
         raise TraceError(f"{path}: not a Parquet trace ({str(e).splitlines()[0][:200]})") from None
     names = source.schema_arrow.names
     unknown = [c for c in names if c not in COLUMNS]
-    missing = [c for c in _REQUIRED if c not in names]
+    missing = [c for c in REQUIRED if c not in names]
     if unknown or missing:
         wrong = f"unknown column {unknown[0]!r}" if unknown else f"no column {missing[0]!r}"
         raise TraceError(f"{path}: {wrong}; a .parquet trace's columns are {', '.join(COLUMNS)}")
@@ -330,7 +254,7 @@ def _refuse(reader: Any, path: str, row: int, code: int, t: int, previous: int, 
 def _allocated_before(path: str, row: int, key: object) -> bool:
     """Whether a row before ``row`` (counted from 1) of the trace at ``path`` allocates ``key``; the rows
     before it were read and checked already, so their columns have the types a trace's have."""
-    _, pa, pc, pq = _arrow(path)
+    _, pa, pc, pq = arrow(path)
     source = pq.ParquetFile(path, buffer_size=1 << 16, pre_buffer=False)
     left = row - 1
     for batch in source.iter_batches(batch_size=_BATCH_ROWS, columns=["op", "id"], use_threads=False):
@@ -416,4 +340,4 @@ def _row_error(pa: Any, i: int, cols: dict[str, Any], workers: int) -> str:
     return f"worker must be a whole number from 0 to {workers - 1} (--workers {workers}), not {_json(w)}"
 
 
-__all__ = ["ALLOC", "COLUMNS", "FREE", "is_parquet", "read_parquet", "replay_parquet", "write_parquet"]
+__all__ = ["ALLOC", "COLUMNS", "FREE", "is_parquet", "read_parquet", "replay_parquet"]

@@ -49,7 +49,7 @@ def _write(events: list, path: Path, form: str) -> str:
     if form.startswith("parquet"):
         import pyarrow.parquet as pq
 
-        from mmpool_cli.simulate.trace_parquet import write_parquet
+        from mmpool_cli.simulate.trace_parquet_writer import write_parquet
 
         if form == "parquet-ids":
             events = [(t, op, NUMBERS.get(key, key), nbytes, worker) for t, op, key, nbytes, worker in events]

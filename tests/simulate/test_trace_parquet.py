@@ -15,7 +15,7 @@ pc = pytest.importorskip("pyarrow.compute")
 from mmpool_cli.simulate import native  # noqa: E402
 from mmpool_cli.simulate.events import ALLOC, FREE, Events  # noqa: E402
 from mmpool_cli.simulate.trace import TraceError, read_trace  # noqa: E402
-from mmpool_cli.simulate.trace_parquet import write_parquet  # noqa: E402
+from mmpool_cli.simulate.trace_parquet_writer import write_parquet  # noqa: E402
 
 LOGS = Path(__file__).parent.parent / "engines" / "sglang" / "traffic" / "data" / "sglang-0.5.23"
 
@@ -306,29 +306,3 @@ def test_integer_ids_are_their_decimal_text(tmp_path, reader) -> None:
     assert (
         read(pa.array([float(i) for i in text[:2]] * 4)) == ":1: column id must be a string or an integer, not double"
     )
-
-
-@pytest.mark.parametrize(
-    ("ids", "numbers"),
-    [
-        (["0", "17", "-3", "9223372036854775807", "-9223372036854775808"], [0, 17, -3, 2**63 - 1, -(2**63)]),
-        (["17", "017"], None),
-        (["+1"], None),
-        (["1_0"], None),
-        (["-0"], None),
-        (["٣"], None),  # a digit, but not an ASCII one
-        (["9223372036854775808"], None),
-        (["1", "req1/img0"], None),
-        ([" 1"], None),
-    ],
-)
-def test_ids_are_written_as_integers_only_where_their_text_comes_back(tmp_path, ids, numbers) -> None:
-    from mmpool_cli.simulate.trace_parquet import integer_ids
-
-    assert integer_ids(ids) == numbers
-    events = [(i, ALLOC, key, 1, 0) for i, key in enumerate(ids)]
-    path = parquet(events, tmp_path / "w.parquet")
-    stored = pq.read_table(path).column("id")
-    assert stored.type == (pa.string() if numbers is None else pa.int64())
-    assert read_trace(path, 1, keep_ids=True).ids == ids
-    assert "item" not in pq.read_table(path).column_names  # no item named: no column
