@@ -27,7 +27,7 @@ from mmpool_cli.simulate.trace_order import FREED, GONE, TOO_MANY, TOO_MANY_CODE
 PARQUET_EXTRA = "pip install 'mmpool[parquet]' (or, from an mmpool checkout, pip install '.[parquet]')"
 COLUMNS = ("t_ns", "op", "id", "bytes", "worker", "item")
 REQUIRED = ("t_ns", "op", "id")
-_BATCH_ROWS = 1 << 17  # a batch that fits in cache: larger ones cost fresh pages (zeroed by the kernel) per batch
+BATCH_ROWS = 1 << 17  # a batch that fits in cache: larger ones cost fresh pages (zeroed by the kernel) per batch
 
 
 def is_parquet(path: str) -> bool:
@@ -119,7 +119,7 @@ def _feed(path: str, reader: Any, workers: int, fast: bool) -> None:
     first = 1
     try:
         batches = source.iter_batches(
-            batch_size=_BATCH_ROWS, columns=[c for c in COLUMNS if c in names], use_threads=False
+            batch_size=BATCH_ROWS, columns=[c for c in COLUMNS if c in names], use_threads=False
         )  # one core: the replay after it is single-threaded too
         for batch in batches:
             _batch(np, pa, pc, reader, batch, path, first, workers, fast)
@@ -257,7 +257,7 @@ def _allocated_before(path: str, row: int, key: object) -> bool:
     _, pa, pc, pq = arrow(path)
     source = pq.ParquetFile(path, buffer_size=1 << 16, pre_buffer=False)
     left = row - 1
-    for batch in source.iter_batches(batch_size=_BATCH_ROWS, columns=["op", "id"], use_threads=False):
+    for batch in source.iter_batches(batch_size=BATCH_ROWS, columns=["op", "id"], use_threads=False):
         if left <= 0:
             break
         part = batch.slice(0, left)

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from mmpool_cli.simulate.events import ALLOC, Event
-from mmpool_cli.simulate.trace_parquet import REQUIRED, arrow
+from mmpool_cli.simulate.trace_parquet import BATCH_ROWS, REQUIRED, arrow
 
 
 def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[object, str]) -> int:
@@ -74,9 +74,11 @@ def write_options(*, numeric_ids: bool) -> dict[str, Any]:
     to decode or hash. Other ids as plain text (each appears twice, so a dictionary of them only grows
     until it falls back to plain), under zstd. The rest as dictionaries; zstd only where it pays (the
     workers and the items): the deltas, op and bytes' dictionary indices do not shrink under it, and
-    decompressing them costs time.
+    decompressing them costs time. Row groups of the rows the reader takes at a time: a batch that
+    is a whole row group is decoded into buffers sized once, not regrown and copied as it fills.
     """
     return {
+        "row_group_size": BATCH_ROWS,
         "column_encoding": {"t_ns": "DELTA_BINARY_PACKED", "id": "DELTA_BINARY_PACKED" if numeric_ids else "PLAIN"},
         "use_dictionary": ["op", "bytes", "worker", "item"],
         "compression": {

@@ -87,7 +87,7 @@ def test_replayed_as_read_gives_the_answer_of_read_then_replayed(
     if form != "jsonl" and seed % 4 == 1:
         from mmpool_cli.simulate import trace_parquet
 
-        monkeypatch.setattr(trace_parquet, "_BATCH_ROWS", 37)  # leases in flight across many batches
+        monkeypatch.setattr(trace_parquet, "BATCH_ROWS", 37)  # leases in flight across many batches
     path = _write(events, tmp_path / "t", form)
     layout = _layout(rng, workers)
     trace = TraceFile(path, workers, 10**6)

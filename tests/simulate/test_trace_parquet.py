@@ -197,7 +197,7 @@ def test_the_compiled_reader_takes_arrow_buffers_as_the_python_reader_takes_rows
     from mmpool_cli.simulate import trace_parquet
 
     compiled = native.FAST
-    monkeypatch.setattr(trace_parquet, "_BATCH_ROWS", 7)  # rows cross batches and batch boundaries
+    monkeypatch.setattr(trace_parquet, "BATCH_ROWS", 7)  # rows cross batches and batch boundaries
     long_id = "é" * 200  # 400 bytes, 200 characters: allowed
     base = {
         "t_ns": pa.array([0, 1, 1, 2, 3, 5, 8, 8, 9, 10], pa.int64()),

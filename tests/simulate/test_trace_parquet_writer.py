@@ -53,3 +53,14 @@ def test_t_ns_op_and_id_are_required_and_op_a_dictionary(tmp_path) -> None:
     ]
     assert pa.types.is_dictionary(schema.field("op").type)
     assert pq.read_table(path).column("item").to_pylist() == ["image 2x2"]
+
+
+def test_row_groups_are_the_batches_the_reader_takes(tmp_path, monkeypatch) -> None:
+    from mmpool_cli.simulate import trace_parquet_writer
+
+    monkeypatch.setattr(trace_parquet_writer, "BATCH_ROWS", 3)
+    path = tmp_path / "g.parquet"
+    with path.open("wb") as f:
+        write_parquet(f, [(t, ALLOC, str(t), 1, 0) for t in range(7)], {})
+    meta = pq.ParquetFile(path).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [3, 3, 1]
