@@ -47,8 +47,7 @@ static PyObject *u128_to_py(u128 v) {
     return out;
 }
 
-static void *grow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
-    if (need <= *cap) return p;
+static void *grow_to(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
     Py_ssize_t n = *cap ? *cap : 16;
     while (n < need) n *= 2;
     void *q = PyMem_Realloc(p, (size_t)n * item);
@@ -58,6 +57,11 @@ static void *grow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
     }
     *cap = n;
     return q;
+}
+
+/* p with room for need items: no call while it has it, as an array grows a step at a time */
+static inline void *grow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
+    return need <= *cap ? p : grow_to(p, cap, need, item);
 }
 
 /* A sorted list of triples (a, b, c), ordered by (a, b), kept in blocks of at most 2 * BLOCK so that
@@ -452,7 +456,7 @@ static int64_t pool_alloc(Pool *p, int64_t nbytes) {
 }
 
 static inline int pool_ack(Pool *p, int64_t lease) {
-    int64_t *a = p->nacked < p->capacked ? p->acked : grow(p->acked, &p->capacked, p->nacked + 1, sizeof(int64_t));
+    int64_t *a = grow(p->acked, &p->capacked, p->nacked + 1, sizeof(int64_t));
     if (!a) return -1;
     p->acked = a;
     a[p->nacked++] = lease;
@@ -628,7 +632,7 @@ static int64_t replay_new_key(Replay *R) {
 }
 
 static inline int replay_spare(Replay *R, int64_t key) {
-    int64_t *s = R->nspare < R->sparecap ? R->spare : grow(R->spare, &R->sparecap, R->nspare + 1, sizeof(int64_t));
+    int64_t *s = grow(R->spare, &R->sparecap, R->nspare + 1, sizeof(int64_t));
     if (!s) return -1;
     R->spare = s;
     s[R->nspare++] = key;

@@ -150,7 +150,7 @@ def _batch(np: Any, pa: Any, pc: Any, reader: Any, batch: Any, path: str, first:
     """Check one batch's rows column by column, then add the rows before the first bad one."""
     if not batch.num_rows:
         return
-    specs = _buffers(np, pa, pc, batch) if fast else None
+    specs = _buffers(pa, pc, batch) if fast else None
     if specs is not None:  # the compiled reader checks and pairs the rows straight from Arrow's buffers
         done, code, previous = reader.feed_arrow(batch.num_rows, *specs)
         if code == _FIELD:
@@ -198,7 +198,7 @@ def _decoded(pa: Any, pc: Any, batch: Any) -> dict[str, Any]:
 _FIELD = 6  # the compiled reader's code for a row with a field a JSON line could not have
 
 
-def _buffers(np: Any, pa: Any, pc: Any, batch: Any) -> tuple[Any, ...] | None:
+def _buffers(pa: Any, pc: Any, batch: Any) -> tuple[Any, ...] | None:
     """The batch's columns as the compiled reader takes them, Arrow's own buffers (no copy), or None
     when a column's type needs converting first (the path through pyarrow takes those)."""
     present = batch.schema.names

@@ -256,7 +256,7 @@ def test_the_compiled_reader_takes_arrow_buffers_as_the_python_reader_takes_rows
 
     table = pa.table({**base, "op": pa.array(base["op"]).dictionary_encode()})
     whole = table.to_batches()[0]
-    assert trace_parquet._buffers(np, pa, pc, whole) is not None
+    assert trace_parquet._buffers(pa, pc, whole) is not None
     for start in (0, 1, 3, 6):
         part = whole.slice(start)
         copy = pa.RecordBatch.from_pylist(part.to_pylist(), schema=part.schema)
