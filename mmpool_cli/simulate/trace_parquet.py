@@ -42,8 +42,8 @@ def arrow(what: str) -> tuple[Any, Any, Any, Any]:
         import numpy as np
         import pyarrow as pa
         import pyarrow.parquet as pq
-    except ImportError:
-        raise TraceError(f"{what} needs pyarrow: {PARQUET_EXTRA}") from None
+    except ImportError as e:  # the extra brings both: say which one is missing
+        raise TraceError(f"{what} needs {'numpy' if e.name == 'numpy' else 'pyarrow'}: {PARQUET_EXTRA}") from None
     return np, pa, _Compute(), pq
 
 

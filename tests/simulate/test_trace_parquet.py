@@ -189,6 +189,17 @@ def test_parquet_without_pyarrow_is_one_line_naming_the_extra(run_line, tmp_path
     )
 
 
+def test_parquet_without_numpy_names_numpy_and_the_extra(run_line, tmp_path, monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "numpy", None)  # pyarrow installs without it; the extra brings it
+    result = run_line(["mmpool", "simulate", "--trace", str(tmp_path / "t.parquet"), "--size", "1GiB"])
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith(
+        "a .parquet trace needs numpy: pip install 'mmpool[parquet]' (or, from an mmpool checkout, pip install '.[parquet]')"
+    )
+
+
 def test_the_compiled_reader_takes_arrow_buffers_as_the_python_reader_takes_rows(tmp_path, monkeypatch) -> None:
     """Column types the compiled reader reads in place (int32, string offsets, op as plain strings, nulls
     in op, non-ASCII ids over 256 bytes, several batches): the same events and errors as the reference."""
