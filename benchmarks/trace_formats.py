@@ -80,8 +80,8 @@ def write_parquet(c: dict[str, np.ndarray], path: Path, numeric_ids: bool) -> No
             "t_ns": pa.array(c["t"]),
             "op": pa.DictionaryArray.from_arrays(pa.array(free.astype(np.int32)), pa.array(["alloc", "free"])),
             "id": pa.array(c["id"]) if numeric_ids else pa.array(c["id"]).cast(pa.string()),
-            "bytes": pa.array(c["bytes"], mask=free),
-            "worker": pa.array(c["worker"].astype(np.int32), mask=free),
+            "bytes": pa.array(c["bytes"]),  # a free's as its alloc's, as mmpool trace writes them
+            "worker": pa.array(c["worker"].astype(np.int32)),
         }  # and no item column: with no item named, mmpool trace writes none
     )
     pq.write_table(required(pa, table), path, **write_options(numeric_ids=numeric_ids))  # as mmpool trace writes it

@@ -849,14 +849,16 @@ done:
 #define NS_PER_S 1000000000LL
 
 /* E_GONE: a free of an id not in flight, from a reader that replays as it reads and so keeps no ids
- * once freed: the caller looks back for an alloc of it (then E_FREED, else E_UNKNOWN) */
-enum { OK = 0, E_BACKWARDS = 1, E_IN_FLIGHT = 2, E_FREED = 3, E_UNKNOWN = 4, E_TOO_MANY = 5, E_GONE = 7 };
+ * once freed: the caller looks back for an alloc of it (then E_FREED, else E_UNKNOWN). E_DIFFERS: a
+ * free (a columnar trace's row) that gives bytes or a worker other than its alloc's. */
+enum { OK = 0, E_BACKWARDS = 1, E_IN_FLIGHT = 2, E_FREED = 3, E_UNKNOWN = 4, E_TOO_MANY = 5, E_GONE = 7, E_DIFFERS = 8 };
 
 typedef struct {
     uint64_t hash;
     int64_t off;   /* of the id's bytes in the arena; -1: an empty slot */
-    int64_t value; /* the alloc's key */
-    int32_t len;
+    int64_t value;  /* the alloc's key */
+    int64_t nbytes; /* the alloc's bytes and worker, which a free that gives them must match */
+    int32_t len, worker;
 } IdSlot; /* an id in flight: the table holds only those, so it stays small and in cache */
 
 typedef struct {
@@ -868,6 +870,7 @@ typedef struct {
 typedef struct {
     int64_t id;
     int64_t value; /* the alloc's key; -1: an empty slot */
+    int64_t nbytes, worker;
 } NumSlot;
 
 typedef struct {
@@ -1134,7 +1137,8 @@ static int arena_compact(Reader *r, Py_ssize_t len) {
 }
 
 /* Check one event against what came before and add it: OK, an error code (nothing changed), or -1
- * with a Python exception. name: the id as a str, or NULL to make one from the (ASCII) bytes. */
+ * with a Python exception. name: the id as a str, or NULL to make one from the (ASCII) bytes. A
+ * free's nbytes and worker: those its row gives, to match its alloc's; 0 and -1 where it gives none. */
 static int apply(Reader *r, int64_t t, int is_free, const char *id, Py_ssize_t idlen, int64_t nbytes, long worker,
                  PyObject *name) {
     if (r->count >= r->max_events) return E_TOO_MANY;
@@ -1144,6 +1148,7 @@ static int apply(Reader *r, int64_t t, int is_free, const char *id, Py_ssize_t i
     int found = slot->off >= 0;
     if (is_free) {
         if (!found) return r->replay ? E_GONE : id_was_allocated(r, id, idlen) ? E_FREED : E_UNKNOWN;
+        if ((nbytes && nbytes != slot->nbytes) || (worker >= 0 && worker != slot->worker)) return E_DIFFERS;
         if (r->replay) {
             if (replay_event(r->replay, t, 1, slot->value, 0, 0) < 0) return -1;
             r->live -= slot->len;
@@ -1165,6 +1170,8 @@ static int apply(Reader *r, int64_t t, int is_free, const char *id, Py_ssize_t i
         slot->hash = h;
         slot->len = (int32_t)idlen;
         slot->value = key;
+        slot->nbytes = nbytes;
+        slot->worker = (int32_t)worker;
         r->arenalen += idlen;
         r->live += idlen;
         r->idcount++;
@@ -1187,6 +1194,8 @@ static int apply(Reader *r, int64_t t, int is_free, const char *id, Py_ssize_t i
         slot->off = r->arenalen;
         slot->hash = h;
         slot->len = (int32_t)idlen;
+        slot->nbytes = nbytes;
+        slot->worker = (int32_t)worker;
         r->arenalen += idlen;
         r->idcount++;
         int64_t group = -1;
@@ -1279,6 +1288,7 @@ static inline __attribute__((always_inline)) int apply_num(Reader *r, int64_t t,
     NumSlot *slot = num_find(r, id);
     if (is_free) {
         if (slot->value < 0) return E_GONE;
+        if ((nbytes && nbytes != slot->nbytes) || (worker >= 0 && worker != slot->worker)) return E_DIFFERS;
         if (replay_event(r->replay, t, 1, slot->value, 0, 0) < 0) return -1;
         num_delete(r, slot);
     } else {
@@ -1291,6 +1301,8 @@ static inline __attribute__((always_inline)) int apply_num(Reader *r, int64_t t,
         if (key < 0) return -1;
         slot->id = id;
         slot->value = key;
+        slot->nbytes = nbytes;
+        slot->worker = worker;
         r->numcount++;
         r->serial++;
         if (replay_event(r->replay, t, 0, key, nbytes, worker) < 0) return -1;
@@ -1514,7 +1526,7 @@ static PyObject *reader_feed(Reader *r, PyObject *args) {
             stopped = 1;
             break;
         }
-        int code = apply(r, t, is_free, id, idlen, nbytes, worker, NULL);
+        int code = apply(r, t, is_free, id, idlen, nbytes, is_free ? -1 : worker, NULL);
         if (code < 0) {
             PyBuffer_Release(&view);
             return NULL;
@@ -1546,7 +1558,7 @@ static PyObject *reader_push(Reader *r, PyObject *args) {
     const char *id = PyUnicode_AsUTF8AndSize(name, &len);
     if (!id) return NULL;
     int64_t previous = r->prev_t;
-    int code = apply(r, t, is_free, id, len, nbytes, worker, name);
+    int code = apply(r, t, is_free, id, len, is_free ? 0 : nbytes, is_free ? -1 : worker, name);
     if (code < 0 || flush(r) < 0) return NULL;
     return Py_BuildValue("(iL)", code, (long long)previous);
 }
@@ -1554,7 +1566,8 @@ static PyObject *reader_push(Reader *r, PyObject *args) {
 PyDoc_STRVAR(feed_columns_doc,
              "feed_columns(t, is_free, id_offsets, id_data, nbytes, worker) -> (rows, code, previous_t)\n"
              "Add the events of columns whose every field is valid (a columnar trace's): rows added, and 0 or\n"
-             "why the next row is refused. t, nbytes, worker: int64; is_free: int8; id_offsets: int64, one more.");
+             "why the next row is refused. t, nbytes, worker: int64; is_free: int8; id_offsets: int64, one more.\n"
+             "A free's nbytes and worker: those its row gives, to match its alloc's; 0 and -1 where it gives none.");
 
 static PyObject *reader_feed_columns(Reader *r, PyObject *args) {
     PyObject *objs[6];
@@ -1676,8 +1689,9 @@ static Py_ssize_t utf8_chars(const char *s, Py_ssize_t len, Py_ssize_t most) {
 static inline int bit_set(const uint8_t *valid, Py_ssize_t j) { return !valid || ((valid[j >> 3] >> (j & 7)) & 1); }
 
 /* The rows of a batch in the layout mmpool trace writes for integer ids (t_ns and id: int64, op:
- * int32 dictionary indices, none of them null; bytes: int64, worker: int32; no item), with the checks
- * of feed_arrow's loop, without its questions per field about each column's layout. */
+ * int32 dictionary indices, none of them null; bytes: int64, worker: int32, each null or not; no
+ * item), with the checks of feed_arrow's loop, without its questions per field about each column's
+ * layout. */
 static int feed_written(Reader *r, const View *v, const uint8_t *words, Py_ssize_t nwords, Py_ssize_t n,
                         Py_ssize_t *at, int64_t *previous) {
     const int64_t *T = (const int64_t *)v[0].values, *ID = (const int64_t *)v[2].values;
@@ -1690,16 +1704,13 @@ static int feed_written(Reader *r, const View *v, const uint8_t *words, Py_ssize
     int code = OK;
     for (; i < n; i++) {
         int8_t o = (uint32_t)OP[i] < (uint64_t)nwords ? (int8_t)words[OP[i]] : 2;
-        int64_t t = T[i], nbytes = 0, worker = 0;
+        int64_t t = T[i];
         int has_bytes = bit_set(bvalid, bbit + i), has_worker = bit_set(wvalid, wbit + i);
-        int ok = (o == 0 || o == 1) && 0 <= t && t <= top;
-        if (ok && o == 1) {
-            ok = !has_bytes && !has_worker;
-        } else if (ok) {
-            nbytes = has_bytes ? NB[i] : 0;
-            worker = has_worker ? WK[i] : 0;
-            ok = 1 <= nbytes && nbytes <= MAX_POOL_BYTES && 0 <= worker && worker < workers;
-        }
+        /* a free's bytes and worker: null (0, -1), or checked here and matched with its alloc's */
+        int64_t nbytes = has_bytes ? NB[i] : 0, worker = has_worker ? WK[i] : o == 1 ? -1 : 0;
+        int ok = (o == 0 || o == 1) && 0 <= t && t <= top &&
+                 ((o == 1 && !has_bytes) || (1 <= nbytes && nbytes <= MAX_POOL_BYTES)) &&
+                 ((o == 1 && !has_worker) || (0 <= worker && worker < workers));
         if (!ok) {
             code = E_FIELD;
             break;
@@ -1780,16 +1791,18 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
             id = col_str(&v[2], i, &idlen);
             has_id = id && idlen && utf8_chars(id, idlen, MAX_ID_CHARS) <= MAX_ID_CHARS;
         }
-        int64_t t = col_null(&v[0], i) ? -1 : col_int(&v[0], i), nbytes = 0, worker = 0;
-        int ok = (o == 0 || o == 1) && 0 <= t && t <= top && has_id;
+        int64_t t = col_null(&v[0], i) ? -1 : col_int(&v[0], i);
+        int has_bytes = !col_null(&v[3], i), has_worker = !col_null(&v[4], i);
+        /* a free's bytes and worker: null, or (checked, then matched) its alloc's; its item: null */
+        int64_t nbytes = has_bytes ? col_int(&v[3], i) : 0, worker = has_worker ? col_int(&v[4], i) : o == 1 ? -1 : 0;
+        int ok = (o == 0 || o == 1) && 0 <= t && t <= top && has_id &&
+                 ((o == 1 && !has_bytes) || (1 <= nbytes && nbytes <= MAX_POOL_BYTES)) &&
+                 ((o == 1 && !has_worker) || (0 <= worker && worker < r->workers));
         if (ok && o == 1) {
-            ok = col_null(&v[3], i) && col_null(&v[4], i) && col_null(&v[5], i);
+            ok = col_null(&v[5], i);
         } else if (ok) {
             const char *item = col_null(&v[5], i) ? "" : col_str(&v[5], i, &itemlen);
-            nbytes = col_null(&v[3], i) ? 0 : col_int(&v[3], i);
-            worker = col_null(&v[4], i) ? 0 : col_int(&v[4], i);
-            ok = 1 <= nbytes && nbytes <= MAX_POOL_BYTES && 0 <= worker && worker < r->workers && item &&
-                 utf8_chars(item, itemlen, MAX_ITEM_CHARS) <= MAX_ITEM_CHARS;
+            ok = item && utf8_chars(item, itemlen, MAX_ITEM_CHARS) <= MAX_ITEM_CHARS;
         }
         if (!ok) {
             code = E_FIELD;

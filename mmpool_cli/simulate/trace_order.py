@@ -17,14 +17,32 @@ class PythonColumns:
     def __init__(self, out: Events, name: str, max_events: int, requests: bool) -> None:
         self.out, self.name, self.max_events = out, name, max_events
         self.live: dict[object, int] = {}
+        self.held: dict[object, tuple[int, int]] = {}  # the bytes and worker of each alloc in flight
         self.groups: dict[tuple[object, int], int] | None = {} if requests else None
         self.state = [0, -1, 0]
 
     def add(
         self, first: int, times: list[int], ops: list[int], ids: list[str], sizes: list[int], owners: list[int]
     ) -> None:
-        parsed = (range(first, first + len(times)), times, ops, ids, sizes, owners)
+        """A free's size and owner: those its row gives, to match its alloc's (0 and -1 where none)."""
+        held, stop, alloc = self.held, len(times), (0, 0)
+        for i, key in enumerate(ids):
+            if ops[i] == ALLOC:
+                held[key] = (sizes[i], owners[i])
+                continue
+            found = held.pop(key, None)  # None: no alloc in flight, which the pairing below refuses
+            if found and ((sizes[i] and sizes[i] != found[0]) or (owners[i] >= 0 and owners[i] != found[1])):
+                stop, alloc = i, found
+                break
+        if stop >= self.max_events - len(self.out):
+            stop = len(times)  # a row too many comes first
+        # a free's event holds neither; the pairing's errors come before this one
+        held_sizes = [0 if op else n for n, op in zip(sizes[:stop], ops, strict=False)]
+        held_owners = [0 if op else w for w, op in zip(owners[:stop], ops, strict=False)]
+        parsed = (range(first, first + stop), times[:stop], ops[:stop], ids[:stop], held_sizes, held_owners)
         extend(self.out, parsed, self.name, self.max_events, self.live, self.groups, self.state)
+        if stop < len(times):
+            raise TraceError(f"{self.name}:{first + stop}: {differs(ids[stop], sizes[stop], owners[stop], alloc)}")
 
 
 def extend(out, parsed, name, max_events, live, groups, state) -> None:  # type: ignore[no-untyped-def]
@@ -80,8 +98,8 @@ def extend(out, parsed, name, max_events, live, groups, state) -> None:  # type:
 
 # why an event is refused after what came before (the compiled reader's codes); GONE: a free of an id
 # not in flight, from a reader that replays as it reads and keeps no freed ids (FREED or UNKNOWN, which
-# the caller tells apart by looking back)
-BACKWARDS, IN_FLIGHT, FREED, UNKNOWN, TOO_MANY_CODE, GONE = 1, 2, 3, 4, 5, 7
+# the caller tells apart by looking back); DIFFERS: a free whose row gives bytes or a worker not its alloc's
+BACKWARDS, IN_FLIGHT, FREED, UNKNOWN, TOO_MANY_CODE, GONE, DIFFERS = 1, 2, 3, 4, 5, 7, 8
 TOO_MANY = "more than {} events; split the trace or raise --max-events"
 
 
@@ -93,3 +111,13 @@ def refusal(code: int, t: int, previous: int, key: object) -> str:
     if code == FREED:
         return f"free of id {key!r}, which was already freed"
     return f"free of unknown id {key!r}: no alloc before it names it"
+
+
+def differs(key: object, nbytes: int, worker: int, alloc: tuple[int, int]) -> str:
+    """What is wrong with a free that gives ``nbytes`` or ``worker`` (0 and -1: none) other than its
+    alloc's (bytes, worker)."""
+    if nbytes and nbytes != alloc[0]:
+        given = f"bytes {nbytes}, its alloc {alloc[0]}"
+    else:
+        given = f"worker {worker}, its alloc {alloc[1]}"
+    return f"free of id {key!r} gives {given}; a free's bytes and worker are null or its alloc's"

@@ -3,7 +3,8 @@
 One row per event, in time order, the JSON-lines keys as columns: ``t_ns`` (int64 nanoseconds, so
 no decimal text to parse), ``op`` (``"alloc"``/``"free"``), ``id`` (text, or integers standing for
 their decimal text, as written when every id is one), and for allocs ``bytes``,
-``worker`` (null: 0) and ``item``; a free's ``bytes``, ``worker`` and ``item`` are null. Every row
+``worker`` (null: 0) and ``item``. A free's ``item`` is null, its ``bytes`` and ``worker`` null or its
+alloc's (as mmpool writes them: columns without nulls decode about twice as fast). Every row
 is checked as a JSON line is, with the same messages, located at ``FILE:ROW`` (rows counted from 1,
 the line numbers of the same trace as JSON lines). The compiled reader (``native.FAST``) checks each
 row's fields and pairs allocs with frees in one pass over the columns' Arrow buffers, without a copy
@@ -22,7 +23,17 @@ from mmpool_cli.simulate.cuda_ipc import MAX_POOL_BYTES
 from mmpool_cli.simulate.events import ALLOC, FREE, Events
 from mmpool_cli.simulate.trace_io import TraceError
 from mmpool_cli.simulate.trace_lines import MAX_ID_CHARS, MAX_ITEM_CHARS, MAX_T_SECONDS
-from mmpool_cli.simulate.trace_order import FREED, GONE, TOO_MANY, TOO_MANY_CODE, UNKNOWN, PythonColumns, refusal
+from mmpool_cli.simulate.trace_order import (
+    DIFFERS,
+    FREED,
+    GONE,
+    TOO_MANY,
+    TOO_MANY_CODE,
+    UNKNOWN,
+    PythonColumns,
+    differs,
+    refusal,
+)
 
 PARQUET_EXTRA = "pip install 'mmpool[parquet]' (or, from an mmpool checkout, pip install '.[parquet]')"
 COLUMNS = ("t_ns", "op", "id", "bytes", "worker", "item")
@@ -157,7 +168,8 @@ def _batch(np: Any, pa: Any, pc: Any, reader: Any, batch: Any, path: str, first:
             raise TraceError(f"{path}:{first + done}: {_row_error(pa, done, _decoded(pa, pc, batch), workers)}")
         if code:
             t, key = batch.column("t_ns")[done].as_py(), batch.column("id")[done].as_py()
-            _refuse(reader, path, first + done, code, t, previous, str(key))
+            given = [batch.column(c)[done].as_py() if c in batch.schema.names else None for c in ("bytes", "worker")]
+            _refuse(reader, path, first + done, code, t, previous, str(key), given)
         return
     n = batch.num_rows
     cols = _decoded(pa, pc, batch)
@@ -169,14 +181,16 @@ def _batch(np: Any, pa: Any, pc: Any, reader: Any, batch: Any, path: str, first:
         head = [c.slice(0, good) for c in (t, ids, nbytes, worker)]
         times = head[0].to_numpy(zero_copy_only=False).astype(np.int64)
         sizes = pc.fill_null(head[2], 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        owners = pc.fill_null(head[3], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        owners = pc.fill_null(head[3], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        owners[(owners < 0) & (is_free == 0)] = 0  # an alloc's null worker is 0; a free's gives none (-1)
         if fast:
             id_col = head[1]
             offsets = np.frombuffer(id_col.buffers()[1], np.int64, good + 1, id_col.offset * 8)
             data = id_col.buffers()[2] or b""
             done, code, previous = reader.feed_columns(times, is_free, offsets, data, sizes, owners)
             if code:
-                _refuse(reader, path, first + done, code, int(times[done]), previous, id_col[done].as_py())
+                given = [int(sizes[done]) or None, int(owners[done]) if owners[done] >= 0 else None]
+                _refuse(reader, path, first + done, code, int(times[done]), previous, id_col[done].as_py(), given)
         else:
             reader.add(first, times.tolist(), is_free.tolist(), head[1].to_pylist(), sizes.tolist(), owners.tolist())
     if bad is not None:
@@ -243,29 +257,40 @@ def _op_codes(pa: Any, pc: Any, col: Any) -> Any:
     return (valid, indices.offset, values, indices.type.bit_width // 8, words)
 
 
-def _refuse(reader: Any, path: str, row: int, code: int, t: int, previous: int, key: object) -> None:
+def _refuse(reader: Any, path: str, row: int, code: int, t: int, previous: int, key: object, given: list[Any]) -> None:
+    """Raise the refusal of row ``row`` (``code``, the compiled reader's); ``given``: its bytes and worker."""
     if code == TOO_MANY_CODE:
         raise TraceError(f"{path}:{row}: {TOO_MANY.format(reader.max_events)}")
+    if code == DIFFERS:
+        nbytes, worker = given
+        alloc = _alloc_before(path, row, key)
+        assert alloc is not None  # the reader found it in flight
+        raise TraceError(f"{path}:{row}: {differs(key, nbytes or 0, -1 if worker is None else worker, alloc)}")
     if code == GONE:  # a replaying reader keeps no freed ids: look back for an alloc of this one
-        code = FREED if _allocated_before(path, row, key) else UNKNOWN
+        code = FREED if _alloc_before(path, row, key) else UNKNOWN
     raise TraceError(f"{path}:{row}: {refusal(code, t, previous, key)}")
 
 
-def _allocated_before(path: str, row: int, key: object) -> bool:
-    """Whether a row before ``row`` (counted from 1) of the trace at ``path`` allocates ``key``; the rows
-    before it were read and checked already, so their columns have the types a trace's have."""
+def _alloc_before(path: str, row: int, key: object) -> tuple[int, int] | None:
+    """The bytes and worker of the last row before ``row`` (counted from 1) of the trace at ``path`` that
+    allocates ``key``, or None; the rows before it were read and checked already, so their columns
+    have the types a trace's have."""
     _, pa, pc, pq = arrow(path)
     source = pq.ParquetFile(path, buffer_size=1 << 16, pre_buffer=False)
-    left = row - 1
-    for batch in source.iter_batches(batch_size=BATCH_ROWS, columns=["op", "id"], use_threads=False):
+    names = [c for c in ("op", "id", "bytes", "worker") if c in source.schema_arrow.names]
+    left, found = row - 1, None
+    for batch in source.iter_batches(batch_size=BATCH_ROWS, columns=names, use_threads=False):
         if left <= 0:
             break
         part = batch.slice(0, left)
         left -= part.num_rows
         op, ids = _column(pa, pc, part, "op", pa.large_string()), _column(pa, pc, part, "id", pa.large_string())
-        if pc.any(pc.and_(pc.equal(op, "alloc"), pc.equal(ids, pa.scalar(key, pa.large_string())))).as_py():
-            return True
-    return False
+        rows = pc.indices_nonzero(pc.and_(pc.equal(op, "alloc"), pc.equal(ids, pa.scalar(key, pa.large_string()))))
+        if len(rows):
+            at = rows[-1].as_py()
+            worker = _column(pa, pc, part, "worker", pa.int64())[at].as_py()
+            found = (_column(pa, pc, part, "bytes", pa.int64())[at].as_py(), worker or 0)
+    return found
 
 
 def _first_bad(pa: Any, pc: Any, cols: dict[str, Any], workers: int) -> int | None:
@@ -285,14 +310,14 @@ def _first_bad(pa: Any, pc: Any, cols: dict[str, Any], workers: int) -> int | No
     item_len = pc.fill_null(pc.utf8_length(item), 0)
     size_ok = pc.and_(pc.greater_equal(nbytes, 1), pc.less_equal(nbytes, MAX_POOL_BYTES))
     owner = pc.fill_null(worker, 0)
-    checks = [
+    checks = [  # a free's bytes and worker may be null, and are checked as an alloc's where not
         known,
         pc.fill_null(pc.and_(pc.greater_equal(t, 0), pc.less_equal(t, top)), False),
         pc.fill_null(pc.and_(pc.greater_equal(id_len, 1), pc.less_equal(id_len, MAX_ID_CHARS)), False),
-        pc.or_(free, pc.fill_null(size_ok, False)),
-        pc.or_(free, pc.and_(pc.greater_equal(owner, 0), pc.less(owner, workers))),
+        pc.or_(pc.and_(free, pc.is_null(nbytes)), pc.fill_null(size_ok, False)),
+        pc.and_(pc.greater_equal(owner, 0), pc.less(owner, workers)),
         pc.or_(free, pc.less_equal(item_len, MAX_ITEM_CHARS)),
-        pc.or_(alloc, pc.and_(pc.and_(pc.is_null(nbytes), pc.is_null(worker)), pc.is_null(item))),
+        pc.or_(alloc, pc.is_null(item)),
     ]
     ok = checks[0]
     for check in checks[1:]:
@@ -328,14 +353,13 @@ def _row_error(pa: Any, i: int, cols: dict[str, Any], workers: int) -> str:
     if not isinstance(key, str) or not 0 < len(key) <= MAX_ID_CHARS:
         return f"id must be a non-empty string of at most {MAX_ID_CHARS} characters"
     b, w, it = nbytes[i].as_py(), worker[i].as_py(), item[i].as_py()
-    if o == "free":
-        extra = next(name for name, v in (("bytes", b), ("item", it), ("worker", w)) if v is not None)
-        return f"unknown key {extra!r} in a free event; its keys are id, op, t"
-    if b is None:
+    if o == "free" and it is not None:
+        return "a free's item must be null: its alloc names the item"
+    if b is None and o == "alloc":
         return "bytes is missing: an alloc event gives the tensor's bytes"
-    if not 0 < b <= MAX_POOL_BYTES:
+    if b is not None and not 0 < b <= MAX_POOL_BYTES:
         return f"bytes must be a whole number from 1 to {MAX_POOL_BYTES}, not {_json(b)}"
-    if it is not None and len(it) > MAX_ITEM_CHARS:
+    if o == "alloc" and it is not None and len(it) > MAX_ITEM_CHARS:
         return f"item must be a string of at most {MAX_ITEM_CHARS} characters ('image 1920x1080')"
     return f"worker must be a whole number from 0 to {workers - 1} (--workers {workers}), not {_json(w)}"
 

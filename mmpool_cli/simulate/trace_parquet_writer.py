@@ -1,7 +1,8 @@
 """The columnar trace written: ``mmpool trace -o FILE.parquet`` (pyarrow, ``mmpool[parquet]``).
 
 What ``trace_parquet`` reads, written for its size and the speed of reading it back (``write_options``
-says how); ids that are all integers' decimal text are stored as integers.
+says how); ids that are all integers' decimal text are stored as integers, and each free's bytes and
+worker as its alloc's, so that those columns hold no nulls.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from mmpool_cli.simulate.events import ALLOC, Event
-from mmpool_cli.simulate.trace_parquet import BATCH_ROWS, REQUIRED, arrow
+from mmpool_cli.simulate.trace_parquet import BATCH_ROWS, arrow
 
 
 def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[object, str]) -> int:
@@ -25,13 +26,22 @@ def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[o
     allocs = [op == ALLOC for _, op, _, _, _ in rows]
     ids = [str(key) for _, _, key, _, _ in rows]
     numbers = integer_ids(ids)
+    sizes: list[int | None] = []
+    owners: list[int | None] = []
+    held: dict[object, tuple[int | None, int | None]] = {}
+    for (_, _, key, n, w), a in zip(rows, allocs, strict=True):
+        given = (n, w) if a else held.pop(key, (None, None))  # a free gives its alloc's: no nulls to decode
+        if a:
+            held[key] = given
+        sizes.append(given[0])
+        owners.append(given[1])
     table = pa.table(
         {
             "t_ns": pa.array([t for t, _, _, _, _ in rows], pa.int64()),
             "op": pa.array(["alloc" if a else "free" for a in allocs], pa.string()).dictionary_encode(),
             "id": pa.array(ids, pa.string()) if numbers is None else pa.array(numbers, pa.int64()),
-            "bytes": pa.array([n if a else None for (_, _, _, n, _), a in zip(rows, allocs, strict=True)], pa.int64()),
-            "worker": pa.array([w if a else None for (_, _, _, _, w), a in zip(rows, allocs, strict=True)], pa.int32()),
+            "bytes": pa.array(sizes, pa.int64()),
+            "worker": pa.array(owners, pa.int32()),
         }
     )
     named = [items.get(key, "") if a else None for (_, _, key, _, _), a in zip(rows, allocs, strict=True)]
@@ -42,9 +52,9 @@ def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[o
 
 
 def required(pa: Any, table: Any) -> Any:
-    """``table`` with t_ns, op and id marked as never null: Parquet then stores no null flags for them,
-    and they decode about twice as fast."""
-    fields = [f.with_nullable(f.name not in REQUIRED) for f in table.schema]
+    """``table`` with each column that holds no null but item marked as never null: Parquet then stores
+    no null flags for them, and they decode about twice as fast."""
+    fields = [f.with_nullable(f.name == "item" or table.column(f.name).null_count > 0) for f in table.schema]
     return table.cast(pa.schema(fields))
 
 

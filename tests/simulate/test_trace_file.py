@@ -23,7 +23,8 @@ pytestmark = pytest.mark.skipif(native.FAST is None, reason="the compiled simula
 try:
     import pyarrow  # noqa: F401
 
-    FORMATS = ["jsonl", "parquet", "parquet-ids"]  # parquet-ids: every id an integer, stored as one
+    # parquet-ids: every id an integer, stored as one; parquet-nulls: those, a free's bytes and worker null
+    FORMATS = ["jsonl", "parquet", "parquet-ids", "parquet-nulls"]
 except ImportError:  # the columnar form needs pyarrow ('.[parquet]'); JSON lines are tested without it
     FORMATS = ["jsonl"]
 
@@ -51,13 +52,25 @@ def _write(events: list, path: Path, form: str) -> str:
 
         from mmpool_cli.simulate.trace_parquet_writer import write_parquet
 
-        if form == "parquet-ids":
+        numeric = form != "parquet"
+        if numeric:
             events = [(t, op, NUMBERS.get(key, key), nbytes, worker) for t, op, key, nbytes, worker in events]
         with path.with_suffix(".parquet").open("wb") as f:
             write_parquet(f, events, {})
-        assert str(pq.read_schema(path.with_suffix(".parquet")).field("id").type) == (
-            "int64" if form == "parquet-ids" else "string"
-        )
+        if form == "parquet-nulls":
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            from mmpool_cli.simulate.trace_parquet_writer import write_options
+
+            table = pq.read_table(path.with_suffix(".parquet"))
+            free = pc.equal(table.column("op"), "free")
+            for name in ("bytes", "worker"):
+                column = table.column(name)
+                nulls = pc.if_else(free, pa.scalar(None, column.type), column)
+                table = table.set_column(table.schema.get_field_index(name), pa.field(name, column.type), nulls)
+            pq.write_table(table, path.with_suffix(".parquet"), **write_options(numeric_ids=True))
+        assert str(pq.read_schema(path.with_suffix(".parquet")).field("id").type) == ("int64" if numeric else "string")
         return str(path.with_suffix(".parquet"))
     with path.with_suffix(".jsonl").open("w") as f:
         for t, op, key, nbytes, worker in events:
@@ -83,7 +96,7 @@ def test_replayed_as_read_gives_the_answer_of_read_then_replayed(
 ) -> None:
     rng = random.Random(seed)
     workers = rng.randrange(1, 4)
-    events = _timeline(rng, rng.randrange(1, 1500), workers, numeric=form == "parquet-ids")
+    events = _timeline(rng, rng.randrange(1, 1500), workers, numeric=form.startswith("parquet-"))
     if form != "jsonl" and seed % 4 == 1:
         from mmpool_cli.simulate import trace_parquet
 
@@ -96,7 +109,7 @@ def test_replayed_as_read_gives_the_answer_of_read_then_replayed(
     whole = simulate(trace.read(), layout)
     assert dataclasses.asdict(streamed) == dataclasses.asdict(whole)
     assert streamed.events == len(events)
-    if seed == 3 and form != "parquet-ids":
+    if seed == 3 and form in ("jsonl", "parquet"):
         # pools small enough to miss, for space and for slots: the misses' figures match too
         assert streamed.total("fallback_items") > streamed.total("slot_cap_misses") > 0
 
@@ -134,10 +147,38 @@ def test_replayed_as_read_refuses_as_read_whole(tmp_path: Path, form: str, event
             run()
         messages.append(str(e.value).removeprefix(path))
     assert messages[0] == messages[1]
-    if form == "parquet-ids":
+    if form.startswith("parquet-"):
         for key, number in NUMBERS.items():
             expected = expected.replace(f"id '{key}'", f"id '{number}'")
     assert messages[0].startswith(expected)
+
+
+@pytest.mark.parametrize("form", [f for f in FORMATS if f != "jsonl"])
+@pytest.mark.parametrize(
+    ("column", "value", "given"), [("bytes", 2, "bytes 2, its alloc 1"), ("worker", 0, "worker 0, its alloc 1")]
+)
+def test_a_free_giving_other_bytes_or_worker_than_its_allocs_is_refused_alike(
+    tmp_path: Path, form: str, column: str, value: int, given: str
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = _write([(0, ALLOC, "a", 1, 1), (1, ALLOC, "b", 1, 0), (2, FREE, "a", 0, 0)], tmp_path / "t", form)
+    table = pq.read_table(path)
+    values = table.column(column).to_pylist()
+    values[2] = value
+    field = table.schema.field(column)
+    table = table.set_column(table.schema.get_field_index(column), field, pa.array(values, field.type))
+    pq.write_table(table, path)
+    trace = TraceFile(path, 2, 10**6)
+    layout = PoolLayout(2, 1 << 20, 0, 10**7, PoolRules("cuda_ipc", 256, 4096))
+    messages = []
+    for run in (lambda: trace.replay(layout), trace.read):
+        with pytest.raises(TraceError) as e:
+            run()
+        messages.append(str(e.value).removeprefix(path))
+    key = "1" if form != "parquet" else "a"
+    assert messages == [f":3: free of id '{key}' gives {given}; a free's bytes and worker are null or its alloc's"] * 2
 
 
 @pytest.mark.parametrize("form", FORMATS)
@@ -148,7 +189,7 @@ def test_its_memory_is_that_of_the_leases_in_flight(tmp_path: Path, form: str) -
     events, t = [], 0
 
     def key(i: int) -> str:
-        return str(i) if form == "parquet-ids" else f"req{i}/0"
+        return str(i) if form.startswith("parquet-") else f"req{i}/0"
 
     for i in range(100_000):
         t += 1000

@@ -15,7 +15,7 @@ pc = pytest.importorskip("pyarrow.compute")
 from mmpool_cli.simulate import native  # noqa: E402
 from mmpool_cli.simulate.events import ALLOC, FREE, Events  # noqa: E402
 from mmpool_cli.simulate.trace import TraceError, read_trace  # noqa: E402
-from mmpool_cli.simulate.trace_parquet_writer import write_parquet  # noqa: E402
+from mmpool_cli.simulate.trace_parquet_writer import required, write_parquet  # noqa: E402
 
 LOGS = Path(__file__).parent.parent / "engines" / "sglang" / "traffic" / "data" / "sglang-0.5.23"
 
@@ -128,9 +128,20 @@ def test_columns_a_json_line_could_not_hold_are_refused_by_row(tmp_path, reader)
         return str(e.value).removeprefix(str(path))
 
     base = {"t_ns": [0, 1], "op": ["alloc", "free"], "id": ["a", "a"]}
+    differs = "; a free's bytes and worker are null or its alloc's"
+    assert refused(pa.table({**base, "bytes": [1, 7]})) == f":2: free of id 'a' gives bytes 7, its alloc 1{differs}"
+    assert refused(pa.table({**base, "bytes": [1, 1], "worker": [None, 1]})) == (
+        f":2: free of id 'a' gives worker 1, its alloc 0{differs}"
+    )
     assert (
-        refused(pa.table({**base, "bytes": [1, 7]}))
-        == ":2: unknown key 'bytes' in a free event; its keys are id, op, t"
+        refused(pa.table({**base, "bytes": [1, 0]}))
+        == ":2: bytes must be a whole number from 1 to 17592186044416, not 0"
+    )
+    assert refused(pa.table({**base, "bytes": [1, 1], "worker": [1, 2]})) == (
+        ":2: worker must be a whole number from 0 to 1 (--workers 2), not 2"
+    )
+    assert refused(pa.table({**base, "bytes": [1, None], "item": ["x", "x"]})) == (
+        ":2: a free's item must be null: its alloc names the item"
     )
     assert refused(pa.table({**base, "op": ["alloc", "take"], "bytes": [1, None]})) == (
         ':2: op must be "alloc" or "free", not \'take\''
@@ -243,7 +254,9 @@ def test_the_compiled_reader_takes_arrow_buffers_as_the_python_reader_takes_rows
         ("id", 8, "", ":9: id must be a non-empty string of at most 256 characters"),
         ("id", 9, "é" * 257, ":10: id must be a non-empty string of at most 256 characters"),
         ("worker", 3, 2, ":4: worker must be a whole number from 0 to 1 (--workers 2), not 2"),
-        ("bytes", 9, 1, ":10: unknown key 'bytes' in a free event; its keys are id, op, t"),
+        ("bytes", 9, 1, ":10: free of id 'b' gives bytes 1, its alloc 4; a free's bytes and worker are null or"),
+        ("worker", 9, 0, ":10: free of id 'b' gives worker 0, its alloc 1; a free's bytes and worker are null or"),
+        ("item", 9, "i", ":10: a free's item must be null: its alloc names the item"),
         ("t_ns", 9, 7, ":10: t=7E-9 s comes before the previous event's t=9E-9 s; sort the trace by t"),
         ("id", 9, "c", ":10: free of id 'c', which was already freed"),
     ]:
@@ -252,6 +265,9 @@ def test_the_compiled_reader_takes_arrow_buffers_as_the_python_reader_takes_rows
         kind = base[column].type if isinstance(base[column], pa.Array) else pa.string()
         assert str(both(pa.table({**base, column: pa.array(values, kind)}))).startswith(expected)
     assert both(pa.table(base).slice(3)).startswith(f":2: free of unknown id '{long_id}'")
+    # frees giving their allocs' bytes and worker (as mmpool writes them): the same events as nulls
+    given = {**base, "bytes": pa.array([1, 2, 1, 3, 2, 3, 4, 5, 5, 4], pa.int32())}
+    assert both(pa.table({**given, "worker": pa.array([0, 1, 0, None, 1, 0, 1, 0, 0, 1], pa.int64())})) == read
 
     # a slice of a batch (its buffers start past its first row), op dictionary-encoded: as its copy
     import numpy as np
@@ -317,3 +333,82 @@ def test_integer_ids_are_their_decimal_text(tmp_path, reader) -> None:
     assert (
         read(pa.array([float(i) for i in text[:2]] * 4)) == ":1: column id must be a string or an integer, not double"
     )
+
+
+@pytest.mark.parametrize("nulls", [False, True])
+def test_the_written_layout_is_checked_row_by_row_as_any_other(tmp_path, monkeypatch, nulls) -> None:
+    """The layout mmpool trace writes (integer ids, int32 workers, op a dictionary; a free's bytes and
+    worker its alloc's, or null as older traces have them), read by the compiled reader's own loop:
+    the events and errors of the pure-Python reader, a wrong row in any place of a batch."""
+    if native.FAST is None:
+        pytest.skip("the compiled simulator is not built")
+    from mmpool_cli.simulate import trace_parquet
+
+    compiled = native.FAST
+    monkeypatch.setattr(trace_parquet, "BATCH_ROWS", 150)  # batches of several 64-row blocks, and a rest
+    events, live, held = [], [], {}
+    rng = random.Random(7)
+    for i in range(400):
+        if live and rng.random() < 0.45:
+            key = live.pop(rng.randrange(len(live)))
+            events.append((i, "free", key, *held.pop(key)))
+        else:
+            held[i] = (rng.randrange(1, 1 << 20), rng.randrange(2))
+            live.append(i)
+            events.append((i, "alloc", i, *held[i]))
+    frees = [op == "free" for _, op, _, _, _ in events]
+
+    def read(changes: dict) -> object:
+        cols = [list(c) for c in zip(*events, strict=True)]
+        for (name, row), value in changes.items():
+            cols[["t_ns", "op", "id", "bytes", "worker"].index(name)][row] = value
+        t, op, ids, nbytes, worker = cols
+        if nulls:
+            kept = [[not f or (name, r) in changes for r, f in enumerate(frees)] for name in ("bytes", "worker")]
+            nbytes = [b if keep else None for b, keep in zip(nbytes, kept[0], strict=True)]
+            worker = [w if keep else None for w, keep in zip(worker, kept[1], strict=True)]
+        words = ["alloc", "free", "take"]
+        table = pa.table(
+            {
+                "t_ns": pa.array(t, pa.int64()),
+                "op": pa.DictionaryArray.from_arrays(pa.array([words.index(o) for o in op], pa.int32()), words),
+                "id": pa.array(ids, pa.int64()),
+                "bytes": pa.array(nbytes, pa.int64()),
+                "worker": pa.array(worker, pa.int32()),
+            }
+        )
+        path = tmp_path / "w.parquet"
+        path.unlink(missing_ok=True)
+        pq.write_table(required(pa, table), path)  # columns without nulls stored as never null, as written
+        found = []
+        for fast in (compiled, None):
+            monkeypatch.setattr(native, "FAST", fast)
+            try:
+                found.append(columns(read_trace(str(path), 2)))
+            except TraceError as e:
+                found.append(str(e).removeprefix(str(path)))
+        assert found[0] == found[1]
+        return found[0]
+
+    whole = read({})
+    assert isinstance(whole, tuple) and len(whole[0]) == 400
+    free_rows = [r for r, f in enumerate(frees) if f]
+    alloc_rows = [r for r, f in enumerate(frees) if not f]
+    for row in (0, 63, 64, 149, 150, 151, 299, 399):
+        free, alloc = min(free_rows, key=lambda r: abs(r - row)), min(alloc_rows, key=lambda r: abs(r - row))
+        for change, expected in [
+            ({("op", row): "take"}, f":{row + 1}: op must be"),
+            ({("t_ns", row): -1}, f":{row + 1}: t_ns must be"),
+            ({("bytes", alloc): 0}, f":{alloc + 1}: bytes must be"),
+            ({("bytes", alloc): (1 << 44) + 1}, f":{alloc + 1}: bytes must be"),
+            ({("worker", alloc): 2}, f":{alloc + 1}: worker must be"),
+            ({("worker", free): -1}, f":{free + 1}: worker must be"),
+            ({("bytes", free): events[free][3] + 1}, f":{free + 1}: free of id '{events[free][2]}' gives bytes"),
+            ({("worker", free): 1 - events[free][4]}, f":{free + 1}: free of id '{events[free][2]}' gives worker"),
+        ]:
+            assert str(read(change)).startswith(expected), (change, read(change))
+    if nulls:
+        assert (
+            read({("bytes", alloc_rows[70]): None})
+            == f":{alloc_rows[70] + 1}: bytes is missing: an alloc event gives the tensor's bytes"
+        )

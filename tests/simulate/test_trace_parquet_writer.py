@@ -7,7 +7,7 @@ import pytest
 pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install '.[parquet]' or '.[test]')")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from mmpool_cli.simulate.events import ALLOC  # noqa: E402
+from mmpool_cli.simulate.events import ALLOC, FREE  # noqa: E402
 from mmpool_cli.simulate.trace import read_trace  # noqa: E402
 from mmpool_cli.simulate.trace_parquet_writer import integer_ids, write_parquet  # noqa: E402
 
@@ -38,21 +38,23 @@ def test_ids_are_written_as_integers_only_where_their_text_comes_back(tmp_path, 
     assert "item" not in pq.read_table(path).column_names  # no item named: no column
 
 
-def test_t_ns_op_and_id_are_required_and_op_a_dictionary(tmp_path) -> None:
+def test_only_item_holds_nulls_a_free_giving_its_allocs_bytes_and_worker(tmp_path) -> None:
     path = tmp_path / "r.parquet"
     with path.open("wb") as f:
-        write_parquet(f, [(0, ALLOC, "a", 5, 1)], {"a": "image 2x2"})
+        write_parquet(f, [(0, ALLOC, "a", 5, 1), (1, ALLOC, "b", 7, 0), (2, FREE, "a", 0, 0)], {"a": "image 2x2"})
     schema = pq.read_schema(path)
     assert [(f.name, f.nullable) for f in schema] == [
         ("t_ns", False),
         ("op", False),
         ("id", False),
-        ("bytes", True),
-        ("worker", True),
+        ("bytes", False),
+        ("worker", False),
         ("item", True),
     ]
     assert pa.types.is_dictionary(schema.field("op").type)
-    assert pq.read_table(path).column("item").to_pylist() == ["image 2x2"]
+    table = pq.read_table(path)
+    assert table.column("item").to_pylist() == ["image 2x2", "", None]
+    assert table.column("bytes").to_pylist() == [5, 7, 5] and table.column("worker").to_pylist() == [1, 0, 1]
 
 
 def test_row_groups_are_the_batches_the_reader_takes(tmp_path, monkeypatch) -> None:
