@@ -112,6 +112,25 @@ static inline Cursor list_lower(const List *l, int64_t a, int64_t b) {
     return c;
 }
 
+/* count_before(items, n, a, 0): the number of items whose a is below a, one 64-bit comparison a step */
+static inline Py_ssize_t count_below(const Item *items, Py_ssize_t n, int64_t a) {
+    if (!n) return 0;
+    const Item *base = items;
+    while (n > 1) {
+        Py_ssize_t half = n / 2;
+        base = base[half].a < a ? &base[half] : base;
+        n -= half;
+    }
+    return (base - items) + (base->a < a);
+}
+
+/* list_lower(l, a, 0): the first item whose a is at least a */
+static inline Cursor list_lower_a(const List *l, int64_t a) {
+    Cursor c = {count_below(l->lasts, l->nblocks, a), 0};
+    if (c.b < l->nblocks) c.i = (int)count_below(l->blocks[c.b]->items, l->blocks[c.b]->n, a);
+    return c;
+}
+
 static inline int at_end(const List *l, Cursor c) { return c.b >= l->nblocks; }
 static inline Item *item(const List *l, Cursor c) { return &l->blocks[c.b]->items[c.i]; }
 
@@ -406,7 +425,7 @@ static Cursor earliest(const Pool *p, Cursor c, int64_t size) {
 static int64_t pool_alloc(Pool *p, int64_t nbytes) {
     int64_t size = (nbytes + p->round) & p->trunc;
     List *keys = &p->keys;
-    Cursor c = list_lower(keys, size, 0);
+    Cursor c = list_lower_a(keys, size); /* the first of the smallest free ranges that fit */
     if (p->unbounded && !at_end(keys, c)) {
         int64_t last = last_start(p);
         const Item *k = item(keys, c);
@@ -1284,7 +1303,6 @@ static inline __attribute__((always_inline)) int apply_num(Reader *r, int64_t t,
     }
     if (r->count >= r->max_events) return E_TOO_MANY;
     if (t < r->prev_t) return E_BACKWARDS;
-    if (!r->nums && num_grow(r) < 0) return -1;
     NumSlot *slot = num_find(r, id);
     if (is_free) {
         if (slot->value < 0) return E_GONE;
@@ -1691,36 +1709,44 @@ static inline int bit_set(const uint8_t *valid, Py_ssize_t j) { return !valid ||
 /* The rows of a batch in the layout mmpool trace writes for integer ids (t_ns and id: int64, op:
  * int32 dictionary indices, none of them null; bytes: int64, worker: int32, each null or not; no
  * item), with the checks of feed_arrow's loop, without its questions per field about each column's
- * layout. */
-static int feed_written(Reader *r, const View *v, const uint8_t *words, Py_ssize_t nwords, Py_ssize_t n,
-                        Py_ssize_t *at, int64_t *previous) {
+ * layout (nullable: whether bytes or worker has null flags). A free's bytes and worker: null (0, -1),
+ * or checked here and matched with its alloc's. */
+static inline __attribute__((always_inline)) int feed_written_as(Reader *r, const View *v, const uint8_t *words,
+                                                                Py_ssize_t nwords, Py_ssize_t n, Py_ssize_t *at,
+                                                                const int nullable) {
     const int64_t *T = (const int64_t *)v[0].values, *ID = (const int64_t *)v[2].values;
     const int64_t *NB = (const int64_t *)v[3].values;
     const int32_t *OP = (const int32_t *)v[1].values, *WK = (const int32_t *)v[4].values;
-    const uint8_t *bvalid = v[3].valid, *wvalid = v[4].valid;
-    Py_ssize_t bbit = v[3].bit, wbit = v[4].bit;
-    const int64_t top = MAX_T_SECONDS * NS_PER_S, workers = r->workers;
+    const uint64_t top = MAX_T_SECONDS * NS_PER_S, workers = (uint64_t)r->workers;
     Py_ssize_t i = *at;
     int code = OK;
     for (; i < n; i++) {
-        int8_t o = (uint32_t)OP[i] < (uint64_t)nwords ? (int8_t)words[OP[i]] : 2;
-        int64_t t = T[i];
-        int has_bytes = bit_set(bvalid, bbit + i), has_worker = bit_set(wvalid, wbit + i);
-        /* a free's bytes and worker: null (0, -1), or checked here and matched with its alloc's */
-        int64_t nbytes = has_bytes ? NB[i] : 0, worker = has_worker ? WK[i] : o == 1 ? -1 : 0;
-        int ok = (o == 0 || o == 1) && 0 <= t && t <= top &&
-                 ((o == 1 && !has_bytes) || (1 <= nbytes && nbytes <= MAX_POOL_BYTES)) &&
-                 ((o == 1 && !has_worker) || (0 <= worker && worker < workers));
+        uint8_t o = (uint32_t)OP[i] < (uint64_t)nwords ? words[OP[i]] : 2;
+        int64_t t = T[i], nbytes = NB[i], worker = WK[i];
+        /* unsigned, a negative number is out of range too */
+        int ok = o <= 1 && (uint64_t)t <= top && (uint64_t)(nbytes - 1) < MAX_POOL_BYTES && (uint64_t)worker < workers;
+        if (nullable) {
+            int has_bytes = bit_set(v[3].valid, v[3].bit + i), has_worker = bit_set(v[4].valid, v[4].bit + i);
+            if (!has_bytes) nbytes = 0;
+            if (!has_worker) worker = o ? -1 : 0;
+            ok = o <= 1 && (uint64_t)t <= top && (has_bytes ? (uint64_t)(nbytes - 1) < MAX_POOL_BYTES : o == 1) &&
+                 (!has_worker || (uint64_t)worker < workers);
+        }
         if (!ok) {
             code = E_FIELD;
             break;
         }
-        *previous = r->prev_t;
         code = apply_num(r, t, o, ID[i], nbytes, (long)worker);
         if (code) break;
     }
     *at = i;
     return code;
+}
+
+static int feed_written(Reader *r, const View *v, const uint8_t *words, Py_ssize_t nwords, Py_ssize_t n,
+                        Py_ssize_t *at) {
+    if (!v[3].valid && !v[4].valid) return feed_written_as(r, v, words, nwords, n, at, 0);
+    return feed_written_as(r, v, words, nwords, n, at, 1);
 }
 
 PyDoc_STRVAR(feed_arrow_doc,
@@ -1759,6 +1785,7 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
         goto done;
     }
     r->numeric = numeric;
+    if (numeric && r->replay && !r->nums && num_grow(r) < 0) goto done; /* the table apply_num pairs ids in */
     View v[6];
     for (int c = 0; c < 6; c++) v[c] = col_view(&col[c]);
     const uint8_t *words = col[1].data.buf;
@@ -1766,12 +1793,11 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
     const int64_t top = MAX_T_SECONDS * NS_PER_S;
     Py_ssize_t i = 0;
     int code = OK;
-    int64_t previous = r->prev_t;
     r->utf8 = 1;
     if (numeric && v[0].values && !v[0].valid && v[0].width == 8 && v[1].values && !v[1].valid &&
         v[1].width == 4 && !v[2].valid && v[2].width == 8 && v[3].values && v[3].width == 8 && v[4].values &&
         v[4].width == 4 && !v[5].values) {
-        code = feed_written(r, v, words, nwords, n, &i, &previous);
+        code = feed_written(r, v, words, nwords, n, &i);
         if (code < 0) goto done;
         n = i; /* the loop below has nothing left to read */
     }
@@ -1808,13 +1834,13 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
             code = E_FIELD;
             break;
         }
-        previous = r->prev_t;
         code = numeric ? apply_num(r, t, o, idnum, nbytes, (long)worker) : apply(r, t, o, id, idlen, nbytes, (long)worker, NULL);
         if (code < 0) goto done;
         if (code) break;
     }
     if (flush(r) < 0) goto done;
-    result = Py_BuildValue("(niL)", i, code, (long long)previous);
+    /* a refused row changes nothing: the time before it is the last one taken */
+    result = Py_BuildValue("(niL)", i, code, (long long)r->prev_t);
 done:
     r->utf8 = 0;
     for (int c = 0; c < 6; c++) col_release(&col[c]);
