@@ -1289,20 +1289,10 @@ static void num_delete(Reader *r, NumSlot *slot) {
     r->numcount--;
 }
 
-/* apply() for an id stored as an integer (a columnar trace's): its text is its decimal digits. A
- * replaying reader keeps the number itself; any other reader keeps the text, as for any id. */
-static inline __attribute__((always_inline)) int apply_num(Reader *r, int64_t t, int is_free, int64_t id,
-                                                          int64_t nbytes, long worker) {
-    if (!r->replay) {
-        char text[24], *p = text + sizeof text;
-        uint64_t v = id < 0 ? 0 - (uint64_t)id : (uint64_t)id;
-        do *--p = (char)('0' + v % 10);
-        while (v /= 10);
-        if (id < 0) *--p = '-';
-        return apply(r, t, is_free, p, text + sizeof text - p, nbytes, worker, NULL);
-    }
-    if (r->count >= r->max_events) return E_TOO_MANY;
-    if (t < r->prev_t) return E_BACKWARDS;
+/* A replaying reader's event of an integer id, in time order and within the limit: paired and
+ * replayed (OK), or why not (nothing changed), or -1 with an exception; the caller counts it. */
+static inline __attribute__((always_inline)) int pair_num(Reader *r, int64_t t, int is_free, int64_t id,
+                                                         int64_t nbytes, long worker) {
     NumSlot *slot = num_find(r, id);
     if (is_free) {
         if (slot->value < 0) return E_GONE;
@@ -1325,6 +1315,25 @@ static inline __attribute__((always_inline)) int apply_num(Reader *r, int64_t t,
         r->serial++;
         if (replay_event(r->replay, t, 0, key, nbytes, worker) < 0) return -1;
     }
+    return OK;
+}
+
+/* apply() for an id stored as an integer (a columnar trace's): its text is its decimal digits. A
+ * replaying reader keeps the number itself; any other reader keeps the text, as for any id. */
+static inline __attribute__((always_inline)) int apply_num(Reader *r, int64_t t, int is_free, int64_t id,
+                                                          int64_t nbytes, long worker) {
+    if (!r->replay) {
+        char text[24], *p = text + sizeof text;
+        uint64_t v = id < 0 ? 0 - (uint64_t)id : (uint64_t)id;
+        do *--p = (char)('0' + v % 10);
+        while (v /= 10);
+        if (id < 0) *--p = '-';
+        return apply(r, t, is_free, p, text + sizeof text - p, nbytes, worker, NULL);
+    }
+    if (r->count >= r->max_events) return E_TOO_MANY;
+    if (t < r->prev_t) return E_BACKWARDS;
+    int code = pair_num(r, t, is_free, id, nbytes, worker);
+    if (code) return code;
     r->prev_t = t;
     r->count++;
     return OK;
@@ -1709,16 +1718,18 @@ static inline int bit_set(const uint8_t *valid, Py_ssize_t j) { return !valid ||
 /* The rows of a batch in the layout mmpool trace writes for integer ids (t_ns and id: int64, op:
  * int32 dictionary indices, none of them null; bytes: int64, worker: int32, each null or not; no
  * item), with the checks of feed_arrow's loop, without its questions per field about each column's
- * layout (nullable: whether bytes or worker has null flags). A free's bytes and worker: null (0, -1),
- * or checked here and matched with its alloc's. */
+ * layout (nullable: whether bytes or worker has null flags; replay: whether the reader replays as it
+ * reads). A free's bytes and worker: null (0, -1), or checked here and matched with its alloc's. */
 static inline __attribute__((always_inline)) int feed_written_as(Reader *r, const View *v, const uint8_t *words,
                                                                 Py_ssize_t nwords, Py_ssize_t n, Py_ssize_t *at,
-                                                                const int nullable) {
+                                                                const int nullable, const int replay) {
     const int64_t *T = (const int64_t *)v[0].values, *ID = (const int64_t *)v[2].values;
     const int64_t *NB = (const int64_t *)v[3].values;
     const int32_t *OP = (const int32_t *)v[1].values, *WK = (const int32_t *)v[4].values;
     const uint64_t top = MAX_T_SECONDS * NS_PER_S, workers = (uint64_t)r->workers;
-    Py_ssize_t i = *at;
+    Py_ssize_t i = *at, first = i;
+    /* a replaying reader's time and count kept here for the batch: the rows it may add before the limit */
+    int64_t prev = r->prev_t, last = i + (r->max_events - r->count < n - i ? r->max_events - r->count : n - i);
     int code = OK;
     for (; i < n; i++) {
         uint8_t o = (uint32_t)OP[i] < (uint64_t)nwords ? words[OP[i]] : 2;
@@ -1736,8 +1747,17 @@ static inline __attribute__((always_inline)) int feed_written_as(Reader *r, cons
             code = E_FIELD;
             break;
         }
-        code = apply_num(r, t, o, ID[i], nbytes, (long)worker);
+        if (!replay) {
+            code = apply_num(r, t, o, ID[i], nbytes, (long)worker);
+        } else {
+            code = i >= last ? E_TOO_MANY : t < prev ? E_BACKWARDS : pair_num(r, t, o, ID[i], nbytes, (long)worker);
+            prev = t;
+        }
         if (code) break;
+    }
+    if (replay) {
+        r->count += i - first;
+        if (i > first) r->prev_t = T[i - 1];
     }
     *at = i;
     return code;
@@ -1745,8 +1765,11 @@ static inline __attribute__((always_inline)) int feed_written_as(Reader *r, cons
 
 static int feed_written(Reader *r, const View *v, const uint8_t *words, Py_ssize_t nwords, Py_ssize_t n,
                         Py_ssize_t *at) {
-    if (!v[3].valid && !v[4].valid) return feed_written_as(r, v, words, nwords, n, at, 0);
-    return feed_written_as(r, v, words, nwords, n, at, 1);
+    /* one loop made for each layout and reader, with no question about either per row */
+    if (v[3].valid || v[4].valid)
+        return r->replay ? feed_written_as(r, v, words, nwords, n, at, 1, 1)
+                         : feed_written_as(r, v, words, nwords, n, at, 1, 0);
+    return r->replay ? feed_written_as(r, v, words, nwords, n, at, 0, 1) : feed_written_as(r, v, words, nwords, n, at, 0, 0);
 }
 
 PyDoc_STRVAR(feed_arrow_doc,
