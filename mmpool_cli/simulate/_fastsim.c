@@ -873,6 +873,11 @@ done:
  * free (a columnar trace's row) that gives bytes or a worker other than its alloc's. */
 enum { OK = 0, E_BACKWARDS = 1, E_IN_FLIGHT = 2, E_FREED = 3, E_UNKNOWN = 4, E_TOO_MANY = 5, E_GONE = 7, E_DIFFERS = 8 };
 
+/* Whether a free that gives nbytes and worker (0 and -1: none) gives other than its alloc's. */
+static inline int gives_other(int64_t nbytes, long worker, int64_t alloc_nbytes, int64_t alloc_worker) {
+    return (nbytes && nbytes != alloc_nbytes) || (worker >= 0 && worker != alloc_worker);
+}
+
 typedef struct {
     uint64_t hash;
     int64_t off;   /* of the id's bytes in the arena; -1: an empty slot */
@@ -1168,7 +1173,7 @@ static int apply(Reader *r, int64_t t, int is_free, const char *id, Py_ssize_t i
     int found = slot->off >= 0;
     if (is_free) {
         if (!found) return r->replay ? E_GONE : id_was_allocated(r, id, idlen) ? E_FREED : E_UNKNOWN;
-        if ((nbytes && nbytes != slot->nbytes) || (worker >= 0 && worker != slot->worker)) return E_DIFFERS;
+        if (gives_other(nbytes, worker, slot->nbytes, slot->worker)) return E_DIFFERS;
         if (r->replay) {
             if (replay_event(r->replay, t, 1, slot->value, 0, 0) < 0) return -1;
             r->live -= slot->len;
@@ -1297,7 +1302,7 @@ static inline __attribute__((always_inline)) int pair_num(Reader *r, int64_t t, 
     NumSlot *slot = num_find(r, id);
     if (is_free) {
         if (slot->value < 0) return E_GONE;
-        if ((nbytes && nbytes != slot->nbytes) || (worker >= 0 && worker != slot->worker)) return E_DIFFERS;
+        if (gives_other(nbytes, worker, slot->nbytes, slot->worker)) return E_DIFFERS;
         if (replay_event(r->replay, t, 1, slot->value, 0, 0) < 0) return -1;
         num_delete(r, slot);
     } else {
@@ -1735,15 +1740,13 @@ static inline __attribute__((always_inline)) int feed_written_as(Reader *r, cons
     for (; i < n; i++) {
         uint8_t o = (uint32_t)OP[i] < (uint64_t)nwords ? words[OP[i]] : 2;
         int64_t t = T[i], nbytes = NB[i], worker = WK[i];
+        int has_bytes = !nullable || bit_set(v[3].valid, v[3].bit + i);
+        int has_worker = !nullable || bit_set(v[4].valid, v[4].bit + i);
+        if (!has_bytes) nbytes = 0;
+        if (!has_worker) worker = o ? -1 : 0;
         /* unsigned, a negative number is out of range too */
-        int ok = o <= 1 && (uint64_t)t <= top && (uint64_t)(nbytes - 1) < MAX_POOL_BYTES && (uint64_t)worker < workers;
-        if (nullable) {
-            int has_bytes = bit_set(v[3].valid, v[3].bit + i), has_worker = bit_set(v[4].valid, v[4].bit + i);
-            if (!has_bytes) nbytes = 0;
-            if (!has_worker) worker = o ? -1 : 0;
-            ok = o <= 1 && (uint64_t)t <= top && (has_bytes ? (uint64_t)(nbytes - 1) < MAX_POOL_BYTES : o == 1) &&
+        int ok = o <= 1 && (uint64_t)t <= top && (has_bytes ? (uint64_t)(nbytes - 1) < MAX_POOL_BYTES : o == 1) &&
                  (!has_worker || (uint64_t)worker < workers);
-        }
         if (!ok) {
             code = E_FIELD;
             break;

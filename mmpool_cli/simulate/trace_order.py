@@ -37,9 +37,9 @@ class PythonColumns:
         if stop >= self.max_events - len(self.out):
             stop = len(times)  # a row too many comes first
         # a free's event holds neither; the pairing's errors come before this one
-        held_sizes = [0 if op else n for n, op in zip(sizes[:stop], ops, strict=False)]
-        held_owners = [0 if op else w for w, op in zip(owners[:stop], ops, strict=False)]
-        parsed = (range(first, first + stop), times[:stop], ops[:stop], ids[:stop], held_sizes, held_owners)
+        event_sizes = [0 if op else n for n, op in zip(sizes[:stop], ops, strict=False)]
+        event_owners = [0 if op else w for w, op in zip(owners[:stop], ops, strict=False)]
+        parsed = (range(first, first + stop), times[:stop], ops[:stop], ids[:stop], event_sizes, event_owners)
         extend(self.out, parsed, self.name, self.max_events, self.live, self.groups, self.state)
         if stop < len(times):
             raise TraceError(f"{self.name}:{first + stop}: {differs(ids[stop], sizes[stop], owners[stop], alloc)}")

@@ -168,8 +168,8 @@ def _batch(np: Any, pa: Any, pc: Any, reader: Any, batch: Any, path: str, first:
             raise TraceError(f"{path}:{first + done}: {_row_error(pa, done, _decoded(pa, pc, batch), workers)}")
         if code:
             t, key = batch.column("t_ns")[done].as_py(), batch.column("id")[done].as_py()
-            given = [batch.column(c)[done].as_py() if c in batch.schema.names else None for c in ("bytes", "worker")]
-            _refuse(reader, path, first + done, code, t, previous, str(key), given)
+            b, w = (batch.column(c)[done].as_py() if c in batch.schema.names else None for c in ("bytes", "worker"))
+            _refuse(reader, path, first + done, code, t, previous, str(key), (b or 0, -1 if w is None else w))
         return
     n = batch.num_rows
     cols = _decoded(pa, pc, batch)
@@ -189,7 +189,7 @@ def _batch(np: Any, pa: Any, pc: Any, reader: Any, batch: Any, path: str, first:
             data = id_col.buffers()[2] or b""
             done, code, previous = reader.feed_columns(times, is_free, offsets, data, sizes, owners)
             if code:
-                given = [int(sizes[done]) or None, int(owners[done]) if owners[done] >= 0 else None]
+                given = (int(sizes[done]), int(owners[done]))
                 _refuse(reader, path, first + done, code, int(times[done]), previous, id_col[done].as_py(), given)
         else:
             reader.add(first, times.tolist(), is_free.tolist(), head[1].to_pylist(), sizes.tolist(), owners.tolist())
@@ -257,15 +257,17 @@ def _op_codes(pa: Any, pc: Any, col: Any) -> Any:
     return (valid, indices.offset, values, indices.type.bit_width // 8, words)
 
 
-def _refuse(reader: Any, path: str, row: int, code: int, t: int, previous: int, key: object, given: list[Any]) -> None:
-    """Raise the refusal of row ``row`` (``code``, the compiled reader's); ``given``: its bytes and worker."""
+def _refuse(
+    reader: Any, path: str, row: int, code: int, t: int, previous: int, key: object, given: tuple[int, int]
+) -> None:
+    """Raise the refusal of row ``row`` (``code``, the compiled reader's); ``given``: its bytes and
+    worker (0 and -1: none)."""
     if code == TOO_MANY_CODE:
         raise TraceError(f"{path}:{row}: {TOO_MANY.format(reader.max_events)}")
     if code == DIFFERS:
-        nbytes, worker = given
         alloc = _alloc_before(path, row, key)
         assert alloc is not None  # the reader found it in flight
-        raise TraceError(f"{path}:{row}: {differs(key, nbytes or 0, -1 if worker is None else worker, alloc)}")
+        raise TraceError(f"{path}:{row}: {differs(key, *given, alloc)}")
     if code == GONE:  # a replaying reader keeps no freed ids: look back for an alloc of this one
         code = FREED if _alloc_before(path, row, key) else UNKNOWN
     raise TraceError(f"{path}:{row}: {refusal(code, t, previous, key)}")
