@@ -40,7 +40,7 @@ MaxBytesOpt = Annotated[
             "mmpool simulate --trace rec1 --events --format json",
         ],
         "the command's own exit status (mmpool execs it); 2 bad input (before the command starts): --out a "
-        "file, unwritable or holding a recording, a port in use, a command that cannot be run; 70 internal error.",
+        "file, unwritable or not empty, a port in use, a command that cannot be run; 70 internal error.",
     ),
 )
 def record(

@@ -55,6 +55,8 @@ def prepare(request: RecordRequest, environ: Mapping[str, str]) -> Launch:
     program = _program(request.command[0], environ)
     if request.metrics_port is not None:
         _port_free(request.metrics_port)
+    if not request.out:
+        raise MmpoolError("--out: empty; give a new or empty directory for the recording, e.g. --out rec1")
     out = os.path.abspath(request.out)
     _directory(out)
     env = dict(environ)
@@ -110,9 +112,17 @@ def _directory(out: str) -> None:
     if os.path.exists(out) and not os.path.isdir(out):
         raise MmpoolError(f"--out {out}: is a file, not a directory; give a directory for the recording")
     if os.path.isdir(out):
-        held = [n for n in os.listdir(out) if n == MANIFEST or n.startswith("pool-")]
-        if held:
-            raise MmpoolError(f"--out {out}: already holds a recording ({held[0]}); give a new directory")
+        try:
+            with os.scandir(out) as entries:
+                first = next((e.name for e in entries), None)  # one entry says enough, however many there are
+        except OSError as e:
+            raise MmpoolError(f"--out {out}: cannot read the directory ({e.strerror or e})") from None
+        if os.path.lexists(os.path.join(out, MANIFEST)) or (first or "").startswith("pool-"):
+            held = MANIFEST if os.path.lexists(os.path.join(out, MANIFEST)) else first
+            raise MmpoolError(f"--out {out}: already holds a recording ({held}); give a new directory")
+        if first is not None:
+            # the recording's files beside other files would mix with them: only a new or empty directory
+            raise MmpoolError(f"--out {out}: is not empty (holds {first!r}); give a new or empty directory")
     else:
         try:
             os.makedirs(out)

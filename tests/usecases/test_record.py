@@ -50,6 +50,34 @@ def test_an_existing_recording_is_never_overwritten(tmp_path: Path) -> None:
     assert (tmp_path / "rec" / "recording.json").read_text() == before
 
 
+def test_out_empty_is_refused_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    message = refused(tmp_path, RecordRequest("", ["true"]))
+    assert message == "--out: empty; give a new or empty directory for the recording, e.g. --out rec1"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_directory_that_is_not_empty_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    message = refused(tmp_path, RecordRequest(str(tmp_path), ["true"]))
+    assert message == f"--out {tmp_path}: is not empty (holds 'notes.txt'); give a new or empty directory"
+    monkeypatch.chdir(tmp_path)
+    assert refused(tmp_path, RecordRequest(".", ["true"])) == message
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_an_empty_directory_is_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert prepare(RecordRequest(".", ["true"]), ENV).out == str(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["recording.json"]
+
+
+def test_a_pool_file_alone_is_a_recording(tmp_path: Path) -> None:
+    (tmp_path / "pool-1-0.jsonl").write_text("")
+    message = refused(tmp_path, RecordRequest(str(tmp_path), ["true"]))
+    assert message == f"--out {tmp_path}: already holds a recording (pool-1-0.jsonl); give a new directory"
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into any directory")
 def test_unwritable_directory(tmp_path: Path) -> None:
     locked = tmp_path / "locked"
