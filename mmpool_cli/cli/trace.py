@@ -74,7 +74,10 @@ def trace(
     output: Annotated[
         str | None,
         typer.Option(
-            "--output", "-o", metavar="OUT", help="Write the trace here (default stdout); FILE.parquet writes Parquet."
+            "--output",
+            "-o",
+            metavar="OUT",
+            help="Write the trace here (default or '-': stdout); FILE.parquet writes Parquet.",
         ),
     ] = None,
     workers: Annotated[
@@ -121,6 +124,8 @@ def trace(
     (a fleet's logs) make one trace, ordered by time; --executor ray reads them in parallel, the
     same trace byte for byte.
     """
+    if output == "-":  # stdout, as '-' is stdin for --trace
+        output = None
     with _reported(fmt):
         if workers < 1:
             raise MmpoolError(f"--workers {workers}: SGLang needs at least 1 tokenizer worker")
@@ -158,6 +163,13 @@ def trace(
     else:
         typer.echo(summary.text(), err=True)
     raise typer.Exit(EXIT_OK)
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it: set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _is_device(path: str) -> bool:
@@ -246,6 +258,7 @@ def _emit(
     except OSError as e:
         raise MmpoolError(f"-o {output}: cannot write there ({e.strerror})") from None
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600, made what open() gives every other output
         if columnar:
             assert parquet is not None
             with os.fdopen(fd, "wb") as out:

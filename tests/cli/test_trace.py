@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -65,6 +67,30 @@ def test_trace_never_overwrites(run_line, tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "never overwrites" in result.stderr
     assert out.read_text() == "mine\n"
+
+
+def test_trace_dash_is_stdout(run_line, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", LOG, "-o", "-"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == run_line(["mmpool", "trace", "--model", "qwen2.5-vl", LOG]).stdout
+    assert '"op": "alloc"' in result.stdout
+    assert list(tmp_path.iterdir()) == []  # no file named '-'
+
+
+@pytest.mark.parametrize(("name", "umask"), [("t.jsonl", 0o022), ("t.jsonl", 0o027), ("t.parquet", 0o022)])
+def test_trace_file_mode_is_every_outputs(run_line, tmp_path: Path, name: str, umask: int) -> None:
+    if name.endswith(".parquet"):
+        pytest.importorskip("pyarrow")
+    out = tmp_path / name
+    old = os.umask(umask)
+    try:
+        result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", LOG, "-o", str(out)])
+        assert os.umask(umask) == umask  # the umask is left as it was
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.output
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
 
 
 def test_trace_json_summary(run_line) -> None:
