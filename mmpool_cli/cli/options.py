@@ -192,6 +192,19 @@ def format_twin(choices: type[StrEnum]) -> dict[str, Any]:
     }
 
 
+def told(ctx: typer.Context) -> dict[str, str]:
+    """The options the user gave (on the command line or through an environment twin): name -> its first flag.
+
+    An option left at its default is not among them, though written out at that default is.
+    """
+    given = {}
+    for param in ctx.command.params:
+        source = getattr(ctx.get_parameter_source(param.name or ""), "name", None)
+        if param.name and source in ("COMMANDLINE", "ENVIRONMENT") and param.opts:
+            given[param.name] = param.opts[0]
+    return given
+
+
 def spelled(ctx: typer.Context, name: str, flag: str, variable: str) -> str:
     """How the user set option ``name``: its flag, or its environment twin with the value it holds."""
     if getattr(ctx.get_parameter_source(name), "name", None) == "ENVIRONMENT":

@@ -13,6 +13,7 @@ from mmpool_cli.cli.options import (
     EngineOpt,
     FormatOpt,
     OutputFormat,
+    told,
 )
 from mmpool_cli.cli.pool_options import PoolOptions, with_pool_options
 from mmpool_cli.cli.vllm_options import VllmOptions, refuse_mixed, vllm_workload, with_vllm_options
@@ -39,6 +40,7 @@ from mmpool_cli.usecases.plan import plan as make_plan
 @with_workload_options
 @with_vllm_options
 def plan(
+    ctx: typer.Context,
     pool: PoolOptions,
     workload: WorkloadOptions,
     vllm: VllmOptions,
@@ -57,7 +59,7 @@ def plan(
         _plan_vllm(workload, vllm, output)
         return
     with reported():
-        request = pool.request(os.environ)
+        request = pool.request(os.environ, told(ctx))
         load, kv = workload.resolve(os.environ)
         request = dataclasses.replace(request, workload=load, kv=kv)
     result = make_plan(request)

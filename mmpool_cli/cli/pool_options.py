@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -26,6 +26,7 @@ from mmpool_cli.cli.options import (
 from mmpool_cli.core.bounds import MAX_PARALLEL, MAX_WORKERS, largest_gpu
 from mmpool_cli.engines.sglang import env_vars as envmod
 from mmpool_cli.engines.sglang.models import Budget, PlanRequest
+from mmpool_cli.errors import MmpoolError
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,20 @@ class PoolOptions:
         """The flags set to something other than their default, as ``--flag-name``."""
         return ["--" + f.name.replace("_", "-") for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
 
-    def request(self, environ: Mapping[str, str]) -> PlanRequest:
-        """The plan request these flags make; an unset ``--size`` is read from ``environ`` as SGLang reads it."""
+    def request(self, environ: Mapping[str, str], told: Collection[str] = ()) -> PlanRequest:
+        """The plan request these flags make; an unset ``--size`` is read from ``environ`` as SGLang reads it.
+
+        ``told``: the fields the user gave (``options.told``); ``--vmm-granularity`` given for another
+        transport than cuda_vmm, which has no granularity, is refused rather than ignored.
+        """
         launch = envmod.read_launch_env(environ)
         flag = None if self.size is None else Budget(bytes=size_arg("--size", self.size), source="flag")
         granularity = granularity_arg(self.vmm_granularity)
+        if "vmm_granularity" in told and self.transport is not TransportChoice.cuda_vmm:
+            raise MmpoolError(
+                f"--vmm-granularity sizes cuda_vmm's allocations; the {self.transport.value} transport has no "
+                "granularity: drop it, or add --transport cuda_vmm"
+            )
         version, chosen = sglang_release(self.sglang_version, environ)
         return PlanRequest(
             budget=envmod.resolve_budget(launch, flag=flag),

@@ -22,6 +22,7 @@ from mmpool_cli.cli.options import (
     environment,
     only_sglang,
     sglang_release,
+    told,
 )
 from mmpool_cli.cli.pool_options import PoolOptions, with_pool_options
 from mmpool_cli.engines.sglang.env_vars import read_launch_env
@@ -43,6 +44,7 @@ T = TypeVar("T")
 )
 @with_pool_options
 def probe(
+    ctx: typer.Context,
     pool: PoolOptions,
     mem_fraction_static: Annotated[
         str | None,
@@ -90,7 +92,9 @@ def probe(
             )
         environ, _ = environment(False, env_file, env)
         launch = read_launch_env(environ)
-        plan_request = pool.request(environ) if config is None else _config_request(config, environ, pool, output)
+        plan_request = (
+            pool.request(environ, told(ctx)) if config is None else _config_request(config, environ, pool, output)
+        )
         request = ProbeRequest(
             plan=plan_request,
             cuda_visible_devices=launch.cuda_visible_devices,

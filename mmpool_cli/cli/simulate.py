@@ -17,6 +17,7 @@ from mmpool_cli.cli.options import (
     FormatOpt,
     OutputFormat,
     only_sglang,
+    told,
     with_options,
 )
 from mmpool_cli.cli.pool_options import PoolOptions, with_pool_options
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
 @with_workload_options
 @with_options(TrafficOptions, TRAFFIC_DECLARATIONS, "traffic")
 def simulate(
+    ctx: typer.Context,
     pool: PoolOptions,
     workload: WorkloadOptions,
     traffic: TrafficOptions,
@@ -168,7 +170,7 @@ def simulate(
     )
     with reported():
         only_sglang(engine, "simulate")
-        report = _simulate(pool, workload, traffic, run_options)
+        report = _simulate(pool, workload, traffic, run_options, told(ctx))
         if plot is not None:
             from mmpool_cli.render.plot import write_plot
 
@@ -177,7 +179,9 @@ def simulate(
     raise typer.Exit(EXIT_OK if report.status == "ok" else EXIT_FINDINGS)
 
 
-def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions) -> SimulationReport:
+def _simulate(
+    pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions, told: dict[str, str]
+) -> SimulationReport:
     from mmpool_cli.usecases.simulate import SimulateRequest
     from mmpool_cli.usecases.simulate import simulate as run_simulate
 
@@ -193,7 +197,7 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
     search_limit = search_limit_arg(o.search_limit)
     if o.ray_address is not None and o.executor is not ExecutorChoice.ray:
         raise MmpoolError("--ray-address names the cluster of --executor ray; add --executor ray")
-    request = pool.request(os.environ)
+    request = pool.request(os.environ, told)
     from_traffic = bool(o.traffic_from) or o.traffic_format is SourceChoice.bench_serving
     needs = [(o.traffic_args, "ARGS"), (o.dp_encoder, "--mm-enable-dp-encoder"), (o.assume_image, "--assume-image")]
     needs += [(o.assume_video, "--assume-video"), (o.request_time != "1", "--request-time")]

@@ -16,7 +16,7 @@ import typer
 
 from mmpool_cli.cli.app import app, epilog, reported
 from mmpool_cli.cli.fleet import file_reader
-from mmpool_cli.cli.options import FormatOpt, OutputFormat, bounded_int
+from mmpool_cli.cli.options import FormatOpt, OutputFormat, bounded_int, told
 from mmpool_cli.cli.simulate_options import ExecutorChoice, RayAddressOpt
 from mmpool_cli.cli.traffic_options import (
     DEFAULT_RECV_DELAY,
@@ -61,6 +61,7 @@ class TraceSource(StrEnum):
     ),
 )
 def trace(
+    ctx: typer.Context,
     inputs: Annotated[
         list[str] | None,
         typer.Argument(metavar="FILE...", help="Logs to read; with --from bench-serving, its arguments after --."),
@@ -136,7 +137,7 @@ def trace(
         if ray_address is not None and executor is not ExecutorChoice.ray:
             raise MmpoolError("--ray-address names the cluster of --executor ray; add --executor ray")
         if source is TraceSource.record:
-            _recording(inputs or [], output)
+            _recording(inputs or [], output, told(ctx))
         shown = fmt is OutputFormat.human and source is not TraceSource.bench_serving and len(inputs or []) > 1
         count = len(inputs or []) if shown else 0
         with file_reader(
@@ -204,15 +205,27 @@ def _reported(fmt: OutputFormat) -> Iterator[None]:
         raise typer.Exit(e.exit_code) from None
 
 
-def _recording(inputs: list[str], output: str | None) -> None:
+def _recording(inputs: list[str], output: str | None, given: dict[str, str]) -> None:
     """``--from record DIR``: the recording's pools merged into one trace, the real offsets kept."""
+    from mmpool_cli.core.words import count
     from mmpool_cli.simulate.recording import merged_lines
 
+    # a recording holds what its pools leased, worker by worker: nothing is converted, so no flag of
+    # the conversion applies (simulate --trace DIR replays it at other --workers or --tp)
+    converting = [flag for name, flag in given.items() if name not in ("inputs", "source", "output", "fmt")]
+    if converting:
+        raise MmpoolError(
+            f"{converting[0]} describes traffic to convert; --from record writes the recording as its pools "
+            "leased it (worker i the i-th pool, the bytes they leased): drop it (mmpool simulate --trace DIR "
+            "--workers N replays it at another layout)"
+        )
     if len(inputs) != 1:
         raise MmpoolError("--from record reads one recording: give its directory (mmpool record --out DIR)")
     lines, rec = merged_lines(inputs[0])
     _emit(output, lambda f: f.writelines(lines))
-    typer.echo(f"mmpool trace: {len(lines)} events of {len(rec.pools)} pools from {inputs[0]}", err=True)
+    typer.echo(
+        f"mmpool trace: {count(len(lines), 'event')} of {count(len(rec.pools), 'pool')} from {inputs[0]}", err=True
+    )
     raise typer.Exit(EXIT_OK)
 
 

@@ -74,6 +74,22 @@ def test_values_no_gpu_can_have_are_usage_errors(run_line, flags: list[str]) -> 
     assert flags[0] in result.stderr
 
 
+@pytest.mark.parametrize("command", [["plan"], ["probe"], ["simulate", "--feature-size", "1MiB", "--rate", "1"]])
+@pytest.mark.parametrize("granularity", ["2MiB", "64KiB"])
+def test_vmm_granularity_without_cuda_vmm_is_refused_not_ignored(
+    run_line, command: list[str], granularity: str
+) -> None:
+    result = run_line(["mmpool", *command, "--vmm-granularity", granularity])
+    assert result.exit_code == 2, result.stdout
+    assert result.stdout == ""
+    assert result.stderr == (
+        "mmpool: error: --vmm-granularity sizes cuda_vmm's allocations; the cuda_ipc transport has no granularity: "
+        "drop it, or add --transport cuda_vmm\n"
+    )
+    vmm = run_line(["mmpool", *command, "--vmm-granularity", granularity, "--transport", "cuda_vmm", "--format", "json"])
+    assert "--vmm-granularity sizes" not in vmm.stderr
+
+
 @pytest.mark.parametrize("flags", [["--gpu-memory", "0"], ["--context-size", "0"], ["--vmm-granularity", "3"]])
 def test_check_refuses_the_same_values(run_line, flags: list[str]) -> None:
     result = run_line(["mmpool", "check", *flags, "--", "sglang", "serve", "m"])
