@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -197,7 +197,16 @@ def _simulate(
     search_limit = search_limit_arg(o.search_limit)
     if o.ray_address is not None and o.executor is not ExecutorChoice.ray:
         raise MmpoolError("--ray-address names the cluster of --executor ray; add --executor ray")
-    request = pool.request(os.environ, told)
+    from mmpool_cli.simulate import recording
+
+    environ: Mapping[str, str] = os.environ
+    layout_said = ""
+    replayed = o.trace is not None and recording.is_recording(o.trace)
+    if replayed:  # a recording replays at its own layout, but for what the user set
+        from mmpool_cli.cli.simulate_recording import own_layout
+
+        pool, environ, layout_said = own_layout(pool, str(o.trace), told, environ)
+    request = pool.request(environ, told)
     from_traffic = bool(o.traffic_from) or o.traffic_format is SourceChoice.bench_serving
     needs = [(o.traffic_args, "ARGS"), (o.dp_encoder, "--mm-enable-dp-encoder"), (o.assume_image, "--assume-image")]
     needs += [(o.assume_video, "--assume-video"), (o.request_time != "1", "--request-time")]
@@ -218,8 +227,6 @@ def _simulate(
         load, kv = workload.resolve(os.environ)
         _check_pooled(load)
     request = dataclasses.replace(request, workload=load, kv=kv)
-
-    from mmpool_cli.simulate import recording
 
     seen: dict[str, Any] = {}
 
@@ -242,20 +249,20 @@ def _simulate(
             events, seen["recording"] = recording.read_recording(
                 o.trace, workers, max_events=o.max_events, idle_timeout=o.idle_timeout, keep_ids=o.events
             )
-            return {"trace": o.trace, **seen["recording"].source()}, events
+            return {"trace": o.trace, **seen["recording"].source(), "assumptions": layout_said}, events
         trace = TraceFile(o.trace, workers, o.max_events, o.idle_timeout, keep_ids=o.events, requests=requests)
         return {"trace": o.trace}, trace  # read whole, or replayed as it is read where one replay will do
 
     report = run_simulate(
         SimulateRequest(
             pools=request,
-            environ=os.environ,
+            environ=environ,
             traffic=read_traffic,
             target=target,
             basis=o.target_basis.value,
             method=o.search.value,
             smallest_budget=o.smallest_budget,
-            record_events=o.events,
+            record_events=o.events or replayed,  # a recording is compared decision for decision
             search_limit=search_limit,
             executor=o.executor.value,
             ray_address=o.ray_address,
@@ -265,7 +272,7 @@ def _simulate(
         )
     )
     if "recording" in seen:
-        report.findings.extend(recording.compare(seen["recording"], report.result))
+        report.findings.extend(recording.compare(seen["recording"], report.result, request.vmm_granularity))
     return report
 
 

@@ -70,7 +70,8 @@ def simulate_human(report: SimulationReport) -> RenderableType:
     )
     if report.source.get("assumptions"):
         parts.append(paragraph(f"assumptions: {report.source['assumptions']}"))
-    shown = [f for f in report.findings if f.severity.value != "info"]
+    # a recording's comparison is the answer to a replay of it: shown, info or not
+    shown = [f for f in report.findings if f.severity.value != "info" or f.code.startswith("record-")]
     if shown:
         parts.append(findings_table(shown))
     rows = [

@@ -19,6 +19,7 @@ from typing import Any
 
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.simulate.events import ALLOC, Events
+from mmpool_cli.simulate.recorded_layout import DEFAULT_GRANULARITY, RecordedLayout, of_pools
 from mmpool_cli.simulate.replay import SimResult
 from mmpool_cli.simulate.trace import MAX_EVENTS, TraceError, read_trace
 
@@ -166,7 +167,7 @@ def _stream(events: Events, offsets: list[int | None], n: int, shift: int, name:
         yield t + shift, n, op, ident, nbytes, n, offset
 
 
-def compare(rec: Recording, result: SimResult | None) -> list[Finding]:
+def compare(rec: Recording, result: SimResult | None, granularity: int = DEFAULT_GRANULARITY) -> list[Finding]:
     """Whether the replay made the recorded pools' decisions: one finding, or none without ``--events``."""
     if result is None or result.offsets is None:
         return []
@@ -199,19 +200,18 @@ def compare(rec: Recording, result: SimResult | None) -> list[Finding]:
         "recycle_ns": layout.recycle_ns,
     }
     if want != have:
-        budget = want["memory_size"] * want["workers"]
-        flags = (
-            f"--size {budget}B --workers {want['workers']} --tp {first['layout']['consumers']} "
-            f"--transport {want['transport']} with SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC="
-            f"{float(first['recycle_interval_s'])!r}"
-        )
+        own = of_pools(rec.pools, granularity)  # the whole-MiB budget that splits into these pools
         differ = next(k for k in want if want[k] != have[k])
+        how = (
+            f"to compare with what the pools did, replay with {own.flags()}"
+            if own.budget_mb is not None
+            else f"mmpool cannot replay the recording's own pools: {own.unsplit()}"
+        )
         return [
             Finding(
                 Severity.info,
                 "record-not-compared",
-                f"the replay's {differ} ({have[differ]}) is not the recording's ({want[differ]}): to compare "
-                f"with what the pools did, replay with {flags}",
+                f"the replay's {differ} ({have[differ]}) is not the recording's ({want[differ]}): {how}",
             )
         ]
     replayed = result.offsets
@@ -242,3 +242,15 @@ def compare(rec: Recording, result: SimResult | None) -> list[Finding]:
 
 def _shown(offset: object) -> str:
     return "a miss" if offset is None else str(offset)
+
+
+def layout_of(path: str, granularity: int = DEFAULT_GRANULARITY) -> RecordedLayout:
+    """The recording's own layout, from its manifests alone (before its traces are read); TraceError if none."""
+    manifests = sorted(glob.glob(os.path.join(glob.escape(path), "pool-*.json")))
+    if not manifests:
+        raise TraceError(f"{path}: no pool-*.json: not a recording of mmpool record, or no pool was recorded")
+    if len(manifests) > MAX_POOLS:
+        raise TraceError(f"{path}: {len(manifests)} pools; mmpool reads at most {MAX_POOLS}")
+    pools = [_manifest(m) for m in manifests]
+    pools.sort(key=lambda p: (p["t0_monotonic_ns"] or 0, p.get("pid", 0), p.get("pool", 0)))
+    return of_pools(pools, granularity)

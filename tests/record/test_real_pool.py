@@ -123,7 +123,7 @@ def test_recorded_real_pools_replay_decision_for_decision(tmp_path: Path) -> Non
     report = json.loads(larger.stdout)
     [finding] = [f for f in report["findings"] if f["code"].startswith("record-")]
     assert finding["code"] == "record-not-compared"
-    assert f"--size {2 * MEMORY}B --workers 2 --tp 2" in finding["message"]
+    assert f"--size {2 * MEMORY // 2**20}MiB --workers 2 --tp 2" in finding["message"]
     assert sum(e["offset"] is None for e in report["events"]) < sum(o.count(None) for o in real)
 
 

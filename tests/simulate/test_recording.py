@@ -95,7 +95,7 @@ def test_compare_matches_differs_or_says_how_to_compare(tmp_path: Path) -> None:
     )
     [found] = compare(rec, simulate(events, layout(1 << 21), record=True))
     assert found.code == "record-not-compared" and found.message.endswith(
-        "replay with --size 2097152B --workers 2 --tp 1 --transport cuda_ipc with "
+        "replay with --size 2MiB --workers 2 --tp 1 --transport cuda_ipc with "
         "SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC=0.05"
     )
     assert compare(rec, simulate(events, layout())) == []  # without --events there is nothing to compare
@@ -146,3 +146,35 @@ def test_a_pool_without_traffic_is_a_worker_with_no_events(tmp_path: Path) -> No
     pool(tmp_path, 9, 1_300 * MS, [])  # its recycler ticked, nothing was leased
     events, rec = read_recording(str(tmp_path), 3)
     assert [p["pid"] for p in rec.pools] == [5, 7, 9] and len(events) == 4
+
+
+def three_pools(root: Path, memory_size: int) -> None:
+    for pid in (5, 6, 7):
+        lines: list[dict[str, object]] = [{"t": 0.01, "op": "alloc", "id": "0", "bytes": 1000, "offset": 256}]
+        pool(root, pid, pid * MS, lines, layout={**LAYOUT, "memory_size": memory_size})
+
+
+def test_the_advised_size_splits_into_the_recorded_pools_when_the_budget_does_not_split_evenly(
+    tmp_path: Path,
+) -> None:
+    three_pools(tmp_path, 64 * 2**20 // 3)  # SGLang's 64 MiB over 3 workers: 22,369,621 B each
+    events, rec = read_recording(str(tmp_path), 3)
+    [found] = compare(rec, simulate(events, layout(workers=3), record=True))
+    assert found.message == (
+        "the replay's memory_size (1048576) is not the recording's (22369621): to compare with what the pools "
+        "did, replay with --size 64MiB --workers 3 --tp 1 --transport cuda_ipc with "
+        "SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC=0.05"
+    )  # not 67108863B (22,369,621 × 3), which floors to 63 MiB: pools of 22,020,096 B, and the same advice again
+    [found] = compare(rec, simulate(events, layout(64 * 2**20 // 3, workers=3), record=True))
+    assert found.code == "record-replay-matches"
+
+
+def test_pools_no_whole_mib_budget_makes_are_said_so(tmp_path: Path) -> None:
+    three_pools(tmp_path, 1000 * 1000)
+    events, rec = read_recording(str(tmp_path), 3)
+    [found] = compare(rec, simulate(events, layout(workers=3), record=True))
+    assert found.message == (
+        "the replay's memory_size (1048576) is not the recording's (1000000): mmpool cannot replay the "
+        "recording's own pools: no whole-MiB budget splits into 3 cuda_ipc pool(s) of 1,000,000 B each (the pools "
+        "were not made from SGLANG_MM_FEATURE_CACHE_MB)"
+    )

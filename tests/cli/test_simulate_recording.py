@@ -1,0 +1,91 @@
+"""simulate --trace DIR of a recording: its own layout unless told otherwise, said, and compared in every format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+REC = str(Path(__file__).parent.parent / "record" / "data" / "h200" / "cuda_ipc-64" / "recording")  # 2 pools, TP 2
+OWN = (
+    "the recording's own layout: --size 64MiB --workers 2 --tp 2 --transport cuda_ipc with "
+    "SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC=0.05"
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_pool_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("SGLANG_MM_FEATURE_CACHE_MB", "SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv("SGL_" + name.removeprefix("SGLANG_"), raising=False)
+
+
+def report(run_line, *flags: str) -> dict:
+    result = run_line(["mmpool", "simulate", "--trace", REC, *flags, "--format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def record_finding(data: dict) -> dict:
+    [found] = [f for f in data["findings"] if f["code"].startswith("record-")]
+    return found
+
+
+def test_a_first_replay_is_at_the_recordings_own_layout_and_says_so(run_line) -> None:
+    data = report(run_line)
+    assert data["source"]["assumptions"] == OWN
+    assert (data["workers"], data["per_worker_bytes"], data["consumers"]) == (2, 32 * 2**20, 2)
+    assert record_finding(data)["code"] == "record-replay-matches"
+    assert "events" not in data  # compared without --events, and none printed
+
+
+def test_human_output_shows_the_comparison(run_line) -> None:
+    result = run_line(["mmpool", "simulate", "--trace", REC])
+    assert result.exit_code == 1  # 159 of 477 items fell back: the target 0 is not met
+    text = " ".join(result.stdout.split())
+    assert "assumptions: " + OWN in text
+    assert "record-replay-matches the replay made every decision the recorded pools made: 477 allocations" in text
+
+
+def test_the_readme_replay_at_another_budget(run_line) -> None:
+    result = run_line(["mmpool", "simulate", "--trace", REC, "--size", "2GiB"])  # README's example, as it is
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "(yours: --size)" in text and "record-not-compared" in text and "replay with --size 64MiB" in text
+
+
+@pytest.mark.parametrize(
+    ("flags", "yours", "differs"),
+    [
+        (["--workers", "1"], "--workers", "workers (1)"),
+        (["--workers", "2", "--tp", "1"], "--workers, --tp", "data_start"),
+        (["--dp", "2"], "--dp", "data_start"),
+        (["--size", "1GiB"], "--size", "memory_size (536870912)"),
+    ],
+)
+def test_a_flag_given_replaces_its_part_even_at_its_default(run_line, flags: list[str], yours: str, differs: str) -> None:
+    data = report(run_line, *flags)
+    assert f"(yours: {yours})" in data["source"]["assumptions"]
+    found = record_finding(data)
+    assert found["code"] == "record-not-compared" and found["message"].startswith(f"the replay's {differs}")
+    assert found["message"].endswith(OWN.removeprefix("the recording's own layout: "))
+
+
+def test_the_variables_are_told_too(run_line, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SGLANG_MM_FEATURE_CACHE_MB", "64")
+    monkeypatch.setenv("SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC", "0.05")
+    data = report(run_line)
+    assert data["source"]["assumptions"] == (
+        "the recording's own layout: --workers 2 --tp 2 --transport cuda_ipc "
+        "(yours: SGLANG_MM_FEATURE_CACHE_MB, SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC)"
+    )
+    assert record_finding(data)["code"] == "record-replay-matches"
+
+
+def test_the_advised_flags_replay_the_recording(run_line, monkeypatch: pytest.MonkeyPatch) -> None:
+    advice = record_finding(report(run_line, "--size", "1GiB"))["message"].split("replay with ")[1]
+    flags, variable = advice.split(" with ")
+    name, value = variable.split("=")
+    monkeypatch.setenv(name, value)
+    assert record_finding(report(run_line, *flags.split()))["code"] == "record-replay-matches"
