@@ -66,6 +66,8 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     one_replay = not (request.smallest_budget or request.record_events or request.keep_events)
     if not (isinstance(timeline, TraceFile) and one_replay and pools.per_worker_bytes is not None):
         events = as_events(timeline.read() if isinstance(timeline, TraceFile) else timeline)
+        if isinstance(timeline, TraceFile) and events.worker and max(events.worker) == 0:
+            _one_worker(timeline, pools.workers)
     if pools.per_worker_bytes is not None:
         layout = pools.layouts(pools.budget_mb)
         with progress("simulating") as tick:
@@ -73,6 +75,8 @@ def simulate(request: SimulateRequest) -> SimulationReport:
                 result = replay(events, layout, record=request.record_events or request.keep_events)
             elif isinstance(timeline, TraceFile):  # one replay of a file: as it is read, where it can be
                 result = timeline.replay(layout)
+                if result.workers[0].items and not any(w.items for w in result.workers[1:]):
+                    _one_worker(timeline, pools.workers)
             tick(1)
     report = SimulationReport(
         source=source,
@@ -128,3 +132,20 @@ def _limit_events(limit: tuple[int, str] | None, trace_events: int) -> int | Non
         return None
     count, unit = limit
     return count * trace_events if unit == "replays" else count
+
+
+def _one_worker(trace: TraceFile, workers: int) -> None:
+    """Refuse a trace whose every alloc names worker 0, replayed over more workers than one.
+
+    Such a trace was made for one worker (``mmpool trace``'s default): its traffic would all go to
+    worker 0 while the others idle, a budget several times too large. SGLang itself deals no request:
+    each tokenizer worker is an HTTP server process, and the kernel gives each one connections, so
+    the dealing is chosen when the trace is made (``trace --workers N``: round-robin), never guessed here.
+    """
+    if workers > 1:
+        raise MmpoolError(
+            f"--workers {workers}: every alloc of --trace {trace.path} is on worker 0, so the other {workers - 1} "
+            f"would idle (a trace made for one worker); make it for {workers}: mmpool trace --workers {workers} "
+            f"(or simulate --from LOG --workers {workers}); for one worker taking all the traffic, simulate "
+            "--workers 1 with its share as --size"
+        )

@@ -203,7 +203,9 @@ def test_a_malformed_trace_line_is_located(tmp_path: Path, capsys: pytest.Captur
 
 def test_human_output_for_a_refused_budget_and_an_unreachable_target(run_line, tmp_path: Path) -> None:
     path = tmp_path / "slots.jsonl"
-    path.write_text("".join(f'{{"t": 0, "op": "alloc", "id": "{i}", "bytes": 256}}\n' for i in range(4097)))
+    lines = [f'{{"t": 0, "op": "alloc", "id": "{i}", "bytes": 256}}\n' for i in range(4097)]
+    lines.append('{"t": 0, "op": "alloc", "id": "other", "bytes": 256, "worker": 63}\n')  # a trace for 64 workers
+    path.write_text("".join(lines))
     result = run_line(
         ["mmpool", "simulate", "--trace", str(path), "--size", "1MiB", "--workers", "64", "--smallest-budget"]
     )
@@ -398,3 +400,27 @@ def test_progress_shows_only_on_a_terminal_with_human_output(monkeypatch, capsys
     with cli._progress(options(OutputFormat.human), "searching budgets") as tick:
         tick(3)
     assert capsys.readouterr().err == ""  # nor when stderr is piped
+
+
+LOG = Path(__file__).parent.parent / "engines" / "sglang" / "traffic" / "data" / "sglang-0.5.23" / "server-json-level2.log"
+
+
+@pytest.mark.parametrize("search", [[], ["--smallest-budget"], ["--format", "json", "--events"]])
+def test_a_trace_made_for_one_worker_is_refused_over_several(run_line, tmp_path: Path, search: list[str]) -> None:
+    one = tmp_path / "one.jsonl"
+    assert run_line(["mmpool", "trace", "--model", "qwen2.5-vl", str(LOG), "-o", str(one)]).exit_code == 0
+    result = run_line(["mmpool", "simulate", "--trace", str(one), "--workers", "4", *search])
+    assert (result.exit_code, result.stdout) == (2, ""), result.output  # never every request on worker 0 of 4
+    assert result.stderr == (
+        f"mmpool: error: --workers 4: every alloc of --trace {one} is on worker 0, so the other 3 would idle (a "
+        "trace made for one worker); make it for 4: mmpool trace --workers 4 (or simulate --from LOG --workers 4); "
+        "for one worker taking all the traffic, simulate --workers 1 with its share as --size\n"
+    )
+    assert run_line(["mmpool", "simulate", "--trace", str(one), *search]).exit_code in (0, 1)  # one worker: its own
+
+    four = tmp_path / "four.jsonl"
+    made = ["mmpool", "trace", "--model", "qwen2.5-vl", str(LOG), "--workers", "4", "-o", str(four)]
+    assert run_line(made).exit_code == 0
+    spread = run_line(["mmpool", "simulate", "--trace", str(four), "--workers", "4", "--format", "json"])
+    assert spread.exit_code in (0, 1), spread.output
+    assert all(w["items"] for w in json.loads(spread.stdout)["per_worker"])  # dealt when it was made
