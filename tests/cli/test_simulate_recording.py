@@ -89,3 +89,26 @@ def test_the_advised_flags_replay_the_recording(run_line, monkeypatch: pytest.Mo
     name, value = variable.split("=")
     monkeypatch.setenv(name, value)
     assert record_finding(report(run_line, *flags.split()))["code"] == "record-replay-matches"
+
+
+def test_an_uneven_split_round_trips_through_the_advice(run_line, tmp_path: Path) -> None:
+    share = 64 * 2**20 // 3  # SGLang's 64 MiB over 3 tokenizer workers: 22,369,621 B each
+    for n, pid in enumerate((5, 6, 7)):
+        (tmp_path / f"pool-{pid}-0.jsonl").write_text(
+            f'{{"t": 0.01, "op": "alloc", "id": "0", "bytes": {share - 40000}, "offset": 32768}}\n'
+        )
+        manifest = {"format": 1, "file": f"pool-{pid}-0.jsonl", "pid": pid, "pool": 0, "transport": "cuda_ipc"}
+        manifest |= {"layout": {"memory_size": share, "data_start": 32768, "slots": 4096, "consumers": 1}}
+        manifest |= {"recycle_interval_s": 0.05, "t0_monotonic_ns": n, "complete": True}
+        (tmp_path / f"pool-{pid}-0.json").write_text(json.dumps(manifest))
+    flags = ["--workers", "3", "--format", "json"]
+    old = run_line(["mmpool", "simulate", "--trace", str(tmp_path), "--size", f"{share * 3}B", *flags])
+    [found] = [f for f in json.loads(old.stdout)["findings"] if f["code"].startswith("record-")]
+    assert "replay with --size 64MiB --workers 3 --tp 1" in found["message"]  # 67,108,863 B floors to 63 MiB
+    again = run_line(["mmpool", "simulate", "--trace", str(tmp_path), "--size", "64MiB", *flags])
+    [found] = [f for f in json.loads(again.stdout)["findings"] if f["code"].startswith("record-")]
+    assert found["code"] == "record-replay-matches"  # the advice gives the recorded pools back
+    first = run_line(["mmpool", "simulate", "--trace", str(tmp_path), "--format", "json"])
+    assert json.loads(first.stdout)["source"]["assumptions"].startswith(
+        "the recording's own layout: --size 64MiB --workers 3 --tp 1"
+    )
