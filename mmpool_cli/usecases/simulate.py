@@ -66,7 +66,7 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     one_replay = not (request.smallest_budget or request.record_events or request.keep_events)
     if not (isinstance(timeline, TraceFile) and one_replay and pools.per_worker_bytes is not None):
         events = as_events(timeline.read() if isinstance(timeline, TraceFile) else timeline)
-        if isinstance(timeline, TraceFile) and events.worker and max(events.worker) == 0:
+        if isinstance(timeline, TraceFile) and pools.workers > 1 and events.worker and max(events.worker) == 0:
             _one_worker(timeline, pools.workers)
     if pools.per_worker_bytes is not None:
         layout = pools.layouts(pools.budget_mb)
