@@ -66,6 +66,7 @@ class SimulationReport:
     model: str | None = None
     kv_cost: Any = None  # the KV-cache cost of the budget found (with --model DIR)
     events_data: Any = None  # the events, kept for a picture
+    curve: Any = None  # --curve: the pool's curve (simulate.curve.PoolCurve)
 
     @property
     def status(self) -> str:
@@ -113,6 +114,9 @@ class SimulationReport:
         if self.search is not None:
             data["smallest_budget"] = search_data(self.search, self.settings)
             data["smallest_budget"]["kv_cost"] = None if self.kv_cost is None else dataclasses.asdict(self.kv_cost)
+        if self.curve is not None:
+            data["curve"] = [p.to_data() for p in self.curve.points]
+            data["curve_range"] = self.curve.to_data()
         offsets = None if self.result is None else self.result.offsets
         if events and self.result is not None and offsets is not None:
             r = self.result

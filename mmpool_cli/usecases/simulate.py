@@ -19,6 +19,7 @@ from mmpool_cli.simulate.events import Event, Events, as_events
 from mmpool_cli.simulate.replay import simulate as replay
 from mmpool_cli.simulate.sim_report import SimulationReport
 from mmpool_cli.simulate.trace_file import TraceFile
+from mmpool_cli.usecases.curve import CurveRange
 
 # (workers, whether to group requests) -> (the source as the report names it, its events or a trace file)
 Traffic = Callable[[int, bool], tuple[dict[str, Any], "list[Event] | Events | TraceFile"]]
@@ -45,6 +46,7 @@ class SimulateRequest:
     keep_events: bool = False  # for a picture
     model: str | None = None
     progress: ProgressFor | None = None
+    curve: CurveRange | None = None  # the pool's curve over these budgets (with the smallest budget marked)
 
 
 def simulate(request: SimulateRequest) -> SimulationReport:
@@ -63,7 +65,8 @@ def simulate(request: SimulateRequest) -> SimulationReport:
 
     result = None
     events: Events | None = None
-    one_replay = not (request.smallest_budget or request.record_events or request.keep_events)
+    search = request.smallest_budget or request.curve is not None  # a curve marks the search's answer
+    one_replay = not (search or request.record_events or request.keep_events)
     if not (isinstance(timeline, TraceFile) and one_replay and pools.per_worker_bytes is not None):
         events = as_events(timeline.read() if isinstance(timeline, TraceFile) else timeline)
     if pools.per_worker_bytes is not None:
@@ -91,7 +94,10 @@ def simulate(request: SimulateRequest) -> SimulationReport:
         findings=pools.findings,
         model=request.model,
     )
-    if request.smallest_budget:
+    if request.curve is not None:
+        assert events is not None
+        report.curve = _curve(request, eng, pools, events, progress)
+    if search:
         assert events is not None  # a search replays the events many times: they were read whole
         if pools.highest_mb < pools.lowest_mb:
             raise MmpoolError("the plan refuses every budget for this layout; see 'mmpool plan'")
@@ -128,3 +134,25 @@ def _limit_events(limit: tuple[int, str] | None, trace_events: int) -> int | Non
         return None
     count, unit = limit
     return count * trace_events if unit == "replays" else count
+
+
+def _curve(request: SimulateRequest, eng: Any, pools: Any, events: Events, progress: ProgressFor) -> Any:
+    """The pool's curve, each point's KV tokens as the engine's plan counts them at that budget."""
+    from mmpool_cli.simulate.executors import executor_for
+    from mmpool_cli.usecases.curve import pool_curve
+
+    assert request.curve is not None
+
+    def kv_tokens(mb: int) -> int | None:
+        cost = getattr(eng.plan_for_budget(request.pools, mb), "kv_cost", None)
+        return None if cost is None else int(cost.tokens_max)
+
+    with progress("replaying the curve's budgets") as tick:
+        return pool_curve(
+            request.curve,
+            events,
+            pools,
+            executor=executor_for(request.executor, address=request.ray_address),
+            kv_tokens=kv_tokens if getattr(request.pools, "kv", None) is not None else None,
+            progress=tick,
+        )
