@@ -233,8 +233,7 @@ def curve_arg(text: str) -> tuple[int | None, int | None]:
         nbytes = size_arg(flag, written)
         if nbytes > LARGEST_GPU_HBM_BYTES:
             raise MmpoolError(
-                f"{flag}: {written} is more than any GPU has ({largest_gpu()}), and every pool "
-                "lives on the base GPU"
+                f"{flag}: {written} is more than any GPU has ({largest_gpu()}), and every pool lives on the base GPU"
             )
         if nbytes % MiB:
             down, up = nbytes // MiB, -(-nbytes // MiB)
@@ -246,8 +245,7 @@ def curve_arg(text: str) -> tuple[int | None, int | None]:
     lo, hi = ends
     if lo is not None and hi is not None and lo > hi:
         raise MmpoolError(
-            f"{flag}: the lower bound is above the upper one; write --curve {hi_text.strip()}:"
-            f"{lo_text.strip()}"
+            f"{flag}: the lower bound is above the upper one; write --curve {hi_text.strip()}:{lo_text.strip()}"
         )
     return lo, hi
 
