@@ -47,11 +47,11 @@ def curve_figure(
     second: Series | None = None,
     second_label: str = "",
     marks: Sequence[Mark] = (),
-    note: str | None = None,
+    notes: Sequence[str] = (),
     target: tuple[float, str] | None = None,
 ) -> Any:
     """A matplotlib ``Figure`` of ``series`` against x, ``second`` on a right-hand axis, ``marks`` as lines,
-    ``target`` a dotted horizontal line ``(y, label)``, ``note`` a line of text under the legend."""
+    ``target`` a dotted horizontal line ``(y, label)``, ``notes`` lines of text under the legend."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(10, 5.5), dpi=100)
@@ -69,7 +69,7 @@ def curve_figure(
         handles += right.plot(list(second.xs), list(second.ys), label=second.label, **style)
         right.set_ylabel(second_label)
         right.set_ylim(bottom=0)
-    if note:
+    for note in notes:
         handles += ax.plot([], [], linestyle="none", label=note)
     ax.set_xlabel(x_label)
     ax.set_ylabel(y_label)
@@ -109,7 +109,8 @@ def pool_curve_figure(report: SimulationReport) -> Any:
         second=second if known else None,
         second_label="KV-cache tokens given up (max_total_num_tokens)",
         marks=marks,
-        note=None if known else "KV tokens: with a synthetic workload of --model DIR",
+        notes=([] if known else ["KV tokens: with a synthetic workload of --model DIR"])
+        + ([] if search is not None else ["--smallest-budget marks the smallest safe budget"]),
         target=(target, f"target ({target:g}% by {report.basis})"),
     )
 

@@ -65,8 +65,8 @@ def simulate(request: SimulateRequest) -> SimulationReport:
 
     result = None
     events: Events | None = None
-    search = request.smallest_budget or request.curve is not None  # a curve marks the search's answer
-    one_replay = not (search or request.record_events or request.keep_events)
+    many = request.smallest_budget or request.curve is not None  # replays of the events read whole
+    one_replay = not (many or request.record_events or request.keep_events)
     if not (isinstance(timeline, TraceFile) and one_replay and pools.per_worker_bytes is not None):
         events = as_events(timeline.read() if isinstance(timeline, TraceFile) else timeline)
     if pools.per_worker_bytes is not None:
@@ -97,7 +97,7 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     if request.curve is not None:
         assert events is not None
         report.curve = _curve(request, eng, pools, events, progress)
-    if search:
+    if request.smallest_budget:
         assert events is not None  # a search replays the events many times: they were read whole
         if pools.highest_mb < pools.lowest_mb:
             raise MmpoolError("the plan refuses every budget for this layout; see 'mmpool plan'")

@@ -63,10 +63,15 @@ def test_every_point_of_the_curve_is_simulate_alone_at_that_budget(run_line, tmp
 
 
 def test_the_recommended_budget_is_the_smallest_budget_search_answer(run_line) -> None:
-    curve = json.loads(run_line([*TRACE, "--curve", "--target-fallback", "0.5", "--format", "json"]).stdout)
+    curve = json.loads(
+        run_line([*TRACE, "--curve", "--smallest-budget", "--target-fallback", "0.5", "--format", "json"]).stdout
+    )
     alone = json.loads(run_line([*TRACE, "--smallest-budget", "--target-fallback", "0.5", "--format", "json"]).stdout)
     assert curve["smallest_budget"] == alone["smallest_budget"]
-    human = run_line([*TRACE, "--curve", "--curve-points", "8"]).stdout
+    plain = run_line([*TRACE, "--curve", "--format", "json"]).stdout
+    assert "smallest_budget" not in json.loads(plain)  # the curve alone: 64 replays at most, no search
+    assert "add --smallest-budget to mark" in run_line([*TRACE, "--curve"]).stdout
+    human = run_line([*TRACE, "--curve", "--smallest-budget", "--curve-points", "8"]).stdout
     assert "Pool curve\n8 budgets from 97 MiB (the largest feature's need) to 141 MiB" in human
     assert "\n141   0 / 3 (0.00%)         0 B (0.00%)  ◀ smallest safe\n" in human
     assert "SGLANG_MM_FEATURE_CACHE_MB=141 (safe" in human

@@ -30,7 +30,7 @@ def _figure(monkeypatch: pytest.MonkeyPatch, argv: list[str], path: Path):
 
 
 def test_fallback_against_the_budget_with_the_smallest_safe_budget_marked(monkeypatch, tmp_path: Path) -> None:
-    fig = _figure(monkeypatch, [*SYNTHETIC, "--target-fallback", "0.05"], tmp_path / "c.svg")
+    fig = _figure(monkeypatch, [*SYNTHETIC, "--target-fallback", "0.05", "--smallest-budget"], tmp_path / "c.svg")
     ax = fig.axes[0]
     assert ax.get_xlabel() == "SGLANG_MM_FEATURE_CACHE_MB (MiB)"
     assert ax.get_ylabel() == "fallback to the CPU path (%)"
@@ -44,6 +44,7 @@ def test_fallback_against_the_budget_with_the_smallest_safe_budget_marked(monkey
     items = next(line for line in ax.get_lines() if line.get_label() == "fallback by items")
     assert len(items.get_xdata()) == 12
     assert "KV tokens: with a synthetic workload of --model DIR" in labels  # no model: said, not drawn as zero
+    assert "--smallest-budget marks the smallest safe budget" not in labels
     assert len(fig.axes) == 1
 
 
