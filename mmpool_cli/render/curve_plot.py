@@ -36,6 +36,7 @@ class Mark:
     x: float
     label: str
     color: str = "green"
+    linestyle: str = "-"
 
 
 def curve_figure(
@@ -62,10 +63,10 @@ def curve_figure(
     if target is not None:
         handles.append(ax.axhline(target[0], color="red", linestyle=":", label=target[1]))
     for m in marks:
-        handles.append(ax.axvline(m.x, color=m.color, label=m.label))
+        handles.append(ax.axvline(m.x, color=m.color, linestyle=m.linestyle, label=m.label))
     if second is not None:
         right = ax.twinx()
-        style = {"color": "grey", "linestyle": "-.", "linewidth": 1.2, **second.style}
+        style = {"color": "tab:purple", "linestyle": "-.", "linewidth": 1.2, **second.style}
         handles += right.plot(list(second.xs), list(second.ys), label=second.label, **style)
         right.set_ylabel(second_label)
         right.set_ylim(bottom=0)
@@ -96,6 +97,9 @@ def pool_curve_figure(report: SimulationReport) -> Any:
     if search is not None and search.smallest_mb is not None:
         marks.append(Mark(search.smallest_mb, f"smallest safe budget: {search.smallest_mb} MiB ({search.method})"))
     named = report.model or report.source.get("trace")
+    if report.result is not None:
+        mb = report.sglang_mm_feature_cache_mb
+        marks.append(Mark(mb, f"this run's budget: {mb} MiB", color="grey", linestyle="--"))
     what = os.path.basename(str(named).rstrip("/")) if named else None
     workers = report.result.layout.workers if report.result is not None else None
     layout = f"{workers} tokenizer worker{'' if workers == 1 else 's'}, " if workers else ""
