@@ -5,13 +5,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.reports import Settings
 from mmpool_cli.simulate.allocator import PoolRules
 from mmpool_cli.simulate.budget_search import Basis, BudgetSearch
 from mmpool_cli.simulate.replay import SIM_SCHEMA_VERSION, SimResult
+
+if TYPE_CHECKING:
+    from mmpool_cli.simulate.curve import PoolCurve
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ class SimulationReport:
     model: str | None = None
     kv_cost: Any = None  # the KV-cache cost of the budget found (with --model DIR)
     events_data: Any = None  # the events, kept for a picture
-    curve: Any = None  # --curve: the pool's curve (simulate.curve.PoolCurve)
+    curve: PoolCurve | None = None  # --curve: the pool's curve
 
     @property
     def status(self) -> str:

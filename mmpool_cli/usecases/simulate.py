@@ -15,9 +15,10 @@ from typing import Any
 from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.simulate.budget_search import Basis, Method, Progress, smallest_budget
+from mmpool_cli.simulate.curve import PoolCurve
 from mmpool_cli.simulate.events import Event, Events, as_events
 from mmpool_cli.simulate.replay import simulate as replay
-from mmpool_cli.simulate.sim_report import SimulationReport
+from mmpool_cli.simulate.sim_report import PoolSetup, SimulationReport
 from mmpool_cli.simulate.trace_file import TraceFile
 from mmpool_cli.usecases.curve import CurveRange
 
@@ -46,7 +47,7 @@ class SimulateRequest:
     keep_events: bool = False  # for a picture
     model: str | None = None
     progress: ProgressFor | None = None
-    curve: CurveRange | None = None  # the pool's curve over these budgets (with the smallest budget marked)
+    curve: CurveRange | None = None  # the pool's curve over these budgets
 
 
 def simulate(request: SimulateRequest) -> SimulationReport:
@@ -136,7 +137,7 @@ def _limit_events(limit: tuple[int, str] | None, trace_events: int) -> int | Non
     return count * trace_events if unit == "replays" else count
 
 
-def _curve(request: SimulateRequest, eng: Any, pools: Any, events: Events, progress: ProgressFor) -> Any:
+def _curve(request: SimulateRequest, eng: Any, pools: PoolSetup, events: Events, progress: ProgressFor) -> PoolCurve:
     """The pool's curve, each point's KV tokens as the engine's plan counts them at that budget."""
     from mmpool_cli.simulate.executors import executor_for
     from mmpool_cli.usecases.curve import pool_curve
