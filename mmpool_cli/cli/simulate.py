@@ -139,7 +139,9 @@ def simulate(
     plot: Annotated[
         str | None,
         typer.Option(
-            "--plot", metavar="FILE", help="Draw occupancy and fallback against the budget, or the --curve (.svg or .png; matplotlib)."
+            "--plot",
+            metavar="FILE",
+            help="Draw occupancy and fallback against the budget, or the --curve (.svg or .png; matplotlib).",
         ),
     ] = None,
     curve: CurveOpt = None,
