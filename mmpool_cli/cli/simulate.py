@@ -25,11 +25,15 @@ from mmpool_cli.cli.simulate_options import (
     DEFAULT_SEARCH_LIMIT,
     TRAFFIC_DECLARATIONS,
     BasisChoice,
+    CurveCommand,
+    CurveOpt,
+    CurvePointsOpt,
     ExecutorChoice,
     RayAddressOpt,
     RunOptions,
     SearchChoice,
     TrafficOptions,
+    curve_range,
     rate_arg,
     search_limit_arg,
 )
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
 
 
 @app.command(
+    cls=CurveCommand,
     short_help="Replay traffic through SGLang's cuda_ipc or cuda_vmm pools: fallback, the budget to set.",
     epilog=epilog(
         [
@@ -60,6 +65,7 @@ if TYPE_CHECKING:
             "mmpool simulate --feature-size 48MiB --concurrency 32 --smallest-budget",
             "mmpool simulate --model qwen2.5-vl --image 1920x1080 --rate 4",
             "mmpool simulate --model qwen2.5-vl --from server.log --smallest-budget",
+            "mmpool simulate --trace prod.jsonl --curve --smallest-budget",
         ],
         "0 the fallback meets the target (default 0); 1 it does not, or the budget has an error finding "
         "that plan reports (the report is still printed); 2 usage error or a bad trace line; 3 --executor ray: "
@@ -135,9 +141,13 @@ def simulate(
     plot: Annotated[
         str | None,
         typer.Option(
-            "--plot", metavar="FILE", help="Draw occupancy and fallback against the budget (.svg or .png; matplotlib)."
+            "--plot",
+            metavar="FILE",
+            help="Draw occupancy and fallback against the budget, or the --curve (.svg or .png; matplotlib).",
         ),
     ] = None,
+    curve: CurveOpt = None,
+    curve_points: CurvePointsOpt = None,
     output: FormatOpt = OutputFormat.human,
     engine: EngineOpt = EngineChoice.sglang,
 ) -> None:
@@ -167,11 +177,17 @@ def simulate(
         assume_image=assume_image,
         assume_video=assume_video,
         request_time=request_time,
+        curve=curve,
+        curve_points=curve_points,
     )
     with reported():
         only_sglang(engine, "simulate")
         report = _simulate(pool, workload, traffic, run_options, told(ctx))
-        if plot is not None:
+        if plot is not None and report.curve is not None:
+            from mmpool_cli.render.curve_plot import write_curve_plot
+
+            write_curve_plot(report, plot)
+        elif plot is not None:
             from mmpool_cli.render.plot import write_plot
 
             write_plot(report, plot)
@@ -195,6 +211,7 @@ def _simulate(
     if o.max_events < 1:
         raise MmpoolError(f"--max-events: must be at least 1, not {o.max_events}")
     search_limit = search_limit_arg(o.search_limit)
+    curve = curve_range(o)
     if o.ray_address is not None and o.executor is not ExecutorChoice.ray:
         raise MmpoolError("--ray-address names the cluster of --executor ray; add --executor ray")
     from mmpool_cli.simulate import recording
@@ -266,9 +283,10 @@ def _simulate(
             search_limit=search_limit,
             executor=o.executor.value,
             ray_address=o.ray_address,
-            keep_events=o.plot is not None,
+            keep_events=o.plot is not None and curve is None,  # a curve's picture is the curve
             model=None if load is None else load.model,
             progress=lambda what: _progress(o, what),
+            curve=curve,
         )
     )
     if "recording" in seen:

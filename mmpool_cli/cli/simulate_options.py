@@ -6,13 +6,17 @@ import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import typer.core
 
-from mmpool_cli.cli.options import OutputFormat
+from mmpool_cli.cli.options import OutputFormat, int_arg, size_arg
 from mmpool_cli.cli.traffic_options import SourceChoice
 from mmpool_cli.errors import MmpoolError
+
+if TYPE_CHECKING:
+    from mmpool_cli.usecases.curve import CurveRange
 
 
 class ModeChoice(StrEnum):
@@ -165,3 +169,127 @@ class RunOptions:
     assume_image: str | None = None
     assume_video: str | None = None
     request_time: str = "1"
+    curve: str | None = None  # --curve LO:HI as written (":" for a bare --curve)
+    curve_points: int | None = None
+
+
+CURVE_BARE = ":"  # a bare --curve: both ends the trace's own
+MAX_CURVE_POINTS = 1024  # simulate.curve.MAX_POINTS: each point replays the whole trace
+
+
+class CurveCommand(typer.core.TyperCommand):
+    """A command whose ``--curve`` may be given bare (the default range) or with ``LO:HI``.
+
+    typer's parser has no option with an optional value, so a bare ``--curve`` (the last argument,
+    or one followed by another option) is given the value ``:`` before parsing. The value of an
+    option that takes one is skipped whatever it looks like (``--trace --curve`` reads a file named
+    ``--curve``), and nothing after ``--`` is touched.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        takes_value = {
+            name
+            for p in self.params
+            if isinstance(p, typer.core.TyperOption) and not p.is_flag and not p.count
+            for name in p.opts
+        }
+        out: list[str] = []
+        rest = list(args)
+        while rest:
+            arg = rest.pop(0)
+            out.append(arg)
+            if arg == "--":
+                break
+            if arg == "--curve" and (not rest or (rest[0].startswith("-") and len(rest[0]) > 1)):
+                out.append(CURVE_BARE)
+            elif arg in takes_value and rest:
+                out.append(rest.pop(0))
+        result: list[str] = super().parse_args(ctx, out + rest)
+        return result
+
+
+def curve_arg(text: str) -> tuple[int | None, int | None]:
+    """``--curve LO:HI`` as whole MiB (either end may be left out: None), sizes as ``--size`` reads them.
+
+    A bound beyond any GPU, not a whole MiB (SGLang takes the budget in whole MiB) or a range whose
+    ends are reversed is a usage error; whether the engine accepts the bounds is the use case's.
+    """
+    from mmpool_cli.core.bounds import LARGEST_GPU_HBM_BYTES, largest_gpu
+    from mmpool_cli.core.excerpt import shorten
+    from mmpool_cli.core.units import MiB, format_binary
+
+    flag = f"--curve {shorten(text)!r}"
+    lo_text, colon, hi_text = text.partition(":")
+    if not colon:
+        raise MmpoolError(
+            f"--curve: expected LO:HI, e.g. 512MiB:2GiB (either end may be left out, a bare --curve "
+            f"leaves out both), not {shorten(text)!r}"
+        )
+    ends: list[int | None] = []
+    for written in (lo_text.strip(), hi_text.strip()):
+        if not written:
+            ends.append(None)
+            continue
+        nbytes = size_arg(flag, written)
+        if nbytes > LARGEST_GPU_HBM_BYTES:
+            raise MmpoolError(
+                f"{flag}: {written} is more than any GPU has ({largest_gpu()}), and every pool lives on the base GPU"
+            )
+        if nbytes % MiB:
+            down, up = nbytes // MiB, -(-nbytes // MiB)
+            raise MmpoolError(
+                f"{flag}: {written} is {format_binary(nbytes)}, not a whole MiB, and SGLang takes "
+                f"the budget in whole MiB (SGLANG_MM_FEATURE_CACHE_MB); write {down}MiB or {up}MiB"
+            )
+        ends.append(nbytes // MiB)
+    lo, hi = ends
+    if lo is not None and hi is not None and lo > hi:
+        raise MmpoolError(
+            f"{flag}: the lower bound is above the upper one; write --curve {hi_text.strip()}:{lo_text.strip()}"
+        )
+    return lo, hi
+
+
+def curve_range(o: RunOptions) -> CurveRange | None:
+    """``--curve`` and ``--curve-points`` as the use case takes them (None: no curve)."""
+    from mmpool_cli.core.excerpt import shorten
+    from mmpool_cli.usecases.curve import CurveRange
+
+    if o.curve is None:
+        if o.curve_points is not None:
+            raise MmpoolError("--curve-points sets the points of --curve; add --curve")
+        return None
+    lo, hi = curve_arg(o.curve)
+    if o.curve_points is None:
+        return CurveRange(lo, hi, shorten(o.curve))
+    return CurveRange(lo, hi, shorten(o.curve), curve_points_arg(o.curve_points))
+
+
+def curve_points_arg(points: int) -> int:
+    """``--curve-points``: from 2 to ``MAX_CURVE_POINTS`` budgets."""
+    if not 2 <= points <= MAX_CURVE_POINTS:
+        raise MmpoolError(
+            f"--curve-points: expected 2 to {MAX_CURVE_POINTS} budgets (each replays the whole traffic), not {points}"
+        )
+    return points
+
+
+# The declarations of --curve and --curve-points (int_arg: a huge number is a usage error, not a traceback)
+CurveOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--curve",
+        metavar="[LO:HI]",
+        help="The pool's curve: fallback and KV tokens at whole-MiB budgets from LO to HI (default: from the "
+        "largest feature's need to the budget at which no alloc can miss); --smallest-budget marks its answer.",
+    ),
+]
+CurvePointsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--curve-points",
+        metavar="N",
+        parser=int_arg,
+        help=f"--curve: how many budgets, spread evenly (default 64, at most {MAX_CURVE_POINTS}).",
+    ),
+]

@@ -278,13 +278,24 @@ def _draw_many(ax: Any, samples: dict[int, tuple[list[float], list[float]]], end
 
 def write_plot(report: SimulationReport, path: str) -> None:
     """Draw ``report`` into ``path`` (.svg or .png); an existing file is replaced only if mmpool drew it."""
+    refuse_foreign(path)
+    save_figure(build_figure(report), path)
+
+
+def refuse_foreign(path: str) -> None:
+    """A usage error when ``path`` exists and mmpool did not draw it (checked before any drawing)."""
+    if os.path.exists(path) and not _ours(path):
+        raise MmpoolError(f"--plot {path}: the file exists and mmpool did not draw it; remove it or pick another name")
+
+
+def save_figure(fig: Any, path: str) -> None:
+    """Write a matplotlib figure to ``path`` (its format from the name), deterministic and signed as mmpool's,
+    replacing the file at once (never half-written)."""
     import matplotlib
 
     fmt = os.path.splitext(path)[1].lower().lstrip(".")
-    if os.path.exists(path) and not _ours(path):
-        raise MmpoolError(f"--plot {path}: the file exists and mmpool did not draw it; remove it or pick another name")
+    refuse_foreign(path)
     matplotlib.rcParams["svg.hashsalt"] = SIGNATURE
-    fig = build_figure(report)
     metadata = (
         {"Date": None, "Creator": None, "Description": SIGNATURE}
         if fmt == "svg"

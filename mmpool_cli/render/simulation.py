@@ -157,8 +157,54 @@ def simulate_human(report: SimulationReport) -> RenderableType:
                     ],
                 )
             )
+    if report.curve is not None:
+        parts.append(_curve_human(report))
     if report.search is not None:
         parts.append(_search_human(report))
+    return Group(*parts)
+
+
+def _curve_human(report: SimulationReport) -> RenderableType:
+    """The pool's curve: every point's fallback and KV tokens, the smallest safe budget marked."""
+    c = report.curve
+    assert c is not None
+    found = None if report.search is None else report.search.smallest_mb
+    lo_why = "as given" if c.lo_given else "the largest feature's need"
+    hi_why = "as given" if c.hi_given else "the budget at which no alloc can miss"
+    if not c.hi_given and c.no_miss_mb > c.hi_mb:
+        hi_why = "the largest budget plan accepts; some alloc misses at every budget"
+    count = len(c.points)
+    spread = "" if count == c.asked_points else f" (every whole MiB of the range; {c.asked_points} asked)"
+    parts: list[RenderableType] = [
+        paragraph(("Pool curve", "bold")),
+        paragraph(
+            f"{count} budget{'' if count == 1 else 's'}{spread} from {c.lo_mb} MiB ({lo_why}) to {c.hi_mb} MiB "
+            f"({hi_why}), each an exact replay"
+        ),
+    ]
+    with_kv = any(p.kv_tokens is not None for p in c.points)
+    rows: list[list[list[Span]]] = []
+    for p in c.points:
+        row: list[list[Span]] = [
+            [(str(p.budget_mb), None)],
+            [(f"{p.fallback_items} / {p.items} ({_pct(p.fallback_items, p.items)})", None)],
+            [(f"{_size(p.fallback_bytes)} ({_pct(p.fallback_bytes, p.bytes)})", None)],
+        ]
+        if with_kv:
+            row.append([("n/a" if p.kv_tokens is None else f"{p.kv_tokens:,}", None)])
+        row.append([("◀ smallest safe" if p.budget_mb == found else "", None)])
+        rows.append(row)
+    headers = ["MiB", "fallback items", "fallback bytes", *(["KV tokens"] if with_kv else []), ""]
+    right = {0, 1, 2, 3} if with_kv else {0, 1, 2}
+    parts.append(Laid(Grid(None, headers, rows, right=right, gap=2, rule=False)))
+    if found is not None and all(p.budget_mb != found for p in c.points):
+        parts.append(paragraph(f"the smallest safe budget, {found} MiB, is not one of the points (below)"))
+    if report.search is None:
+        parts.append(
+            paragraph("add --smallest-budget to mark the smallest safe budget (its search replays more budgets)")
+        )
+    if not with_kv:
+        parts.append(paragraph("KV tokens per budget: with a synthetic workload of --model DIR (a model directory)"))
     return Group(*parts)
 
 
@@ -213,7 +259,7 @@ def _search_human(report: SimulationReport) -> RenderableType:
     else:
         how = "an estimate: bisection, checked one MiB below" if s.method == "bisect" else "every budget below scanned"
         parts.append(paragraph(f"SGLANG_MM_FEATURE_CACHE_MB={s.smallest_mb} ({how}; {simulated})"))
-    trials = s.trials
+    trials = [] if report.curve is not None else s.trials  # a curve's table gives the figures
     if len(trials) > 40:  # the table is for reading: the budgets around the answer
         near = sorted(trials, key=lambda t: (abs(t.mb - (s.smallest_mb or 0)), t.mb))[:30]
         trials = sorted(near, key=lambda t: t.mb)
@@ -248,7 +294,8 @@ def _search_human(report: SimulationReport) -> RenderableType:
         for t in trials
     ]
     headers = ["MiB", "fallback items", "fallback bytes"]
-    parts.append(Laid(Grid(None, headers, rows, right={0, 1, 2}, gap=2, rule=False)))
+    if rows:
+        parts.append(Laid(Grid(None, headers, rows, right={0, 1, 2}, gap=2, rule=False)))
     if any(t.stopped for t in trials):
         parts.append(paragraph(f"{over}: the replay stopped once that budget's fallback passed the target"))
     if report.kv_cost is not None:

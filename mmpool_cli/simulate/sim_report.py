@@ -5,13 +5,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.reports import Settings
 from mmpool_cli.simulate.allocator import PoolRules
 from mmpool_cli.simulate.budget_search import Basis, BudgetSearch
 from mmpool_cli.simulate.replay import SIM_SCHEMA_VERSION, SimResult
+
+if TYPE_CHECKING:
+    from mmpool_cli.simulate.curve import PoolCurve
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class SimulationReport:
     model: str | None = None
     kv_cost: Any = None  # the KV-cache cost of the budget found (with --model DIR)
     events_data: Any = None  # the events, kept for a picture
+    curve: PoolCurve | None = None  # --curve: the pool's curve
 
     @property
     def status(self) -> str:
@@ -113,6 +117,9 @@ class SimulationReport:
         if self.search is not None:
             data["smallest_budget"] = search_data(self.search, self.settings)
             data["smallest_budget"]["kv_cost"] = None if self.kv_cost is None else dataclasses.asdict(self.kv_cost)
+        if self.curve is not None:
+            data["curve"] = [p.to_data() for p in self.curve.points]
+            data["curve_range"] = self.curve.to_data()
         offsets = None if self.result is None else self.result.offsets
         if events and self.result is not None and offsets is not None:
             r = self.result

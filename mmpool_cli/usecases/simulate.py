@@ -15,10 +15,12 @@ from typing import Any
 from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.simulate.budget_search import Basis, Method, Progress, smallest_budget
+from mmpool_cli.simulate.curve import PoolCurve
 from mmpool_cli.simulate.events import Event, Events, as_events
 from mmpool_cli.simulate.replay import simulate as replay
-from mmpool_cli.simulate.sim_report import SimulationReport
+from mmpool_cli.simulate.sim_report import PoolSetup, SimulationReport
 from mmpool_cli.simulate.trace_file import TraceFile
+from mmpool_cli.usecases.curve import CurveRange
 
 # (workers, whether to group requests) -> (the source as the report names it, its events or a trace file)
 Traffic = Callable[[int, bool], tuple[dict[str, Any], "list[Event] | Events | TraceFile"]]
@@ -45,6 +47,7 @@ class SimulateRequest:
     keep_events: bool = False  # for a picture
     model: str | None = None
     progress: ProgressFor | None = None
+    curve: CurveRange | None = None  # the pool's curve over these budgets
 
 
 def simulate(request: SimulateRequest) -> SimulationReport:
@@ -63,7 +66,8 @@ def simulate(request: SimulateRequest) -> SimulationReport:
 
     result = None
     events: Events | None = None
-    one_replay = not (request.smallest_budget or request.record_events or request.keep_events)
+    many = request.smallest_budget or request.curve is not None  # replays of the events read whole
+    one_replay = not (many or request.record_events or request.keep_events)
     if not (isinstance(timeline, TraceFile) and one_replay and pools.per_worker_bytes is not None):
         events = as_events(timeline.read() if isinstance(timeline, TraceFile) else timeline)
         if isinstance(timeline, TraceFile) and pools.workers > 1 and events.worker and max(events.worker) == 0:
@@ -95,6 +99,9 @@ def simulate(request: SimulateRequest) -> SimulationReport:
         findings=pools.findings,
         model=request.model,
     )
+    if request.curve is not None:
+        assert events is not None
+        report.curve = _curve(request, eng, pools, events, progress)
     if request.smallest_budget:
         assert events is not None  # a search replays the events many times: they were read whole
         if pools.highest_mb < pools.lowest_mb:
@@ -148,4 +155,26 @@ def _one_worker(trace: TraceFile, workers: int) -> None:
             f"would idle (a trace made for one worker); make it for {workers}: mmpool trace --workers {workers} "
             f"(or simulate --from LOG --workers {workers}); for one worker taking all the traffic, simulate "
             "--workers 1 with its share as --size"
+        )
+
+
+def _curve(request: SimulateRequest, eng: Any, pools: PoolSetup, events: Events, progress: ProgressFor) -> PoolCurve:
+    """The pool's curve, each point's KV tokens as the engine's plan counts them at that budget."""
+    from mmpool_cli.simulate.executors import executor_for
+    from mmpool_cli.usecases.curve import pool_curve
+
+    assert request.curve is not None
+
+    def kv_tokens(mb: int) -> int | None:
+        cost = getattr(eng.plan_for_budget(request.pools, mb), "kv_cost", None)
+        return None if cost is None else int(cost.tokens_max)
+
+    with progress("replaying the curve's budgets") as tick:
+        return pool_curve(
+            request.curve,
+            events,
+            pools,
+            executor=executor_for(request.executor, address=request.ray_address),
+            kv_tokens=kv_tokens if getattr(request.pools, "kv", None) is not None else None,
+            progress=tick,
         )

@@ -127,6 +127,16 @@ def test_a_synthetic_search_on_the_cluster_gives_the_local_answer(cluster) -> No
     assert (remote[0], remote[1]) == (local[0], local[1]), remote[2]
 
 
+def test_a_curve_on_the_cluster_gives_the_local_curve_byte_for_byte(cluster, trace) -> None:
+    # each point a Ray task, then the search of the mark on a second start of the executor
+    flags = ["--trace", str(trace), "--workers", "4", "--tp", "2", "--curve", "--curve-points", "12"]
+    flags += ["--smallest-budget", "--target-fallback", "0.01", "--format", "json"]
+    local = finished(mmpool(*flags))
+    remote = finished(mmpool(*flags, executor=on(cluster)))
+    assert (remote[0], remote[1]) == (local[0], local[1]), remote[2]
+    assert len(json.loads(local[1])["curve"]) == 12
+
+
 def test_a_task_that_dies_is_run_again_and_the_answer_is_unchanged(cluster, trace) -> None:
     local = finished(mmpool(*search(trace)))
     process = mmpool(*search(trace), executor=on(cluster))

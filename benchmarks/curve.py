@@ -1,0 +1,143 @@
+"""The pool's curve against single replays: ``mmpool simulate --curve`` on a 10^6-event trace.
+
+The goal (issue 33): the 64-point curve in at most 1.2 x the time of 64 single replays divided by the
+cores used. On the ``images`` trace of ``benchmarks/simulate.py`` (4 workers, TP 2), at the default
+range of ``--curve`` (the largest feature's need to the budget at which no alloc can miss), it times:
+
+* the 64 budgets replayed one after another in this process (``simulate`` at each budget alone);
+* the same budgets as the curve replays them (``simulate.curve.replay_budgets`` on the local executor:
+  one forked worker per core), and checks that both give the same figures;
+* the whole process, ``mmpool simulate --trace FILE --curve --format json`` (reading the trace, the
+  run at the current budget, the range's two bounds and the curve).
+
+Wall seconds (the curve's point is to use every core), with the process's CPU seconds beside them.
+Usage::
+
+    python benchmarks/curve.py [--events 1000000] [--points 64] [--runs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from simulate import make_events, write_jsonl  # noqa: E402
+
+from mmpool_cli.engines.sglang import versions  # noqa: E402
+from mmpool_cli.engines.sglang.simulation import pool_rules  # noqa: E402
+from mmpool_cli.simulate import native  # noqa: E402
+from mmpool_cli.simulate.curve import budgets, largest_alloc_budget, replay_budgets  # noqa: E402
+from mmpool_cli.simulate.events import as_events  # noqa: E402
+from mmpool_cli.simulate.executors import LocalExecutor, default_jobs  # noqa: E402
+from mmpool_cli.simulate.replay import simulate  # noqa: E402
+from mmpool_cli.simulate.trials import layout_for, no_miss_budget  # noqa: E402
+
+TICK = 50_000_000
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that have ended (the forked workers, once closed)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed(fn):
+    """``fn()``'s wall and CPU seconds (this process and its workers) and its result."""
+    wall, cpu = time.perf_counter(), _cpu()
+    out = fn()
+    return time.perf_counter() - wall, _cpu() - cpu, out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--points", type=int, default=64)
+    parser.add_argument("--runs", type=int, default=2, help="best of so many, each way")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--tp", type=int, default=2)
+    args = parser.parse_args()
+
+    rel = versions.release(versions.NEWEST)
+    rules, header = pool_rules(rel), rel.header_bytes(args.tp)
+
+    def layouts(mb: int):
+        return layout_for(mb, args.workers, header, TICK, rules)
+
+    raw = make_events(args.events, args.workers, 1, "images")
+    events = as_events(raw)
+    top = 288 * 1024
+    lo = largest_alloc_budget(events, layouts, 1, top)
+    hi = no_miss_budget(events, layouts, 1, top)
+    mbs = budgets(lo, hi, args.points)
+    cores = default_jobs()
+    print(f"{len(events):,} events, {args.workers} workers, TP {args.tp}; compiled replay: {native.FAST is not None}")
+    print(f"{len(mbs)} budgets from {lo} to {hi} MiB; {cores} cores; load average {os.getloadavg()[0]:.2f}")
+
+    singles, curves, single_cpus, curve_cpus = [], [], [], []
+    for _ in range(args.runs):
+
+        def one_by_one():
+            return [simulate(events, layouts(mb)) for mb in mbs]
+
+        wall, cpu, alone = timed(one_by_one)
+        singles.append(wall)
+        single_cpus.append(cpu)
+        print(f"  {len(mbs)} single replays, one after another: {wall:.2f} s wall, {cpu:.2f} s CPU")
+        wall, cpu, points = timed(lambda: replay_budgets(events, layouts, mbs, top=top, executor=LocalExecutor()))
+        curves.append(wall)
+        curve_cpus.append(cpu)
+        print(f"  the curve on {cores} cores: {wall:.2f} s wall, {cpu:.2f} s CPU (its workers included)")
+        for p, r in zip(points, alone, strict=True):
+            assert (p.items, p.fallback_items, p.bytes, p.fallback_bytes) == (
+                r.total("items"),
+                r.total("fallback_items"),
+                r.total("bytes"),
+                r.total("fallback_bytes"),
+            ), p.budget_mb
+    single, curve = min(singles), min(curves)
+    goal = 1.2 * single / cores
+    verdict = "met" if curve <= goal else "NOT met"
+    print(
+        f"best wall: single replays {single:.2f} s, / {cores} cores = {single / cores:.2f} s; curve {curve:.2f} s "
+        f"= {curve / (single / cores):.2f} x that (goal <= 1.2 x: {goal:.2f} s): {verdict}"
+    )
+    # on a shared machine the wall time is the other processes' too: the CPU seconds say what the curve
+    # spent beyond the replays themselves (forking, results), which is what would cost wall time on idle cores
+    single_cpu, curve_cpu = min(single_cpus), min(curve_cpus)
+    print(
+        f"best CPU: single replays {single_cpu:.2f} s, curve {curve_cpu:.2f} s (x {curve_cpu / single_cpu:.2f}); "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "images.jsonl"
+        write_jsonl(raw, trace)
+        argv = ["--trace", str(trace), "--workers", str(args.workers), "--tp", str(args.tp)]
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "mmpool_cli", "simulate", *argv, "--curve", "--curve-points", str(args.points)]
+            + ["--format", "json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        wall = time.perf_counter() - start
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"mmpool simulate failed: {done.stderr}")
+        data = json.loads(done.stdout)
+        print(f"whole process, mmpool simulate --trace FILE --curve: {wall:.2f} s wall, {len(data['curve'])} points")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

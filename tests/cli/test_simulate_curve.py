@@ -1,0 +1,238 @@
+"""`mmpool simulate --curve`: every point equals simulate alone at its budget, every source, the bounds."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from mmpool_cli.cli.simulate_options import curve_arg
+from mmpool_cli.errors import MmpoolError
+
+MiB = 1 << 20
+TRACE = ["mmpool", "simulate", "--trace", "examples/trace.jsonl", "--workers", "2", "--tp", "2"]
+KEYS = ["budget_bytes", "items", "fallback_items", "bytes", "fallback_bytes", "kv_tokens"]
+
+
+def write_trace(path: Path, seed: int, workers: int) -> None:
+    """Random traffic: features of 1 to 60 MiB, requests of one or two, acknowledged 0 to 80 ms later."""
+    rng = random.Random(seed)
+    lines, live, t = [], [], 0.0
+    for n in range(rng.randint(20, 60)):
+        t += rng.choice([0.0, 0.001, 0.01, 0.03])
+        if live and rng.random() < 0.45:
+            lines.append({"t": round(t, 3), "op": "free", "id": live.pop(rng.randrange(len(live)))})
+            continue
+        worker = rng.randrange(workers)
+        for k in range(rng.choice([1, 1, 2])):
+            ident = f"req{n}/img{k}"
+            size = rng.randint(1 * MiB, 60 * MiB) // 7 * 7
+            lines.append({"t": round(t, 3), "op": "alloc", "id": ident, "bytes": size, "worker": worker})
+            live.append(ident)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def figures(data: dict) -> tuple[int, int, int, int]:
+    return data["items"]["total"], data["items"]["fallback"], data["bytes"]["total"], data["bytes"]["fallback"]
+
+
+@pytest.mark.parametrize("transport", ["cuda_ipc", "cuda_vmm"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_every_point_of_the_curve_is_simulate_alone_at_that_budget(run_line, tmp_path, transport, seed) -> None:
+    trace = tmp_path / "t.jsonl"
+    workers = 1 + seed % 2
+    write_trace(trace, seed, workers)
+    base = ["mmpool", "simulate", "--trace", str(trace), "--workers", str(workers), "--transport", transport]
+    result = run_line([*base, "--curve", "--curve-points", "9", "--format", "json"])
+    assert result.exit_code in (0, 1), result.stderr
+    data = json.loads(result.stdout)
+    curve = data["curve"]
+    assert 2 <= len(curve) <= 9
+    assert [list(p) for p in curve] == [KEYS] * len(curve)
+    span = data["curve_range"]
+    assert curve[0]["budget_bytes"] == span["from_bytes"] == span["largest_feature_budget_bytes"]
+    assert curve[-1]["budget_bytes"] == span["to_bytes"] == span["no_miss_budget_bytes"]
+    assert curve[-1]["fallback_items"] == 0  # from the no-miss budget on, nothing misses for space
+    for point in curve:
+        assert point["budget_bytes"] % MiB == 0 and point["kv_tokens"] is None
+        alone = run_line([*base, "--size", f"{point['budget_bytes'] // MiB}MiB", "--format", "json"])
+        expected = figures(json.loads(alone.stdout))
+        assert (point["items"], point["fallback_items"], point["bytes"], point["fallback_bytes"]) == expected
+
+
+def test_the_recommended_budget_is_the_smallest_budget_search_answer(run_line) -> None:
+    curve = json.loads(
+        run_line([*TRACE, "--curve", "--smallest-budget", "--target-fallback", "0.5", "--format", "json"]).stdout
+    )
+    alone = json.loads(run_line([*TRACE, "--smallest-budget", "--target-fallback", "0.5", "--format", "json"]).stdout)
+    assert curve["smallest_budget"] == alone["smallest_budget"]
+    plain = run_line([*TRACE, "--curve", "--format", "json"]).stdout
+    assert "smallest_budget" not in json.loads(plain)  # the curve alone: 64 replays at most, no search
+    assert "add --smallest-budget to mark" in run_line([*TRACE, "--curve"]).stdout
+    human = run_line([*TRACE, "--curve", "--smallest-budget", "--curve-points", "8"]).stdout
+    assert "Pool curve\n8 budgets from 97 MiB (the largest feature's need) to 141 MiB" in human
+    assert "\n141   0 / 3 (0.00%)         0 B (0.00%)  ◀ smallest safe\n" in human
+    assert "SGLANG_MM_FEATURE_CACHE_MB=141 (safe" in human
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        ["--feature-size", "30MiB", "--concurrency", "4", "--requests", "40"],
+        ["--trace", "examples/trace.jsonl", "--workers", "2"],
+        ["--model", "qwen2.5-vl", "--from", "examples/server.log"],
+        ["--trace", "RECORDING"],
+    ],
+    ids=["synthetic", "trace", "from", "recording"],
+)
+def test_every_source_draws_its_curve(run_line, tmp_path, source) -> None:
+    if "RECORDING" in source:
+        source = ["--trace", str(recording(tmp_path))]
+    result = run_line(["mmpool", "simulate", *source, "--curve", "--curve-points", "5", "--format", "json"])
+    assert result.exit_code in (0, 1), result.stderr
+    curve = json.loads(result.stdout)["curve"]
+    assert 1 <= len(curve) <= 5
+    budgets = [p["budget_bytes"] for p in curve]
+    assert budgets == sorted(set(budgets))
+    assert all(p["items"] > 0 for p in curve)
+
+
+def recording(root: Path) -> Path:
+    """A directory of mmpool record: one pool, three leases."""
+    root = root / "rec"
+    root.mkdir()
+    lines = [
+        {"t": 0.01, "op": "alloc", "id": "0", "bytes": 3 * MiB, "offset": 256},
+        {"t": 0.02, "op": "alloc", "id": "1", "bytes": 2 * MiB, "offset": 256 + 3 * MiB},
+        {"t": 0.03, "op": "free", "id": "0", "tick": 1},
+        {"t": 0.06, "op": "alloc", "id": "2", "bytes": 4 * MiB, "offset": 256},
+    ]
+    (root / "pool-5-0.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    info = {
+        "format": 1,
+        "file": "pool-5-0.jsonl",
+        "pid": 5,
+        "pool": 0,
+        "transport": "cuda_ipc",
+        "layout": {"memory_size": 16 * MiB, "data_start": 256, "slots": 4096, "consumers": 1},
+        "recycle_interval_s": 0.05,
+        "t0_monotonic_ns": 1_000_000,
+        "complete": True,
+        "dropped": 0,
+        "events": {"rotations": 0},
+    }
+    (root / "pool-5-0.json").write_text(json.dumps(info))
+    return root
+
+
+def test_each_point_costs_the_kv_tokens_plan_gives_at_that_budget(run_line, tmp_path, monkeypatch) -> None:
+    config = {"model_type": "qwen2_5_vl", "num_attention_heads": 64, "num_key_value_heads": 8}
+    (tmp_path / "config.json").write_text(json.dumps({**config, "hidden_size": 8192, "num_hidden_layers": 80}))
+    monkeypatch.setenv("SGLANG_VLM_CACHE_SIZE_MB", "0")
+    args = ["--model", str(tmp_path), "--image", "1920x1080", "--tp", "8", "--concurrency", "2", "--requests", "20"]
+    data = json.loads(
+        run_line(["mmpool", "simulate", *args, "--curve", "--curve-points", "4", "--format", "json"]).stdout
+    )
+    for point in data["curve"]:
+        mb = point["budget_bytes"] // MiB
+        plan = json.loads(
+            run_line(
+                ["mmpool", "plan", "--model", str(tmp_path), "--tp", "8", "--size", f"{mb}MiB", "--format", "json"]
+            ).stdout
+        )
+        assert point["kv_tokens"] == plan["kv_cost"]["tokens_max"]
+        assert point["kv_tokens"] >= mb * MiB // 40_960  # 40,960 bytes a token on every rank at TP 8
+    human = run_line(["mmpool", "simulate", *args, "--curve", "--curve-points", "4"]).stdout
+    assert "KV tokens" in human.split("Pool curve")[1].splitlines()[2]
+
+
+@pytest.mark.parametrize(
+    ("argv", "parsed"),
+    [
+        (["--curve"], ":"),
+        (["--curve", "--format", "json"], ":"),
+        (["--curve", "100MiB:120MiB", "--format", "json"], "100MiB:120MiB"),
+        (["--curve=:120MiB", "--format", "json"], ":120MiB"),
+        (["--format", "json", "--curve"], ":"),
+    ],
+)
+def test_a_bare_curve_takes_the_default_range(run_line, argv, parsed) -> None:
+    result = run_line([*TRACE, *argv, "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    span = json.loads(result.stdout)["curve_range"]
+    lo, hi = curve_arg(parsed)
+    assert span["from_bytes"] == (97 if lo is None else lo) * MiB
+    assert span["to_bytes"] == (141 if hi is None else hi) * MiB
+
+
+def test_a_bare_curve_before_double_dash_leaves_the_arguments_after_it_alone(run_line) -> None:
+    result = run_line([*TRACE, "--curve", "--", "--x"])
+    assert result.exit_code == 2
+    assert "ARGS describes traffic to read" in result.stderr  # '--x' reached ARGS; --curve took its default
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--curve", "2GiB:1GiB"],
+            "--curve '2GiB:1GiB': the lower bound is above the upper one; write --curve 1GiB:2GiB",
+        ),
+        (
+            ["--curve", "0:1GiB"],
+            "--curve '0:1GiB': the lower bound, 0 MiB, is below the smallest budget SGLang accepts",
+        ),
+        (
+            ["--curve", "1:2MiB"],
+            "--curve '1:2MiB': 1 is 1 B, not a whole MiB, and SGLang takes the budget in whole MiB",
+        ),
+        (["--curve", "1GB:2GiB"], "write 953MiB or 954MiB"),
+        (["--curve", "300GiB:"], "--curve '300GiB:': 300GiB is more than any GPU has (288 GiB (NVIDIA B300))"),
+        (["--curve", ":1PiB"], "1PiB is more than any GPU has"),
+        (["--curve", "200MiB:"], "the lower bound is above 141 MiB, the budget from which no alloc can miss"),
+        (["--curve", ":50MiB"], "the largest feature of the traffic needs 97 MiB, above the upper bound"),
+        (["--curve", "1GiB"], "--curve: expected LO:HI, e.g. 512MiB:2GiB"),
+        (["--curve", "x:1GiB"], "--curve 'x:1GiB': invalid size 'x'"),
+        (["--curve", "--curve-points", "0"], "--curve-points: expected 2 to 1024 budgets"),
+        (["--curve", "--curve-points", "1"], "--curve-points: expected 2 to 1024 budgets"),
+        (["--curve", "--curve-points", "100000"], "--curve-points: expected 2 to 1024 budgets"),
+        (["--curve-points", "8"], "--curve-points sets the points of --curve; add --curve"),
+    ],
+)
+def test_bad_bounds_are_one_line_and_exit_2(run_line, argv, message) -> None:
+    result = run_line([*TRACE, *argv])
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_bound_above_what_plan_accepts_names_that_budget(run_line) -> None:
+    # 8 workers' CUDA contexts leave less than a GPU for the pools: plan refuses the largest budgets
+    result = run_line([*TRACE, "--workers", "8", "--curve", ":288GiB"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "mmpool: error: --curve ':288GiB': the upper bound, 294912 MiB, is above the largest budget plan accepts "
+        "for this layout (290688 MiB; 'mmpool plan --size 294912MiB' says why)\n"
+    )
+
+
+def test_a_huge_number_of_points_is_a_usage_error(run_line) -> None:
+    result = run_line([*TRACE, "--curve", "--curve-points", "9" * 30])
+    assert result.exit_code == 2
+    assert "is beyond the 64-bit integers" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_help_lists_both_flags(run_line) -> None:
+    text = run_line(["mmpool", "simulate", "--help"]).stdout
+    assert "--curve [LO:HI]" in text and "--curve-points N" in text
+
+
+def test_curve_arg_reads_sizes_as_size_does() -> None:
+    assert curve_arg("512MiB:2GiB") == (512, 2048)
+    assert curve_arg(" 1Gi : ") == (1024, None)
+    assert curve_arg(":") == (None, None)
+    with pytest.raises(MmpoolError):
+        curve_arg("-1MiB:")

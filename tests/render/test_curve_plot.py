@@ -1,0 +1,89 @@
+"""`simulate --curve --plot`: fallback against the budget, KV tokens on the right, the recommended budget marked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from mmpool_cli.cli import main  # noqa: E402
+from mmpool_cli.render import curve_plot  # noqa: E402
+from mmpool_cli.render.curve_plot import Mark, Series, curve_figure  # noqa: E402
+
+SYNTHETIC = ["--feature-size", "48MiB", "--concurrency", "8", "--requests", "60", "--duration", "0.5", "--seed", "3"]
+
+
+def _figure(monkeypatch: pytest.MonkeyPatch, argv: list[str], path: Path):
+    figures = []
+    original = curve_plot.pool_curve_figure
+
+    def keep(report):
+        figures.append(original(report))
+        return figures[-1]
+
+    monkeypatch.setattr(curve_plot, "pool_curve_figure", keep)
+    assert main(["simulate", *argv, "--curve", "--curve-points", "12", "--plot", str(path)]) in (0, 1)
+    return figures[0]
+
+
+def test_fallback_against_the_budget_with_the_smallest_safe_budget_marked(monkeypatch, tmp_path: Path) -> None:
+    fig = _figure(monkeypatch, [*SYNTHETIC, "--target-fallback", "0.05", "--smallest-budget"], tmp_path / "c.svg")
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "SGLANG_MM_FEATURE_CACHE_MB (MiB)"
+    assert ax.get_ylabel() == "fallback to the CPU path (%)"
+    labels = ax.get_legend_handles_labels()[1] + [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "fallback by items" in labels and "fallback by bytes" in labels
+    assert "target (5% by items)" in labels
+    found = next(label for label in labels if label.startswith("smallest safe budget: "))
+    mb = int(found.split(": ")[1].split(" ")[0])
+    marks = [line for line in ax.get_lines() if line.get_label() == found]
+    assert list(marks[0].get_xdata()) == [mb, mb]
+    items = next(line for line in ax.get_lines() if line.get_label() == "fallback by items")
+    assert len(items.get_xdata()) == 12
+    assert "KV tokens: with a synthetic workload of --model DIR" in labels  # no model: said, not drawn as zero
+    assert "--smallest-budget marks the smallest safe budget" not in labels
+    assert len(fig.axes) == 1
+
+
+def test_the_kv_tokens_are_on_a_second_axis(monkeypatch, tmp_path: Path) -> None:
+    config = {"model_type": "qwen2_5_vl", "hidden_size": 8192, "num_attention_heads": 64, "num_key_value_heads": 8}
+    (tmp_path / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 80}))
+    argv = ["--model", str(tmp_path), "--image", "1920x1080", "--tp", "8", "--concurrency", "2", "--requests", "20"]
+    fig = _figure(monkeypatch, argv, tmp_path / "c.svg")
+    right = fig.axes[1]
+    assert right.get_ylabel() == "KV-cache tokens given up (max_total_num_tokens)"
+    kv = right.get_lines()[0]
+    assert kv.get_label() == "KV tokens given up"
+    assert list(kv.get_ydata()) == sorted(kv.get_ydata()) and kv.get_ydata()[0] > 0
+
+
+def test_the_same_run_draws_the_same_svg_and_only_replaces_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "c.svg"
+    argv = ["simulate", *SYNTHETIC, "--curve", "--curve-points", "6", "--plot", str(path)]
+    assert main(argv) in (0, 1)
+    first = path.read_bytes()
+    assert main(argv) in (0, 1)
+    assert path.read_bytes() == first
+    foreign = tmp_path / "mine.svg"
+    foreign.write_text("<svg/>")
+    assert main([*argv[:-1], str(foreign)]) == 2
+    assert foreign.read_text() == "<svg/>"
+
+
+def test_any_curve_draws_from_plain_series() -> None:
+    # a cache's hit rate against its size, say: the same machinery
+    fig = curve_figure(
+        "embedding cache",
+        "size (MiB)",
+        "hit rate (%)",
+        [Series("hits", [0, 100, 200], [0.0, 40.0, 55.0])],
+        second=Series("KV tokens", [0, 100, 200], [0, 1000, 2000]),
+        second_label="tokens",
+        marks=[Mark(150, "recommended: 150 MiB")],
+    )
+    ax, right = fig.axes
+    assert [line.get_label() for line in ax.get_lines()] == ["hits", "recommended: 150 MiB"]
+    assert right.get_ylabel() == "tokens"
