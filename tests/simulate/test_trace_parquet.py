@@ -401,6 +401,8 @@ def test_the_written_layout_is_checked_row_by_row_as_any_other(tmp_path, monkeyp
             ({("t_ns", row): -1}, f":{row + 1}: t_ns must be"),
             ({("bytes", alloc): 0}, f":{alloc + 1}: bytes must be"),
             ({("bytes", alloc): (1 << 44) + 1}, f":{alloc + 1}: bytes must be"),
+            ({("bytes", alloc): -(1 << 63)}, f":{alloc + 1}: bytes must be"),  # no overflow on the way (UBSan)
+            ({("bytes", free): -(1 << 63)}, f":{free + 1}: bytes must be"),
             ({("worker", alloc): 2}, f":{alloc + 1}: worker must be"),
             ({("worker", free): -1}, f":{free + 1}: worker must be"),
             ({("bytes", free): events[free][3] + 1}, f":{free + 1}: free of id '{events[free][2]}' gives bytes"),
