@@ -64,6 +64,8 @@ def _build(where: Path, *flags: str) -> Path:
     if cc is None:
         pytest.skip("no C compiler to build the extension with")
     out = where / ("_fastsim" + sysconfig.get_config_var("EXT_SUFFIX"))
+    if not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file():
+        pytest.skip("Python's headers are not installed (python3-dev): the extension cannot be built")
     includes = [f"-I{sysconfig.get_paths()[k]}" for k in ("include", "platinclude")]
     command = [cc, "-shared", "-fPIC", "-O2", "-g", "-std=c11", *flags, *includes, str(SOURCE), "-o", str(out)]
     subprocess.run(command, check=True, capture_output=True)
