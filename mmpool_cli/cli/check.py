@@ -115,7 +115,9 @@ def check(
     ] = None,
     video: Annotated[
         list[str] | None,
-        typer.Option("--video", metavar="WxH:SECONDS:FPS", help="vLLM launches: a video of a request."),
+        typer.Option(
+            "--video", metavar="WxH:SECONDS:FPS", help="vLLM launches: a video of a request (or WxH:FRAMES@FPS)."
+        ),
     ] = None,
 ) -> None:
     """Check an SGLang or vLLM launch command and its environment before launch; --exec then runs it."""

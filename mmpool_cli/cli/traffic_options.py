@@ -72,7 +72,9 @@ AssumeImageOpt = Annotated[
 AssumeVideoOpt = Annotated[
     str | None,
     typer.Option(
-        "--assume-video", metavar="WxH:SECONDS:FPS", help="What http(s) video URLs are taken to be (never fetched)."
+        "--assume-video",
+        metavar="WxH:SECONDS:FPS",
+        help="What http(s) video URLs are taken to be (never fetched); or WxH:FRAMES@FPS.",
     ),
 ]
 RequestTimeOpt = Annotated[

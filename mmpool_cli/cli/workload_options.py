@@ -131,7 +131,10 @@ _WORKLOAD_DECLARATIONS: dict[str, Any] = {
         typer.Option(
             "--video",
             metavar="WxH:SECONDS:FPS",
-            help="One video of a request: frame size, length and source frame rate, e.g. 1920x1080:30:30.",
+            help=(
+                "One video of a request: frame size, length and source frame rate, e.g. 1920x1080:30:30 "
+                "(⌈SECONDS × FPS⌉ frames), or WxH:FRAMES@FPS, e.g. 1920x1080:180@30000/1001."
+            ),
         ),
     ],
     "audio": Annotated[

@@ -33,6 +33,43 @@ typedef unsigned __int128 u128;
 #define MISS_SLOTS (-2)
 #define MAX_POOL_BYTES ((int64_t)1 << 44)
 
+#ifdef MMPOOL_FAILPOINTS
+/* A build for tests only (-DMMPOOL_FAILPOINTS): the allocation that _failpoint(n) names (n from then)
+ * fails as if memory ran out, and the blocks held are counted, so that a test can make every
+ * allocation fail in turn and check that each failure leaves nothing behind. */
+static Py_ssize_t fp_countdown = -1, fp_live = 0, fp_full = 0; /* fp_full: full blocks of lists freed */
+static const char *fp_where = NULL;
+
+static int fp_fail(const char *where) {
+    if (fp_countdown < 0 || fp_countdown--) return 0;
+    fp_where = where;
+    return 1;
+}
+static void *fp_malloc(size_t n, const char *where) {
+    void *p = fp_fail(where) ? NULL : (PyMem_Malloc)(n);
+    fp_live += p != NULL;
+    return p;
+}
+static void *fp_calloc(size_t k, size_t n, const char *where) {
+    void *p = fp_fail(where) ? NULL : (PyMem_Calloc)(k, n);
+    fp_live += p != NULL;
+    return p;
+}
+static void *fp_realloc(void *p, size_t n, const char *where) {
+    void *q = fp_fail(where) ? NULL : (PyMem_Realloc)(p, n);
+    fp_live += q && !p;
+    return q;
+}
+static void fp_free(void *p) {
+    fp_live -= p != NULL;
+    (PyMem_Free)(p);
+}
+#define PyMem_Malloc(n) fp_malloc((n), __func__)
+#define PyMem_Calloc(k, n) fp_calloc((k), (n), __func__)
+#define PyMem_Realloc(p, n) fp_realloc((p), (n), __func__)
+#define PyMem_Free(p) fp_free(p)
+#endif
+
 static PyObject *u128_to_py(u128 v) {
     PyObject *hi = PyLong_FromUnsignedLongLong((unsigned long long)(v >> 64));
     PyObject *lo = PyLong_FromUnsignedLongLong((unsigned long long)v);
@@ -171,37 +208,43 @@ static int list_room(List *l, Py_ssize_t nblocks) {
     return 0;
 }
 
+/* Insert (a, b, c): 0, or -1 out of memory with the list as it was. */
 static int list_insert(List *l, int64_t a, int64_t b, int64_t c) {
-    if (!l->nblocks) {
+    if (!l->nblocks) { /* the first item: a block of its own, with no last items to search yet */
         if (list_room(l, 1) < 0) return -1;
-        Block **bs = l->blocks;
-        if (!(bs[0] = PyMem_Malloc(sizeof(Block)))) {
+        Block *first = PyMem_Malloc(sizeof(Block));
+        if (!first) {
             PyErr_NoMemory();
             return -1;
         }
-        bs[0]->n = 0;
+        first->n = 1;
+        first->items[0] = (Item){a, b, c};
+        l->blocks[0] = first;
         l->nblocks = 1;
+        list_touch(l, 0);
+        return 0;
     }
     Cursor at = list_lower(l, a, b);
     if (at_end(l, at)) { /* past every item: at the end of the last block */
         at.b = l->nblocks - 1;
         at.i = l->blocks[at.b]->n;
     }
-    Block *k = l->blocks[at.b];
+    Block *k = l->blocks[at.b], *upper = NULL;
+    if (k->n == 2 * BLOCK - 1) { /* it fills up and splits: the room for that first, so a failure changes nothing */
+        if (list_room(l, l->nblocks + 1) < 0) return -1;
+        if (!(upper = PyMem_Malloc(sizeof(Block)))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
     memmove(&k->items[at.i + 1], &k->items[at.i], (size_t)(k->n - at.i) * sizeof(Item));
     k->items[at.i] = (Item){a, b, c};
-    if (++k->n < 2 * BLOCK) {
-        if (at.i == k->n - 1) list_touch(l, at.b);
+    if (!upper) {
+        if (at.i == k->n++) list_touch(l, at.b);
         return 0;
     }
     /* full: its upper half becomes a block of its own */
-    if (list_room(l, l->nblocks + 1) < 0) return -1;
     Block **bs = l->blocks;
-    Block *upper = PyMem_Malloc(sizeof(Block));
-    if (!upper) {
-        PyErr_NoMemory();
-        return -1;
-    }
     memcpy(upper->items, &k->items[BLOCK], BLOCK * sizeof(Item));
     upper->n = BLOCK;
     k->n = BLOCK;
@@ -253,6 +296,9 @@ apart:
 }
 
 static void list_free(List *l) {
+#ifdef MMPOOL_FAILPOINTS
+    for (Py_ssize_t b = 0; b < l->nblocks; b++) fp_full += l->blocks[b]->n >= 2 * BLOCK;
+#endif
     for (Py_ssize_t b = 0; b < l->nblocks; b++) PyMem_Free(l->blocks[b]);
     PyMem_Free(l->blocks);
     PyMem_Free(l->lasts);
@@ -277,7 +323,10 @@ static int map_init(Map *m, int bits) {
     m->n = 0;
     m->keys = PyMem_Malloc((size_t)m->cap * sizeof(int64_t));
     m->values = PyMem_Malloc((size_t)m->cap * sizeof(int64_t));
-    if (!m->keys || !m->values) {
+    if (!m->keys || !m->values) { /* nothing held: a map that could not grow keeps its old arrays */
+        PyMem_Free(m->keys);
+        PyMem_Free(m->values);
+        m->keys = m->values = NULL;
         PyErr_NoMemory();
         return -1;
     }
@@ -636,9 +685,9 @@ static int replay_init(Replay *R, long long workers, long long memory_size, long
         PyErr_NoMemory();
         return -1;
     }
-    for (; R->npools < workers; R->npools++) {
+    while (R->npools < workers) { /* counted before its init, so that a pool half made is freed too */
         R->due[R->npools] = -1;
-        if (pool_init(&R->pools[R->npools], memory_size, data_start, alignment, max_leases, unbounded) < 0) return -1;
+        if (pool_init(&R->pools[R->npools++], memory_size, data_start, alignment, max_leases, unbounded) < 0) return -1;
     }
     if (record && (!(R->offsets = PyList_New(0)) || !(R->owners = PyList_New(0)))) return -1;
     return 0;
@@ -846,6 +895,8 @@ static PyObject *replay(PyObject *self, PyObject *args) {
     if (replay_keys(&R, nkeys + 1) < 0) goto done;
     R.nkeys = nkeys;
     for (Py_ssize_t i = 0; i < n; i++) {
+        /* Ctrl-C and other signals, every 2**20 events: a long replay stops within milliseconds */
+        if (!(i & ((1 << 20) - 1)) && i && PyErr_CheckSignals() < 0) goto done;
         int code = replay_event(&R, T[i], OP[i], K[i], NB[i], W[i]);
         if (code < 0) goto done;
         if (code) break;
@@ -871,7 +922,9 @@ done:
 /* E_GONE: a free of an id not in flight, from a reader that replays as it reads and so keeps no ids
  * once freed: the caller looks back for an alloc of it (then E_FREED, else E_UNKNOWN). E_DIFFERS: a
  * free (a columnar trace's row) that gives bytes or a worker other than its alloc's. */
-enum { OK = 0, E_BACKWARDS = 1, E_IN_FLIGHT = 2, E_FREED = 3, E_UNKNOWN = 4, E_TOO_MANY = 5, E_GONE = 7, E_DIFFERS = 8 };
+/* The codes, exported as REFUSALS (simulate/trace_order.py's twins; test_native compares them). E_FIELD:
+ * a row of a columnar trace with a field a JSON line could not have (trace_parquet._row_error says which). */
+enum { OK = 0, E_BACKWARDS = 1, E_IN_FLIGHT = 2, E_FREED = 3, E_UNKNOWN = 4, E_TOO_MANY = 5, E_FIELD = 6, E_GONE = 7, E_DIFFERS = 8 };
 
 /* Whether a free that gives nbytes and worker (0 and -1: none) gives other than its alloc's. */
 static inline int gives_other(int64_t nbytes, long worker, int64_t alloc_nbytes, int64_t alloc_worker) {
@@ -1642,7 +1695,16 @@ done:
 
 /* ---- a columnar trace's batch straight from its Arrow buffers: every field checked, then paired */
 
-enum { E_FIELD = 6 }; /* a field a JSON line could not have: trace_parquet._row_error says which */
+/* Whether a columnar trace's row has the fields a JSON line could have (its item checked apart): op alloc
+ * (0) or free (1); t (-1: null) from 0 to MAX_T_SECONDS; an id; bytes from 1 to MAX_POOL_BYTES, a free's
+ * also absent; a worker below workers, or absent (an alloc's: worker 0). The one check of both loops of
+ * feed_arrow; unsigned, so a negative number is out of range too, with no arithmetic that can overflow. */
+static inline int row_ok(int o, int64_t t, int has_id, int has_bytes, int64_t nbytes, int has_worker, int64_t worker,
+                         uint64_t workers) {
+    return (unsigned)o <= 1 && (uint64_t)t <= (uint64_t)(MAX_T_SECONDS * NS_PER_S) && has_id &&
+           (has_bytes ? (uint64_t)nbytes - 1 < (uint64_t)MAX_POOL_BYTES : o == 1) &&
+           (!has_worker || (uint64_t)worker < workers);
+}
 
 typedef struct {
     Py_buffer valid, values, data; /* obj NULL: absent (no validity bitmap: no nulls; no values: all null) */
@@ -1732,7 +1794,7 @@ static inline __attribute__((always_inline)) int feed_written_as(Reader *r, cons
     const int64_t *T = (const int64_t *)v[0].values, *ID = (const int64_t *)v[2].values;
     const int64_t *NB = (const int64_t *)v[3].values;
     const int32_t *OP = (const int32_t *)v[1].values, *WK = (const int32_t *)v[4].values;
-    const uint64_t top = MAX_T_SECONDS * NS_PER_S, workers = (uint64_t)r->workers;
+    const uint64_t workers = (uint64_t)r->workers;
     Py_ssize_t i = *at, first = i;
     /* a replaying reader's time and count kept here for the batch: the rows it may add before the limit */
     int64_t prev = r->prev_t, last = i + (r->max_events - r->count < n - i ? r->max_events - r->count : n - i);
@@ -1744,10 +1806,7 @@ static inline __attribute__((always_inline)) int feed_written_as(Reader *r, cons
         int has_worker = !nullable || bit_set(v[4].valid, v[4].bit + i);
         if (!has_bytes) nbytes = 0;
         if (!has_worker) worker = o ? -1 : 0;
-        /* unsigned, a negative number is out of range too */
-        int ok = o <= 1 && (uint64_t)t <= top && (has_bytes ? (uint64_t)(nbytes - 1) < MAX_POOL_BYTES : o == 1) &&
-                 (!has_worker || (uint64_t)worker < workers);
-        if (!ok) {
+        if (!row_ok(o, t, 1, has_bytes, nbytes, has_worker, worker, workers)) {
             code = E_FIELD;
             break;
         }
@@ -1817,7 +1876,6 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
     for (int c = 0; c < 6; c++) v[c] = col_view(&col[c]);
     const uint8_t *words = col[1].data.buf;
     Py_ssize_t nwords = col[1].data.len;
-    const int64_t top = MAX_T_SECONDS * NS_PER_S;
     Py_ssize_t i = 0;
     int code = OK;
     r->utf8 = 1;
@@ -1848,9 +1906,7 @@ static PyObject *reader_feed_arrow(Reader *r, PyObject *args) {
         int has_bytes = !col_null(&v[3], i), has_worker = !col_null(&v[4], i);
         /* a free's bytes and worker: null, or (checked, then matched) its alloc's; its item: null */
         int64_t nbytes = has_bytes ? col_int(&v[3], i) : 0, worker = has_worker ? col_int(&v[4], i) : o == 1 ? -1 : 0;
-        int ok = (o == 0 || o == 1) && 0 <= t && t <= top && has_id &&
-                 ((o == 1 && !has_bytes) || (1 <= nbytes && nbytes <= MAX_POOL_BYTES)) &&
-                 ((o == 1 && !has_worker) || (0 <= worker && worker < r->workers));
+        int ok = row_ok(o, t, has_id, has_bytes, nbytes, has_worker, worker, (uint64_t)r->workers);
         if (ok && o == 1) {
             ok = col_null(&v[5], i);
         } else if (ok) {
@@ -1926,8 +1982,28 @@ static PyTypeObject ReaderType = {
     .tp_members = reader_members,
 };
 
+#ifdef MMPOOL_FAILPOINTS
+static PyObject *failpoint(PyObject *self, PyObject *arg) {
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    fp_countdown = n;
+    if (n >= 0) fp_where = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *failpoint_state(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *state = Py_BuildValue("(nsn)", fp_live, fp_where, fp_full);
+    fp_full = 0;
+    return state;
+}
+#endif
+
 static PyMethodDef methods[] = {
     {"replay", replay, METH_VARARGS, replay_doc},
+#ifdef MMPOOL_FAILPOINTS
+    {"_failpoint", failpoint, METH_O, "_failpoint(n): the n-th allocation from now fails (-1: none)"},
+    {"_failpoint_state", failpoint_state, METH_NOARGS, "(blocks held, the function whose allocation failed or None, full blocks freed since)"},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -1937,7 +2013,13 @@ PyMODINIT_FUNC PyInit__fastsim(void) {
     if (PyType_Ready(&ReaderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    if (PyModule_AddObjectRef(m, "TraceReader", (PyObject *)&ReaderType) < 0) {
+    PyObject *refusals = Py_BuildValue("{sisisisisisisisi}", "BACKWARDS", E_BACKWARDS, "IN_FLIGHT", E_IN_FLIGHT,
+                                       "FREED", E_FREED, "UNKNOWN", E_UNKNOWN, "TOO_MANY", E_TOO_MANY, "FIELD",
+                                       E_FIELD, "GONE", E_GONE, "DIFFERS", E_DIFFERS);
+    int bad = PyModule_AddObjectRef(m, "TraceReader", (PyObject *)&ReaderType) < 0 ||
+              PyModule_AddObjectRef(m, "REFUSALS", refusals) < 0;
+    Py_XDECREF(refusals);
+    if (bad) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,5 +1,7 @@
 from typing import Any
 
+REFUSALS: dict[str, int]
+
 def replay(
     t: Any,
     op: Any,

@@ -222,12 +222,20 @@ class RayExecutor:
                 options: dict[str, Any] = {"log_to_driver": False, "logging_level": "ERROR"}
                 if self.address is None:
                     options["include_dashboard"] = False
-                ray.init(address=self.address, **options)
+                # no address: a Ray of its own, never the cluster /tmp/ray/ray_current_cluster names
+                # (Ray's own choice for None), which a killed head leaves behind and Ray then waits on
+                ray.init(address=self.address or "local", **options)
                 self._started = True
             self.slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
             host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
             self._gcs = (host, int(port))
-        except (ConnectionError, RuntimeError, ValueError) as e:
+        except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as e:
+            if _refused_token(e):
+                raise ClusterError(
+                    f"--executor ray: {where} refuses this client: its head uses Ray's token authentication "
+                    "and this client gave no token or another (InvalidAuthToken); set RAY_AUTH_TOKEN to the "
+                    "cluster's token ('ray get-auth-token' on the head prints it), or put it in ~/.ray/auth_token"
+                ) from None
             raise ClusterError(f"--executor ray: cannot connect to {where} ({_first_line(e)})") from None
         remote = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)
         self._task, self._apply = remote(_ray_walk), remote(_ray_apply)
@@ -318,6 +326,19 @@ def _silent_head(address: str | None) -> str | None:
             return None
     except OSError as e:
         return f"nothing answers at {host}:{port}: {e.strerror or type(e).__name__}"
+
+
+def _refused_token(e: BaseException) -> bool:
+    """Whether Ray failed to connect because the head refused the client's token: Ray raises only
+    "Failed to connect", with the AuthenticationError (InvalidAuthToken) as text in its cause."""
+    seen: set[int] = set()
+    at: BaseException | None = e
+    while at is not None and id(at) not in seen:
+        seen.add(id(at))
+        if type(at).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(at):
+            return True
+        at = at.__cause__ or at.__context__
+    return False
 
 
 def _cwd() -> str:

@@ -39,6 +39,7 @@ class PoolSetup:
     layouts: Any = None  # mb -> PoolLayout: the pools the engine makes for each whole-MiB budget
     lowest_mb: int = 1  # the budgets the engine and its plan accept
     highest_mb: int = 1
+    refused_every: str | None = None  # highest_mb < lowest_mb: why the plan refuses the lowest budget
 
 
 def _rate(part: int, whole: int) -> float:

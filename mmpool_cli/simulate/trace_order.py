@@ -96,10 +96,22 @@ def extend(out, parsed, name, max_events, live, groups, state) -> None:  # type:
         out.elem.extend([1 - op for op in ops])  # of 1-byte elements
 
 
-# why an event is refused after what came before (the compiled reader's codes); GONE: a free of an id
-# not in flight, from a reader that replays as it reads and keeps no freed ids (FREED or UNKNOWN, which
-# the caller tells apart by looking back); DIFFERS: a free whose row gives bytes or a worker not its alloc's
-BACKWARDS, IN_FLIGHT, FREED, UNKNOWN, TOO_MANY_CODE, GONE, DIFFERS = 1, 2, 3, 4, 5, 7, 8
+# why an event is refused after what came before: the compiled reader's codes, which it exports as its
+# REFUSALS (tests/simulate/test_native.py holds the two equal). GONE: a free of an id not in flight, from a
+# reader that replays as it reads and keeps no freed ids (FREED or UNKNOWN, which the caller tells apart
+# by looking back); DIFFERS: a free whose row gives bytes or a worker not its alloc's; FIELD: a columnar
+# trace's row with a field a JSON line could not have (trace_parquet says which)
+BACKWARDS, IN_FLIGHT, FREED, UNKNOWN, TOO_MANY_CODE, FIELD, GONE, DIFFERS = 1, 2, 3, 4, 5, 6, 7, 8
+REFUSALS = {
+    "BACKWARDS": BACKWARDS,
+    "IN_FLIGHT": IN_FLIGHT,
+    "FREED": FREED,
+    "UNKNOWN": UNKNOWN,
+    "TOO_MANY": TOO_MANY_CODE,
+    "FIELD": FIELD,
+    "GONE": GONE,
+    "DIFFERS": DIFFERS,
+}
 TOO_MANY = "more than {} events; split the trace or raise --max-events"
 
 

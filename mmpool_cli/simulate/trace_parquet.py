@@ -25,6 +25,7 @@ from mmpool_cli.simulate.trace_io import TraceError
 from mmpool_cli.simulate.trace_lines import MAX_ID_CHARS, MAX_ITEM_CHARS, MAX_T_SECONDS
 from mmpool_cli.simulate.trace_order import (
     DIFFERS,
+    FIELD,
     FREED,
     GONE,
     TOO_MANY,
@@ -164,7 +165,7 @@ def _batch(np: Any, pa: Any, pc: Any, reader: Any, batch: Any, path: str, first:
     specs = _buffers(pa, pc, batch) if fast else None
     if specs is not None:  # the compiled reader checks and pairs the rows straight from Arrow's buffers
         done, code, previous = reader.feed_arrow(batch.num_rows, *specs)
-        if code == _FIELD:
+        if code == FIELD:
             raise TraceError(f"{path}:{first + done}: {_row_error(pa, done, _decoded(pa, pc, batch), workers)}")
         if code:
             t, key = batch.column("t_ns")[done].as_py(), batch.column("id")[done].as_py()
@@ -207,9 +208,6 @@ def _decoded(pa: Any, pc: Any, batch: Any) -> dict[str, Any]:
         "worker": _column(pa, pc, batch, "worker", pa.int64()),
         "item": _column(pa, pc, batch, "item", pa.large_string()),
     }
-
-
-_FIELD = 6  # the compiled reader's code for a row with a field a JSON line could not have
 
 
 def _buffers(pa: Any, pc: Any, batch: Any) -> tuple[Any, ...] | None:

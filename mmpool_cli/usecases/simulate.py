@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from mmpool_cli.engines import DEFAULT, engine
-from mmpool_cli.errors import MmpoolError
+from mmpool_cli.errors import EXIT_FINDINGS, MmpoolError
 from mmpool_cli.simulate.budget_search import Basis, Method, Progress, smallest_budget
 from mmpool_cli.simulate.curve import PoolCurve
 from mmpool_cli.simulate.events import Event, Events, as_events
@@ -50,6 +50,12 @@ class SimulateRequest:
     curve: CurveRange | None = None  # the pool's curve over these budgets
 
 
+class NoBudgetError(MmpoolError):
+    """The plan accepts no budget for the layout a search was asked for: an error finding, one line."""
+
+    exit_code = EXIT_FINDINGS
+
+
 def simulate(request: SimulateRequest) -> SimulationReport:
     """Replay the traffic through the pools the request makes; usage errors raise ``MmpoolError``."""
     from contextlib import nullcontext
@@ -59,6 +65,11 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     if refused_release is not None:
         raise MmpoolError(refused_release)
     pools = eng.simulation_setup(request.pools, request.environ)
+    if request.smallest_budget and pools.highest_mb < pools.lowest_mb:  # before any traffic is made or read
+        raise NoBudgetError(
+            f"--smallest-budget: the plan refuses every budget for this layout; at the smallest, "
+            f"{pools.lowest_mb} MiB: {pools.refused_every}"
+        )
     source, timeline = request.traffic(pools.workers, pools.rules.allocator == "cuda_vmm")
 
     def progress(what: str) -> Any:
@@ -104,8 +115,6 @@ def simulate(request: SimulateRequest) -> SimulationReport:
         report.curve = _curve(request, eng, pools, events, progress)
     if request.smallest_budget:
         assert events is not None  # a search replays the events many times: they were read whole
-        if pools.highest_mb < pools.lowest_mb:
-            raise MmpoolError("the plan refuses every budget for this layout; see 'mmpool plan'")
         from mmpool_cli.simulate.executors import executor_for
 
         run_on = executor_for(request.executor, address=request.ray_address)

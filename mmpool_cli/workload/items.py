@@ -1,7 +1,9 @@
 """The items of one request, parsed from the command line: images, videos and audio clips.
 
-``WxH`` for an image, ``WxH:SECONDS:FPS`` for a video (FPS is the source frame rate; the video
-has ⌊SECONDS × FPS⌋ frames), ``SECONDS`` for audio. Numbers are decimals, kept exact.
+``WxH`` for an image, ``WxH:SECONDS:FPS`` or ``WxH:FRAMES@FPS`` for a video (FPS is the source frame
+rate, a decimal or a ratio such as 30000/1001; SECONDS long, the video has ⌈SECONDS × FPS⌉ frames, those
+that start within it, as an encoder cutting at SECONDS writes), ``SECONDS`` for audio. Numbers are
+decimals, kept exact.
 Pure core: standard library only.
 """
 
@@ -50,22 +52,26 @@ class Image:
 
 @dataclass(frozen=True)
 class Video:
-    """One video: frame size, duration in seconds and source frame rate (exact decimals)."""
+    """One video: frame size, duration in seconds and source frame rate (exact); ``count``: its frames
+    where they were given (``WxH:FRAMES@FPS``), the duration then being FRAMES / FPS."""
 
     width: int
     height: int
     seconds: Fraction
     fps: Fraction
+    count: int | None = None
 
     @property
     def frames(self) -> int:
-        """Frames in the source: ⌊seconds × fps⌋."""
-        return (self.seconds * self.fps).__floor__()
+        """Frames in the source: those given, else ⌈seconds × fps⌉, the frames that start within the
+        duration (FFmpeg's ``-t 6`` at 30000/1001 fps writes 180, as SGLang's decoder then counts)."""
+        return self.count if self.count is not None else (self.seconds * self.fps).__ceil__()
 
     @property
     def label(self) -> str:
-        """How the item is named in plans: ``video 1920x1080 30s@30fps``."""
-        return f"video {self.width}x{self.height} {_dec(self.seconds)}s@{_dec(self.fps)}fps"
+        """How the item is named in plans: ``video 1920x1080 30s@30fps``, ``... 180 frames@30000/1001fps``."""
+        length = f"{_dec(self.seconds)}s" if self.count is None else f"{self.count} frames"
+        return f"video {self.width}x{self.height} {length}@{_rate_text(self.fps)}fps"
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,16 @@ def _dec(x: Fraction) -> str:
     if x.denominator == 1:
         return str(x.numerator)
     return format(Decimal(x.numerator) / Decimal(x.denominator), "f").rstrip("0")
+
+
+def _rate_text(x: Fraction) -> str:
+    """A rate as written: a decimal where one is exact, else the ratio (30000/1001)."""
+    d = x.denominator
+    while d % 2 == 0:
+        d //= 2
+    while d % 5 == 0:
+        d //= 5
+    return _dec(x) if d == 1 else f"{x.numerator}/{x.denominator}"
 
 
 def _size(flag: str, text: str, example: str) -> tuple[int, int]:
@@ -132,23 +148,54 @@ def parse_image(text: str) -> Image:
     return Image(width, height)
 
 
+_RATIO = re.compile(r"([0-9]{1,9})/([0-9]{1,9})")
+_FRAMES = re.compile(r"[0-9]{1,9}")
+
+
+def _frame_rate(text: str, whole: str, example: str) -> Fraction:
+    """FPS: a decimal (29.97) or a ratio of whole numbers (30000/1001, as FFmpeg writes NTSC rates)."""
+    m = _RATIO.fullmatch(text.strip())
+    if m is None:
+        return _number("--video", text, "the frame rate", MAX_FPS, example)
+    if int(m.group(1)) == 0 or int(m.group(2)) == 0:
+        raise ItemError(f"--video {quote_clipped(whole)}: the frame rate must be a positive ratio, e.g. 30000/1001")
+    fps = Fraction(int(m.group(1)), int(m.group(2)))
+    if fps > MAX_FPS:
+        raise ItemError(f"--video {quote_clipped(whole)}: the frame rate above {MAX_FPS} is out of range")
+    return fps
+
+
 def parse_video(text: str) -> Video:
-    """``--video WxH:SECONDS:FPS``: e.g. ``1920x1080:30:30`` for 30 s of 1080p at 30 fps.
+    """``--video WxH:SECONDS:FPS`` (``1920x1080:30:30``: 30 s of 1080p at 30 fps, ⌈SECONDS × FPS⌉
+    frames) or ``--video WxH:FRAMES@FPS`` (``1920x1080:180@30000/1001``); FPS a decimal or a ratio.
 
     Raises:
-        ItemError: a malformed part, a non-positive duration or frame rate, or under one frame.
+        ItemError: a malformed part, a non-positive duration, frame count or frame rate, or under one frame.
     """
-    example = "1920x1080:30:30 (30 s of 1080p at 30 fps)"
+    example = "1920x1080:30:30 (30 s of 1080p at 30 fps) or 1920x1080:180@30000/1001 (180 frames at 29.97 fps)"
     parts = text.split(":")
+    if len(parts) == 2 and parts[1].count("@") == 1:
+        width, height = _size("--video", parts[0], example)
+        count_text, rate_text = parts[1].split("@")
+        if _FRAMES.fullmatch(count_text.strip()) is None or int(count_text) < 1:
+            raise ItemError(
+                f"--video {quote_clipped(text)}: the frame count must be a whole number from 1, e.g. {example}"
+            )
+        count, fps = int(count_text), _frame_rate(rate_text, text, example)
+        if Fraction(count) / fps > MAX_SECONDS:
+            raise ItemError(
+                f"--video {quote_clipped(text)}: {count} frames at {_rate_text(fps)} fps last over {MAX_SECONDS} s"
+            )
+        return Video(width, height, Fraction(count) / fps, fps, count)
     if len(parts) != 3:
-        raise ItemError(f"--video {quote_clipped(text)}: expected WIDTHxHEIGHT:SECONDS:FPS, e.g. {example}")
+        raise ItemError(
+            f"--video {quote_clipped(text)}: expected WIDTHxHEIGHT:SECONDS:FPS or WIDTHxHEIGHT:FRAMES@FPS, "
+            f"e.g. {example}"
+        )
     width, height = _size("--video", parts[0], example)
     seconds = _number("--video", parts[1], "the duration in seconds", MAX_SECONDS, example)
-    fps = _number("--video", parts[2], "the frame rate", MAX_FPS, example)
-    video = Video(width, height, seconds, fps)
-    if video.frames < 1:
-        raise ItemError(f"--video {quote_clipped(text)}: {_dec(seconds)} s at {_dec(fps)} fps is less than one frame")
-    return video
+    fps = _frame_rate(parts[2], text, example)
+    return Video(width, height, seconds, fps)
 
 
 def parse_audio(text: str) -> Audio:

@@ -28,6 +28,16 @@ def test_worked_examples_come_out_of_the_cli(run_line) -> None:
     assert data["kv_cost"] is None
 
 
+@pytest.mark.parametrize("video", ["1920x1080:6:29.97", "1920x1080:6:30000/1001", "1920x1080:180@30000/1001"])
+def test_a_six_second_ntsc_video_is_the_180_frames_a_real_one_has(run_line, video: str) -> None:
+    # 6 s at 29.97 fps: frames 0..179 start before 6 s (FFmpeg's -t 6 writes 180; torchcodec counts 180);
+    # SGLang samples floor(180 / 29.97 x 2 = 12.01, to a multiple of 2) = 12 frames, resized to 560x1008:
+    # 12/2 temporal groups x (560/14 x 1008/14 = 2880) patches x 1176 float32 = 81,285,120 B
+    data = plan_json(run_line, "--model", "qwen2.5-vl", "--video", video)
+    assert data["workload"]["tensors"][0]["shape"] == [6 * 2880, 1176]
+    assert data["features"][0]["bytes"] == 81_285_120
+
+
 def test_feature_size_entries_keep_working_beside_items(run_line) -> None:
     data = plan_json(run_line, "--feature-size", "6MiB", "--model", "llama4", "--image", "1920x1080")
     assert [(f["item"], f["bytes"]) for f in data["features"]] == [(None, 6_291_456), ("image 1920x1080", 10_838_016)]

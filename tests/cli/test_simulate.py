@@ -376,8 +376,26 @@ def test_the_context_size_counts_in_the_hbm_bound(run_line, trace: str) -> None:
     assert "2 tokenizer CUDA contexts need 430,570,471,424 B (401 GiB) on GPU 0" in data["refused"]
     # the search has no budget left to try: 2 x 144 GiB of contexts fill the 288 GiB
     search = run_line([*base, "--smallest-budget", "--context-size", "144GiB"])
-    assert (search.exit_code, search.stdout) == (2, "")
-    assert search.stderr == "mmpool: error: the plan refuses every budget for this layout; see 'mmpool plan'\n"
+    assert (search.exit_code, search.stdout) == (1, "")
+    assert search.stderr.startswith(
+        "mmpool: error: --smallest-budget: the plan refuses every budget for this layout; at the smallest, 1 MiB: "
+        "the pools and 2 tokenizer CUDA contexts need "
+    )
+
+
+def test_a_search_where_the_plan_refuses_every_budget_says_why_before_reading_any_traffic(run_line, tmp_path) -> None:
+    # 1,024 tokenizer contexts of 552,402,944 B each fill no GPU, whatever the budget: the reason, exit 1,
+    # before the trace is read (its bad line would be exit 2)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"t": 0, "op": "alloc"}\n')
+    for traffic in (["--feature-size", "10MiB", "--rate", "5"], ["--trace", str(bad)]):
+        search = run_line(["mmpool", "simulate", "--workers", "1024", "--smallest-budget", *traffic])
+        assert (search.exit_code, search.stdout) == (1, ""), search.stderr
+        assert search.stderr == (
+            "mmpool: error: --smallest-budget: the plan refuses every budget for this layout; at the smallest, "
+            "33 MiB: the pools and 1024 tokenizer CUDA contexts need 567,808,098,304 B (≈528.81 GiB) on GPU 0, "
+            "more than any GPU has (288 GiB (NVIDIA B300)); use fewer tokenizer workers or a smaller budget\n"
+        )
 
 
 def test_progress_shows_only_on_a_terminal_with_human_output(monkeypatch, capsys) -> None:

@@ -24,6 +24,7 @@ OBJECT_STORE_BYTES = 200_000_000  # the smallest Ray takes is about 75 MB; this 
 class Cluster:
     address: str
     nodes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    address_file: Path | None = None  # where `ray start --head` names it the machine's latest cluster
 
     def kill(self, node: int, sig: int = signal.SIGKILL) -> None:
         """End one node (0 the head) and every process of its session."""
@@ -37,6 +38,16 @@ class Cluster:
         """End every node at once: nothing of a test cluster needs saving (a graceful stop drains for 30 s)."""
         for i in reversed(range(len(self.nodes))):
             self.kill(i)
+        self.forget()
+
+    def forget(self) -> None:
+        """Take back the head's note that it is the machine's latest cluster, which a head ended by
+        SIGKILL leaves behind: Ray would send every later `ray.init()` without an address to it."""
+        if self.address_file is not None:
+            with contextlib.suppress(OSError):
+                # Ray names the head by the machine's address, whatever --node-ip-address says: its port is ours
+                if self.address_file.read_text().strip().rpartition(":")[2] == self.address.rpartition(":")[2]:
+                    self.address_file.unlink()
 
 
 def free_port() -> int:
@@ -85,7 +96,8 @@ def cluster(logs: Path, nodes: int = 2, cpus: int = 1, timeout: float = 120.0, *
         "--head", "--port", str(port), "--node-ip-address", "127.0.0.1", "--include-dashboard", "false",
         *common,
     ]  # fmt: skip
-    made = Cluster(address)
+    temp = environ.get("RAY_TMPDIR") or (sys.platform.startswith("linux") and environ.get("TMPDIR")) or "/tmp"
+    made = Cluster(address, address_file=Path(temp) / "ray" / "ray_current_cluster")  # Ray's own rule
     try:
         made.nodes.append(_node(head, environ, logs / "head.log"))
         deadline = time.monotonic() + timeout

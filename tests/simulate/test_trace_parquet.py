@@ -265,6 +265,9 @@ def test_the_compiled_reader_takes_arrow_buffers_as_the_python_reader_takes_rows
         kind = base[column].type if isinstance(base[column], pa.Array) else pa.string()
         assert str(both(pa.table({**base, column: pa.array(values, kind)}))).startswith(expected)
     assert both(pa.table(base).slice(3)).startswith(f":2: free of unknown id '{long_id}'")
+    # bytes of -2**63 in this loop too: the row check both loops share refuses it, with no overflow
+    wide = {**base, "bytes": pa.array([-(1 << 63), 2, None, 3, None, None, 4, 5, None, None], pa.int64())}
+    assert str(both(pa.table(wide))).startswith(":1: bytes must be a whole number from 1 to 17592186044416")
     # frees giving their allocs' bytes and worker (as mmpool writes them): the same events as nulls
     given = {**base, "bytes": pa.array([1, 2, 1, 3, 2, 3, 4, 5, 5, 4], pa.int32())}
     assert both(pa.table({**given, "worker": pa.array([0, 1, 0, None, 1, 0, 1, 0, 0, 1], pa.int64())})) == read
@@ -401,6 +404,8 @@ def test_the_written_layout_is_checked_row_by_row_as_any_other(tmp_path, monkeyp
             ({("t_ns", row): -1}, f":{row + 1}: t_ns must be"),
             ({("bytes", alloc): 0}, f":{alloc + 1}: bytes must be"),
             ({("bytes", alloc): (1 << 44) + 1}, f":{alloc + 1}: bytes must be"),
+            ({("bytes", alloc): -(1 << 63)}, f":{alloc + 1}: bytes must be"),  # no overflow on the way (UBSan)
+            ({("bytes", free): -(1 << 63)}, f":{free + 1}: bytes must be"),
             ({("worker", alloc): 2}, f":{alloc + 1}: worker must be"),
             ({("worker", free): -1}, f":{free + 1}: worker must be"),
             ({("bytes", free): events[free][3] + 1}, f":{free + 1}: free of id '{events[free][2]}' gives bytes"),

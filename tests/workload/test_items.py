@@ -18,8 +18,19 @@ def test_image() -> None:
 def test_video_keeps_decimals_exact() -> None:
     video = parse_video("1280x720:10.5:29.97")
     assert (video.seconds, video.fps) == (Fraction("10.5"), Fraction("29.97"))
-    assert video.frames == 314  # floor(10.5 * 29.97) = floor(314.685)
+    assert video.frames == 315  # ceil(10.5 * 29.97) = ceil(314.685): frames 0..314 start before 10.5 s
     assert video.label == "video 1280x720 10.5s@29.97fps"
+
+
+def test_video_rates_as_ratios_and_counts_of_frames() -> None:
+    ntsc = parse_video("1920x1080:6:30000/1001")
+    assert (ntsc.fps, ntsc.frames, ntsc.label) == (Fraction(30000, 1001), 180, "video 1920x1080 6s@30000/1001fps")
+    counted = parse_video("1920x1080:180@30000/1001")
+    assert (counted.frames, counted.seconds, counted.count) == (180, Fraction(6006, 1000), 180)
+    assert counted.label == "video 1920x1080 180 frames@30000/1001fps"
+    assert parse_video("1920x1080:180@29.97").label == "video 1920x1080 180 frames@29.97fps"
+    assert parse_video("64x48:0.01:30").frames == 1  # the first frame starts at 0, within 0.01 s
+    assert parse_video("1920x1080:6:29.97").frames == 180  # ceil(179.82): what FFmpeg's -t 6 writes
 
 
 def test_audio() -> None:
@@ -37,7 +48,14 @@ def test_audio() -> None:
         (parse_video, "1920x1080:-3:30", "positive"),
         (parse_video, "1920x1080:abc:30", "must be a number"),
         (parse_video, "1920x1080:30:nan", "positive"),
-        (parse_video, "1920x1080:0.01:30", "less than one frame"),
+        (parse_video, "1920x1080:0@30", "the frame count must be a whole number from 1"),
+        (parse_video, "1920x1080:-5@30", "the frame count must be a whole number from 1"),
+        (parse_video, "1920x1080:5@30@30", "expected WIDTHxHEIGHT:SECONDS:FPS or WIDTHxHEIGHT:FRAMES@FPS"),
+        (parse_video, "1920x1080:6:0/1001", "'1920x1080:6:0/1001': the frame rate must be a positive ratio"),
+        (parse_video, "1920x1080:6:30000/0", "the frame rate must be a positive ratio"),
+        (parse_video, "1920x1080:6:3000000/1", "the frame rate above 1000 is out of range"),
+        (parse_video, "1920x1080:6:1/2/3", "the frame rate must be a number"),
+        (parse_video, "1920x1080:999999999@1", "999999999 frames at 1 fps last over 86400 s"),
         (parse_audio, "-1", "positive"),
         (parse_audio, "1e400", "scientific notation"),
         (parse_video, "10x10:1e-99999:30", "scientific notation"),

@@ -105,6 +105,7 @@ def setup(request: PlanRequest, plan: Plan, environ: Mapping[str, str]) -> PoolS
             return PoolLayout(workers, mb * MiB // workers, header, recycle_ns, rules)
 
     lowest = rel.smallest_valid_budget_mb(workers, request.transport, consumers, request.vmm_granularity)
+    highest, refused_every = _largest_planned_mb(request, lowest)
     return PoolSetup(
         workers=workers,
         per_worker_bytes=None if refused else plan.per_worker_bytes,
@@ -122,29 +123,36 @@ def setup(request: PlanRequest, plan: Plan, environ: Mapping[str, str]) -> PoolS
         findings=findings,
         layouts=layouts,
         lowest_mb=lowest,
-        highest_mb=_largest_planned_mb(request, lowest),
+        highest_mb=highest,
+        refused_every=refused_every,
     )
 
 
-def _largest_planned_mb(request: PlanRequest, lowest: int) -> int:
-    """The largest whole-MiB budget the plan accepts for this layout (no error finding)."""
+def _largest_planned_mb(request: PlanRequest, lowest: int) -> tuple[int, str | None]:
+    """The largest whole-MiB budget the plan accepts for this layout (no error finding); below lowest
+    where it accepts none, with its reason at lowest (1,024 workers' CUDA contexts fit no GPU, say)."""
     from mmpool_cli.engines.sglang.models import Budget
     from mmpool_cli.engines.sglang.plan import make_plan
 
-    def accepted(mb: int) -> bool:
+    def plan_at(mb: int) -> Plan:
         budget = Budget(bytes=mb * MiB, source="flag")
-        return make_plan(replace(request, budget=budget, feature_sizes=(), workload=None, kv=None)).status == "ok"
+        return make_plan(replace(request, budget=budget, feature_sizes=(), workload=None, kv=None))
 
+    def accepted(mb: int) -> bool:
+        return plan_at(mb).status == "ok"
+
+    if lowest >= 1 and not accepted(lowest):  # a budget more can only need more: none is accepted
+        return lowest - 1, _first_error(plan_at(lowest)) or "SGLang refuses this budget"
     lo, hi = lowest - 1, LARGEST_GPU_HBM_BYTES // MiB
     if accepted(hi):
-        return hi
+        return hi, None
     while hi - lo > 1:  # lo accepted (or below the range), hi refused
         mid = (lo + hi) // 2
         if accepted(mid):
             lo = mid
         else:
             hi = mid
-    return lo
+    return lo, None
 
 
 def _unique(findings: list[Finding]) -> list[Finding]:

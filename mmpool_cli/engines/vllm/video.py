@@ -27,7 +27,7 @@ never samples (its ``do_sample_frames`` is False and vLLM drops the loader's,
 within the video processor's pixel bounds; Qwen3-VL: the T·H·W volume, and fewer than 2 frames
 is refused) and pads them to whole temporal patches; the tokens are
 ``_get_vision_info``'s (``qwen2_vl.py:989-1040``, ``qwen3_vl.py:962-1024``). The source's frame
-count is ⌊seconds × fps⌋ of ``--video`` and its frame rate the float of the fps written.
+count is ⌈seconds × fps⌉ of ``--video`` (or its FRAMES) and its frame rate the float of the fps written.
 Pure core: standard library only.
 """
 

@@ -22,7 +22,10 @@ def _vision(name: str) -> eb.QwenVision:
 
 
 def _video(row: dict) -> Video:
-    return Video(row["w"], row["h"], Fraction(row["seconds"]), Fraction(row["fps"]))
+    # scripts/record_vllm_fixtures.py gave vLLM a source of int(seconds x fps) frames: that video, by its count
+    fps = Fraction(row["fps"])
+    total = int(Fraction(row["seconds"]) * fps)
+    return Video(row["w"], row["h"], total / fps, fps, total)
 
 
 def test_every_recorded_request_gives_vllms_frames_and_tokens(recorded):

@@ -130,6 +130,26 @@ def test_sampling_and_resize_are_preprocess_videos(name: str, variant: str) -> N
     )
 
 
+CONSTANT_RATE = [n for n in NAMES if "src" in RECORD["recipes"][n] and "setpts" not in RECORD["recipes"][n]["src"]]
+
+
+@pytest.mark.parametrize("name", CONSTANT_RATE)
+def test_a_video_given_by_its_length_or_frames_is_what_sglangs_decoder_counted_and_sampled(name: str) -> None:
+    """``--video WxH:SECONDS:FPS`` of an encoding's own size, duration and rate (23.976 and 29.97 fps as
+    FFmpeg's ratios and as decimals), and ``WxH:FRAMES@FPS``: the frames SGLang 0.5.23's decoder counted
+    in the file FFmpeg wrote (``-t 10`` at 30000/1001: 300, not 299) and the frames it sampled."""
+    src = dict(part.split("=") for part in RECORD["recipes"][name]["src"].removeprefix("testsrc2=").split(":"))
+    want = RECORD["videos"][name]["default"]
+    fam = family("qwen2.5-vl")
+    p = _qwen_params(dict(fam.settings) | {"video_total_pixels": RECORD["video_total_pixels_default"]}, fam)
+    rates = [src["rate"]] + ([f"{float(Fraction(src['rate'])):.3f}".rstrip("0")] if "/" in src["rate"] else [])
+    for rate in rates:  # "30000/1001" and "29.97"
+        for text in (f"{src['size']}:{src['duration']}:{rate}", f"{src['size']}:{want['frames']}@{rate}"):
+            video = parse_video(text)
+            assert video.frames == want["frames"], text
+            assert video_frames(video.frames, video.fps, p) == want["sampled"], text
+
+
 def _bodies(tmp_path: Path, refs: list[str], **fields: object) -> Path:
     lines = []
     for n, ref in enumerate(refs):
