@@ -17,8 +17,9 @@ Maintainer-run only, like record_vllm_fixtures.py (same ``--deps`` folder and wh
   imports torchvision). The grid comes from transformers' ``smart_resize`` (source, by name) with the
   checkpoints' processor settings; pixel values are zeros (a cache looks at sizes, not values);
 - ``EncoderCacheManager`` (``v1/core/encoder_cache_manager.py``) driven by mmpool's stated admission
-  order (first come first served, at most ``window`` requests holding encoder entries; a request that
-  cannot allocate waits for the oldest to finish): every call and what the manager answered.
+  order (first come first served, at most ``window`` requests holding encoder entries; items that do
+  not fit a step go in the next; a step that schedules nothing waits for the oldest request to finish):
+  every call and what the manager answered.
 
 Stand-ins: only the modules ``vllm_dump.STAND_INS`` lists that the interpreter lacks (compiled
 kernels and server packages none of these classes use); ``torchvision`` is not imported at all.
@@ -224,7 +225,10 @@ def run_encoder(budget, window, requests, tokens):
             log.append(["freed", sorted(m.get_freed_mm_hashes())])
             if failed is None:
                 break
-            start = failed
+            if failed > start:
+                log.append(["step", req.request_id, failed])
+                start = failed
+                continue
             if not inflight:
                 log.append(["refuse", req.request_id, failed])
                 break

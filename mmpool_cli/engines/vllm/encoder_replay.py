@@ -10,9 +10,10 @@ references is freed lazily, only when space is needed.
 The order of admission is mmpool's model of the scheduler, which the traffic alone does not fix
 (``ASSUMED``): requests in arrival order, first come first served; at most ``window`` requests hold
 encoder entries at once (their prefills overlap), the oldest finishing first; a request's items are
-scheduled in one step, in order, each step's compute budget the cache's size; where an item cannot
-be allocated the request allocates the items before it and waits for the oldest request to finish,
-and with nothing left to finish it is refused. ``scripts/record_vllm_cache_fixtures.py`` drives
+scheduled in order, each step's compute budget the cache's size; where an item cannot be allocated
+the items before it are allocated and the rest go in the next step, keeping their entries; a step
+that schedules nothing waits for the oldest request to finish, and with nothing left to finish the
+request is refused. ``scripts/record_vllm_cache_fixtures.py`` drives
 vLLM's own manager under the same order. Pure core: standard library only.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 
 ASSUMED = (
     "requests admitted first come first served, at most {window} holding encoder entries at once "
-    "(the oldest finishes first); a request's items scheduled in one step"
+    "(the oldest finishes first); a request keeps its entries until it finishes"
 )
 
 
@@ -190,7 +191,10 @@ def replay(requests: Iterable[Sequence[str]], tokens: Mapping[str, int], size: i
             out.log.append(["freed", sorted(freed)])
             if failed is None:
                 break
-            start = failed
+            if failed > start:  # some items were scheduled: the rest go in the next step
+                out.log.append(["step", name, failed])
+                start = failed
+                continue
             if not inflight:
                 out.log.append(["refuse", name, failed])
                 out.refused.append(rid)
