@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.vllm import cache_items, encoder_replay, processor_cache, processor_replay
 from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm.cache_traffic import CacheTrafficError, ImageTraffic
@@ -208,6 +209,19 @@ def _hits(r: encoder_replay.EncoderReplay) -> int:
     return sum(1 for e in r.log if e[0] in ("hit", "dup"))
 
 
+def check_launch(req: VllmRequest) -> None:
+    """Refuse, in one line, a launch the vLLM plan finds an error in (e.g. a cache beyond the host's RAM)."""
+    errors = [f for f in make_plan(req).findings if f.severity is Severity.error]
+    if errors:
+        more = f" (and {len(errors) - 1} more: see mmpool plan --engine vllm)" if len(errors) > 1 else ""
+        raise CacheTrafficError(f"[{errors[0].code}] {errors[0].message}{more}")
+
+
 def caches(req: VllmRequest, traffic: ImageTraffic, window: int = 1) -> list[dict[str, Any]]:
-    """The ``caches`` list for vLLM: the processor cache, then the encoder cache."""
+    """The ``caches`` list for vLLM: the processor cache, then the encoder cache.
+
+    Raises:
+        CacheTrafficError: the launch has an error (``check_launch``) or the model's items are unknown.
+    """
+    check_launch(req)
     return [processor_entry(req, traffic), encoder_entry(req, traffic, window)]
