@@ -196,6 +196,8 @@ def encoder_entry(
         "recommended_bytes": recommended * per_token if per_token else None,
         "size_tokens": budget,
         "recommended_tokens": recommended,
+        "floor_tokens": enc.get("max_tokens_per_item"),
+        "setting": _setting(recommended, enc.get("max_tokens_per_item")),
         "waited_requests": at.waited if at else [],
         "refused_requests": at.refused if at else [],
         "recomputed_tokens": at.recomputed if at else 0,
@@ -203,6 +205,14 @@ def encoder_entry(
         "occupancy_tokens": [max(at.occupancy[i : i + step]) for i in range(0, len(at.occupancy), step)] if at else [],
         "assumed": encoder_replay.ASSUMED.format(window=window),
     }
+
+
+def _setting(recommended: int, floor: int | None) -> str:
+    """The flag that gives an encoder budget of ``recommended``: vLLM takes max(--max-num-batched-tokens,
+    the largest item the launch allows) (``compute_mm_encoder_budget``)."""
+    if floor is not None and recommended <= floor:
+        return f"none: vLLM's budget is at least {floor:,} tokens here, the largest item the launch allows"
+    return f"--max-num-batched-tokens {recommended}"
 
 
 def _hits(r: encoder_replay.EncoderReplay) -> int:
