@@ -15,6 +15,7 @@ import typer
 
 from mmpool_cli.cli.app import emit, reported
 from mmpool_cli.cli.options import OutputFormat
+from mmpool_cli.cli.progress import counting
 from mmpool_cli.cli.traffic_options import image_size
 from mmpool_cli.cli.vllm_options import VllmOptions
 from mmpool_cli.errors import EXIT_OK, MmpoolError
@@ -48,6 +49,13 @@ def run(
             raise MmpoolError("--model NAME|PATH is needed: the model's processor decides every item's bytes")
         request = vllm.request(os.environ, resolve(model), ())
         assumed = None if assume_image is None else image_size("--assume-image", assume_image)
-        report = vllm_caches(files, request, assume_image=assumed, window=window)
+        with counting("cache", "replaying vLLM's caches") as show:
+            done = [0]
+
+            def tick() -> None:
+                done[0] += 1
+                show(done[0])
+
+            report = vllm_caches(files, request, assume_image=assumed, window=window, progress=tick)
     emit(render("vllm-caches", output.value, report))
     raise typer.Exit(EXIT_OK)

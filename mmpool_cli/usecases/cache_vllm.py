@@ -7,7 +7,7 @@ typer, rich or torch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mmpool_cli.engines.vllm import cache_traffic, caches
@@ -24,6 +24,7 @@ def vllm_caches(
     *,
     assume_image: tuple[int, int] | None = None,
     window: int = 1,
+    progress: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """The report of ``mmpool cache --engine vllm`` for the body logs ``files``.
 
@@ -35,7 +36,7 @@ def vllm_caches(
     if not 1 <= window <= MAX_WINDOW:
         raise MmpoolError(f"--encoder-window {window}: give 1 to {MAX_WINDOW} requests holding encoder entries at once")
     traffic = cache_traffic.read(files, assume_image)
-    entries = caches.caches(request, traffic, window)
+    entries = caches.caches(request, traffic, window, progress)
     return {
         "schema_version": SCHEMA_VERSION,
         "engine": "vllm",

@@ -227,11 +227,15 @@ def check_launch(req: VllmRequest) -> None:
         raise CacheTrafficError(f"[{errors[0].code}] {errors[0].message}{more}")
 
 
-def caches(req: VllmRequest, traffic: ImageTraffic, window: int = 1) -> list[dict[str, Any]]:
+def caches(
+    req: VllmRequest, traffic: ImageTraffic, window: int = 1, progress: Callable[[], None] | None = None
+) -> list[dict[str, Any]]:
     """The ``caches`` list for vLLM: the processor cache, then the encoder cache.
+
+    ``progress`` is called once per replay (about a hundred).
 
     Raises:
         CacheTrafficError: the launch has an error (``check_launch``) or the model's items are unknown.
     """
     check_launch(req)
-    return [processor_entry(req, traffic), encoder_entry(req, traffic, window)]
+    return [processor_entry(req, traffic, progress), encoder_entry(req, traffic, window, progress)]

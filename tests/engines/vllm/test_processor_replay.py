@@ -1,0 +1,33 @@
+"""The processor cache replay equals vLLM 0.34.0's own cache classes (built by its factories.py) driven with the
+same items in the same order: every request's flags, the counters, the failures, at every recorded size."""
+
+from __future__ import annotations
+
+from mmpool_cli.engines.vllm import cache_items, processor_replay
+
+
+def test_processor_cache_hits_equal_vllms_at_every_recorded_size(cache_recorded, cache_vision, cache_tokens):
+    rows = cache_recorded["processor"]
+    assert {(r["type"], r["api"], r["layout"]) for r in rows} == {
+        ("lru", 1, "lru"),
+        ("shm", 1, "shm"),
+        ("lru", 2, "processor_only"),
+    }
+    assert {r["sequence"] for r in rows} == {"chat", "popular", "large"}
+    assert any(r["errors"] for r in rows) and any(0 < sum(r["hits"]) < sum(r["total"]) for r in rows)
+    for row in rows:
+        family = row["family"]
+        size = cache_items.shm_object_bytes if row["type"] == "shm" else cache_items.item_size
+        sizes = {k: size(cache_vision[family], n) for k, n in cache_tokens[family].items()}
+        reqs = cache_recorded["families"][family]["sequences"][row["sequence"]]
+        got = processor_replay.replay(reqs, sizes, row["capacity"], row["layout"], api_processes=row["api"])
+        where = (family, row["sequence"], row["layout"], row["capacity"])
+        assert got.flags == row["flags"], where
+        assert got.hits == row["hits"] and got.lookups == row["total"], where
+        want = [(e["request"], e["where"], tuple(e.get("keys", ()))) for e in row["errors"]]
+        assert got.failed == want, where
+
+
+def test_an_item_larger_than_the_cache_is_never_cached_and_evicts_nothing():
+    got = processor_replay.replay([["a"], ["big"], ["a"]], {"a": 4, "big": 11}, 10, "processor_only")
+    assert got.flags == ["M", "M", "H"] and got.total_hits == 1
