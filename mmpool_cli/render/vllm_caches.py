@@ -57,33 +57,33 @@ def caches_text(report: dict[str, Any]) -> RenderableType:
     pc, enc = report["caches"]
     rows = [
         ("layout", f"{pc['layout']}, {pc['api_processes']} API process(es)"),
-        ("size", format_size(pc["size_bytes"])),
-        ("hits", f"{pc['hits']:,} of {pc['lookups']:,} lookups"),
-        (
-            "recommended",
-            format_size(pc["recommended_bytes"]) + "  [the fewest bytes with every hit the traffic allows]",
-        ),
-        ("host RAM then", format_size(pc["recommended_host_bytes"]) + f"  [now up to {pc['host_bytes']:,} B]"),
-        ("assumed", pc["assumed"]),
+        ("size", format_size(pc["size_bytes"]) + f"  [{pc['size_origin']}]"),
+        ("hits", f"{pc['hits']:,} of {pc['lookups']:,} lookups ({pc['unbounded_hits']:,} if it never evicted)"),
     ]
+    if pc["recommended_bytes"] is not None:
+        cost = pc["recommended_cost"]
+        rows += [
+            (
+                f"{pc['target_hits_percent']}% of those",
+                format_size(pc["recommended_bytes"]) + f"  [{cost['hits']:,} hits]",
+            ),
+            ("setting", pc["recommended_setting"]),
+            ("host RAM then", format_size(cost["host_bytes"]) + f"  [now up to {pc['host_bytes']:,} B]"),
+        ]
     if pc["failed_requests"]:
         rows.append(("requests vLLM fails", ", ".join(str(f["request"]) for f in pc["failed_requests"])))
-    parts.append(_rows("Processor cache (--mm-processor-cache-gb)", rows))
+    parts.append(_rows("Processor cache (host RAM)", rows))
     parts.append(_curve("hits by size", pc["curve"], pc["lookups"], "size_bytes", "B"))
-    size = (
-        "unknown (give --max-num-batched-tokens or the GPU)"
-        if enc["size_tokens"] is None
-        else (f"{enc['size_tokens']:,} tokens")
-    )
+    size = "unknown" if enc["size_tokens"] is None else f"{enc['size_tokens']:,} tokens"
     rows = [
         ("budget", size),
         ("hits", f"{enc['hits']:,} of {enc['lookups']:,} items shared from the cache"),
         ("waited", f"{len(enc['waited_requests']):,} requests; refused {len(enc['refused_requests']):,}"),
         ("peak", "unknown" if enc["occupancy_peak_tokens"] is None else f"{enc['occupancy_peak_tokens']:,} tokens"),
         ("smallest with no wait", f"{enc['recommended_tokens']:,} tokens"),
-        ("setting", enc["setting"]),
-        ("assumed", enc["assumed"]),
+        ("setting", enc["recommended_setting"]),
     ]
     parts.append(_rows("Encoder cache (tokens, per GPU worker)", rows))
     parts.append(_curve("hits by budget", enc["curve"], enc["lookups"], "size_tokens", "tokens"))
+    parts.append(_rows("Notes", [("-", note) for cache in (pc, enc) for note in cache["notes"]]))
     return Group(*parts)

@@ -29,7 +29,12 @@ def test_every_figure_is_printed_whole(report, width):
     console.print(caches_text(report))
     text = console.export_text()
     pc, enc = report["caches"]
-    for figure in (pc["size_bytes"], pc["recommended_bytes"], pc["recommended_host_bytes"], enc["recommended_tokens"]):
+    for figure in (
+        pc["size_bytes"],
+        pc["recommended_bytes"],
+        pc["recommended_cost"]["host_bytes"],
+        enc["recommended_tokens"],
+    ):
         assert f"{figure:,}" in text
     assert f"{pc['hits']:,} of {pc['lookups']:,} lookups" in text
     assert len(re.findall("█", text)) > 50  # the curves are drawn

@@ -20,18 +20,21 @@ layout, API processes and encoder budget ``plan --engine vllm`` prints); items f
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.vllm import cache_items, encoder_replay, processor_cache, processor_replay
 from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm.cache_traffic import CacheTrafficError, ImageTraffic
-from mmpool_cli.engines.vllm.plan import make_plan
+from mmpool_cli.engines.vllm.gib import bytes_of
+from mmpool_cli.engines.vllm.plan import _gib_for, make_plan
 from mmpool_cli.engines.vllm.plan_encoder import qwen_vision
 from mmpool_cli.engines.vllm.request import QWEN_VERSION, VllmRequest
 from mmpool_cli.workload import qwen
 
 CURVE_POINTS = 48
+DEFAULT_TARGET = Fraction(99)  # percent of an unbounded cache's hits, as for every engine's caches
 MAX_OCCUPANCY_POINTS = 1000
 
 
@@ -85,8 +88,25 @@ def _tokens(req: VllmRequest, traffic: ImageTraffic) -> tuple[eb.QwenVision, dic
     return vision, tokens
 
 
+def _smallest_reaching(run: Callable[[int], int], points: list[int], need: int) -> int:
+    """The smallest grid point with at least ``need`` hits, lowered by bisection towards the point before
+    it (hits need not grow with the size, so the grid point is found first and only its gap searched)."""
+    i = next(i for i, c in enumerate(points) if run(c) >= need)
+    lo, hi = (points[i - 1] + 1 if i else 1), points[i]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if run(mid) >= need:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
 def processor_entry(
-    req: VllmRequest, traffic: ImageTraffic, progress: Callable[[], None] | None = None
+    req: VllmRequest,
+    traffic: ImageTraffic,
+    progress: Callable[[], None] | None = None,
+    target: Fraction = DEFAULT_TARGET,
 ) -> dict[str, Any]:
     """The processor cache's entry of the ``caches`` list."""
     plan = make_plan(req)
@@ -97,37 +117,73 @@ def processor_entry(
         layout = "shm" if pc.layout == "shm" else "lru"
     size_of = cache_items.shm_object_bytes if layout == "shm" else cache_items.item_size
     sizes = {k: size_of(vision, n) for k, n in tokens.items()}
+    processed = {k: cache_items.item_size(vision, n) for k, n in tokens.items()}
     max_object = pc.shm_max_object_bytes or req.shm_max_object_mb << 20
     api = max(1, pc.api_processes) if layout == "processor_only" else 1
+    seen: dict[int, processor_replay.ReplayResult] = {}
 
     def run(capacity: int) -> processor_replay.ReplayResult:
-        if progress is not None:
-            progress()
-        return processor_replay.replay(
-            traffic.requests, sizes, capacity, layout, api_processes=api, max_object=max_object
-        )
+        if capacity not in seen:
+            if progress is not None:
+                progress()
+            seen[capacity] = processor_replay.replay(
+                traffic.requests, sizes, capacity, layout, api_processes=api, max_object=max_object, work=processed
+            )
+        return seen[capacity]
 
-    everything = sum(sizes.values()) * (2 if layout == "shm" else 1)  # a ring may need twice: wrap-around gaps
+    # at these bytes nothing is ever evicted (a ring twice its objects never wraps)
+    everything = sum(sizes.values()) * (2 if layout == "shm" else 1)
     points = grid(min(sizes.values()), everything)
     curve = [(c, run(c)) for c in points]
-    best = curve[-1][1].total_hits
-    recommended = next(c for c, r in curve if r.total_hits >= best)
+    unbounded = run(everything)
+    need = _hits_needed(unbounded.total_hits, target)
+    recommendation = None
+    if unbounded.total_hits:
+        smallest = _smallest_reaching(lambda c: run(c).total_hits, points, need)
+        text = _gib_for(smallest)
+        setting_bytes = bytes_of(float(text))
+        host = processor_cache.plan(
+            setting_bytes,
+            req.cache_type,
+            req.dp,
+            shm_extra_bytes=req.release.shm_extra_bytes,
+            shm_max_object_mb=req.shm_max_object_mb,
+        ).host_bytes
+        recommendation = {
+            "bytes": setting_bytes,
+            "setting": f"--mm-processor-cache-gb {text}",
+            "cost": {"host_bytes": host, "hits": run(setting_bytes).total_hits},
+        }
     at = run(pc.cache_bytes) if pc.layout != "disabled" else None
-    host = processor_cache.plan(
-        recommended,
-        req.cache_type,
-        req.dp,
-        shm_extra_bytes=req.release.shm_extra_bytes,
-        shm_max_object_mb=req.shm_max_object_mb,
-    ).host_bytes
+    notes = [
+        f"replayed with vLLM {req.release.version}'s rules ({pc.layout}); assumed: {_assumed(layout, api)}",
+        "each curve point is its own exact replay (an item larger than the cache is never cached, so hits "
+        "need not grow with the size); the recommendation is the smallest grid point reaching the target, "
+        "lowered by bisection within its gap",
+    ]
+    if at is not None and at.failed:
+        notes.append(
+            f"{len(at.failed)} request(s) fail in vLLM at this size (a request evicting the items it found "
+            "cached): raise --mm-processor-cache-gb above a request's largest total"
+        )
     return {
         "name": "processor",
         "engine": "vllm",
         "size_bytes": pc.cache_bytes if at is not None else 0,
-        "lookups": at.total_lookups if at is not None else 0,
+        "size_origin": "--mm-processor-cache-gb" if req.cache_gb is not None else "vLLM's default (4 GiB)",
+        "lookups": at.total_lookups if at is not None else traffic.images,
         "hits": at.total_hits if at is not None else 0,
-        "curve": [{"size_bytes": c, "hits": r.total_hits} for c, r in curve],
-        "recommended_bytes": recommended,
+        "work_saved": at.saved if at is not None else 0,
+        "work_unit": "processed bytes",
+        "unbounded_hits": unbounded.total_hits,
+        "unbounded_work_saved": unbounded.saved,
+        "unbounded_bytes": everything,
+        "curve": [{"size_bytes": c, "hits": r.total_hits, "work_saved": r.saved} for c, r in curve],
+        "target_hits_percent": str(target),
+        "recommended_bytes": None if recommendation is None else recommendation["bytes"],
+        "recommended_setting": None if recommendation is None else recommendation["setting"],
+        "recommended_cost": None if recommendation is None else recommendation["cost"],
+        "notes": notes,
         "layout": pc.layout,
         "api_processes": pc.api_processes,
         "hits_per_api_process": at.hits if at is not None else [],
@@ -135,9 +191,13 @@ def processor_entry(
             {"request": i, "where": where, "keys": list(keys)} for i, where, keys in (at.failed if at else [])
         ],
         "host_bytes": pc.host_bytes,
-        "recommended_host_bytes": host,
-        "assumed": _assumed(layout, api),
     }
+
+
+def _hits_needed(unbounded: int, target: Fraction) -> int:
+    """``target`` percent of ``unbounded`` hits, rounded up."""
+    need = Fraction(unbounded) * target / 100
+    return -(-need.numerator // need.denominator)
 
 
 def _assumed(layout: str, api: int) -> str:
@@ -151,21 +211,24 @@ def _assumed(layout: str, api: int) -> str:
 def encoder_entry(
     req: VllmRequest, traffic: ImageTraffic, window: int, progress: Callable[[], None] | None = None
 ) -> dict[str, Any]:
-    """The encoder cache's entry of the ``caches`` list: tokens, with bytes where the model gives them."""
+    """The encoder cache's entry of the ``caches`` list: bytes are tokens × the embedding's bytes per token."""
     plan = make_plan(req)
     enc = plan.encoder_cache
     _, tokens = _tokens(req, traffic)
     budget = enc.get("budget_tokens")
-    per_token = enc.get("embedding_bytes_per_token")
+    per_token = enc["embedding_bytes_per_token"]
+    seen: dict[int, encoder_replay.EncoderReplay] = {}
 
     def run(size: int) -> encoder_replay.EncoderReplay:
-        if progress is not None:
-            progress()
-        return encoder_replay.replay(traffic.requests, tokens, size, window)
+        if size not in seen:
+            if progress is not None:
+                progress()
+            seen[size] = encoder_replay.replay(traffic.requests, tokens, size, window)
+        return seen[size]
 
     biggest = max(tokens.values())
-    total = sum(tokens.values())
-    lo, hi = biggest, total  # at the sum of every item nothing ever waits
+    total = sum(tokens.values())  # at this budget nothing is ever evicted, and nothing waits
+    lo, hi = biggest, total
     while lo < hi:
         mid = (lo + hi) // 2
         probe = run(mid)
@@ -175,35 +238,50 @@ def encoder_entry(
             hi = mid
     recommended = lo
     curve = [(c, run(c)) for c in grid(biggest, total, CURVE_POINTS // 2)]
+    unbounded = run(total)
     at = run(budget) if budget is not None else None
-    lookups = traffic.images
     step = max(1, len(at.occupancy) // MAX_OCCUPANCY_POINTS) if at else 1
+    floor = enc.get("max_tokens_per_item")
+    notes = [
+        f"assumed: {encoder_replay.ASSUMED.format(window=window)}",
+        "recommended: the smallest budget where no request waits for space (exact: no wait at one budget "
+        "means the same admissions at every larger one)",
+    ]
     return {
         "name": "encoder",
         "engine": "vllm",
-        "size_bytes": budget * per_token if budget is not None and per_token else None,
-        "lookups": lookups,
-        "hits": _hits(at) if at else 0,
+        "size_bytes": None if budget is None else budget * per_token,
+        "size_origin": "max(--max-num-batched-tokens, the largest item the launch allows)",
+        "lookups": traffic.images,
+        "hits": at.hits if at else 0,
+        "work_saved": at.saved if at else 0,
+        "work_unit": "encoder tokens",
+        "unbounded_hits": unbounded.hits,
+        "unbounded_work_saved": unbounded.saved,
+        "unbounded_bytes": total * per_token,
         "curve": [
             {
+                "size_bytes": c * per_token,
+                "hits": r.hits,
+                "work_saved": r.saved,
                 "size_tokens": c,
-                "size_bytes": c * per_token if per_token else None,
-                "hits": _hits(r),
                 "waits": len(r.waited),
             }
             for c, r in curve
         ],
-        "recommended_bytes": recommended * per_token if per_token else None,
+        "target_hits_percent": None,
+        "recommended_bytes": recommended * per_token,
+        "recommended_setting": _setting(recommended, floor),
+        "recommended_cost": {"gpu_bytes_per_worker": max(recommended, floor or 0) * per_token},
+        "notes": notes,
         "size_tokens": budget,
         "recommended_tokens": recommended,
-        "floor_tokens": enc.get("max_tokens_per_item"),
-        "setting": _setting(recommended, enc.get("max_tokens_per_item")),
+        "floor_tokens": floor,
         "waited_requests": at.waited if at else [],
         "refused_requests": at.refused if at else [],
         "recomputed_tokens": at.recomputed if at else 0,
         "occupancy_peak_tokens": max(at.occupancy) if at else None,
         "occupancy_tokens": [max(at.occupancy[i : i + step]) for i in range(0, len(at.occupancy), step)] if at else [],
-        "assumed": encoder_replay.ASSUMED.format(window=window),
     }
 
 
@@ -213,10 +291,6 @@ def _setting(recommended: int, floor: int | None) -> str:
     if floor is not None and recommended <= floor:
         return f"none: vLLM's budget is at least {floor:,} tokens here, the largest item the launch allows"
     return f"--max-num-batched-tokens {recommended}"
-
-
-def _hits(r: encoder_replay.EncoderReplay) -> int:
-    return sum(1 for e in r.log if e[0] in ("hit", "dup"))
 
 
 def check_launch(req: VllmRequest) -> None:

@@ -129,6 +129,8 @@ class EncoderReplay:
     waited: list[int] = field(default_factory=list)  # requests that waited for space
     refused: list[int] = field(default_factory=list)  # requests that never fit
     recomputed: int = 0  # tokens encoded again after their entry was evicted
+    hits: int = 0  # items found in the cache (or scheduled already in the same step)
+    saved: int = 0  # the tokens those hits did not encode
 
     @property
     def assumed(self) -> str:
@@ -169,6 +171,8 @@ def replay(requests: Iterable[Sequence[str]], tokens: Mapping[str, int], size: i
                     continue
                 if m.check_and_update_cache(rid, i, key):
                     out.log.append(["hit", name, i])
+                    out.hits += 1
+                    out.saved += tokens[key]
                     continue
                 n = tokens[key]
                 if not m.can_allocate(n, compute, scheduled):
@@ -186,6 +190,8 @@ def replay(requests: Iterable[Sequence[str]], tokens: Mapping[str, int], size: i
             for i in dup:
                 m.check_and_update_cache(rid, i, keys[i])
                 out.log.append(["dup", name, i])
+                out.hits += 1
+                out.saved += tokens[keys[i]]
             freed = m.take_freed()
             evicted.update(freed)
             out.log.append(["freed", sorted(freed)])

@@ -48,6 +48,7 @@ class ReplayResult:
     lookups: list[int]
     flags: list[str]  # per request, one letter per item: H cached when the request arrived, M not
     failed: list[tuple[int, str, tuple[str, ...]]] = field(default_factory=list)  # request, where, keys
+    saved: int = 0  # the work the hits saved: the ``work`` of each item hit (default its size)
 
     @property
     def total_hits(self) -> int:
@@ -160,25 +161,26 @@ class ShmRing:
 
 def _lru_request(
     cache: ByteLru, keys: Sequence[str], sizes: Mapping[str, int], payloads: bool
-) -> tuple[int, int, list[bool] | None]:
-    """One request through an LRU sender: (hits, lookups, per item whether it went without data),
-    the last None where vLLM fails the request."""
+) -> tuple[list[str], int, list[bool] | None]:
+    """One request through an LRU sender: (the keys hit, lookups, per item whether it went without
+    data), the last None where vLLM fails the request."""
     cached = [k in cache for k in keys]
     for k in keys:
         cache.touch(k)
-    hits = lookups = 0
+    hit: list[str] = []
+    lookups = 0
     bare: list[bool] = []
     for k, was in zip(keys, cached, strict=True):
         lookups += 1
         if cache.get(k):
-            hits += 1
+            hit.append(k)
             bare.append(True)
             continue
         if was and not payloads:
-            return hits, lookups, None  # vLLM: AssertionError "Expected a cached item"
+            return hit, lookups, None  # vLLM: AssertionError "Expected a cached item"
         cache.put_if_fits(k, sizes[k])
         bare.append(False)
-    return hits, lookups, bare
+    return hit, lookups, bare
 
 
 def _receiver(cache: ByteLru, keys: Sequence[str], bare: Sequence[bool], sizes: Mapping[str, int]) -> list[str]:
@@ -203,19 +205,22 @@ def replay(
     *,
     api_processes: int = 1,
     max_object: int = 128 << 20,
+    work: Mapping[str, int] | None = None,
 ) -> ReplayResult:
     """Replay ``requests`` (each its items' keys) through a processor cache of ``capacity`` bytes.
 
     ``sizes`` maps each key to its bytes: ``get_item_size`` for ``processor_only`` and ``lru``, the
-    shm object (``shm_object_bytes``) for ``shm``. Requests are dealt round robin over
-    ``api_processes`` caches (``processor_only``).
+    shm object (``shm_object_bytes``) for ``shm``; ``work`` what a hit on each saves (default its
+    size). Requests are dealt round robin over ``api_processes`` caches (``processor_only``).
 
     >>> r = replay([["a"], ["b"], ["a"]], {"a": 6, "b": 5}, 11, "processor_only")
     >>> r.flags, r.total_hits, r.total_lookups
     (['M', 'M', 'H'], 1, 3)
     """
     n = api_processes if layout == "processor_only" else 1
+    work = sizes if work is None else work
     hits, lookups, flags = [0] * n, [0] * n, []
+    saved = 0
     failed: list[tuple[int, str, tuple[str, ...]]] = []
     if layout == "shm":
         ring = ShmRing(capacity, max_object)
@@ -227,19 +232,21 @@ def replay(
                 lookups[0] += 1
                 if k in ring.keys:
                     hits[0] += 1
+                    saved += work[k]
                     ring.held.add(ring.keys[k])  # looked up: held until the readers read it
                 else:
                     ring.put(k, sizes[k])
             ring.held = set()  # the readers read the request, its touches are released
-        return ReplayResult(capacity, hits, lookups, flags)
+        return ReplayResult(capacity, hits, lookups, flags, saved=saved)
     senders = [ByteLru(capacity) for _ in range(n)]
     receiver = ByteLru(capacity) if layout == "lru" else None
     for index, keys in enumerate(requests):
         p = index % n
         cache = senders[p]
         flags.append("".join("H" if k in cache else "M" for k in keys))
-        h, q, bare = _lru_request(cache, keys, sizes, payloads=layout == "processor_only")
-        hits[p] += h
+        hit, q, bare = _lru_request(cache, keys, sizes, payloads=layout == "processor_only")
+        hits[p] += len(hit)
+        saved += sum(work[k] for k in hit)
         lookups[p] += q
         if bare is None:
             failed.append((index, "sender", ()))
@@ -250,4 +257,4 @@ def replay(
                 failed.append((index, "engine core", tuple(missing)))
                 for k in missing:
                     cache.pop(k)
-    return ReplayResult(capacity, hits, lookups, flags, failed)
+    return ReplayResult(capacity, hits, lookups, flags, failed, saved)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mmpool_cli.engines.vllm import cache_traffic, caches, encoder_replay, processor_cache, versions
+from mmpool_cli.engines.vllm.gib import bytes_of as gib_bytes
 from mmpool_cli.engines.vllm.request import VllmRequest
 from mmpool_cli.workload import hf
 
@@ -30,10 +31,13 @@ def test_the_processor_entry_replays_the_launchs_layout_at_its_size_and_along_th
     assert 0 < entry["hits"] < entry["lookups"]
     sizes = [p["size_bytes"] for p in entry["curve"]]
     assert sizes == sorted(sizes) and len(sizes) >= 40
-    best = max(p["hits"] for p in entry["curve"])
-    assert entry["recommended_bytes"] == next(p["size_bytes"] for p in entry["curve"] if p["hits"] == best)
-    # the host RAM of a launch at the recommended size is the plan's, engine core and render-only cache included
-    assert entry["recommended_host_bytes"] == 2 * entry["recommended_bytes"]
+    assert entry["unbounded_hits"] == max(p["hits"] for p in entry["curve"])
+    # the setting's bytes, as vLLM reads the float, reach 99 % of the hits of a cache that never evicts
+    gib = entry["recommended_setting"].removeprefix("--mm-processor-cache-gb ")
+    assert gib_bytes(float(gib)) == entry["recommended_bytes"]
+    assert entry["recommended_cost"]["hits"] * 100 >= 99 * entry["unbounded_hits"]
+    # the host RAM of a launch with it is the plan's, engine core and render-only cache included
+    assert entry["recommended_cost"]["host_bytes"] == 2 * entry["recommended_bytes"]
 
 
 def test_two_api_processes_each_hold_their_own_cache(traffic):
@@ -43,20 +47,20 @@ def test_two_api_processes_each_hold_their_own_cache(traffic):
     assert len(entry["hits_per_api_process"]) == 2 and sum(entry["hits_per_api_process"]) == entry["hits"]
     one = caches.processor_entry(_req(), traffic)
     assert entry["hits"] < one["hits"]  # a chat's turns are dealt to both processes: each misses the other's
-    assert entry["recommended_host_bytes"] == 2 * 2 * entry["recommended_bytes"]
+    assert entry["recommended_cost"]["host_bytes"] == 2 * 2 * entry["recommended_bytes"]
 
 
 def test_the_shm_type_replays_the_ring(traffic):
     entry = caches.processor_entry(_req(cache_type="shm"), traffic)
     assert entry["layout"] == "shm" and entry["hits"] > 0
-    assert "workers read" in entry["assumed"]
+    assert any("workers read" in note for note in entry["notes"])
 
 
 def test_the_encoder_budget_recommended_is_the_smallest_with_no_wait(traffic):
     for window in (1, 3):
         entry = caches.encoder_entry(_req(), traffic, window)
         tokens = entry["recommended_tokens"]
-        assert str(window) in entry["assumed"]
+        assert any(f"at most {window} holding" in note for note in entry["notes"])
         tokens_of = caches._tokens(_req(), traffic)[1]
         at = encoder_replay.replay(traffic.requests, tokens_of, tokens, window)
         below = encoder_replay.replay(traffic.requests, tokens_of, tokens - 1, window)
@@ -77,3 +81,13 @@ def test_grid_is_integer_and_spans_its_ends():
     points = caches.grid(6_096_408, 729_082_944)
     assert points[0] == 6_096_408 and points[-1] == 729_082_944
     assert all(isinstance(p, int) for p in points) and len(set(points)) == len(points)
+
+
+def test_the_smallest_size_reaching_the_target_is_searched_within_the_first_grid_gap_that_reaches_it():
+    points = [10, 20, 30, 40]
+
+    def run(c: int) -> int:  # not monotone: 25..36 lose a hit that 14..24 had
+        return 5 if c >= 37 else 2 if c >= 25 else 3 if c >= 14 else 1
+
+    assert caches._smallest_reaching(run, points, 3) == 14
+    assert caches._smallest_reaching(run, points, 5) == 37
