@@ -66,3 +66,13 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 def test_a_cache_type_no_release_has_is_refused():
     result = _run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-type", "fifo")
     assert result.exit_code == 2 and "fifo" in result.output
+
+
+def test_an_unknown_model_and_a_cache_turned_off():
+    result = _run("--model", "no-such-model", "--from", EXAMPLE)
+    assert result.exit_code == 2 and "no-such-model" in result.output and result.output.count("\n") == 1
+    off = _run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-gb", "0", "--format", "json")
+    assert off.exit_code == 0, off.output
+    processor = json.loads(off.stdout)["caches"][0]
+    assert (processor["layout"], processor["size_bytes"], processor["hits"]) == ("disabled", 0, 0)
+    assert processor["recommended_setting"].startswith("--mm-processor-cache-gb ")

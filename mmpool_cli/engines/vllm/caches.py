@@ -112,14 +112,16 @@ def processor_entry(
     plan = make_plan(req)
     pc = plan.processor_cache
     vision, tokens = _tokens(req, traffic)
+    # with the cache off (0 GiB), the curve is of the layout the launch would get with one
+    enabled = pc if pc.layout != "disabled" else processor_cache.plan(1, req.cache_type, req.dp)
     layout: processor_replay.Layout = "processor_only"
-    if pc.layout in ("lru", "shm"):
-        layout = "shm" if pc.layout == "shm" else "lru"
+    if enabled.layout in ("lru", "shm"):
+        layout = "shm" if enabled.layout == "shm" else "lru"
     size_of = cache_items.shm_object_bytes if layout == "shm" else cache_items.item_size
     sizes = {k: size_of(vision, n) for k, n in tokens.items()}
     processed = {k: cache_items.item_size(vision, n) for k, n in tokens.items()}
-    max_object = pc.shm_max_object_bytes or req.shm_max_object_mb << 20
-    api = max(1, pc.api_processes) if layout == "processor_only" else 1
+    max_object = req.shm_max_object_mb << 20
+    api = max(1, enabled.api_processes) if layout == "processor_only" else 1
     seen: dict[int, processor_replay.ReplayResult] = {}
 
     def run(capacity: int) -> processor_replay.ReplayResult:
