@@ -28,6 +28,8 @@ Writes ``tests/data/vllm_cache_fixtures.json``.
 Usage::
 
     python scripts/record_vllm_cache_fixtures.py --deps /tmp/vllm-deps [--version 0.34.0]
+    python scripts/record_vllm_cache_fixtures.py --deps /tmp/vllm-deps --version 0.33.0 \
+        --out tests/data/vllm_cache_fixtures_0.33.0.json
 """
 
 from __future__ import annotations
@@ -256,6 +258,7 @@ def main() -> int:
     parser.add_argument("--deps", type=Path, required=True)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/mmpool-vllm-wheels"))
     parser.add_argument("--version", default="0.34.0")
+    parser.add_argument("--out", type=Path, default=OUT, help="where to write (another release's, to compare)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import gen_vllm_tables
@@ -284,8 +287,8 @@ def main() -> int:
     if proc.returncode != 0:
         raise SystemExit(f"running vLLM's caches failed:\n{proc.stderr[-4000:]}")
     data = {"generator": "scripts/record_vllm_cache_fixtures.py", "vllm": args.version, **json.loads(proc.stdout)}
-    OUT.write_text(json.dumps(data, separators=(",", ":")) + "\n")
-    print(f"wrote {OUT.relative_to(ROOT)}", file=sys.stderr)
+    args.out.write_text(json.dumps(data, separators=(",", ":")) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
 

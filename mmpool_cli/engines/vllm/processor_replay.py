@@ -197,6 +197,22 @@ def _receiver(cache: ByteLru, keys: Sequence[str], bare: Sequence[bool], sizes: 
     return missing
 
 
+def keeps_payloads(layout: Layout, release: str) -> bool:
+    """Whether the sender still has the payload of an item it found cached when the request arrived:
+    ``processor_only`` from 0.34.0 (``get_cached_item`` before the touches); earlier releases, and the
+    ``lru`` sender always, fail the request instead.
+
+    >>> keeps_payloads("processor_only", "0.34.0"), keeps_payloads("processor_only", "0.33.0")
+    (True, False)
+    """
+    return layout == "processor_only" and version_key(release) >= (0, 34, 0)
+
+
+def version_key(text: str) -> tuple[int, ...]:
+    """``"0.33.0"`` -> ``(0, 33, 0)``, for comparing releases."""
+    return tuple(int(part) for part in text.split(".")[:3])
+
+
 def replay(
     requests: Iterable[Sequence[str]],
     sizes: Mapping[str, int],
@@ -206,12 +222,14 @@ def replay(
     api_processes: int = 1,
     max_object: int = 128 << 20,
     work: Mapping[str, int] | None = None,
+    release: str = "0.34.0",
 ) -> ReplayResult:
     """Replay ``requests`` (each its items' keys) through a processor cache of ``capacity`` bytes.
 
     ``sizes`` maps each key to its bytes: ``get_item_size`` for ``processor_only`` and ``lru``, the
     shm object (``shm_object_bytes``) for ``shm``; ``work`` what a hit on each saves (default its
     size). Requests are dealt round robin over ``api_processes`` caches (``processor_only``).
+    ``release`` is the vLLM release whose rules apply (0.32.0 to 0.34.0).
 
     >>> r = replay([["a"], ["b"], ["a"]], {"a": 6, "b": 5}, 11, "processor_only")
     >>> r.flags, r.total_hits, r.total_lookups
@@ -244,7 +262,7 @@ def replay(
         p = index % n
         cache = senders[p]
         flags.append("".join("H" if k in cache else "M" for k in keys))
-        hit, q, bare = _lru_request(cache, keys, sizes, payloads=layout == "processor_only")
+        hit, q, bare = _lru_request(cache, keys, sizes, payloads=keeps_payloads(layout, release))
         hits[p] += len(hit)
         saved += sum(work[k] for k in hit)
         lookups[p] += q

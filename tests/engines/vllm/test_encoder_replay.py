@@ -1,11 +1,15 @@
-"""The encoder cache replay makes EncoderCacheManager's own decisions (vLLM 0.34.0) under the same admission order."""
+"""The encoder cache replay makes EncoderCacheManager's own decisions (vLLM 0.32.0-0.34.0) under the same admission order."""
 
 from __future__ import annotations
+
+import pytest
 
 from mmpool_cli.engines.vllm import encoder_replay
 
 
-def test_encoder_cache_decisions_equal_encoder_cache_managers(cache_recorded, cache_tokens):
+@pytest.mark.parametrize("release", ["0.32.0", "0.33.0", "0.34.0"])
+def test_encoder_cache_decisions_equal_encoder_cache_managers(cache_releases, cache_tokens, release):
+    cache_recorded = cache_releases[release]
     rows = cache_recorded["encoder"]
     kinds = {entry[0] for row in rows for entry in row["log"]}
     assert {"alloc", "hit", "dup", "wait", "step", "refuse", "free"} <= kinds
