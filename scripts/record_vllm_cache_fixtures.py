@@ -55,8 +55,13 @@ import multiprocessing
 import torch
 from transformers import BatchFeature
 import vllm.envs as envs
-from vllm.multimodal.cache import factories
-from vllm.multimodal.cache.base import MultiModalCache, MultiModalCacheMissError
+try:
+    from vllm.multimodal.cache import factories
+    from vllm.multimodal.cache.base import MultiModalCache, MultiModalCacheMissError
+except ImportError:  # 0.30.0: one module, the factories are the registry's methods
+    from vllm.multimodal import MULTIMODAL_REGISTRY as factories
+    from vllm.multimodal.cache import MultiModalCache, MultiModalCacheMissError
+    factories.supports_multimodal_inputs = lambda model_config: True  # the stand-in config's model is multimodal
 from vllm.multimodal.inputs import (MultiModalFeatureSpec, MultiModalFieldConfig, MultiModalKwargsItems,
                                     PlaceholderRange)
 from vllm.multimodal.processing.processor import BaseMultiModalProcessor
@@ -117,7 +122,7 @@ def run_processor(kind, capacity, requests, items, api):
                 try:
                     kwargs, _ = merge(proc_self, cache, hashes, is_cached, missing_kwargs, missing_updates)
                 finally:
-                    cache.release_sender_touches()
+                    getattr(cache, "release_sender_touches", lambda: None)()  # 0.32.0 and later
             except AssertionError as e:
                 flags.append("".join("H" if c else "M" for c in is_cached["image"]))
                 errors.append({"request": n, "where": "sender", "error": "AssertionError"})

@@ -34,7 +34,6 @@ from mmpool_cli.engines.vllm.request import QWEN_VERSION, VllmRequest
 from mmpool_cli.workload import qwen
 
 CURVE_POINTS = 48
-FIRST_REPLAYED = "0.32.0"  # the first release whose caches the replays are checked against
 DEFAULT_TARGET = Fraction(99)  # percent of an unbounded cache's hits, as for every engine's caches
 MAX_OCCUPANCY_POINTS = 1000
 
@@ -305,13 +304,6 @@ def _setting(recommended: int, floor: int | None) -> str:
 
 def check_launch(req: VllmRequest) -> None:
     """Refuse, in one line, a launch the vLLM plan finds an error in (e.g. a cache beyond the host's RAM)."""
-    version = req.release.version
-    if processor_replay.version_key(version) < processor_replay.version_key(FIRST_REPLAYED):
-        raise CacheTrafficError(
-            f"vLLM {version}: mmpool replays the caches of vLLM {FIRST_REPLAYED} to 0.34.0, checked against "
-            "their own classes (earlier releases drive the processor cache differently); give --vllm-version "
-            f"{FIRST_REPLAYED} or later"
-        )
     errors = [f for f in make_plan(req).findings if f.severity is Severity.error]
     if errors:
         more = f" (and {len(errors) - 1} more: see mmpool plan --engine vllm)" if len(errors) > 1 else ""

@@ -1,4 +1,4 @@
-"""vLLM 0.34's multimodal processor cache replayed over a sequence of requests, at one size.
+"""vLLM 0.30-0.34's multimodal processor cache replayed over a sequence of requests, at one size.
 
 A request is the ordered list of its items' keys (vLLM's ``mm_hash``); every item has one size in
 bytes (``MultiModalCache.get_item_size`` for the LRU caches, the ring chunk for ``shm``). Each request
@@ -229,7 +229,7 @@ def replay(
     ``sizes`` maps each key to its bytes: ``get_item_size`` for ``processor_only`` and ``lru``, the
     shm object (``shm_object_bytes``) for ``shm``; ``work`` what a hit on each saves (default its
     size). Requests are dealt round robin over ``api_processes`` caches (``processor_only``).
-    ``release`` is the vLLM release whose rules apply (0.32.0 to 0.34.0).
+    ``release`` is the vLLM release whose rules apply (0.30.0 to 0.34.0).
 
     >>> r = replay([["a"], ["b"], ["a"]], {"a": 6, "b": 5}, 11, "processor_only")
     >>> r.flags, r.total_hits, r.total_lookups

@@ -38,13 +38,13 @@ def cache_recorded() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def cache_releases(cache_recorded) -> dict[str, dict[str, Any]]:
-    """The same traffic through each release's own caches: 0.34.0, and 0.32.0 and 0.33.0
+    """The same traffic through each release's own caches: 0.34.0, and 0.30.0 to 0.33.0
     (``record_vllm_cache_fixtures.py --version V --out tests/data/vllm_cache_fixtures_V.json``)."""
     out = {"0.34.0": cache_recorded}
     for path in sorted(DATA.glob("vllm_cache_fixtures_*.json")):
         data: dict[str, Any] = json.loads(path.read_text())
         out[data["vllm"]] = data
-    assert sorted(out) == ["0.32.0", "0.33.0", "0.34.0"]
+    assert sorted(out) == ["0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"]
     return out
 
 

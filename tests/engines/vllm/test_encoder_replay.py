@@ -1,4 +1,4 @@
-"""The encoder cache replay makes EncoderCacheManager's own decisions (vLLM 0.32.0-0.34.0) under the same admission order."""
+"""The encoder cache replay makes EncoderCacheManager's own decisions (vLLM 0.30.0-0.34.0) under the same admission order."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from mmpool_cli.engines.vllm import encoder_replay
 
 
-@pytest.mark.parametrize("release", ["0.32.0", "0.33.0", "0.34.0"])
+@pytest.mark.parametrize("release", ["0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"])
 def test_encoder_cache_decisions_equal_encoder_cache_managers(cache_releases, cache_tokens, release):
     cache_recorded = cache_releases[release]
     rows = cache_recorded["encoder"]

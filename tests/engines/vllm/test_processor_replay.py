@@ -1,4 +1,4 @@
-"""The processor cache replay equals vLLM 0.32.0-0.34.0's own cache classes (built by its factories.py) driven with the
+"""The processor cache replay equals vLLM 0.30.0-0.34.0's own cache classes (built by its factories.py) driven with the
 same items in the same order: every request's flags, the counters, the failures, at every recorded size."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from mmpool_cli.engines.vllm import cache_items, processor_replay
 
 
-@pytest.mark.parametrize("release", ["0.32.0", "0.33.0", "0.34.0"])
+@pytest.mark.parametrize("release", ["0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"])
 def test_processor_cache_hits_equal_vllms_at_every_recorded_size(cache_releases, cache_vision, cache_tokens, release):
     cache_recorded = cache_releases[release]
     rows = cache_recorded["processor"]
