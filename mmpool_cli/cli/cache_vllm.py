@@ -8,7 +8,7 @@ command), ``--assume-image`` and ``--encoder-window``.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Annotated
 
 import typer
@@ -39,8 +39,10 @@ def run(
     *,
     assume_image: str | None = None,
     window: int = 1,
+    trace: tuple[str, Iterable[tuple[str, str, str | None, int]]] | None = None,
 ) -> None:
-    """Replay vLLM's processor and encoder caches over ``files`` and print the report (exit 0)."""
+    """Replay vLLM's processor and encoder caches over ``files`` (or ``trace``: a trace file's name and its
+    items ``(request, kind, key, pixel bytes)``) and print the report (exit 0)."""
     from mmpool_cli.usecases.cache_vllm import vllm_caches
     from mmpool_cli.workload.hf import resolve
 
@@ -56,6 +58,6 @@ def run(
                 done[0] += 1
                 show(done[0])
 
-            report = vllm_caches(files, request, assume_image=assumed, window=window, progress=tick)
+            report = vllm_caches(files, request, assume_image=assumed, window=window, progress=tick, trace=trace)
     emit(render("vllm-caches", output.value, report))
     raise typer.Exit(EXIT_OK)

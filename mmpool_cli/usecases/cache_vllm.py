@@ -7,7 +7,7 @@ typer, rich or torch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mmpool_cli.engines.vllm import cache_traffic, caches
@@ -25,17 +25,24 @@ def vllm_caches(
     assume_image: tuple[int, int] | None = None,
     window: int = 1,
     progress: Callable[[], None] | None = None,
+    trace: tuple[str, Iterable[tuple[str, str, str | None, int]]] | None = None,
 ) -> dict[str, Any]:
-    """The report of ``mmpool cache --engine vllm`` for the body logs ``files``.
+    """The report of ``mmpool cache --engine vllm`` for the body logs ``files``, or for ``trace``: a trace
+    file's name and its items ``(request, kind, key, pixel bytes)`` (what ``mmpool trace`` wrote).
 
     Raises:
-        MmpoolError: no file, a window out of bounds, traffic that cannot be replayed, a launch error.
+        MmpoolError: no input, a window out of bounds, traffic that cannot be replayed, a launch error.
     """
-    if not files:
-        raise MmpoolError("no input: give --from FILE (OpenAI chat-completions bodies, one per line)")
+    if bool(files) == (trace is not None):
+        raise MmpoolError(
+            "give the traffic: --from FILE (OpenAI chat-completions bodies) or --trace FILE, one of the two"
+        )
     if not 1 <= window <= MAX_WINDOW:
         raise MmpoolError(f"--encoder-window {window}: give 1 to {MAX_WINDOW} requests holding encoder entries at once")
-    traffic = cache_traffic.read(files, assume_image)
+    if trace is not None:
+        traffic = cache_traffic.from_items(trace[1], trace[0])
+    else:
+        traffic = cache_traffic.read(files, assume_image)
     entries = caches.caches(request, traffic, window, progress)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -47,7 +54,7 @@ def vllm_caches(
             "bodies": traffic.bodies,
             "requests_with_images": len(traffic.requests),
             "images": traffic.images,
-            "distinct_images": len(traffic.dims),
+            "distinct_images": traffic.distinct,
             "not_replayed": dict(traffic.not_replayed),
         },
         "caches": entries,

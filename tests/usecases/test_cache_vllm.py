@@ -30,8 +30,17 @@ def test_the_report_holds_the_traffic_and_both_caches():
         assert all(isinstance(p["hits"], int) for p in cache["curve"])
 
 
-@pytest.mark.parametrize(("files", "window", "message"), [([], 1, "no input"), ([EXAMPLE], 0, "--encoder-window 0")])
+@pytest.mark.parametrize(
+    ("files", "window", "message"), [([], 1, "give the traffic"), ([EXAMPLE], 0, "--encoder-window 0")]
+)
 def test_refusals_are_one_line(files, window, message):
     with pytest.raises(MmpoolError, match=message) as e:
         vllm_caches(files, _req(), window=window)
     assert "\n" not in str(e.value)
+
+
+def test_a_trace_or_a_log_not_both():
+    with pytest.raises(MmpoolError, match="one of the two"):
+        vllm_caches([EXAMPLE], _req(), trace=("t.jsonl", []))
+    with pytest.raises(MmpoolError, match="no image item"):
+        vllm_caches([], _req(), trace=("t.jsonl", [("r0", "video", None, 10)]))

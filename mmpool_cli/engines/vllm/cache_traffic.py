@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from mmpool_cli.errors import MmpoolError
@@ -39,6 +39,8 @@ class ImageTraffic:
     files: list[str]
     requests: list[list[str]] = field(default_factory=list)
     dims: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # items known by their pixel bytes instead (a trace's allocs: the float32 pixel_values SGLang pools)
+    pixel_bytes: dict[str, int] = field(default_factory=dict)
     bodies: int = 0
     not_replayed: Counter[str] = field(default_factory=Counter)  # reason -> items
     refused: list[str] = field(default_factory=list)  # where: a request vLLM fails
@@ -46,6 +48,10 @@ class ImageTraffic:
     @property
     def images(self) -> int:
         return sum(len(r) for r in self.requests)
+
+    @property
+    def distinct(self) -> int:
+        return len(self.dims) + len(self.pixel_bytes)
 
 
 def _image(ref: str, assume: tuple[int, int] | None) -> tuple[str, int, int] | str:
@@ -108,4 +114,29 @@ def read(paths: Sequence[str], assume: tuple[int, int] | None = None) -> ImageTr
             f"{', '.join(paths)}: no request carries image data ({out.bodies} bodies read, no image_url part): "
             "log the bodies with their image_url parts (data: or http(s) URLs)"
         )
+    return out
+
+
+def from_items(items: Iterable[tuple[str, str, str | None, int]], source: str) -> ImageTraffic:
+    """The image requests of a trace's items, each ``(request, kind, key, pixel bytes)`` in order (the
+    items of a request together): an item without a key is one of its own; videos are not replayed.
+
+    Raises:
+        CacheTrafficError: no image item.
+    """
+    out = ImageTraffic([source])
+    current: str | None = None
+    for n, (request, kind, key, nbytes) in enumerate(items):
+        if kind != "image":
+            out.not_replayed[f"{kind} items"] += 1
+            continue
+        if request != current or not out.requests:
+            out.requests.append([])
+            out.bodies += 1
+            current = request
+        name = f"trace:{key}" if key is not None else f"unkeyed:{n}"
+        out.pixel_bytes.setdefault(name, nbytes)
+        out.requests[-1].append(name)
+    if not out.requests:
+        raise CacheTrafficError(f"{source}: no image item in the trace; nothing to replay")
     return out

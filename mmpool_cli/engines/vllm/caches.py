@@ -85,6 +85,14 @@ def _tokens(req: VllmRequest, traffic: ImageTraffic) -> tuple[eb.QwenVision, dic
             tokens[key] = eb.image_tokens(vision, w, h)
         except qwen.ResizeError as e:
             raise CacheTrafficError(f"a {w}x{h} image: vLLM's processor refuses it ({e})") from None
+    per_token = cache_items.row_elements(vision) * cache_items.FLOAT32 * vision.merge_size**2
+    for key, nbytes in traffic.pixel_bytes.items():
+        if nbytes <= 0 or nbytes % per_token:
+            raise CacheTrafficError(
+                f"a trace item of {nbytes:,} B is not the float32 pixels of whole {per_token:,}-byte tokens of "
+                f"{req.model.name if req.model else 'this model'}: trace it with the same --model"
+            )
+        tokens[key] = nbytes // per_token
     return vision, tokens
 
 

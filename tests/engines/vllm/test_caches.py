@@ -91,3 +91,18 @@ def test_the_smallest_size_reaching_the_target_is_searched_within_the_first_grid
 
     assert caches._smallest_reaching(run, points, 3) == 14
     assert caches._smallest_reaching(run, points, 5) == 37
+
+
+def test_a_traces_items_replay_as_the_bodies_they_came_from(traffic):
+    from mmpool_cli.engines.vllm import cache_items
+
+    vision, tokens = caches._tokens(_req(), traffic)
+    pixels = {k: cache_items.item_size(vision, n) - cache_items.GRID_THW_BYTES for k, n in tokens.items()}
+    items = [(f"r{i}", "image", key, pixels[key]) for i, keys in enumerate(traffic.requests) for key in keys]
+    items.insert(3, ("r1", "video", None, 1000))
+    traced = cache_traffic.from_items(items, "prod.jsonl")
+    assert traced.not_replayed == {"video items": 1} and traced.images == traffic.images
+    assert caches.processor_entry(_req(), traced)["curve"] == caches.processor_entry(_req(), traffic)["curve"]
+    bad = cache_traffic.from_items([("r0", "image", "k", 1000)], "prod.jsonl")
+    with pytest.raises(cache_traffic.CacheTrafficError, match="trace it with the same --model"):
+        caches.processor_entry(_req(), bad)
