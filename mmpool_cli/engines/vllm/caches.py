@@ -96,12 +96,15 @@ def _tokens(req: VllmRequest, traffic: ImageTraffic) -> tuple[eb.QwenVision, dic
     return vision, tokens
 
 
-def _smallest_reaching(run: Callable[[int], int], points: list[int], need: int) -> int:
+def _smallest_reaching(
+    run: Callable[[int], int], points: list[int], need: int, same: Callable[[int, int], bool] | None = None
+) -> int:
     """The smallest grid point with at least ``need`` hits, lowered by bisection towards the point before
-    it (hits need not grow with the size, so the grid point is found first and only its gap searched)."""
+    it (hits need not grow with the size, so the grid point is found first and only its gap searched).
+    ``same(lo, hi)``: the sizes between the two give one answer (one setting), so the search may stop."""
     i = next(i for i, c in enumerate(points) if run(c) >= need)
     lo, hi = (points[i - 1] + 1 if i else 1), points[i]
-    while lo < hi:
+    while lo < hi and not (same is not None and same(lo, hi)):
         mid = (lo + hi) // 2
         if run(mid) >= need:
             hi = mid
@@ -156,7 +159,10 @@ def processor_entry(
     need = _hits_needed(unbounded.total_hits, target)
     recommendation = None
     if unbounded.total_hits:
-        smallest = _smallest_reaching(lambda c: run(c).total_hits, points, need)
+        # the setting is a float of GiB in 4 digits: the search stops where both ends give the same one
+        smallest = _smallest_reaching(
+            lambda c: run(c).total_hits, points, need, lambda lo, hi: _gib_for(lo) == _gib_for(hi)
+        )
         text = _gib_for(smallest)
         setting_bytes = bytes_of(float(text))
         host = processor_cache.plan(

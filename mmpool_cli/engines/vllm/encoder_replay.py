@@ -137,8 +137,15 @@ class EncoderReplay:
         return ASSUMED.format(window=self.window)
 
 
-def replay(requests: Iterable[Sequence[str]], tokens: Mapping[str, int], size: int, window: int) -> EncoderReplay:
-    """Replay ``requests`` (each its items' keys) through an encoder cache of ``size`` tokens.
+def _ignore(entry: list[Any]) -> None:
+    pass
+
+
+def replay(
+    requests: Iterable[Sequence[str]], tokens: Mapping[str, int], size: int, window: int, *, log: bool = False
+) -> EncoderReplay:
+    """Replay ``requests`` (each its items' keys) through an encoder cache of ``size`` tokens; ``log``
+    keeps every decision in the vocabulary of the fixtures (the curve's replays need only the counts).
 
     >>> r = replay([["a"], ["b"], ["a"]], {"a": 60, "b": 50}, 100, 1)
     >>> r.waited, r.recomputed, r.occupancy
@@ -149,10 +156,12 @@ def replay(requests: Iterable[Sequence[str]], tokens: Mapping[str, int], size: i
     inflight: list[int] = []
     evicted: set[str] = set()
 
+    note = out.log.append if log else _ignore
+
     def finish() -> None:
         rid = inflight.pop(0)
         m.free(rid)
-        out.log.append(["free", f"r{rid}", m.free_slots, m.freeable_slots])
+        note(["free", f"r{rid}", m.free_slots, m.freeable_slots])
 
     for rid, keys in enumerate(requests):
         name = f"r{rid}"
@@ -170,7 +179,7 @@ def replay(requests: Iterable[Sequence[str]], tokens: Mapping[str, int], size: i
                     dup.append(i)
                     continue
                 if m.check_and_update_cache(rid, i, key):
-                    out.log.append(["hit", name, i])
+                    note(["hit", name, i])
                     out.hits += 1
                     out.saved += tokens[key]
                     continue
@@ -184,28 +193,28 @@ def replay(requests: Iterable[Sequence[str]], tokens: Mapping[str, int], size: i
                 to_alloc.append(i)
             for i in to_alloc:
                 m.allocate(rid, i, keys[i], tokens[keys[i]])
-                out.log.append(["alloc", name, i])
+                note(["alloc", name, i])
                 if keys[i] in evicted:
                     out.recomputed += tokens[keys[i]]
             for i in dup:
                 m.check_and_update_cache(rid, i, keys[i])
-                out.log.append(["dup", name, i])
+                note(["dup", name, i])
                 out.hits += 1
                 out.saved += tokens[keys[i]]
             freed = m.take_freed()
             evicted.update(freed)
-            out.log.append(["freed", sorted(freed)])
+            note(["freed", sorted(freed)])
             if failed is None:
                 break
             if failed > start:  # some items were scheduled: the rest go in the next step
-                out.log.append(["step", name, failed])
+                note(["step", name, failed])
                 start = failed
                 continue
             if not inflight:
-                out.log.append(["refuse", name, failed])
+                note(["refuse", name, failed])
                 out.refused.append(rid)
                 break
-            out.log.append(["wait", name, failed])
+            note(["wait", name, failed])
             if not out.waited or out.waited[-1] != rid:
                 out.waited.append(rid)
             finish()

@@ -29,7 +29,7 @@ lookup per ``get_and_update_item``. Pure core: standard library only.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -46,7 +46,7 @@ class ReplayResult:
     capacity: int
     hits: list[int]  # per API process
     lookups: list[int]
-    flags: list[str]  # per request, one letter per item: H cached when the request arrived, M not
+    flags: list[str]  # per request, one letter per item: H cached when the request arrived, M not (if asked)
     failed: list[tuple[int, str, tuple[str, ...]]] = field(default_factory=list)  # request, where, keys
     saved: int = 0  # the work the hits saved: the ``work`` of each item hit (default its size)
 
@@ -214,7 +214,7 @@ def version_key(text: str) -> tuple[int, ...]:
 
 
 def replay(
-    requests: Iterable[Sequence[str]],
+    requests: Sequence[Sequence[str]],
     sizes: Mapping[str, int],
     capacity: int,
     layout: Layout,
@@ -223,27 +223,29 @@ def replay(
     max_object: int = 128 << 20,
     work: Mapping[str, int] | None = None,
     release: str = "0.34.0",
+    flags: bool = False,
 ) -> ReplayResult:
     """Replay ``requests`` (each its items' keys) through a processor cache of ``capacity`` bytes.
 
     ``sizes`` maps each key to its bytes: ``get_item_size`` for ``processor_only`` and ``lru``, the
     shm object (``shm_object_bytes``) for ``shm``; ``work`` what a hit on each saves (default its
     size). Requests are dealt round robin over ``api_processes`` caches (``processor_only``).
-    ``release`` is the vLLM release whose rules apply (0.30.0 to 0.34.0).
+    ``release`` is the vLLM release whose rules apply (0.30.0 to 0.34.0); ``flags`` keeps each request's
+    H/M letters (for the fixtures).
 
-    >>> r = replay([["a"], ["b"], ["a"]], {"a": 6, "b": 5}, 11, "processor_only")
+    >>> r = replay([["a"], ["b"], ["a"]], {"a": 6, "b": 5}, 11, "processor_only", flags=True)
     >>> r.flags, r.total_hits, r.total_lookups
     (['M', 'M', 'H'], 1, 3)
     """
     n = api_processes if layout == "processor_only" else 1
     work = sizes if work is None else work
-    hits, lookups, flags = [0] * n, [0] * n, []
-    saved = 0
-    failed: list[tuple[int, str, tuple[str, ...]]] = []
     if layout == "shm":
+        hits, lookups, marks = [0], [0], []
+        saved = 0
         ring = ShmRing(capacity, max_object)
         for keys in requests:
-            flags.append("".join("H" if k in ring.keys else "M" for k in keys))
+            if flags:
+                marks.append("".join("H" if k in ring.keys else "M" for k in keys))
             touched = {ring.keys[k] for k in keys if k in ring.keys}
             ring.held = set(touched)
             for k in keys:
@@ -255,14 +257,38 @@ def replay(
                 else:
                     ring.put(k, sizes[k])
             ring.held = set()  # the readers read the request, its touches are released
-        return ReplayResult(capacity, hits, lookups, flags, saved=saved)
+        return ReplayResult(capacity, hits, lookups, marks, saved=saved)
+    payloads = keeps_payloads(layout, release)
+    # the engine core's receiver holds what the sender holds until a request fails in the sender
+    # (only then do they drift): replay it only where one did
+    result = _lru_replay(requests, sizes, work, capacity, n, payloads, flags, mirror=False)
+    if layout == "lru" and result.failed:
+        result = _lru_replay(requests, sizes, work, capacity, n, payloads, flags, mirror=True)
+    return result
+
+
+def _lru_replay(
+    requests: Sequence[Sequence[str]],
+    sizes: Mapping[str, int],
+    work: Mapping[str, int],
+    capacity: int,
+    n: int,
+    payloads: bool,
+    flags: bool,
+    *,
+    mirror: bool,
+) -> ReplayResult:
+    hits, lookups, marks = [0] * n, [0] * n, []
+    failed: list[tuple[int, str, tuple[str, ...]]] = []
+    saved = 0
     senders = [ByteLru(capacity) for _ in range(n)]
-    receiver = ByteLru(capacity) if layout == "lru" else None
+    receiver = ByteLru(capacity) if mirror else None
     for index, keys in enumerate(requests):
         p = index % n
         cache = senders[p]
-        flags.append("".join("H" if k in cache else "M" for k in keys))
-        hit, q, bare = _lru_request(cache, keys, sizes, payloads=keeps_payloads(layout, release))
+        if flags:
+            marks.append("".join("H" if k in cache else "M" for k in keys))
+        hit, q, bare = _lru_request(cache, keys, sizes, payloads)
         hits[p] += len(hit)
         saved += sum(work[k] for k in hit)
         lookups[p] += q
@@ -275,4 +301,4 @@ def replay(
                 failed.append((index, "engine core", tuple(missing)))
                 for k in missing:
                     cache.pop(k)
-    return ReplayResult(capacity, hits, lookups, flags, failed, saved)
+    return ReplayResult(capacity, hits, lookups, marks, failed, saved)

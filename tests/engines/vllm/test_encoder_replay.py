@@ -16,5 +16,5 @@ def test_encoder_cache_decisions_equal_encoder_cache_managers(cache_releases, ca
     for row in rows:
         family = row["family"]
         reqs = cache_recorded["families"][family]["sequences"][row["sequence"]]
-        got = encoder_replay.replay(reqs, cache_tokens[family], row["budget"], row["window"])
+        got = encoder_replay.replay(reqs, cache_tokens[family], row["budget"], row["window"], log=True)
         assert got.log == row["log"], (family, row["sequence"], row["budget"], row["window"])

@@ -25,7 +25,7 @@ def test_processor_cache_hits_equal_vllms_at_every_recorded_size(cache_releases,
         sizes = {k: size(cache_vision[family], n) for k, n in cache_tokens[family].items()}
         reqs = cache_recorded["families"][family]["sequences"][row["sequence"]]
         got = processor_replay.replay(
-            reqs, sizes, row["capacity"], row["layout"], api_processes=row["api"], release=release
+            reqs, sizes, row["capacity"], row["layout"], api_processes=row["api"], release=release, flags=True
         )
         where = (release, family, row["sequence"], row["layout"], row["capacity"])
         assert got.flags == row["flags"], where
@@ -35,7 +35,7 @@ def test_processor_cache_hits_equal_vllms_at_every_recorded_size(cache_releases,
 
 
 def test_an_item_larger_than_the_cache_is_never_cached_and_evicts_nothing():
-    got = processor_replay.replay([["a"], ["big"], ["a"]], {"a": 4, "big": 11}, 10, "processor_only")
+    got = processor_replay.replay([["a"], ["big"], ["a"]], {"a": 4, "big": 11}, 10, "processor_only", flags=True)
     assert got.flags == ["M", "M", "H"] and got.total_hits == 1
 
 
