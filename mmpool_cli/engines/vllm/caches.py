@@ -251,7 +251,7 @@ def encoder_entry(
 
     biggest = max(tokens.values())
     total = sum(tokens.values())  # at this budget nothing is ever evicted, and nothing waits
-    lo, hi = biggest, total
+    lo, hi = biggest, min(total, _window_peak(traffic.requests, tokens, window))
     while lo < hi:
         mid = (lo + hi) // 2
         probe = run(mid)
@@ -306,6 +306,25 @@ def encoder_entry(
         "occupancy_peak_tokens": max(at.occupancy) if at else None,
         "occupancy_tokens": [max(at.occupancy[i : i + step]) for i in range(0, len(at.occupancy), step)] if at else [],
     }
+
+
+def _window_peak(requests: list[list[str]], tokens: dict[str, int], window: int) -> int:
+    """The most tokens of distinct items in ``window`` + 1 requests in a row: what the in-flight
+    requests and the one admitted can reference at once, so no request waits at this budget."""
+    counts: dict[str, int] = {}
+    held = peak = 0
+    for i, keys in enumerate(requests):
+        for key in keys:
+            counts[key] = counts.get(key, 0) + 1
+            held += tokens[key] if counts[key] == 1 else 0
+        peak = max(peak, held)
+        if i >= window:
+            for key in requests[i - window]:
+                counts[key] -= 1
+                if not counts[key]:
+                    del counts[key]
+                    held -= tokens[key]
+    return peak
 
 
 def _setting(recommended: int, floor: int | None) -> str:

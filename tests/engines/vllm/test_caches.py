@@ -106,3 +106,12 @@ def test_a_traces_items_replay_as_the_bodies_they_came_from(traffic):
     bad = cache_traffic.from_items([("r0", "image", "k", 1000)], "prod.jsonl")
     with pytest.raises(cache_traffic.CacheTrafficError, match="trace it with the same --model"):
         caches.processor_entry(_req(), bad)
+
+
+def test_no_request_waits_at_the_window_peak(traffic):
+    tokens = caches._tokens(_req(), traffic)[1]
+    for window in (1, 2, 5):
+        peak = caches._window_peak(traffic.requests, tokens, window)
+        replayed = encoder_replay.replay(traffic.requests, tokens, peak, window)
+        assert not replayed.waited and not replayed.refused
+        assert peak < sum(tokens.values())
