@@ -228,6 +228,11 @@ def _assumed(layout: str, api: int) -> str:
         return "the workers read each request's items before the next request is processed"
     if api > 1:
         return f"requests dealt round robin over the {api} API processes (the kernel hands out connections)"
+    if layout == "lru":
+        return (
+            "requests processed one at a time, in the log's order, each answered before the next (keys the "
+            "engine core reports missing are dropped before the next request)"
+        )
     return "requests processed one at a time, in the log's order"
 
 
