@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from fractions import Fraction
 from typing import Annotated
 
 import typer
@@ -18,7 +19,7 @@ from mmpool_cli.cli.options import OutputFormat
 from mmpool_cli.cli.progress import counting
 from mmpool_cli.cli.traffic_options import image_size
 from mmpool_cli.cli.vllm_options import VllmOptions
-from mmpool_cli.errors import EXIT_OK, MmpoolError
+from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
 
 EncoderWindowOpt = Annotated[
@@ -40,9 +41,12 @@ def run(
     assume_image: str | None = None,
     window: int = 1,
     trace: tuple[str, Iterable[tuple[str, str, str | None, int]]] | None = None,
+    target: Fraction = Fraction(99),
 ) -> None:
     """Replay vLLM's processor and encoder caches over ``files`` (or ``trace``: a trace file's name and its
-    items ``(request, kind, key, pixel bytes)``) and print the report (exit 0)."""
+    items ``(request, kind, key, pixel bytes)``) and print the report: exit 0 where every cache meets its
+    target at the deployment's size (``target`` percent of the hits of a processor cache that never evicts;
+    no encoder wait), 1 where one does not."""
     from mmpool_cli.usecases.cache_vllm import vllm_caches
     from mmpool_cli.workload.hf import resolve
 
@@ -58,6 +62,8 @@ def run(
                 done[0] += 1
                 show(done[0])
 
-            report = vllm_caches(files, request, assume_image=assumed, window=window, progress=tick, trace=trace)
+            report = vllm_caches(
+                files, request, assume_image=assumed, window=window, progress=tick, trace=trace, target=target
+            )
     emit(render("vllm-caches", output.value, report))
-    raise typer.Exit(EXIT_OK)
+    raise typer.Exit(EXIT_OK if all(c["meets_target"] for c in report["caches"]) else EXIT_FINDINGS)

@@ -8,6 +8,7 @@ typer, rich or torch.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from fractions import Fraction
 from typing import Any
 
 from mmpool_cli.engines.vllm import cache_traffic, caches
@@ -26,6 +27,7 @@ def vllm_caches(
     window: int = 1,
     progress: Callable[[], None] | None = None,
     trace: tuple[str, Iterable[tuple[str, str, str | None, int]]] | None = None,
+    target: Fraction = caches.DEFAULT_TARGET,
 ) -> dict[str, Any]:
     """The report of ``mmpool cache --engine vllm`` for the body logs ``files``, or for ``trace``: a trace
     file's name and its items ``(request, kind, key, pixel bytes)`` (what ``mmpool trace`` wrote).
@@ -43,7 +45,7 @@ def vllm_caches(
         traffic = cache_traffic.from_items(trace[1], trace[0])
     else:
         traffic = cache_traffic.read(files, assume_image)
-    entries = caches.caches(request, traffic, window, progress)
+    entries = caches.caches(request, traffic, window, progress, target)
     return {
         "schema_version": SCHEMA_VERSION,
         "engine": "vllm",

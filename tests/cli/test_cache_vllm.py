@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -28,8 +30,11 @@ def cache(
     output: FormatOpt = OutputFormat.human,
     assume_image: AssumeImageOpt = None,
     window: cache_vllm.EncoderWindowOpt = 1,
+    target: str = typer.Option("99", "--target-hits"),
 ) -> None:
-    cache_vllm.run(model, files, vllm, output, assume_image=assume_image, window=window)
+    cache_vllm.run(
+        model, files, vllm, output, assume_image=assume_image, window=window, target=Fraction(Decimal(target))
+    )
 
 
 def _run(*args: str):
@@ -72,7 +77,7 @@ def test_an_unknown_model_and_a_cache_turned_off():
     result = _run("--model", "no-such-model", "--from", EXAMPLE)
     assert result.exit_code == 2 and "no-such-model" in result.output and result.output.count("\n") == 1
     off = _run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-gb", "0", "--format", "json")
-    assert off.exit_code == 0, off.output
+    assert off.exit_code == 1, off.output  # an off cache whose traffic would hit misses its target
     processor = json.loads(off.stdout)["caches"][0]
     assert (processor["layout"], processor["size_bytes"], processor["hits"]) == ("disabled", 0, 0)
     assert processor["recommended_setting"].startswith("--mm-processor-cache-gb ")
@@ -82,3 +87,12 @@ def test_each_release_is_replayed_by_its_own_rules():
     for version in ("0.30.0", "0.33.0"):
         ok = _run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--vllm-version", version, "--format", "json")
         assert ok.exit_code == 0 and json.loads(ok.stdout)["vllm_version"] == version
+
+
+def test_exit_1_where_a_cache_misses_its_target_at_the_deployments_size():
+    small = _run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-gb", "0.01", "--format", "json")
+    assert small.exit_code == 1, small.output
+    processor, encoder = json.loads(small.stdout)["caches"]
+    assert not processor["meets_target"] and encoder["meets_target"]
+    loose = _run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-gb", "0.01", "--target-hits", "0")
+    assert loose.exit_code == 0, loose.output

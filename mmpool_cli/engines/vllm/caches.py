@@ -203,6 +203,7 @@ def processor_entry(
         "unbounded_bytes": everything,
         "curve": [{"size_bytes": c, "hits": r.total_hits, "work_saved": r.saved} for c, r in curve],
         "target_hits_percent": str(target),
+        "meets_target": at is not None and at.total_hits >= need,
         "recommended_bytes": None if recommendation is None else recommendation["bytes"],
         "recommended_setting": None if recommendation is None else recommendation["setting"],
         "recommended_cost": None if recommendation is None else recommendation["cost"],
@@ -298,6 +299,7 @@ def encoder_entry(
             for c, r in curve
         ],
         "target_hits_percent": None,
+        "meets_target": at is not None and not at.waited and not at.refused,
         "recommended_bytes": recommended * per_token,
         "recommended_setting": _setting(recommended, floor),
         "recommended_cost": {"gpu_bytes_per_worker": max(recommended, floor or 0) * per_token},
@@ -349,14 +351,19 @@ def check_launch(req: VllmRequest) -> None:
 
 
 def caches(
-    req: VllmRequest, traffic: ImageTraffic, window: int = 1, progress: Callable[[], None] | None = None
+    req: VllmRequest,
+    traffic: ImageTraffic,
+    window: int = 1,
+    progress: Callable[[], None] | None = None,
+    target: Fraction = DEFAULT_TARGET,
 ) -> list[dict[str, Any]]:
     """The ``caches`` list for vLLM: the processor cache, then the encoder cache.
 
-    ``progress`` is called once per replay (about a hundred).
+    ``progress`` is called once per replay (about a hundred). ``meets_target``: the processor cache
+    gets ``target`` percent of the hits of one that never evicts; no request waits in the encoder cache.
 
     Raises:
         CacheTrafficError: the launch has an error (``check_launch``) or the model's items are unknown.
     """
     check_launch(req)
-    return [processor_entry(req, traffic, progress), encoder_entry(req, traffic, window, progress)]
+    return [processor_entry(req, traffic, progress, target), encoder_entry(req, traffic, window, progress)]
