@@ -103,8 +103,21 @@ def _vllm_plan_human(plan: Any) -> Rich:
     return Rich(plan_text(plan))
 
 
+def _vllm_caches_json(report: Any) -> str:
+    import json
+
+    return json.dumps(report, indent=2, ensure_ascii=False)
+
+
+def _vllm_caches_human(report: Any) -> Rich:
+    from mmpool_cli.render.vllm_caches import caches_text
+
+    return Rich(caches_text(report))
+
+
 RENDERERS: dict[str, dict[str, Renderer]] = {
     "vllm-plan": {"human": _vllm_plan_human, "json": _vllm_plan_json},
+    "vllm-caches": {"human": _vllm_caches_human, "json": _vllm_caches_json},
     "plan": {"human": _plan_human, "json": _plan_json},
     "probe": {"human": _probe_human, "json": _plan_json},
     "simulate": {"human": _simulate_human, "json": _simulate_json},

@@ -1,0 +1,369 @@
+"""vLLM's processor cache and encoder cache replayed over logged traffic: the ``caches`` list of ``mmpool cache``.
+
+Each entry has the shape every engine's caches share: ``name``, ``engine``, ``size_bytes`` (the
+deployment's), ``lookups``, ``hits``, ``curve`` (``[{size_bytes, hits}]``) and ``recommended_bytes``,
+plus what is vLLM's own. Sizes come from the launch through the vLLM plan (``make_plan``: the same
+layout, API processes and encoder budget ``plan --engine vllm`` prints); items from the traffic
+(``cache_traffic``) and the model's processor (``cache_items``, Qwen-VL families).
+
+- processor: exact replays (``processor_replay``) at the deployment's size and at the curve's sizes,
+  a geometric grid from the smallest item to everything the traffic holds (vLLM's rules make the
+  hits not monotone in the size, so each point is its own replay); ``recommended_bytes`` is the
+  smallest of those sizes that gets the hits of a cache that never evicts, with the host RAM a
+  launch at that size takes on the node (``processor_cache.plan``, the shm ring's handle secret and
+  the render-only caches included).
+- encoder: replays (``encoder_replay``) over token budgets; ``recommended_tokens`` is the smallest
+  budget where no request waits (no wait at one budget means the same admissions at every larger
+  one, so a bisection finds it exactly). Pure core: standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+from mmpool_cli.core.findings import Severity
+from mmpool_cli.engines.vllm import cache_items, encoder_replay, processor_cache, processor_replay
+from mmpool_cli.engines.vllm import encoder_budget as eb
+from mmpool_cli.engines.vllm.cache_traffic import CacheTrafficError, ImageTraffic
+from mmpool_cli.engines.vllm.gib import bytes_of
+from mmpool_cli.engines.vllm.plan import _gib_for, make_plan
+from mmpool_cli.engines.vllm.plan_encoder import qwen_vision
+from mmpool_cli.engines.vllm.request import QWEN_VERSION, VllmRequest
+from mmpool_cli.workload import qwen
+
+CURVE_POINTS = 48
+DEFAULT_TARGET = Fraction(99)  # percent of an unbounded cache's hits, as for every engine's caches
+MAX_OCCUPANCY_POINTS = 1000
+
+
+def grid(lo: int, hi: int, points: int = CURVE_POINTS) -> list[int]:
+    """About ``points`` integer sizes from ``lo`` to ``hi``, evenly spaced on a log scale.
+
+    >>> grid(1, 1000, 4)
+    [1, 10, 100, 1000]
+    """
+    lo, hi = max(1, lo), max(1, hi)
+    if hi <= lo:
+        return [lo]
+    out = {lo, hi}
+    # lo * (hi/lo)^(i/(points-1)), in integers: the largest s with s^(points-1) <= lo^(points-1-i) * hi^i
+    n = points - 1
+    for i in range(1, n):
+        target = lo ** (n - i) * hi**i
+        s = _iroot(target, n)
+        out.add(s)
+    return sorted(out)
+
+
+def _iroot(x: int, n: int) -> int:
+    """The largest integer s with s**n <= x."""
+    lo, hi = 0, 1
+    while hi**n <= x:
+        hi *= 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mid**n <= x:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _tokens(req: VllmRequest, traffic: ImageTraffic) -> tuple[eb.QwenVision, dict[str, int]]:
+    vision = qwen_vision(req)
+    if vision is None:
+        name = req.model.name if req.model else "no model"
+        raise CacheTrafficError(
+            f"--model {name}: mmpool knows the processed items of {', '.join(sorted(QWEN_VERSION))} only; "
+            "give one of them or a model directory of one"
+        )
+    tokens: dict[str, int] = {}
+    for key, (w, h) in traffic.dims.items():
+        try:
+            tokens[key] = eb.image_tokens(vision, w, h)
+        except qwen.ResizeError as e:
+            raise CacheTrafficError(f"a {w}x{h} image: vLLM's processor refuses it ({e})") from None
+    per_token = cache_items.row_elements(vision) * cache_items.FLOAT32 * vision.merge_size**2
+    for key, nbytes in traffic.pixel_bytes.items():
+        if nbytes <= 0 or nbytes % per_token:
+            raise CacheTrafficError(
+                f"a trace item of {nbytes:,} B is not the float32 pixels of whole {per_token:,}-byte tokens of "
+                f"{req.model.name if req.model else 'this model'}: trace it with the same --model"
+            )
+        tokens[key] = nbytes // per_token
+    return vision, tokens
+
+
+def _smallest_reaching(
+    run: Callable[[int], int], points: list[int], need: int, same: Callable[[int, int], bool] | None = None
+) -> int:
+    """The smallest grid point with at least ``need`` hits, lowered by bisection towards the point before
+    it (hits need not grow with the size, so the grid point is found first and only its gap searched).
+    ``same(lo, hi)``: the sizes between the two give one answer (one setting), so the search may stop."""
+    i = next(i for i, c in enumerate(points) if run(c) >= need)
+    lo, hi = (points[i - 1] + 1 if i else 1), points[i]
+    while lo < hi and not (same is not None and same(lo, hi)):
+        mid = (lo + hi) // 2
+        if run(mid) >= need:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def processor_entry(
+    req: VllmRequest,
+    traffic: ImageTraffic,
+    progress: Callable[[], None] | None = None,
+    target: Fraction = DEFAULT_TARGET,
+) -> dict[str, Any]:
+    """The processor cache's entry of the ``caches`` list."""
+    plan = make_plan(req)
+    pc = plan.processor_cache
+    vision, tokens = _tokens(req, traffic)
+    # with the cache off (0 GiB), the curve is of the layout the launch would get with one
+    enabled = pc if pc.layout != "disabled" else processor_cache.plan(1, req.cache_type, req.dp)
+    layout: processor_replay.Layout = "processor_only"
+    if enabled.layout in ("lru", "shm"):
+        layout = "shm" if enabled.layout == "shm" else "lru"
+    size_of = cache_items.shm_object_bytes if layout == "shm" else cache_items.item_size
+    sizes = {k: size_of(vision, n) for k, n in tokens.items()}
+    processed = {k: cache_items.item_size(vision, n) for k, n in tokens.items()}
+    max_object = req.shm_max_object_mb << 20
+    api = max(1, enabled.api_processes) if layout == "processor_only" else 1
+    seen: dict[int, processor_replay.ReplayResult] = {}
+
+    def run(capacity: int) -> processor_replay.ReplayResult:
+        if capacity not in seen:
+            if progress is not None:
+                progress()
+            seen[capacity] = processor_replay.replay(
+                traffic.requests,
+                sizes,
+                capacity,
+                layout,
+                api_processes=api,
+                max_object=max_object,
+                work=processed,
+                release=req.release.version,
+            )
+        return seen[capacity]
+
+    # at these bytes nothing is ever evicted (a ring twice its objects never wraps)
+    everything = sum(sizes.values()) * (2 if layout == "shm" else 1)
+    points = grid(min(sizes.values()), everything)
+    curve = [(c, run(c)) for c in points]
+    unbounded = run(everything)
+    need = _hits_needed(unbounded.total_hits, target)
+    recommendation = None
+    if unbounded.total_hits:
+        # the setting is a float of GiB in 4 digits: the search stops where both ends give the same one
+        smallest = _smallest_reaching(
+            lambda c: run(c).total_hits, points, need, lambda lo, hi: _gib_for(lo) == _gib_for(hi)
+        )
+        text = _gib_for(smallest)
+        setting_bytes = bytes_of(float(text))
+        host = processor_cache.plan(
+            setting_bytes,
+            req.cache_type,
+            req.dp,
+            shm_extra_bytes=req.release.shm_extra_bytes,
+            shm_max_object_mb=req.shm_max_object_mb,
+        ).host_bytes
+        recommendation = {
+            "bytes": setting_bytes,
+            "setting": f"--mm-processor-cache-gb {text}",
+            "cost": {"host_bytes": host, "hits": run(setting_bytes).total_hits},
+        }
+    at = run(pc.cache_bytes) if pc.layout != "disabled" else None
+    notes = [
+        f"replayed with vLLM {req.release.version}'s rules ({pc.layout}); assumed: {_assumed(layout, api)}",
+        "each curve point is its own exact replay (an item larger than the cache is never cached, so hits "
+        "need not grow with the size); the recommendation is the smallest grid point reaching the target, "
+        "lowered by bisection within its gap",
+    ]
+    if at is not None and at.failed:
+        notes.append(
+            f"{len(at.failed)} request(s) fail in vLLM at this size (a request evicting the items it found "
+            "cached): raise --mm-processor-cache-gb above a request's largest total"
+        )
+    return {
+        "name": "processor",
+        "engine": "vllm",
+        "size_bytes": pc.cache_bytes if at is not None else 0,
+        "size_origin": "--mm-processor-cache-gb" if req.cache_gb is not None else "vLLM's default (4 GiB)",
+        "lookups": at.total_lookups if at is not None else traffic.images,
+        "hits": at.total_hits if at is not None else 0,
+        "work_saved": at.saved if at is not None else 0,
+        "work_unit": "processed bytes",
+        "unbounded_hits": unbounded.total_hits,
+        "unbounded_work_saved": unbounded.saved,
+        "unbounded_bytes": everything,
+        "curve": [{"size_bytes": c, "hits": r.total_hits, "work_saved": r.saved} for c, r in curve],
+        "target_hits_percent": str(target),
+        "meets_target": at is not None and at.total_hits >= need,
+        "recommended_bytes": None if recommendation is None else recommendation["bytes"],
+        "recommended_setting": None if recommendation is None else recommendation["setting"],
+        "recommended_cost": None if recommendation is None else recommendation["cost"],
+        "notes": notes,
+        "layout": pc.layout,
+        "api_processes": pc.api_processes,
+        "hits_per_api_process": at.hits if at is not None else [],
+        "failed_requests": [
+            {"request": i, "where": where, "keys": list(keys)} for i, where, keys in (at.failed if at else [])
+        ],
+        "host_bytes": pc.host_bytes,
+    }
+
+
+def _hits_needed(unbounded: int, target: Fraction) -> int:
+    """``target`` percent of ``unbounded`` hits, rounded up."""
+    need = Fraction(unbounded) * target / 100
+    return -(-need.numerator // need.denominator)
+
+
+def _assumed(layout: str, api: int) -> str:
+    if layout == "shm":
+        return "the workers read each request's items before the next request is processed"
+    if api > 1:
+        return f"requests dealt round robin over the {api} API processes (the kernel hands out connections)"
+    if layout == "lru":
+        return (
+            "requests processed one at a time, in the log's order, each answered before the next (keys the "
+            "engine core reports missing are dropped before the next request)"
+        )
+    return "requests processed one at a time, in the log's order"
+
+
+def encoder_entry(
+    req: VllmRequest, traffic: ImageTraffic, window: int, progress: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """The encoder cache's entry of the ``caches`` list: bytes are tokens × the embedding's bytes per token."""
+    plan = make_plan(req)
+    enc = plan.encoder_cache
+    _, tokens = _tokens(req, traffic)
+    budget = enc.get("budget_tokens")
+    per_token = enc["embedding_bytes_per_token"]
+    seen: dict[int, encoder_replay.EncoderReplay] = {}
+
+    def run(size: int) -> encoder_replay.EncoderReplay:
+        if size not in seen:
+            if progress is not None:
+                progress()
+            seen[size] = encoder_replay.replay(traffic.requests, tokens, size, window)
+        return seen[size]
+
+    biggest = max(tokens.values())
+    total = sum(tokens.values())  # at this budget nothing is ever evicted, and nothing waits
+    lo, hi = biggest, min(total, _window_peak(traffic.requests, tokens, window))
+    while lo < hi:
+        mid = (lo + hi) // 2
+        probe = run(mid)
+        if probe.waited or probe.refused:
+            lo = mid + 1
+        else:
+            hi = mid
+    recommended = lo
+    curve = [(c, run(c)) for c in grid(biggest, total, CURVE_POINTS // 2)]
+    unbounded = run(total)
+    at = run(budget) if budget is not None else None
+    step = max(1, len(at.occupancy) // MAX_OCCUPANCY_POINTS) if at else 1
+    floor = enc.get("max_tokens_per_item")
+    notes = [
+        f"assumed: {encoder_replay.ASSUMED.format(window=window)}",
+        "recommended: the smallest budget where no request waits for space (exact: no wait at one budget "
+        "means the same admissions at every larger one)",
+    ]
+    return {
+        "name": "encoder",
+        "engine": "vllm",
+        "size_bytes": None if budget is None else budget * per_token,
+        "size_origin": "max(--max-num-batched-tokens, the largest item the launch allows)",
+        "lookups": traffic.images,
+        "hits": at.hits if at else 0,
+        "work_saved": at.saved if at else 0,
+        "work_unit": "encoder tokens",
+        "unbounded_hits": unbounded.hits,
+        "unbounded_work_saved": unbounded.saved,
+        "unbounded_bytes": total * per_token,
+        "curve": [
+            {
+                "size_bytes": c * per_token,
+                "hits": r.hits,
+                "work_saved": r.saved,
+                "size_tokens": c,
+                "waits": len(r.waited),
+            }
+            for c, r in curve
+        ],
+        "target_hits_percent": None,
+        "meets_target": at is not None and not at.waited and not at.refused,
+        "recommended_bytes": recommended * per_token,
+        "recommended_setting": _setting(recommended, floor),
+        "recommended_cost": {"gpu_bytes_per_worker": max(recommended, floor or 0) * per_token},
+        "notes": notes,
+        "size_tokens": budget,
+        "recommended_tokens": recommended,
+        "floor_tokens": floor,
+        "waited_requests": at.waited if at else [],
+        "refused_requests": at.refused if at else [],
+        "recomputed_tokens": at.recomputed if at else 0,
+        "occupancy_peak_tokens": max(at.occupancy) if at else None,
+        "occupancy_tokens": [max(at.occupancy[i : i + step]) for i in range(0, len(at.occupancy), step)] if at else [],
+    }
+
+
+def _window_peak(requests: list[list[str]], tokens: dict[str, int], window: int) -> int:
+    """The most tokens of distinct items in ``window`` + 1 requests in a row: what the in-flight
+    requests and the one admitted can reference at once, so no request waits at this budget."""
+    counts: dict[str, int] = {}
+    held = peak = 0
+    for i, keys in enumerate(requests):
+        for key in keys:
+            counts[key] = counts.get(key, 0) + 1
+            held += tokens[key] if counts[key] == 1 else 0
+        peak = max(peak, held)
+        if i >= window:
+            for key in requests[i - window]:
+                counts[key] -= 1
+                if not counts[key]:
+                    del counts[key]
+                    held -= tokens[key]
+    return peak
+
+
+def _setting(recommended: int, floor: int | None) -> str:
+    """The flag that gives an encoder budget of ``recommended``: vLLM takes max(--max-num-batched-tokens,
+    the largest item the launch allows) (``compute_mm_encoder_budget``)."""
+    if floor is not None and recommended <= floor:
+        return f"none: vLLM's budget is at least {floor:,} tokens here, the largest item the launch allows"
+    return f"--max-num-batched-tokens {recommended}"
+
+
+def check_launch(req: VllmRequest) -> None:
+    """Refuse, in one line, a launch the vLLM plan finds an error in (e.g. a cache beyond the host's RAM)."""
+    errors = [f for f in make_plan(req).findings if f.severity is Severity.error]
+    if errors:
+        more = f" (and {len(errors) - 1} more: see mmpool plan --engine vllm)" if len(errors) > 1 else ""
+        raise CacheTrafficError(f"[{errors[0].code}] {errors[0].message}{more}")
+
+
+def caches(
+    req: VllmRequest,
+    traffic: ImageTraffic,
+    window: int = 1,
+    progress: Callable[[], None] | None = None,
+    target: Fraction = DEFAULT_TARGET,
+) -> list[dict[str, Any]]:
+    """The ``caches`` list for vLLM: the processor cache, then the encoder cache.
+
+    ``progress`` is called once per replay (about a hundred). ``meets_target``: the processor cache
+    gets ``target`` percent of the hits of one that never evicts; no request waits in the encoder cache.
+
+    Raises:
+        CacheTrafficError: the launch has an error (``check_launch``) or the model's items are unknown.
+    """
+    check_launch(req)
+    return [processor_entry(req, traffic, progress, target), encoder_entry(req, traffic, window, progress)]

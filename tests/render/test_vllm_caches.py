@@ -1,0 +1,56 @@
+"""The terminal report of vLLM's caches: every figure present, none cut, at any width."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from mmpool_cli.engines.vllm import versions
+from mmpool_cli.engines.vllm.request import VllmRequest
+from mmpool_cli.render.vllm_caches import caches_text
+from mmpool_cli.usecases.cache_vllm import vllm_caches
+from mmpool_cli.workload import hf
+
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "traffic" / "vllm-chats.jsonl")
+
+
+@pytest.fixture(scope="module")
+def report():
+    return vllm_caches([EXAMPLE], VllmRequest(release=versions.release("0.34.0"), model=hf.resolve("qwen2.5-vl")))
+
+
+@pytest.mark.parametrize("width", [40, 100])
+def test_every_figure_is_printed_whole(report, width):
+    console = Console(width=width, record=True, color_system=None)
+    console.print(caches_text(report))
+    text = console.export_text()
+    pc, enc = report["caches"]
+    for figure in (
+        pc["size_bytes"],
+        pc["recommended_bytes"],
+        pc["recommended_cost"]["host_bytes"],
+        enc["recommended_tokens"],
+    ):
+        assert f"{figure:,}" in text
+    assert f"{pc['hits']:,} of {pc['lookups']:,} lookups" in text
+    assert len(re.findall("█", text)) > 50  # the curves are drawn
+
+
+def test_the_docs_example_is_what_the_report_prints(monkeypatch):
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    report = vllm_caches(
+        ["examples/traffic/vllm-chats.jsonl"],
+        VllmRequest(release=versions.release("0.34.0"), model=hf.resolve("qwen2.5-vl")),
+    )
+    docs = (root / "docs" / "vllm.md").read_text()
+    shown = re.search(r"```text\n\$ mmpool cache --engine vllm [^\n]*\n(.*?)```", docs, re.DOTALL)
+    assert shown is not None
+    console = Console(width=100, record=True, color_system=None, file=io.StringIO())
+    console.print(caches_text(report))
+    printed = "\n".join(line.rstrip() for line in console.export_text().splitlines())
+    assert shown.group(1).rstrip("\n").splitlines() == printed.splitlines()
