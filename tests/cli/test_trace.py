@@ -218,7 +218,7 @@ def test_synthetic_report_states_its_assumptions(run_line) -> None:
 
 
 def test_trace_of_the_shipped_video_bodies(run_line, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("av", reason="PyAV (pip install 'mmpool[video]') reads the containers")
+    pytest.importorskip("av", reason="PyAV (pip install '.[video]') reads the containers")
     monkeypatch.chdir(Path(__file__).resolve().parents[2])  # the bodies name the clip relative to the root
     args = ["--from", "openai", "examples/traffic/videos.jsonl", "--assume-video", "1280x720:60:30"]
     result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", *args, "--format", "json"])

@@ -30,7 +30,7 @@ from mmpool_cli.workload.features import _qwen_params
 from mmpool_cli.workload.items import parse_video
 from mmpool_cli.workload.qwen import sglang_video_resize, video_frames
 
-av = pytest.importorskip("av", reason="PyAV (pip install 'mmpool[video]') reads the containers")
+av = pytest.importorskip("av", reason="PyAV (pip install '.[video]') reads the containers")
 
 ROOT = Path(__file__).resolve().parents[4]
 DATA = Path(__file__).parent / "data" / "sglang-0.5.23" / "videos"
