@@ -19,6 +19,10 @@ LARGEST_GPU = "NVIDIA B300"
 # count GPUs. Beyond these no deployment exists, and a plan would only describe an impossibility.
 MAX_WORKERS = 1024
 MAX_PARALLEL = 4096
+# The most RAM one host takes (HPE Superdome Flex: 48 TB, the largest single-system x86 server),
+# rounded up: a host cache planned beyond it describes no machine.
+LARGEST_HOST_MEMORY_BYTES = 64 * (1 << 40)
+LARGEST_HOST = "HPE Superdome Flex"
 MIN_GRANULARITY, MAX_GRANULARITY = 4 * KiB, 1 * GiB
 MIN_CONTEXT = 1 * MiB
 # How long a pipe or FIFO (stdin included) may stay silent before reading it is given up, and the
@@ -39,6 +43,11 @@ def count_problem(value: int, limit: int, what: str) -> str | None:
 def largest_gpu() -> str:
     """``288 GiB (NVIDIA B300)``: how messages name the bound."""
     return f"{format_binary(LARGEST_GPU_HBM_BYTES)} ({LARGEST_GPU})"
+
+
+def largest_host() -> str:
+    """``64 TiB (HPE Superdome Flex)``: how messages name the bound on one host's RAM."""
+    return f"{format_binary(LARGEST_HOST_MEMORY_BYTES)} ({LARGEST_HOST})"
 
 
 def granularity_problem(nbytes: int) -> str | None:
