@@ -253,6 +253,11 @@ def result_human(result: FileResult, strict: bool, verbose: bool) -> RenderableT
             )
     if isinstance(result.plan, Plan) and result.plan.status == "ok":
         parts.append(Text("  " + _plan_line(result.plan), style="dim"))
+    elif result.plan is None and not verbose and not fails:
+        # that no pool exists is the answer a check gives, not a detail behind -v
+        for f in result.findings:
+            if f.code == "no-pool":
+                parts.append(Text(f"  plan: no pool: {f.message}", style="dim"))
     return Group(*parts)
 
 

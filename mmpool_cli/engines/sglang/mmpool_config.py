@@ -313,6 +313,8 @@ def request(cfg: Any, launch: LaunchEnv) -> PlanRequest:
         attn_dp_size=cfg.parallel.attn_dp,
         enable_dp_attention=cfg.parallel.enable_dp_attention,
         transport="cuda_vmm" if cfg.pool.transport == "cuda_vmm" else "cuda_ipc",
+        transport_asked="transport" in cfg.pool.model_fields_set,
+        legacy_transport=launch.legacy_transport_on if launch.legacy_transport_set else None,
         vmm_granularity=cfg.pool.vmm_granularity,
         feature_sizes=tuple(cfg.workload.feature_sizes),
         base_gpu_id=cfg.parallel.base_gpu_id,
