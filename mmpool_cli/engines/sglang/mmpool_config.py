@@ -38,6 +38,20 @@ SECTIONS = ("pool", "parallel", "gpu", "workload")
 SUBJECT_PATHS = settings.SUBJECT_PATHS
 
 
+def subject_path(subject: str | None, renumbered: Mapping[str, list[int]] | None = None) -> tuple[Any, ...] | None:
+    """The config path of a plan finding's subject: ``feature_sizes.2`` is the list's third item.
+
+    ``renumbered``: for a list that lost bad items before planning, the original index of each kept one.
+    """
+    name, _, index = (subject or "").partition(".")
+    path = SUBJECT_PATHS.get(name)
+    if path is None or not index.isdigit():
+        return path
+    n = int(index)
+    kept = (renumbered or {}).get(name)
+    return (*path, kept[n] if kept is not None and n < len(kept) else n)
+
+
 def _byte_count(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("expected a size such as 1GiB or a whole number of bytes, not true/false")
@@ -189,12 +203,13 @@ def parse(src: Source) -> tuple[Any | None, list[Finding]]:
 
 _LAYOUT_KEYS = (("pool", "transport"), ("parallel", "nnodes"), ("parallel", "pp"))
 # The plan's findings that depend on one key each, and those that combine the parallel keys.
-_SINGLE_KEY_CODES = ("workers-not-positive", "parallel-not-positive")
+_SINGLE_KEY_CODES = ("workers-not-positive", "parallel-not-positive", "feature-empty")
 _PARALLEL_CODES = ("dp-replicas-with-attention-dp", "attention-dp-not-divisor")
 
 
 def _layout_despite(src: Source, bad: list[tuple[Any, ...]]) -> list[Finding]:
-    cfg = _valid_part(src, bad)
+    renumbered: dict[str, list[int]] = {}
+    cfg = _valid_part(src, bad, renumbered)
     if cfg is None:
         return []
     findings: list[Finding] = []
@@ -209,9 +224,11 @@ def _layout_despite(src: Source, bad: list[tuple[Any, ...]]) -> list[Finding]:
     codes: tuple[str, ...] = _SINGLE_KEY_CODES
     if not any(_overlaps(loc, ("parallel",)) for loc in bad):
         codes += _PARALLEL_CODES  # a bad parallel key leaves its default: a combination would be a guess
+        if not any(_overlaps(loc, ("pool",)) for loc in bad):
+            codes += ("feature-never-fits",)  # the pool is as written: the list's other items are judged
     for f in make_plan(request(cfg, read_launch_env({}))).findings:
         if f.code in codes:
-            findings.append(f.at(src.where(SUBJECT_PATHS.get(f.subject or "", ()))))
+            findings.append(f.at(src.where(subject_path(f.subject, renumbered) or ())))
     return findings
 
 
@@ -219,14 +236,42 @@ def _overlaps(loc: tuple[Any, ...], key: tuple[str, ...]) -> bool:
     return loc[: len(key)] == key or key[: len(loc)] == loc
 
 
-def _valid_part(src: Source, bad: list[tuple[Any, ...]]) -> Any | None:
-    """The config made of the valid keys alone (the bad ones left at their defaults), or None."""
+def _valid_part(src: Source, bad: list[tuple[Any, ...]], renumbered: dict[str, list[int]]) -> Any | None:
+    """The config made of the valid keys alone (the bad ones left at their defaults), or None.
+
+    A list keeps its good items (``renumbered`` maps each plan subject's list to the kept indices),
+    so that one run reports every bad item of it, not the first alone.
+    """
     from pydantic import ValidationError
 
+    data = dict(src.data)
+    for subject, path in SUBJECT_PATHS.items():
+        items = _at(data, path)
+        drop = {loc[len(path)] for loc in bad if len(loc) > len(path) and loc[: len(path)] == path}
+        if isinstance(items, list) and drop and all(isinstance(i, int) for i in drop):
+            kept = [i for i in range(len(items)) if i not in drop]
+            data = _replaced(data, path, [items[i] for i in kept])
+            renumbered[subject] = kept
+            bad = [loc for loc in bad if loc[: len(path)] != path]
     try:
-        return models().model_validate(_without(src.data, bad))
+        return models().model_validate(_without(data, bad))
     except ValidationError:
         return None
+
+
+def _at(data: Any, path: tuple[Any, ...]) -> Any:
+    for part in path:
+        if not isinstance(data, dict) or part not in data:
+            return None
+        data = data[part]
+    return data
+
+
+def _replaced(data: dict[Any, Any], path: tuple[Any, ...], value: Any) -> dict[Any, Any]:
+    """``data`` with the value at ``path`` replaced, copying only the mappings on the way."""
+    out = dict(data)
+    out[path[0]] = value if len(path) == 1 else _replaced(out[path[0]], path[1:], value)
+    return out
 
 
 def _without(data: dict[Any, Any], bad: list[tuple[Any, ...]]) -> dict[Any, Any]:

@@ -109,10 +109,10 @@ def make_plan(request: PlanRequest) -> Plan:
             else:
                 usable = allocation
 
-    sizes: list[tuple[int, str | None]] = [(nbytes, None) for nbytes in request.feature_sizes]
+    sizes: list[tuple[int, str | None, int | None]] = [(n, None, i) for i, n in enumerate(request.feature_sizes)]
     if request.workload is not None:
-        sizes += [(t.bytes, t.item) for t in request.workload.tensors]
-    features = [feature_fit(request, rel, nbytes, usable, consumers, add, item) for nbytes, item in sizes]
+        sizes += [(t.bytes, t.item, None) for t in request.workload.tensors]
+    features = [feature_fit(request, rel, n, usable, consumers, add, item, index) for n, item, index in sizes]
     if request.workload is not None:
         slices = sum(f.slice_bytes for f in features if f.item is not None)
         findings += workload_findings(request.workload, mb, request.base_gpu_id, slices, request.sglang_version)
