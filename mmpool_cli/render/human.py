@@ -256,7 +256,7 @@ def result_human(result: FileResult, strict: bool, verbose: bool) -> RenderableT
     elif result.plan is None and not verbose and not fails:
         # that no pool exists is the answer a check gives, not a detail behind -v
         for f in result.findings:
-            if f.code == "no-pool":
+            if f.code in ("no-pool", "launch-help"):
                 parts.append(Text(f"  plan: no pool: {f.message}", style="dim"))
     return Group(*parts)
 

@@ -108,6 +108,7 @@ class Reading:
     settings: dict[str, Setting] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     flags: FlagTable = field(default_factory=table)  # the release whose parser is mirrored
+    help_at: Token | None = None  # -h/--help: argparse prints the help and exits 0 there, reading no further
 
     def get(self, dest: str) -> Any:
         """The flag's value, or SGLang's default when it was not given."""
@@ -185,6 +186,9 @@ def read(tokens: list[Token], reading: Reading | None = None) -> Reading:
             loose = True
             _unknown(reading, tok, ambiguous)
             continue
+        if option in ("-h", "--help") and explicit is None:
+            reading.help_at = tok
+            break
         flag = BY_NAME.get(option)
         if option == "--config":
             reading.add(
