@@ -26,6 +26,7 @@ from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.units import MAX_BYTES, SIZE_PATTERN, parse_size
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang import settings
+from mmpool_cli.engines.sglang.config_data import at, replaced, sizes_as_written
 from mmpool_cli.engines.sglang.env_vars import LaunchEnv, read_launch_env, resolve_budget
 from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
@@ -193,12 +194,13 @@ def parse(src: Source) -> tuple[Any | None, list[Finding]]:
     """
     from pydantic import ValidationError
 
+    data = sizes_as_written(src)
     try:
-        return models().model_validate(src.data), []
+        return models().model_validate(data), []
     except ValidationError as e:
         errors = e.errors(include_url=False)
     findings = [_finding(src, err) for err in errors]
-    return None, findings + _layout_despite(src, [tuple(err.get("loc", ())) for err in errors])
+    return None, findings + _layout_despite(src, data, [tuple(err.get("loc", ())) for err in errors])
 
 
 _LAYOUT_KEYS = (("pool", "transport"), ("parallel", "nnodes"), ("parallel", "pp"))
@@ -207,9 +209,9 @@ _SINGLE_KEY_CODES = ("workers-not-positive", "parallel-not-positive", "feature-e
 _PARALLEL_CODES = ("dp-replicas-with-attention-dp", "attention-dp-not-divisor")
 
 
-def _layout_despite(src: Source, bad: list[tuple[Any, ...]]) -> list[Finding]:
+def _layout_despite(src: Source, data: Any, bad: list[tuple[Any, ...]]) -> list[Finding]:
     renumbered: dict[str, list[int]] = {}
-    cfg = _valid_part(src, bad, renumbered)
+    cfg = _valid_part(data, bad, renumbered)
     if cfg is None:
         return []
     findings: list[Finding] = []
@@ -236,7 +238,7 @@ def _overlaps(loc: tuple[Any, ...], key: tuple[str, ...]) -> bool:
     return loc[: len(key)] == key or key[: len(loc)] == loc
 
 
-def _valid_part(src: Source, bad: list[tuple[Any, ...]], renumbered: dict[str, list[int]]) -> Any | None:
+def _valid_part(data: Any, bad: list[tuple[Any, ...]], renumbered: dict[str, list[int]]) -> Any | None:
     """The config made of the valid keys alone (the bad ones left at their defaults), or None.
 
     A list keeps its good items (``renumbered`` maps each plan subject's list to the kept indices),
@@ -244,34 +246,19 @@ def _valid_part(src: Source, bad: list[tuple[Any, ...]], renumbered: dict[str, l
     """
     from pydantic import ValidationError
 
-    data = dict(src.data)
+    data = dict(data)
     for subject, path in SUBJECT_PATHS.items():
-        items = _at(data, path)
+        items = at(data, path)
         drop = {loc[len(path)] for loc in bad if len(loc) > len(path) and loc[: len(path)] == path}
         if isinstance(items, list) and drop and all(isinstance(i, int) for i in drop):
             kept = [i for i in range(len(items)) if i not in drop]
-            data = _replaced(data, path, [items[i] for i in kept])
+            data = replaced(data, path, [items[i] for i in kept])
             renumbered[subject] = kept
             bad = [loc for loc in bad if loc[: len(path)] != path]
     try:
         return models().model_validate(_without(data, bad))
     except ValidationError:
         return None
-
-
-def _at(data: Any, path: tuple[Any, ...]) -> Any:
-    for part in path:
-        if not isinstance(data, dict) or part not in data:
-            return None
-        data = data[part]
-    return data
-
-
-def _replaced(data: dict[Any, Any], path: tuple[Any, ...], value: Any) -> dict[Any, Any]:
-    """``data`` with the value at ``path`` replaced, copying only the mappings on the way."""
-    out = dict(data)
-    out[path[0]] = value if len(path) == 1 else _replaced(out[path[0]], path[1:], value)
-    return out
 
 
 def _without(data: dict[Any, Any], bad: list[tuple[Any, ...]]) -> dict[Any, Any]:
