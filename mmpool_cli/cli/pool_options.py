@@ -18,6 +18,7 @@ from mmpool_cli.cli.options import (
     TransportChoice,
     bounded_int,
     context_arg,
+    gpu_id_arg,
     granularity_arg,
     sglang_release,
     size_arg,
@@ -141,7 +142,7 @@ _POOL_DECLARATIONS: dict[str, Any] = {
         int,
         typer.Option(
             *FLAGS["base_gpu_id"],
-            parser=bounded_int(MAX_PARALLEL, "ranks"),
+            parser=gpu_id_arg,
             metavar="N",
             help="GPU that holds the pools (--base-gpu-id); below 0 is SGLang's error.",
         ),

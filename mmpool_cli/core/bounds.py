@@ -40,6 +40,17 @@ def count_problem(value: int, limit: int, what: str) -> str | None:
     return f"{value}: mmpool plans at most {limit} {what}" if value > limit else None
 
 
+def gpu_id_problem(value: int) -> str | None:
+    """Why ``value`` cannot be the id of a node's GPU, or None (ids count from 0, nodes have few GPUs).
+
+    >>> gpu_id_problem(4097)
+    '4097: no node has a GPU 4097; mmpool plans GPU ids up to 4096'
+    """
+    if value > MAX_PARALLEL:
+        return f"{value}: no node has a GPU {value}; mmpool plans GPU ids up to {MAX_PARALLEL}"
+    return None
+
+
 def largest_gpu() -> str:
     """``288 GiB (NVIDIA B300)``: how messages name the bound."""
     return f"{format_binary(LARGEST_GPU_HBM_BYTES)} ({LARGEST_GPU})"

@@ -99,7 +99,7 @@ def plan_human(plan: Plan) -> RenderableType:
         ("tokenizer workers", str(plan.workers)),
         ("consumers per feature", f"{plan.consumers if plan.consumers is not None else 'n/a'}  [{layout}]"),
         ("share", _size(plan.per_worker_bytes)),
-        ("unused remainder", _size(plan.unused_bytes) + " (whole split)"),
+        ("unused remainder", "n/a" if plan.unused_bytes is None else _size(plan.unused_bytes) + " (whole split)"),
     ]
     if plan.transport == "cuda_ipc":
         rows.append(("control header", _size(plan.header_bytes)))

@@ -16,7 +16,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mmpool_cli.core.bounds import MAX_PARALLEL, MAX_WORKERS, count_problem
+from mmpool_cli.core.bounds import MAX_PARALLEL, MAX_WORKERS, count_problem, gpu_id_problem
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.sglang.flags import FlagTable, table
@@ -71,7 +71,6 @@ COUNT_BOUNDS = {
     "tp_size": (MAX_PARALLEL, "ranks"),
     "dp_size": (MAX_PARALLEL, "ranks"),
     "attn_dp_size": (MAX_PARALLEL, "ranks"),
-    "base_gpu_id": (MAX_PARALLEL, "ranks"),
 }
 # What to write instead of a flag that the chosen release lacks, where there is a replacement.
 INSTEAD = {
@@ -329,6 +328,9 @@ def _store(reading: Reading, flag: Flag, tok: Token, value_tok: Token) -> None:
         reading.add(
             Severity.error, "flag-bad-value", f"{flag.label} {problem}: no deployment has more", value_tok.origin
         )
+        return
+    if flag.dest == "base_gpu_id" and (problem := gpu_id_problem(value)):
+        reading.add(Severity.error, "flag-bad-value", f"{flag.label} {problem}", value_tok.origin)
         return
     choices = flag.choices and (reading.flags.choices(flag.names[0]) or flag.choices)
     if choices and value not in choices:

@@ -16,9 +16,13 @@ from typing import Any
 from mmpool_cli.core.bounds import (
     LARGEST_GPU_HBM_BYTES,
     MAX_GRANULARITY,
+    MAX_PARALLEL,
+    MAX_WORKERS,
     MIN_CONTEXT,
     MIN_GRANULARITY,
     context_problem,
+    count_problem,
+    gpu_id_problem,
     granularity_problem,
 )
 from mmpool_cli.core.excerpt import excerpt, shorten
@@ -119,7 +123,20 @@ def models() -> Any:
         WithJsonSchema(bounded({"enum": powers})),
     ]
     # SGLang needs at least 1 of each; the plan says so with SGLang's own words, the schema with a minimum.
-    Count = Annotated[int, Field(le=MAX_BYTES, json_schema_extra={"minimum": 1})]
+    # Above, the bounds of --workers, --tp/--dp/--attn-dp-size and --base-gpu-id (core.bounds).
+    Workers = Annotated[
+        int,
+        AfterValidator(_within(lambda value: count_problem(value, MAX_WORKERS, "tokenizer workers"))),
+        Field(json_schema_extra={"minimum": 1, "maximum": MAX_WORKERS}),
+    ]
+    Ranks = Annotated[
+        int,
+        AfterValidator(_within(lambda value: count_problem(value, MAX_PARALLEL, "ranks"))),
+        Field(json_schema_extra={"minimum": 1, "maximum": MAX_PARALLEL}),
+    ]
+    GpuId = Annotated[
+        int, Field(ge=0, json_schema_extra={"maximum": MAX_PARALLEL}), AfterValidator(_within(gpu_id_problem))
+    ]
     Integer = Annotated[int, Field(ge=-MAX_BYTES, le=MAX_BYTES)]
     strict = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -128,7 +145,7 @@ def models() -> Any:
 
         model_config = strict
         size: ByteCount | None = Field(None, description="pool budget; unset: SGLANG_MM_FEATURE_CACHE_MB")
-        tokenizer_workers: Count = Field(1, description="--tokenizer-worker-num: one pool per worker")
+        tokenizer_workers: Workers = Field(1, description="--tokenizer-worker-num: one pool per worker")
         transport: Literal["cuda_ipc", "cuda_vmm", "cpu"] = Field("cuda_ipc", description="--mm-feature-transport")
         vmm_granularity: Granularity = Field(
             sg.DEFAULT_VMM_GRANULARITY, description="CUDA VMM granularity: a power of two from 4 KiB to 1 GiB"
@@ -138,13 +155,13 @@ def models() -> Any:
         """The parallel layout: it sets the consumers per feature and the transport's limits."""
 
         model_config = strict
-        tp: Count = Field(1, description="--tp-size")
-        dp: Count = Field(1, description="--dp-size")
-        attn_dp: Count = Field(1, description="--attn-dp-size")
+        tp: Ranks = Field(1, description="--tp-size")
+        dp: Ranks = Field(1, description="--dp-size")
+        attn_dp: Ranks = Field(1, description="--attn-dp-size")
         enable_dp_attention: bool = Field(False, description="deprecated --enable-dp-attention")
         pp: Integer = Field(1, description="--pp-size")
         nnodes: Integer = Field(1, description="--nnodes")
-        base_gpu_id: int = Field(0, ge=0, le=MAX_BYTES, description="--base-gpu-id: the GPU that holds the pools")
+        base_gpu_id: GpuId = Field(0, description="--base-gpu-id: the GPU that holds the pools")
 
     class Gpu(BaseModel):
         """The base GPU, for offline planning."""
