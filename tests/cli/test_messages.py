@@ -81,3 +81,22 @@ def test_no_share_has_no_split_to_call_whole(run_line) -> None:
     assert "unused remainder       n/a\n" in out
     data = json.loads(run_line(["mmpool", "plan", "--size", "0", "--format", "json"]).stdout)
     assert data["unused_bytes"] is None
+
+
+def test_trace_errors_name_their_codes_as_json_does(run_line, tmp_path: Path) -> None:
+    body = '{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/a.png"}}]}]}'
+    log = tmp_path / "bodies.jsonl"
+    log.write_text(body + "\nnot json\n")
+    human = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", "--from", "openai", str(log)]).stderr
+    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", "--from", "openai", str(log), "--format", "json"])
+    data = json.loads(result.stdout or result.stderr)
+    for finding in data["findings"]:
+        assert f"{finding['where']}: error [{finding['code']}] {finding['message']}" in human
+    assert {f["code"] for f in data["findings"]} == {"traffic-image-unsized", "traffic-body-line"}
+
+
+def test_one_client_is_one_client(run_line) -> None:
+    argv = ["mmpool", "simulate", "--feature-size", "10MiB", "--size", "64MiB", "--duration", "1", "--concurrency", "1"]
+    out = run_line(argv).stdout
+    assert "1 client, first requests" in " ".join(out.split())
+    assert "1 clients" not in out
