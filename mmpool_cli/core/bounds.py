@@ -7,6 +7,7 @@ memory than ``LARGEST_GPU_HBM_BYTES``, and CUDA's VMM granularity is a power of 
 
 from __future__ import annotations
 
+from mmpool_cli.core.excerpt import shorten
 from mmpool_cli.core.units import format_binary
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -37,7 +38,7 @@ def count_problem(value: int, limit: int, what: str) -> str | None:
     >>> count_problem(99999999999, MAX_WORKERS, "tokenizer workers")
     '99999999999: mmpool plans at most 1024 tokenizer workers'
     """
-    return f"{value}: mmpool plans at most {limit} {what}" if value > limit else None
+    return f"{shorten(str(value))}: mmpool plans at most {limit} {what}" if value > limit else None
 
 
 def gpu_id_problem(value: int) -> str | None:
@@ -47,7 +48,8 @@ def gpu_id_problem(value: int) -> str | None:
     '4097: no node has a GPU 4097; mmpool plans GPU ids up to 4096'
     """
     if value > MAX_PARALLEL:
-        return f"{value}: no node has a GPU {value}; mmpool plans GPU ids up to {MAX_PARALLEL}"
+        shown = shorten(str(value))  # a file may hold an integer of thousands of digits
+        return f"{shown}: no node has a GPU {shown}; mmpool plans GPU ids up to {MAX_PARALLEL}"
     return None
 
 
