@@ -101,3 +101,21 @@ def test_wheel_installs_and_plans_in_a_fresh_environment(dist: Path, tmp_path: P
     assert "a newer mmpool" in release.stderr
     # the console script is the entry point that makes Ctrl-C a silent 130 from its start
     assert "from mmpool_cli.entry import run" in (bindir / "mmpool").read_text()
+
+
+def test_the_pipeline_page_names_the_wheel_the_build_makes(dist: Path) -> None:
+    import re
+
+    from mmpool_cli import __version__
+
+    page = (ROOT / "docs" / "pipeline.md").read_text()
+    named = re.findall(r"mmpool-[0-9.]+-([a-z0-9_]+)-([a-z0-9_]+)-([a-z0-9_]+)\.whl", page)
+    wheel = next(dist.glob("*.whl")).name
+    compiled = [n for n in zipfile.ZipFile(dist / wheel).namelist() if n.endswith(".so")]
+    if not compiled:
+        pytest.skip("built without a C compiler: a wheel without the compiled simulator")
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    # the page's example is CPython 3.11 on x86-64 Linux: the same form as what this build makes
+    assert named and all(python == abi and python.startswith("cp") for python, abi, _ in named), named
+    assert wheel.startswith(f"mmpool-{__version__}-{tag}-{tag}-"), wheel
+    assert f"{__version__}" in page

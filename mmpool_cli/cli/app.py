@@ -50,11 +50,26 @@ class _Group(typer.core.TyperGroup):
     """
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        from mmpool_cli.cli import completion
+
+        named = completion.named_shell(list(args[1]) if len(args) > 1 else list(kwargs.get("args", [])))
+        if named is not None:
+            completion.run(*named)
+            raise typer.Exit(0)
         try:
             return super().make_context(*args, **kwargs)
         except BrokenPipeError:
             quiet_stdout()
             raise typer.Exit(0) from None
+
+    def get_params(self, ctx: Any) -> Any:
+        from mmpool_cli.cli import completion
+
+        params = super().get_params(ctx)
+        for param in params:
+            if param.name in completion.HELP:
+                param.help = completion.HELP[param.name]  # type: ignore[attr-defined]
+        return params
 
     def invoke(self, ctx: Any) -> Any:
         try:

@@ -19,6 +19,7 @@ from mmpool_cli.core.bounds import (
     MIN_GRANULARITY,
     context_problem,
     count_problem,
+    gpu_id_problem,
     granularity_problem,
     largest_gpu,
 )
@@ -92,6 +93,14 @@ def int_arg(text: str) -> int:
         raise typer.BadParameter(str(e)) from None
     if abs(value) > MAX_BYTES:
         raise typer.BadParameter(f"{shorten(text)} is beyond the 64-bit integers SGLang, torch and CUDA use")
+    return value
+
+
+def gpu_id_arg(text: str) -> int:
+    """``--base-gpu-id``: ``int_arg`` up to the largest GPU id a node has (a usage error above it)."""
+    value = int_arg(text)
+    if problem := gpu_id_problem(value):
+        raise typer.BadParameter(problem)
     return value
 
 

@@ -18,6 +18,7 @@ from mmpool_cli.cli.options import (
     TransportChoice,
     bounded_int,
     context_arg,
+    gpu_id_arg,
     granularity_arg,
     sglang_release,
     size_arg,
@@ -39,7 +40,7 @@ class PoolOptions:
     dp: int = 1
     attn_dp_size: int = 1
     enable_dp_attention: bool = False
-    transport: TransportChoice = TransportChoice.cuda_ipc
+    transport: TransportChoice | None = None  # cuda_ipc, said to be an opt-in where SGLang's default is cpu
     vmm_granularity: str = "2MiB"
     feature_size: list[str] | None = None
     base_gpu_id: int = 0
@@ -73,7 +74,9 @@ class PoolOptions:
             dp_size=self.dp,
             attn_dp_size=self.attn_dp_size,
             enable_dp_attention=self.enable_dp_attention,
-            transport=self.transport.value,
+            transport=(self.transport or TransportChoice.cuda_ipc).value,
+            transport_asked=self.transport is not None,
+            legacy_transport=launch.legacy_transport_on if launch.legacy_transport_set else None,
             vmm_granularity=granularity,
             feature_sizes=tuple(size_arg("--feature-size", s) for s in self.feature_size or ()),
             base_gpu_id=self.base_gpu_id,
@@ -136,14 +139,20 @@ _POOL_DECLARATIONS: dict[str, Any] = {
         bool,
         typer.Option(*FLAGS["enable_dp_attention"], help="SGLang's deprecated alias for --attn-dp-size <dp-size>."),
     ],
-    "transport": Annotated[TransportChoice, typer.Option(*FLAGS["transport"], help="Pool transport.")],
+    "transport": Annotated[
+        TransportChoice | None,
+        typer.Option(
+            *FLAGS["transport"],
+            help="Pool transport (--mm-feature-transport)  [default: cuda_ipc; SGLang itself picks cpu unless asked]",
+        ),
+    ],
     "vmm_granularity": GranularityOpt,
     "feature_size": FeatureOpt,
     "base_gpu_id": Annotated[
         int,
         typer.Option(
             *FLAGS["base_gpu_id"],
-            parser=bounded_int(MAX_PARALLEL, "ranks"),
+            parser=gpu_id_arg,
             metavar="N",
             help="GPU that holds the pools (--base-gpu-id); below 0 is SGLang's error.",
         ),

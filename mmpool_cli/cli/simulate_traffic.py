@@ -11,6 +11,7 @@ from mmpool_cli.cli.fleet import file_reader
 from mmpool_cli.cli.options import OutputFormat
 from mmpool_cli.cli.traffic_options import DEFAULT_RECV_DELAY, SourceChoice, convert, seconds
 from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions
+from mmpool_cli.core.words import count
 from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.errors import MmpoolError
 
@@ -25,9 +26,9 @@ def assumptions(t: TrafficOptions) -> str:
     if t.rate is not None:
         arrivals = f"Poisson arrivals at {t.rate:g}/s"
     elif t.burst:
-        arrivals = f"{t.concurrency} clients, every first request at t = 0 (--burst)"
+        arrivals = f"{count(t.concurrency or 0, 'client')}, every first request at t = 0 (--burst)"
     else:
-        arrivals = f"{t.concurrency} clients, first requests spread over one request time"
+        arrivals = f"{count(t.concurrency or 0, 'client')}, first requests spread over one request time"
     residency = f"{t.residency.value} request times of {t.duration} s" + (
         " on average" if t.residency.value == "exponential" else ""
     )

@@ -130,6 +130,9 @@ def trace(
     with _reported(fmt):
         if workers < 1:
             raise MmpoolError(f"--workers {workers}: SGLang needs at least 1 tokenizer worker")
+        if output is not None and os.path.isdir(output):
+            example = os.path.join(output, "trace.jsonl")
+            raise MmpoolError(f"-o {output}: is a directory; give the trace a file name, e.g. -o {example}")
         if output is not None and os.path.exists(output) and not _is_device(output):
             raise MmpoolError(f"-o {output}: exists; mmpool never overwrites a file: remove it or choose another")
         if output is not None and output in (inputs or []):

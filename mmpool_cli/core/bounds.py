@@ -7,6 +7,7 @@ memory than ``LARGEST_GPU_HBM_BYTES``, and CUDA's VMM granularity is a power of 
 
 from __future__ import annotations
 
+from mmpool_cli.core.excerpt import shorten
 from mmpool_cli.core.units import format_binary
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -19,6 +20,10 @@ LARGEST_GPU = "NVIDIA B300"
 # count GPUs. Beyond these no deployment exists, and a plan would only describe an impossibility.
 MAX_WORKERS = 1024
 MAX_PARALLEL = 4096
+# The most RAM one host takes (HPE Superdome Flex: 48 TB, the largest single-system x86 server),
+# rounded up: a host cache planned beyond it describes no machine.
+LARGEST_HOST_MEMORY_BYTES = 64 * (1 << 40)
+LARGEST_HOST = "HPE Superdome Flex"
 MIN_GRANULARITY, MAX_GRANULARITY = 4 * KiB, 1 * GiB
 MIN_CONTEXT = 1 * MiB
 # How long a pipe or FIFO (stdin included) may stay silent before reading it is given up, and the
@@ -33,12 +38,29 @@ def count_problem(value: int, limit: int, what: str) -> str | None:
     >>> count_problem(99999999999, MAX_WORKERS, "tokenizer workers")
     '99999999999: mmpool plans at most 1024 tokenizer workers'
     """
-    return f"{value}: mmpool plans at most {limit} {what}" if value > limit else None
+    return f"{shorten(str(value))}: mmpool plans at most {limit} {what}" if value > limit else None
+
+
+def gpu_id_problem(value: int) -> str | None:
+    """Why ``value`` cannot be the id of a node's GPU, or None (ids count from 0, nodes have few GPUs).
+
+    >>> gpu_id_problem(4097)
+    '4097: no node has a GPU 4097; mmpool plans GPU ids up to 4096'
+    """
+    if value > MAX_PARALLEL:
+        shown = shorten(str(value))  # a file may hold an integer of thousands of digits
+        return f"{shown}: no node has a GPU {shown}; mmpool plans GPU ids up to {MAX_PARALLEL}"
+    return None
 
 
 def largest_gpu() -> str:
     """``288 GiB (NVIDIA B300)``: how messages name the bound."""
     return f"{format_binary(LARGEST_GPU_HBM_BYTES)} ({LARGEST_GPU})"
+
+
+def largest_host() -> str:
+    """``64 TiB (HPE Superdome Flex)``: how messages name the bound on one host's RAM."""
+    return f"{format_binary(LARGEST_HOST_MEMORY_BYTES)} ({LARGEST_HOST})"
 
 
 def granularity_problem(nbytes: int) -> str | None:

@@ -64,6 +64,7 @@ _DECIMAL_UNIT_RE = re.compile(r"([KkMmGgTtPp])B")
 _BITS_RE = re.compile(r"([KkMmGgTtPp][iI]?)?(b|bit|bits|bps)", re.IGNORECASE)
 _SCIENTIFIC_RE = re.compile(r"[+-]?[0-9.]+[eE][+-]?[0-9]+.*")
 _NOT_FINITE = {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "nan", "+nan", "-nan"}
+_NOT_FINITE |= {".inf", "+.inf", "-.inf", ".nan"}  # YAML's spellings
 
 
 def parse_size(text: str) -> int:
@@ -179,6 +180,14 @@ def _diagnose(text: str, stripped: str) -> SizeError:
         return _error(text, "underscores are not accepted in numbers", stripped.replace("_", ""))
     if _SCIENTIFIC_RE.fullmatch(stripped):
         return _error(text, "scientific notation is not accepted")
+    if m := re.fullmatch(r"0([xXoObB])([0-9A-Fa-f]+)", stripped):
+        base = {"x": 16, "o": 8, "b": 2}[m[1].lower()]
+        kind = {16: "hexadecimal", 8: "octal", 2: "binary"}[base]
+        try:
+            decimal: str | None = f"{int(m[2], base)}"
+        except ValueError:  # digits the base has not
+            decimal = None
+        return _error(text, f"{kind} is not accepted: sizes are decimal", decimal)
     if stripped.startswith("."):
         return _error(text, "a number needs a digit before the point", "0" + stripped)
     if re.fullmatch(r"[0-9]+\. *[A-Za-z]*", stripped):

@@ -53,7 +53,7 @@ def read_env_file(path: str) -> tuple[Environment, list[Finding]]:
     raw, problem = read_bytes(path)
     text = None
     if problem is None and raw is not None:
-        text, problem = decode(path, raw)
+        text, problem = decode(path, raw, "a dotenv file (KEY=VALUE lines); pass the environment file")
     if problem is not None or text is None:
         return Environment(), [problem] if problem else []
     values = Environment()

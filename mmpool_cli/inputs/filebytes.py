@@ -96,13 +96,18 @@ def _read_regular(name: str) -> tuple[bytes | None, Finding | None]:
         return unreadable(f"cannot read the file: {e.strerror or type(e).__name__}")
 
 
-def decode(name: str, raw: bytes) -> tuple[str | None, Finding | None]:
-    """UTF-8 text (a BOM is allowed), or a ``file-binary``/``file-not-utf8`` finding at the bad byte."""
+def decode(
+    name: str, raw: bytes, expected: str = "YAML; pass the configuration file"
+) -> tuple[str | None, Finding | None]:
+    """UTF-8 text (a BOM is allowed), or a ``file-binary``/``file-not-utf8`` finding at the bad byte.
+
+    ``expected``: what the file should have been, and which file to pass, for the binary case.
+    """
     if b"\0" in raw:
         return None, Finding(
             Severity.error,
             "file-binary",
-            "the file holds NUL bytes: it is binary, not YAML; pass the configuration file",
+            f"the file holds NUL bytes: it is binary, not {expected}",
             _byte_location(name, raw, raw.index(b"\0")),
         )
     try:

@@ -51,6 +51,15 @@ class Source:
 
     def where(self, path: Path = (), *, key: bool = False) -> str:
         """``file:line:col`` of the value at ``path`` (or of its key), or the nearest enclosing node."""
+        return self.at(self._node(path, key=key)[0])
+
+    def text(self, path: Path) -> str | None:
+        """The scalar at ``path`` as written (``1073741824.0``, not the float it makes), or None."""
+        node, found = self._node(path)
+        return node.value if found and isinstance(node, ScalarNode) else None
+
+    def _node(self, path: Path, *, key: bool = False) -> tuple[Node | None, bool]:
+        """The node at ``path`` (or its key's), else the nearest enclosing one; and whether it was found."""
         node = target = self.root
         for i, part in enumerate(path):
             last = i == len(path) - 1
@@ -66,7 +75,9 @@ class Source:
                 node = target = node.value[part]
             else:
                 break
-        return self.at(target)
+        else:
+            return target, True
+        return target, False
 
     def _index(self, node: MappingNode) -> dict[Any, tuple[Node, Node]]:
         # Built once per mapping, so locating every key of a file is linear, not quadratic.

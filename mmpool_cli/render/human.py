@@ -99,7 +99,7 @@ def plan_human(plan: Plan) -> RenderableType:
         ("tokenizer workers", str(plan.workers)),
         ("consumers per feature", f"{plan.consumers if plan.consumers is not None else 'n/a'}  [{layout}]"),
         ("share", _size(plan.per_worker_bytes)),
-        ("unused remainder", _size(plan.unused_bytes) + " (whole split)"),
+        ("unused remainder", "n/a" if plan.unused_bytes is None else _size(plan.unused_bytes) + " (whole split)"),
     ]
     if plan.transport == "cuda_ipc":
         rows.append(("control header", _size(plan.header_bytes)))
@@ -253,6 +253,11 @@ def result_human(result: FileResult, strict: bool, verbose: bool) -> RenderableT
             )
     if isinstance(result.plan, Plan) and result.plan.status == "ok":
         parts.append(Text("  " + _plan_line(result.plan), style="dim"))
+    elif result.plan is None and not verbose and not fails:
+        # that no pool exists is the answer a check gives, not a detail behind -v
+        for f in result.findings:
+            if f.code in ("no-pool", "launch-help"):
+                parts.append(Text(f"  plan: no pool: {f.message}", style="dim"))
     return Group(*parts)
 
 

@@ -9,6 +9,7 @@ from fractions import Fraction
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from mmpool_cli.core import words
 from mmpool_cli.core.units import format_binary, format_size
 from mmpool_cli.render.human import Laid, _kv_cost_table, _kv_table, findings_table, launch_line, paragraph
 from mmpool_cli.render.layout import Grid, Span
@@ -221,7 +222,7 @@ def _search_human(report: SimulationReport) -> RenderableType:
             )
         )
         return Group(*parts)
-    simulated = f"{len(s.trials)} budgets simulated"
+    simulated = f"{words.count(len(s.trials), 'budget')} simulated"
     if not s.exact and s.checked_mb is not None:
         lo, hi = s.checked_mb
         parts.append(
@@ -313,8 +314,9 @@ def _work_left(s: BudgetSearch) -> str:
     """What proving the answer still needs, and where to get it."""
     if s.undecided is None:
         return "; raise --search-limit to finish"
-    count, lo, hi = s.undecided
+    undecided, lo, hi = s.undecided
+    verb = "is" if undecided == 1 else "are"
     return (
-        f"; {count:,} budgets from {lo} to {hi} MiB are undecided: at most {s.more_events:,} more events "
-        "(raise --search-limit; --executor ray spreads them over a cluster)"
+        f"; {words.count(undecided, 'budget')} from {lo} to {hi} MiB {verb} undecided: "
+        f"at most {s.more_events:,} more events (raise --search-limit; --executor ray spreads them over a cluster)"
     )

@@ -47,7 +47,7 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _json(value: object) -> str:
     """A value as the trace wrote it (``100.0``, ``true``, ``null``), not as Python shows it."""
     if isinstance(value, Decimal):
-        return str(value)
+        return _decimal(value)
     if isinstance(value, str) and len(value) > SHOWN:
         return f'{json.dumps(value[:SHOWN])[:-1]}…" ({len(value):,} characters)'
     try:
@@ -259,19 +259,28 @@ def _time(value: object, where: str) -> int:
     else:
         raise TraceError(f"{where}: t must be a number of seconds, not {_json(value)}")
     if not 0 <= seconds <= MAX_T_SECONDS:
-        raise TraceError(f"{where}: t must be from 0 to {MAX_T_SECONDS} seconds, not {value}")
+        raise TraceError(f"{where}: t must be from 0 to {MAX_T_SECONDS} seconds, not {_json(value)}")
     try:
         ns = seconds.scaleb(9)
         whole = ns.to_integral_value()
     except InvalidOperation:
-        raise TraceError(f"{where}: t={value} is not a usable number of seconds") from None
+        raise TraceError(f"{where}: t={_json(value)} is not a usable number of seconds") from None
     if ns != whole:
-        raise TraceError(f"{where}: t={value} is finer than a nanosecond; round it to 9 decimals")
+        raise TraceError(f"{where}: t={_json(value)} is finer than a nanosecond; round it to 9 decimals")
     return int(whole)
 
 
 def seconds(ns: int) -> str:
-    return str(Decimal(ns).scaleb(-9).normalize()) if ns else "0"
+    """Nanoseconds as the decimal seconds a trace writes: ``10`` -> ``0.00000001``, never ``1E-8``."""
+    whole, frac = divmod(ns, NS_PER_S)
+    return f"{whole}.{frac:09d}".rstrip("0").rstrip(".") if frac else str(whole)
+
+
+def _decimal(value: Decimal) -> str:
+    """A JSON number as JSON writes it: plain digits where they are few, else ``1e400`` (not ``1E+400``)."""
+    if value.is_finite() and -12 <= value.adjusted() <= 20:
+        return f"{value:f}"
+    return str(value).lower().replace("e+", "e")
 
 
 def _reason(e: Exception) -> str:

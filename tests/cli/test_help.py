@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +48,22 @@ def test_completion_script_and_answers() -> None:
     assert "_mmpool_completion" in script.stdout
     answer = _mmpool(_MMPOOL_COMPLETE="complete_bash", COMP_WORDS="mmpool plan --fo", COMP_CWORD="2")
     assert answer.stdout.split() == ["--format"]
+
+
+def test_the_validate_page_names_every_option_and_kind_validate_takes() -> None:
+    import typer as _typer
+
+    from mmpool_cli.cli import app as _app
+
+    page = (Path(__file__).parents[2] / "docs" / "validate.md").read_text()
+    command = _typer.main.get_command(_app).commands["validate"]  # type: ignore[attr-defined]
+    missing = []
+    for param in command.params:
+        longs = [o for o in getattr(param, "opts", []) if o.startswith("--") and o != "--help"]
+        missing += [o for o in longs if o not in page]
+        # each choice in the flag table's row of the option
+        rows = "".join(line for line in page.splitlines() if line.startswith("|") and any(o in line for o in longs))
+        for choice in getattr(getattr(param, "type", None), "choices", None) or ():
+            if str(getattr(choice, "value", choice)) not in rows:
+                missing.append(f"{longs[0]} {getattr(choice, 'value', choice)}")
+    assert missing == []

@@ -132,13 +132,13 @@ def test_bad_items_are_located_exit_2(run_line, tmp_path: Path) -> None:
     result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", log])
     assert result.exit_code == 2
     assert result.stdout == ""
-    assert f"{log}:1 (request line1, item 0): an http(s) URL cannot be measured offline" in result.stderr
+    assert f"{log}:1 (request line1, item 0): error [traffic-image-unsized] an http(s) URL cannot be measured offline" in result.stderr
     assert "(2 items or lines could not be used)" in result.stderr
     ok = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", log, "--assume-image", "800x600"])
     assert ok.exit_code == 0, ok.output
     cut = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", _bodies(tmp_path, url, truncated)])
     assert cut.exit_code == 2
-    assert f"{tmp_path / 'bodies.jsonl'}:2 (request line2, item 0): truncated PNG" in cut.stderr
+    assert f"{tmp_path / 'bodies.jsonl'}:2 (request line2, item 0): error [traffic-image-unsized] truncated PNG" in cut.stderr
     empty = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", _bodies(tmp_path)])
     assert empty.exit_code == 2 and "the file is empty" in empty.stderr
     no_images = tmp_path / "text.jsonl"
@@ -244,7 +244,7 @@ def test_synthetic_report_states_its_assumptions(run_line) -> None:
 
 
 def test_trace_of_the_shipped_video_bodies(run_line, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("av", reason="PyAV (pip install 'mmpool[video]') reads the containers")
+    pytest.importorskip("av", reason="PyAV (pip install '.[video]') reads the containers")
     monkeypatch.chdir(Path(__file__).resolve().parents[2])  # the bodies name the clip relative to the root
     args = ["--from", "openai", "examples/traffic/videos.jsonl", "--assume-video", "1280x720:60:30"]
     result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", *args, "--format", "json"])
@@ -275,7 +275,7 @@ def test_json_errors_carry_finding_codes(run_line, tmp_path: Path) -> None:
     assert result.stdout == ""
     data = json.loads(result.stderr)
     assert data["status"] == "error"
-    assert data["error"].startswith(f"{log}:1 (request line1, item 0): an http(s) URL cannot be measured")
+    assert data["error"].startswith(f"{log}:1 (request line1, item 0): error [traffic-image-unsized] an http(s) URL cannot be measured")
     assert [(f["where"], f["severity"], f["code"]) for f in data["findings"]] == [
         (f"{log}:1 (request line1, item 0)", "error", "traffic-image-unsized"),
         (f"{log}:2 (request line2, item 0)", "warning", "traffic-request-fails"),

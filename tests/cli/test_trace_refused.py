@@ -56,10 +56,10 @@ def test_a_fifo_or_device_named_as_an_image_is_refused_not_waited_on(tmp_path: P
     for command in (["trace"], ["simulate", "--size", "1GB", "--from"]):
         result = _mmpool(*command[:1], "--model", "qwen2.5-vl", *command[1:], log)
         assert result.returncode == 2, result.stderr
-        assert f"{log}:2 (request line2, item 0): {fifo}: this is a FIFO (named pipe), not a regular file" in (
+        assert f"{log}:2 (request line2, item 0): error [file-not-regular] {fifo}: this is a FIFO (named pipe), not a regular file" in (
             result.stderr
         )
-        assert f"{log}:3 (request line3, item 0): /dev/zero: this is a character device" in result.stderr
+        assert f"{log}:3 (request line3, item 0): error [file-not-regular] /dev/zero: this is a character device" in result.stderr
         assert result.stdout == ""
 
 

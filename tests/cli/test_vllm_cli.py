@@ -77,12 +77,36 @@ def test_human_output_and_the_host_bound(run_line) -> None:
         (["--model", "no-such-family"], "no-such-family"),
         (["--workers", "4"], "--workers is an SGLang pool flag"),
         (["--audio", "3"], "--audio is an SGLang workload flag"),
+        # the bounds of the SGLang side: ranks count GPUs, a GPU pool fits one GPU, a host cache one host
+        (["--data-parallel-size", "99999"], "--data-parallel-size 99999: mmpool plans at most 4096 ranks"),
+        (["--tensor-parallel-size", "4097"], "--tensor-parallel-size 4097: mmpool plans at most 4096 ranks"),
+        (["--api-server-count", "4097"], "--api-server-count 4097: mmpool plans at most 4096 API servers"),
+        (["--mm-processor-cache-gb", "1e30"], "--mm-processor-cache-gb 1e30: more GiB than one host has (64 TiB"),
+        (["--mm-ipc-gpu-memory-gb", "289"], "--mm-ipc-gpu-memory-gb 289: more GiB than any GPU has (288 GiB"),
     ],
 )
 def test_bad_plan_input_is_one_line_and_exit_2(run_line, args, says) -> None:
     result = run_line(["mmpool", "plan", "--engine", "vllm", *args])
     assert result.exit_code == 2, result.output
     assert says in result.stderr and result.stderr.count("\n") == 1 and result.stdout == ""
+
+
+def test_the_bounds_hold_at_their_edge_and_for_the_copies_together(run_line) -> None:
+    at_edge = run_line(["mmpool", "plan", "--engine", "vllm", "--data-parallel-size", "4096", "--mm-ipc-gpu-memory-gb", "288"])
+    assert "flag-bad-value" not in at_edge.stdout + at_edge.stderr
+    # 62.5 TiB of cache is within one host, but it and its render-only copy take 125 TiB: no host has that
+    both = run_line(["mmpool", "plan", "--engine", "vllm", "--mm-processor-cache-gb", "64000", "--format", "json"])
+    assert both.exit_code == 1, both.output
+    found = [f for f in json.loads(both.stdout)["findings"] if f["code"] == "vllm-host-memory-exceeded"]
+    assert len(found) == 1 and "more than one host has (64 TiB" in found[0]["message"]
+
+
+def test_check_applies_the_same_bounds(run_line) -> None:
+    argv = ["mmpool", "check", "--format", "json", "--", "vllm", "serve", "m", "--mm-processor-cache-gb", "1e30"]
+    result = run_line([*argv, "--data-parallel-size", "99999"])
+    assert result.exit_code == 1
+    got = {(f["code"], f["location"]) for f in json.loads(result.stdout)["files"][0]["findings"]}
+    assert {("flag-bad-value", "argv[4]"), ("flag-bad-value", "argv[6]")} <= got
 
 
 def test_a_vllm_flag_without_the_engine_is_a_usage_error(run_line) -> None:

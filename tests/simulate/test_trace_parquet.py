@@ -98,7 +98,7 @@ def bad(tmp_path: Path, events: list, workers: int = 2, **options) -> tuple[str,
 @pytest.mark.parametrize(
     ("events", "options", "expected"),
     [
-        ([(5, ALLOC, "a", 1, 0), (4, FREE, "a", 0, 0)], {}, ":2: t=4E-9 s comes before"),
+        ([(5, ALLOC, "a", 1, 0), (4, FREE, "a", 0, 0)], {}, ":2: t=0.000000004 s comes before"),
         ([(0, ALLOC, "a", 1, 0), (1, ALLOC, "a", 1, 0)], {}, ":2: alloc of id 'a', which is still in flight"),
         ([(0, ALLOC, "a", 1, 0), (1, FREE, "a", 0, 0), (2, FREE, "a", 0, 0)], {}, ":3: free of id 'a', which was"),
         ([(0, ALLOC, "a", 1, 0), (1, FREE, "b", 0, 0)], {}, ":2: free of unknown id 'b'"),
@@ -257,7 +257,7 @@ def test_the_compiled_reader_takes_arrow_buffers_as_the_python_reader_takes_rows
         ("bytes", 9, 1, ":10: free of id 'b' gives bytes 1, its alloc 4; a free's bytes and worker are null or"),
         ("worker", 9, 0, ":10: free of id 'b' gives worker 0, its alloc 1; a free's bytes and worker are null or"),
         ("item", 9, "i", ":10: a free's item must be null: its alloc names the item"),
-        ("t_ns", 9, 7, ":10: t=7E-9 s comes before the previous event's t=9E-9 s; sort the trace by t"),
+        ("t_ns", 9, 7, ":10: t=0.000000007 s comes before the previous event's t=0.000000009 s; sort the trace by t"),
         ("id", 9, "c", ":10: free of id 'c', which was already freed"),
     ]:
         values = base[column].to_pylist() if isinstance(base[column], pa.Array) else list(base[column])

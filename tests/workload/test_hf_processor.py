@@ -3,8 +3,8 @@
 ``data/qwen-video-processors.json`` holds what SGLang's own ``preprocess_video`` and transformers'
 ``AutoProcessor`` (loaded as SGLang's ``get_processor`` loads it) made of each case's model
 directory (``scripts/record_qwen_video_processors.py``); each directory is rebuilt here and sized
-by mmpool. With an unpacked SGLang wheel in ``MMPOOL_SGLANG_WHEEL`` and a loadable torchvision the
-record itself is made again and compared.
+by mmpool. With SGLang's wheel in ``MMPOOL_SGLANG_WHEEL`` (the ``.whl`` the record tests take, or
+it unpacked) and a loadable torchvision the record itself is made again and compared.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -143,10 +144,39 @@ def test_sglang_passes_qwen2_vl_a_size_that_flat_bounds_override(tmp_path: Path)
     assert engine("sglang").processor_kwargs("qwen2_5_vl") == {}
 
 
+QWEN_VL = "sglang/srt/multimodal/processors/qwen_vl.py"
+
+
+def unpacked(given: str | None, into: Path) -> str | None:
+    """``MMPOOL_SGLANG_WHEEL`` as the script reads it: an unpacked wheel, or the ``.whl`` the record tests take
+    (its one file the script reads, unpacked into ``into``); None when it names neither."""
+    if not given:
+        return None
+    if (Path(given) / QWEN_VL).is_file():
+        return given
+    if not zipfile.is_zipfile(given):
+        return None
+    with zipfile.ZipFile(given) as archive:
+        if QWEN_VL not in archive.namelist():
+            return None
+        archive.extract(QWEN_VL, into)
+    return str(into)
+
+
+def test_the_wheel_is_taken_packed_or_unpacked(tmp_path: Path) -> None:
+    packed = tmp_path / "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl"
+    with zipfile.ZipFile(packed, "w") as archive:
+        archive.writestr(QWEN_VL, "# qwen_vl\n")
+    assert unpacked(str(packed), tmp_path / "src") == str(tmp_path / "src")
+    assert (tmp_path / "src" / QWEN_VL).read_text() == "# qwen_vl\n"
+    assert unpacked(str(tmp_path / "src"), tmp_path / "again") == str(tmp_path / "src")
+    assert unpacked(str(tmp_path / "nothing"), tmp_path / "x") is None and unpacked(None, tmp_path) is None
+
+
 def test_the_record_is_what_sglang_and_transformers_make_now(tmp_path: Path) -> None:
-    wheel = os.environ.get("MMPOOL_SGLANG_WHEEL")
-    if not wheel or not (Path(wheel) / "sglang" / "srt" / "multimodal" / "processors" / "qwen_vl.py").is_file():
-        pytest.skip("MMPOOL_SGLANG_WHEEL does not name an unpacked sglang 0.5.23 wheel (pip download sglang==0.5.23)")
+    wheel = unpacked(os.environ.get("MMPOOL_SGLANG_WHEEL"), tmp_path / "sglang-src")
+    if wheel is None:
+        pytest.skip("MMPOOL_SGLANG_WHEEL names no sglang 0.5.23 wheel, packed or unpacked (pip download --no-deps)")
     script = ROOT / "scripts" / "record_qwen_video_processors.py"
     probe = subprocess.run([sys.executable, "-c", "import torchvision"], capture_output=True, timeout=120)
     shim = [] if probe.returncode == 0 else ["--cpu-torchvision-shim"]  # a CUDA torchvision beside a CPU torch

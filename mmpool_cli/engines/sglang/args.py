@@ -16,7 +16,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mmpool_cli.core.bounds import MAX_PARALLEL, MAX_WORKERS, count_problem
+from mmpool_cli.core.bounds import MAX_PARALLEL, MAX_WORKERS, count_problem, gpu_id_problem
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.sglang.flags import FlagTable, table
@@ -71,7 +71,6 @@ COUNT_BOUNDS = {
     "tp_size": (MAX_PARALLEL, "ranks"),
     "dp_size": (MAX_PARALLEL, "ranks"),
     "attn_dp_size": (MAX_PARALLEL, "ranks"),
-    "base_gpu_id": (MAX_PARALLEL, "ranks"),
 }
 # What to write instead of a flag that the chosen release lacks, where there is a replacement.
 INSTEAD = {
@@ -108,6 +107,7 @@ class Reading:
     settings: dict[str, Setting] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     flags: FlagTable = field(default_factory=table)  # the release whose parser is mirrored
+    help_at: Token | None = None  # -h/--help: argparse prints the help and exits 0 there, reading no further
 
     def get(self, dest: str) -> Any:
         """The flag's value, or SGLang's default when it was not given."""
@@ -185,6 +185,9 @@ def read(tokens: list[Token], reading: Reading | None = None) -> Reading:
             loose = True
             _unknown(reading, tok, ambiguous)
             continue
+        if option in ("-h", "--help") and explicit is None:
+            reading.help_at = tok
+            break
         flag = BY_NAME.get(option)
         if option == "--config":
             reading.add(
@@ -325,6 +328,9 @@ def _store(reading: Reading, flag: Flag, tok: Token, value_tok: Token) -> None:
         reading.add(
             Severity.error, "flag-bad-value", f"{flag.label} {problem}: no deployment has more", value_tok.origin
         )
+        return
+    if flag.dest == "base_gpu_id" and (problem := gpu_id_problem(value)):
+        reading.add(Severity.error, "flag-bad-value", f"{flag.label} {problem}", value_tok.origin)
         return
     choices = flag.choices and (reading.flags.choices(flag.names[0]) or flag.choices)
     if choices and value not in choices:

@@ -30,8 +30,10 @@ def feature_fit(
     consumers: int | None,
     add: Add,
     item: str | None = None,
+    index: int | None = None,
 ) -> FeatureFit:
-    subject = "feature_sizes" if item is None else "workload"
+    # a --feature-size flag or a config's feature_sizes item (the index locates it), or the workload
+    subject = "workload" if item is not None else "feature_sizes" if index is None else f"feature_sizes.{index}"
     if request.transport == "cuda_ipc" or consumers is None:
         slice_bytes = rel.slice_bytes(nbytes)
     else:

@@ -178,6 +178,12 @@ SGLANG = CodeRegistry(
         ),
         Code("encoder-only-cpu", Severity.warning, "--encoder-only turns a pool transport into cpu"),
         Code("no-pool", Severity.info, "the transport resolves to cpu (or the launch is text-only): no pool exists"),
+        Code("launch-help", Severity.info, "the launch asks for SGLang's help: it prints it and exits 0, no pool"),
+        Code(
+            "transport-opt-in",
+            Severity.info,
+            "no transport given: the plan is of the pool SGLang makes when asked; unasked it picks cpu",
+        ),
         Code("assumption-model", Severity.info, "what the check could not know and assumed"),
         Code("assumption-multinode", Severity.info, "what the check could not know and assumed"),
         Code("assumption-gpu", Severity.warning, "what the check could not know and assumed"),

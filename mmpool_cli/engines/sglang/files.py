@@ -94,7 +94,7 @@ def _mmpool(
         # the environment's own findings are reported once, on the environment
         for f in plan.findings:
             if f.subject != "env":
-                path = cfgmod.SUBJECT_PATHS.get(f.subject or "")
+                path = cfgmod.subject_path(f.subject)
                 findings.append(f.at(src.where(path) if path else src.name))
     findings += extra_findings(src, cfg, plan, launch)
     result = FileResult(path=src.name, kind="mmpool", findings=findings, plan=plan, transport=cfg.pool.transport)

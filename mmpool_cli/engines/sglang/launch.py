@@ -83,6 +83,14 @@ def check_launch(
     findings += launch.findings
     reading = read(launch.tokens, Reading(flags=flags))
     findings += reading.findings
+    help_word = _help(launcher, tokens, reading, findings)
+    if help_word is not None:
+        findings = [f for f in findings if f.severity is not Severity.error]  # SGLang never gets to them
+        message = (
+            f"SGLang prints its help at {help_word.text!r} and exits 0: nothing is launched and no pool is made"
+        )
+        findings.append(Finding(Severity.info, "launch-help", message, help_word.origin))
+        return FileResult(path="launch command", kind="launch", findings=_dedupe(findings), transport="cpu")
     if launcher == "serve" and not serve_model:
         findings.append(
             Finding(
@@ -118,6 +126,22 @@ def check_launch(
         plan=resolution.plan,
         transport=resolution.transport,
     )
+
+
+def _help(launcher: str, tokens: list[Token], reading: Reading, before: list[Finding]) -> Token | None:
+    """The help word SGLang stops at, or None: it launches (or fails) instead.
+
+    ``sglang serve`` prints its help for an exact ``-h`` or ``--help`` anywhere (cli/serve.py), before
+    anything is parsed; ``launch_server``'s argparse does at the first help option it reaches, unless
+    the config merge or an option before it failed first (unrecognized words argparse collects, and
+    refuses only once it parsed them all).
+    """
+    if launcher == "serve":
+        return next((t for t in tokens if t.text in ("-h", "--help")), None)
+    failed = any(f.severity is Severity.error and f.code != "unrecognized-argument" for f in before)
+    if reading.help_at is None or failed:
+        return None
+    return reading.help_at
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

@@ -16,9 +16,13 @@ from typing import Any
 from mmpool_cli.core.bounds import (
     LARGEST_GPU_HBM_BYTES,
     MAX_GRANULARITY,
+    MAX_PARALLEL,
+    MAX_WORKERS,
     MIN_CONTEXT,
     MIN_GRANULARITY,
     context_problem,
+    count_problem,
+    gpu_id_problem,
     granularity_problem,
 )
 from mmpool_cli.core.excerpt import excerpt, shorten
@@ -26,6 +30,7 @@ from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.units import MAX_BYTES, SIZE_PATTERN, parse_size
 from mmpool_cli.engines.sglang import rules as sg
 from mmpool_cli.engines.sglang import settings
+from mmpool_cli.engines.sglang.config_data import at, replaced, sizes_as_written
 from mmpool_cli.engines.sglang.env_vars import LaunchEnv, read_launch_env, resolve_budget
 from mmpool_cli.engines.sglang.models import Budget, PlanRequest
 from mmpool_cli.engines.sglang.plan import make_plan
@@ -36,6 +41,20 @@ SECTIONS = ("pool", "parallel", "gpu", "workload")
 
 # The key that sets each plan subject in a config file (declared once, in settings.py).
 SUBJECT_PATHS = settings.SUBJECT_PATHS
+
+
+def subject_path(subject: str | None, renumbered: Mapping[str, list[int]] | None = None) -> tuple[Any, ...] | None:
+    """The config path of a plan finding's subject: ``feature_sizes.2`` is the list's third item.
+
+    ``renumbered``: for a list that lost bad items before planning, the original index of each kept one.
+    """
+    name, _, index = (subject or "").partition(".")
+    path = SUBJECT_PATHS.get(name)
+    if path is None or not index.isdigit():
+        return path
+    n = int(index)
+    kept = (renumbered or {}).get(name)
+    return (*path, kept[n] if kept is not None and n < len(kept) else n)
 
 
 def _byte_count(value: Any) -> int:
@@ -104,7 +123,20 @@ def models() -> Any:
         WithJsonSchema(bounded({"enum": powers})),
     ]
     # SGLang needs at least 1 of each; the plan says so with SGLang's own words, the schema with a minimum.
-    Count = Annotated[int, Field(le=MAX_BYTES, json_schema_extra={"minimum": 1})]
+    # Above, the bounds of --workers, --tp/--dp/--attn-dp-size and --base-gpu-id (core.bounds).
+    Workers = Annotated[
+        int,
+        AfterValidator(_within(lambda value: count_problem(value, MAX_WORKERS, "tokenizer workers"))),
+        Field(json_schema_extra={"minimum": 1, "maximum": MAX_WORKERS}),
+    ]
+    Ranks = Annotated[
+        int,
+        AfterValidator(_within(lambda value: count_problem(value, MAX_PARALLEL, "ranks"))),
+        Field(json_schema_extra={"minimum": 1, "maximum": MAX_PARALLEL}),
+    ]
+    GpuId = Annotated[
+        int, Field(ge=0, json_schema_extra={"maximum": MAX_PARALLEL}), AfterValidator(_within(gpu_id_problem))
+    ]
     Integer = Annotated[int, Field(ge=-MAX_BYTES, le=MAX_BYTES)]
     strict = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -113,7 +145,7 @@ def models() -> Any:
 
         model_config = strict
         size: ByteCount | None = Field(None, description="pool budget; unset: SGLANG_MM_FEATURE_CACHE_MB")
-        tokenizer_workers: Count = Field(1, description="--tokenizer-worker-num: one pool per worker")
+        tokenizer_workers: Workers = Field(1, description="--tokenizer-worker-num: one pool per worker")
         transport: Literal["cuda_ipc", "cuda_vmm", "cpu"] = Field("cuda_ipc", description="--mm-feature-transport")
         vmm_granularity: Granularity = Field(
             sg.DEFAULT_VMM_GRANULARITY, description="CUDA VMM granularity: a power of two from 4 KiB to 1 GiB"
@@ -123,13 +155,13 @@ def models() -> Any:
         """The parallel layout: it sets the consumers per feature and the transport's limits."""
 
         model_config = strict
-        tp: Count = Field(1, description="--tp-size")
-        dp: Count = Field(1, description="--dp-size")
-        attn_dp: Count = Field(1, description="--attn-dp-size")
+        tp: Ranks = Field(1, description="--tp-size")
+        dp: Ranks = Field(1, description="--dp-size")
+        attn_dp: Ranks = Field(1, description="--attn-dp-size")
         enable_dp_attention: bool = Field(False, description="deprecated --enable-dp-attention")
         pp: Integer = Field(1, description="--pp-size")
         nnodes: Integer = Field(1, description="--nnodes")
-        base_gpu_id: int = Field(0, ge=0, le=MAX_BYTES, description="--base-gpu-id: the GPU that holds the pools")
+        base_gpu_id: GpuId = Field(0, description="--base-gpu-id: the GPU that holds the pools")
 
     class Gpu(BaseModel):
         """The base GPU, for offline planning."""
@@ -179,22 +211,24 @@ def parse(src: Source) -> tuple[Any | None, list[Finding]]:
     """
     from pydantic import ValidationError
 
+    data = sizes_as_written(src)
     try:
-        return models().model_validate(src.data), []
+        return models().model_validate(data), []
     except ValidationError as e:
         errors = e.errors(include_url=False)
     findings = [_finding(src, err) for err in errors]
-    return None, findings + _layout_despite(src, [tuple(err.get("loc", ())) for err in errors])
+    return None, findings + _layout_despite(src, data, [tuple(err.get("loc", ())) for err in errors])
 
 
 _LAYOUT_KEYS = (("pool", "transport"), ("parallel", "nnodes"), ("parallel", "pp"))
 # The plan's findings that depend on one key each, and those that combine the parallel keys.
-_SINGLE_KEY_CODES = ("workers-not-positive", "parallel-not-positive")
+_SINGLE_KEY_CODES = ("workers-not-positive", "parallel-not-positive", "feature-empty")
 _PARALLEL_CODES = ("dp-replicas-with-attention-dp", "attention-dp-not-divisor")
 
 
-def _layout_despite(src: Source, bad: list[tuple[Any, ...]]) -> list[Finding]:
-    cfg = _valid_part(src, bad)
+def _layout_despite(src: Source, data: Any, bad: list[tuple[Any, ...]]) -> list[Finding]:
+    renumbered: dict[str, list[int]] = {}
+    cfg = _valid_part(data, bad, renumbered)
     if cfg is None:
         return []
     findings: list[Finding] = []
@@ -209,9 +243,11 @@ def _layout_despite(src: Source, bad: list[tuple[Any, ...]]) -> list[Finding]:
     codes: tuple[str, ...] = _SINGLE_KEY_CODES
     if not any(_overlaps(loc, ("parallel",)) for loc in bad):
         codes += _PARALLEL_CODES  # a bad parallel key leaves its default: a combination would be a guess
+        if not any(_overlaps(loc, ("pool",)) for loc in bad):
+            codes += ("feature-never-fits",)  # the pool is as written: the list's other items are judged
     for f in make_plan(request(cfg, read_launch_env({}))).findings:
         if f.code in codes:
-            findings.append(f.at(src.where(SUBJECT_PATHS.get(f.subject or "", ()))))
+            findings.append(f.at(src.where(subject_path(f.subject, renumbered) or ())))
     return findings
 
 
@@ -219,12 +255,25 @@ def _overlaps(loc: tuple[Any, ...], key: tuple[str, ...]) -> bool:
     return loc[: len(key)] == key or key[: len(loc)] == loc
 
 
-def _valid_part(src: Source, bad: list[tuple[Any, ...]]) -> Any | None:
-    """The config made of the valid keys alone (the bad ones left at their defaults), or None."""
+def _valid_part(data: Any, bad: list[tuple[Any, ...]], renumbered: dict[str, list[int]]) -> Any | None:
+    """The config made of the valid keys alone (the bad ones left at their defaults), or None.
+
+    A list keeps its good items (``renumbered`` maps each plan subject's list to the kept indices),
+    so that one run reports every bad item of it, not the first alone.
+    """
     from pydantic import ValidationError
 
+    data = dict(data)
+    for subject, path in SUBJECT_PATHS.items():
+        items = at(data, path)
+        drop = {loc[len(path)] for loc in bad if len(loc) > len(path) and loc[: len(path)] == path}
+        if isinstance(items, list) and drop and all(isinstance(i, int) for i in drop):
+            kept = [i for i in range(len(items)) if i not in drop]
+            data = replaced(data, path, [items[i] for i in kept])
+            renumbered[subject] = kept
+            bad = [loc for loc in bad if loc[: len(path)] != path]
     try:
-        return models().model_validate(_without(src.data, bad))
+        return models().model_validate(_without(data, bad))
     except ValidationError:
         return None
 
@@ -313,6 +362,8 @@ def request(cfg: Any, launch: LaunchEnv) -> PlanRequest:
         attn_dp_size=cfg.parallel.attn_dp,
         enable_dp_attention=cfg.parallel.enable_dp_attention,
         transport="cuda_vmm" if cfg.pool.transport == "cuda_vmm" else "cuda_ipc",
+        transport_asked="transport" in cfg.pool.model_fields_set,
+        legacy_transport=launch.legacy_transport_on if launch.legacy_transport_set else None,
         vmm_granularity=cfg.pool.vmm_granularity,
         feature_sizes=tuple(cfg.workload.feature_sizes),
         base_gpu_id=cfg.parallel.base_gpu_id,

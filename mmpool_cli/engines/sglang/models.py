@@ -63,6 +63,10 @@ class PlanRequest:
     attn_dp_size: int = 1
     enable_dp_attention: bool = False
     transport: Transport = "cuda_ipc"
+    # False: the user named no transport (plan's default): the plan says what SGLang picks without one,
+    # with SGLANG_USE_CUDA_IPC_TRANSPORT as read (None: unset)
+    transport_asked: bool = True
+    legacy_transport: bool | None = None
     vmm_granularity: int = DEFAULT_VMM_GRANULARITY
     feature_sizes: tuple[int, ...] = ()
     base_gpu_id: int = 0

@@ -60,6 +60,8 @@ def make_plan(request: PlanRequest) -> Plan:
     if request.vlm_cache is not None:
         findings += vlm_cache_findings(request.vlm_cache)
     known_transport = eras.transport_known(rel, transport, add)
+    if known_transport:
+        _unasked_transport(request, rel, add)
 
     per_worker = unused = header = lease_control = allocation = usable = None
     if known_transport and workers > 0 and (mb > 0 or rel.split != "exact"):
@@ -107,10 +109,10 @@ def make_plan(request: PlanRequest) -> Plan:
             else:
                 usable = allocation
 
-    sizes: list[tuple[int, str | None]] = [(nbytes, None) for nbytes in request.feature_sizes]
+    sizes: list[tuple[int, str | None, int | None]] = [(n, None, i) for i, n in enumerate(request.feature_sizes)]
     if request.workload is not None:
-        sizes += [(t.bytes, t.item) for t in request.workload.tensors]
-    features = [feature_fit(request, rel, nbytes, usable, consumers, add, item) for nbytes, item in sizes]
+        sizes += [(t.bytes, t.item, None) for t in request.workload.tensors]
+    features = [feature_fit(request, rel, n, usable, consumers, add, item, index) for n, item, index in sizes]
     if request.workload is not None:
         slices = sum(f.slice_bytes for f in features if f.item is not None)
         findings += workload_findings(request.workload, mb, request.base_gpu_id, slices, request.sglang_version)
@@ -199,6 +201,28 @@ def _consumers(tp_size: int, dp_size: int, attn_dp_size: int, add: Add) -> int |
         return None
     # positive sizes that divide leave at least one consumer, so SGLang's own check cannot fire
     return sg.consumer_count(tp_size, dp_size, attn_dp_size)
+
+
+def _unasked_transport(request: PlanRequest, rel: Release, add: Add) -> None:
+    """Say so when the pool planned is one SGLang makes only when asked (check's resolution, one rule)."""
+    pooled = request.workload is None or request.workload.pooled
+    if request.transport_asked or not pooled or rel.unasked_transport(request.legacy_transport) == request.transport:
+        return
+    legacy = sg.ENV_LEGACY_TRANSPORT
+    where = "on one node" if request.legacy_transport is None else f"with {legacy} off in the environment"
+    if rel.transport_flag:
+        flag = f"--mm-feature-transport {request.transport}"
+        unless, then = "--mm-feature-transport is set", f"{request.transport} pool that {flag}"
+    else:
+        unless, then = f"{legacy}=1", f"pool that {legacy}=1"
+    aside = " (Qwen3-VL on a Hopper GPU of 60 GiB or more aside)" if rel.qwen3_vl_override else ""
+    add(
+        Severity.info,
+        "transport-opt-in",
+        f"no transport given: SGLang {rel.version} picks cpu {where} unless {unless}, and makes no pool{aside}; "
+        f"this plans the {then} makes",
+        "transport",
+    )
 
 
 def _settings(request: PlanRequest, rel: Release, mb: int) -> Settings:

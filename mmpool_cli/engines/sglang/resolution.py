@@ -123,7 +123,7 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
     transport = requested
     if transport is None:
         if legacy_set:
-            transport, source = ("cuda_ipc" if legacy_on else "cpu"), f"{sg.ENV_LEGACY_TRANSPORT}"
+            transport, source = rel.unasked_transport(legacy_on), f"{sg.ENV_LEGACY_TRANSPORT}"
         elif rel.default_policy == "env":
             transport, source = "cpu", f"{sg.ENV_LEGACY_TRANSPORT} unset; SGLang {rel.version} has no flag for it"
         elif rel.default_policy == "opt-in":
@@ -133,7 +133,7 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
         elif rel.default_policy == "auto-cuda_ipc-single-node":
             # every CUDA launch on one node without disaggregation; a text-only model makes no pool
             single = nnodes == 1 and reading.get("disaggregation_mode") == "null"
-            transport = "cuda_ipc" if single else "cpu"
+            transport = rel.unasked_transport(None) if single else "cpu"
             source = f"SGLang {rel.version}'s default" + (" on one node" if single else "")
         elif not multimodal or reading.get("disaggregation_mode") != "null":
             transport, source = "cpu", "SGLang's default for this launch"
@@ -185,11 +185,15 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
 
     if transport not in sg.POOL_TRANSPORTS or not multimodal:
         why = "a text-only launch (--language-model-only)" if not multimodal else f"cpu ({source})"
+        ask = ""
+        if multimodal and nnodes == 1 and source not in ("--mm-feature-transport", "--encoder-only"):
+            switch = "--mm-feature-transport cuda_ipc" if rel.transport_flag else f"{sg.ENV_LEGACY_TRANSPORT}=1"
+            ask = f"; {switch} makes one"
         add(
             Severity.info,
             "no-pool",
             f"the transport resolves to {why}: no feature pool exists and nothing is reserved for one on GPU "
-            f"{reading.get('base_gpu_id')}",
+            f"{reading.get('base_gpu_id')}{ask}",
             origin("mm_feature_transport"),
         )
         if budget.source == "env":

@@ -59,10 +59,9 @@ def recycle_interval_ns(environ: Mapping[str, str]) -> tuple[int, str]:
     else:
         source = f"{recycle.variable}={recycle.raw}"
         if math.isnan(seconds) or not 0 < seconds <= sg.MAX_WAIT_SEC:
-            raise MmpoolError(
-                f"{source}: SGLang's recycler cannot run with this interval (see 'mmpool check'); "
-                "set a positive number of seconds, e.g. 0.05"
-            )
+            # what SGLang does with it, in the words 'mmpool check' uses for the same variable
+            said = [f.message for f in env_findings(environ) if f.code.startswith("env-recycle-")]
+            raise MmpoolError(said[0] if said else f"{source}: set a positive number of seconds, e.g. 0.05")
     ns = round(Fraction(seconds) * NS_PER_S)
     if ns <= 0:
         raise MmpoolError(f"{source}: the interval is under a nanosecond; set e.g. 0.05")

@@ -66,6 +66,17 @@ class Release:
         """The transports that create a GPU pool."""
         return tuple(t for t in self.transports if t != "cpu")
 
+    def unasked_transport(self, legacy_on: bool | None) -> str:
+        """What the transport resolves to when the launch does not set it: a multimodal model on one node.
+
+        ``legacy_on``: ``SGLANG_USE_CUDA_IPC_TRANSPORT`` read as SGLang reads it, None when unset. Only
+        the 0.5.17 era picked cuda_ipc itself; before and after, a pool is opt-in (the Qwen3-VL
+        override on large Hopper GPUs and --encoder-only aside, which the resolution handles).
+        """
+        if legacy_on is not None:
+            return "cuda_ipc" if legacy_on else "cpu"
+        return "cuda_ipc" if self.default_policy == "auto-cuda_ipc-single-node" else "cpu"
+
     def has(self, option: str) -> bool:
         """Whether this release's server parser has ``option`` (one of the pool-related flags)."""
         return option in self.pool_flags

@@ -13,6 +13,14 @@ import json
 import re
 from typing import Any
 
+from mmpool_cli.core.bounds import (
+    LARGEST_GPU_HBM_BYTES,
+    LARGEST_HOST_MEMORY_BYTES,
+    MAX_PARALLEL,
+    count_problem,
+    largest_gpu,
+    largest_host,
+)
 from mmpool_cli.core.excerpt import excerpt, shorten
 from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.vllm import gib
@@ -50,6 +58,15 @@ MM_DESTS: dict[str, str] = {
     "disable_chunked_mm_input": "bool",
     "kv_cache_dtype": "choice",
     "block_size": "int",
+}
+# The bounds the SGLang side applies (core.bounds): ranks count GPUs, a GPU pool lives on one GPU,
+# and one host cache lives in one host's RAM. Beyond them a plan would describe no deployment.
+_RANKS = ("data_parallel_size", "data_parallel_size_local", "data_parallel_rank", "data_parallel_start_rank")
+COUNT_BOUNDS = dict.fromkeys((*_RANKS, "tensor_parallel_size"), (MAX_PARALLEL, "ranks"))
+COUNT_BOUNDS["api_server_count"] = (MAX_PARALLEL, "API servers")
+GIB_BOUNDS = {
+    "mm_processor_cache_gb": (LARGEST_HOST_MEMORY_BYTES, "one host has", largest_host),
+    "mm_ipc_gpu_memory_gb": (LARGEST_GPU_HBM_BYTES, "any GPU has", largest_gpu),
 }
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 _HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
@@ -238,6 +255,15 @@ def _store(reading: Reading, option: Option, string: str, value_tok: Token) -> N
                 Severity.error, "flag-bad-value" if e.by_parser else "vllm-value-refused", str(e), value_tok.origin
             )
             return
+        limit, holder, name = GIB_BOUNDS[option.dest]
+        if parsed.bytes > limit:
+            reading.add(
+                Severity.error,
+                "flag-bad-value",
+                f"{option.strings[0]} {shorten(text)}: more GiB than {holder} ({name()}); use a realistic value",
+                value_tok.origin,
+            )
+            return
         value = parsed
     elif kind in ("int", "human_int", "human_int_or_auto"):
         try:
@@ -261,6 +287,11 @@ def _store(reading: Reading, option: Option, string: str, value_tok: Token) -> N
                 "use a realistic value",
                 value_tok.origin,
             )
+            return
+        problem = count_problem(value, *COUNT_BOUNDS[option.dest]) if option.dest in COUNT_BOUNDS else None
+        if problem:
+            message = f"{option.strings[0]} {problem}: no deployment has more"
+            reading.add(Severity.error, "flag-bad-value", message, value_tok.origin)
             return
     elif kind == "float":
         try:

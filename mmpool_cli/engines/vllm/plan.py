@@ -13,6 +13,7 @@ from decimal import ROUND_CEILING, Decimal, localcontext
 from pathlib import Path
 from typing import Any
 
+from mmpool_cli.core.bounds import LARGEST_HOST_MEMORY_BYTES, largest_host
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm import gpu_pool, processor_cache
@@ -124,6 +125,16 @@ def make_plan(req: VllmRequest) -> VllmPlan:
             f"the processor cache can take {pc.host_bytes:,} B of host RAM, more than the {req.host_memory:,} B "
             "available; lower --mm-processor-cache-gb (each API process holds its own copies)",
             "host_memory",
+        )
+    elif req.host_memory is None and pc.host_bytes > LARGEST_HOST_MEMORY_BYTES:
+        add_finding(
+            findings,
+            req,
+            Severity.error,
+            "vllm-host-memory-exceeded",
+            f"the processor cache can take {pc.host_bytes:,} B of host RAM, more than one host has "
+            f"({largest_host()}); lower --mm-processor-cache-gb (each API process holds its own copies)",
+            "mm_processor_cache_gb",
         )
     if req.shm_size is not None and pc.shm_bytes > req.shm_size:
         add_finding(

@@ -71,7 +71,8 @@ class Finding:
         check(self.code, Severity(self.severity))  # an unregistered code is a bug in mmpool
 
     def line(self) -> str:
-        return f"{self.where}: {self.message}"
+        """``where: severity [code] message``, as validate and check print a finding (JSON has the same code)."""
+        return f"{self.where}: {self.severity} [{self.code}] {self.message}"
 
 
 @dataclass
@@ -170,7 +171,7 @@ class Summary:
             lines.append(f"  per-item fields this family does not use (ignored): {parts}")
         lines.extend(f"  note: {n}" for n in self.notes)
         warnings = [f for f in self.findings if f.severity == "warning"]
-        lines.extend(f"  warning: {f.line()}" for f in warnings[:MAX_FINDINGS_SHOWN])
+        lines.extend(f"  {f.line()}" for f in warnings[:MAX_FINDINGS_SHOWN])
         if len(warnings) > MAX_FINDINGS_SHOWN:
             lines.append(f"  ... and {len(warnings) - MAX_FINDINGS_SHOWN} more warnings")
         return "\n".join(lines)

@@ -12,7 +12,7 @@ matrix of ±90° swaps width and height (``Metadata.cpp``, ``rotationFromDegrees
 
 mmpool makes the same demux pass with PyAV (FFmpeg's own demuxers, no frame decoded) and reads
 the display matrix of MP4/MOV tracks from their ``tkhd`` box, as FFmpeg's mov demuxer builds it.
-PyAV is optional (``pip install 'mmpool[video]'``); it is imported only when a video is read.
+PyAV is optional (the ``video`` extra); it is imported only when a video is read.
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 MAX_BOXES = 100_000  # an MP4 with more boxes before its video track is malformed, not large
+
+
+# mmpool is on no package index: the requirement itself, and the extra from a checkout (as for Ray, Parquet)
+VIDEO_EXTRA = "pip install 'av>=14' (or, from an mmpool checkout, pip install '.[video]')"
 
 
 class VideoError(ValueError):
@@ -54,7 +58,7 @@ def _av() -> Any:
         import av
     except ImportError:
         raise VideoError(
-            "reading a video's container needs PyAV, which is not installed: pip install 'mmpool[video]'"
+            f"reading a video's container needs PyAV, which is not installed: {VIDEO_EXTRA}"
         ) from None
     return av
 

@@ -239,3 +239,44 @@ def test_exec_strict_stops_on_warnings(stand_in) -> None:
     result = _mmpool(["check", "--exec", "--strict", "--", "sglang", "serve", "m"], env)
     assert result.returncode == 1
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "word"),
+    [
+        (["python", "-m", "sglang.launch_server", "--help"], "--help"),
+        (["python", "-m", "sglang.launch_server", "-h"], "-h"),
+        (["python", "-m", "sglang.launch_server", "--hel"], "--hel"),  # argparse's unique prefix
+        # argparse refuses unknown words only once it parsed them all: the help comes first
+        (["python", "-m", "sglang.launch_server", "--tp-size", "2", "--bogus", "3", "-h"], "-h"),
+        # sglang serve looks for the exact words before parsing anything (cli/serve.py)
+        (["sglang", "serve", "--help"], "--help"),
+        (["sglang", "serve", "m", "--tp-size", "x", "-h"], "-h"),
+    ],
+)
+def test_help_is_printed_and_exits_0_without_a_pool(argv: list[str], word: str) -> None:
+    result = check_launch(argv, {}, Assumptions())
+    assert not result.fails() and result.plan is None and result.transport == "cpu"
+    helped = [f for f in result.findings if f.code == "launch-help"]
+    assert len(helped) == 1 and f"at {word!r}" in helped[0].message
+    assert helped[0].location == f"argv[{argv.index(word)}]"
+
+
+@pytest.mark.parametrize(
+    ("extra", "code"),
+    [
+        (["--tp-size", "x", "-h"], "flag-bad-value"),  # argparse fails on the value before the help
+        (["--tp-size", "-h"], "flag-bad-value"),  # 'expected one argument'
+        (["--config", "missing.yaml", "--help"], "file-missing"),  # merged before parsing
+    ],
+)
+def test_an_error_before_the_help_fails_first(extra: list[str], code: str, tmp_path: Path) -> None:
+    result = check_launch(["python", "-m", "sglang.launch_server", *extra], {}, Assumptions(), cwd=str(tmp_path))
+    assert result.fails() and code in [f.code for f in result.findings]
+    assert "launch-help" not in [f.code for f in result.findings]
+
+
+def test_check_says_help_where_the_plan_would_be(run_line) -> None:
+    result = run_line(["mmpool", "check", "--", "python", "-m", "sglang.launch_server", "--help"])
+    assert result.exit_code == 0, result.output
+    assert "  plan: no pool: SGLang prints its help at '--help' and exits 0" in result.stdout

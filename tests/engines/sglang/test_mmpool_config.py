@@ -190,3 +190,42 @@ def test_a_deeply_nested_unknown_key_is_one_finding(tmp_path: Path) -> None:
 def test_a_bad_list_item_hides_no_layout_finding(tmp_path: Path) -> None:
     text = "workload:\n  feature_sizes: [1MiB, 1 potato]\npool:\n  tokenizer_workers: 0\n  size: 1GiB\n"
     assert _errors(tmp_path, text) == ["config-invalid-value:2", "workers-not-positive:4"]
+
+
+def test_the_size_keys_are_the_models_size_fields() -> None:
+    from mmpool_cli.engines.sglang.config_data import SIZE_KEYS
+    from mmpool_cli.engines.sglang.mmpool_config import models
+
+    marker = "bytes: an integer, or a size string"
+    sizes = {
+        (section, key)
+        for section, model in models().model_fields.items()
+        for key, field in model.annotation.model_fields.items()
+        if marker in repr(field.annotation) + repr(field.metadata)
+    }
+    assert sizes == set(SIZE_KEYS)
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("1073741824.0", True),  # JSON Schema's integer, and --size 1073741824.0: the same bytes
+        ("1073741824", True),
+        ("1.5", False),  # a fraction of a byte
+        ("1073741824.0000000001", False),  # loads as the float 1073741824.0: read as written, refused
+    ],
+)
+def test_a_size_with_a_point_is_read_as_written_as_the_schema_and_the_flag_read_it(
+    tmp_path: Path, value: str, ok: bool
+) -> None:
+    text = f"pool:\n  size: {value}\n  transport: cuda_ipc\nworkload:\n  feature_sizes: [2, {value}]\n"
+    assert (_errors(tmp_path, text) == []) is ok
+    if value != "1073741824.0000000001":  # a float's JSON loses the digits the schema would judge
+        assert _schema_ok(yaml.safe_load(text)) is ok
+
+
+def test_a_count_with_a_point_is_refused_though_json_schema_counts_it_an_integer(tmp_path: Path) -> None:
+    # JSON's data model has no 4.0 apart from 4, so the schema cannot refuse it; mmpool does, as --workers does
+    text = "pool:\n  tokenizer_workers: 4.0\n"
+    assert _schema_ok(yaml.safe_load(text))
+    assert _errors(tmp_path, text) == ["config-invalid-value:2"]

@@ -71,11 +71,11 @@ def test_http_urls_are_errors_counted_unless_assumed(tmp_path: Path) -> None:
 
 
 def test_bad_lines_are_located(tmp_path: Path) -> None:
-    with pytest.raises(TrafficError, match=r"bodies.jsonl:2: not a JSON object"):
+    with pytest.raises(TrafficError, match=r"bodies.jsonl:2: error \[traffic-body-line\] not a JSON object"):
         _run(tmp_path, [_body(_png()), "{not json"])
-    with pytest.raises(TrafficError, match=r"bodies.jsonl:1: no \"messages\" list"):
+    with pytest.raises(TrafficError, match=r"bodies.jsonl:1: error \[traffic-body-line\] no \"messages\" list"):
         _run(tmp_path, [{"prompt": "x"}])
-    with pytest.raises(TrafficError, match=r"bodies.jsonl:1: timestamp 'yesterday'"):
+    with pytest.raises(TrafficError, match=r"bodies.jsonl:1: error \[traffic-body-line\] timestamp 'yesterday'"):
         _run(tmp_path, [_body(_png(), timestamp="yesterday")])
 
 

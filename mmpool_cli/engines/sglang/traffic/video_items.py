@@ -104,9 +104,9 @@ class VideoSizer:
         out = []
         if self.measured["container"]:
             out.append(
-                f"{count(self.measured['container'], 'video')} measured from the container with FFmpeg "
-                f"{ffmpeg_version()} (PyAV), frames and average rate as torchcodec's exact scan counts them "
-                "(SGLang's decoder); no frame decoded"
+                f"{count(self.measured['container'], 'video')} measured from the container, frames and average "
+                "rate as torchcodec's exact scan counts them (SGLang's decoder), no frame decoded; with "
+                f"FFmpeg {ffmpeg_version()} (PyAV's, which varies with the PyAV installed)"
             )
         if self.measured["assumed"]:
             out.append(f"{count(self.measured['assumed'], 'http(s) video')} given --assume-video's size")

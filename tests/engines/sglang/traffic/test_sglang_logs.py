@@ -136,7 +136,7 @@ def test_a_broken_request_line_is_located(tmp_path: Path) -> None:
     lines[n] = lines[n][:400] + "\n"  # cut mid-request
     log = tmp_path / "cut.log"
     log.write_text("".join(lines))
-    with pytest.raises(TrafficError, match=rf"cut.log:{n + 1}: a request line mmpool cannot read"):
+    with pytest.raises(TrafficError, match=rf"cut.log:{n + 1}: error \[traffic-log-line\] a request line mmpool cannot read"):
         _convert(str(log), source="sglang-log")
 
 

@@ -30,7 +30,7 @@ from mmpool_cli.workload.features import _qwen_params
 from mmpool_cli.workload.items import parse_video
 from mmpool_cli.workload.qwen import sglang_video_resize, video_frames
 
-av = pytest.importorskip("av", reason="PyAV (pip install 'mmpool[video]') reads the containers")
+av = pytest.importorskip("av", reason="PyAV (pip install '.[video]') reads the containers")
 
 ROOT = Path(__file__).resolve().parents[4]
 DATA = Path(__file__).parent / "data" / "sglang-0.5.23" / "videos"
@@ -191,7 +191,7 @@ def test_trace_pools_each_video_as_sglang_would(
         assert got[f"r{n}/0"] == expected, name
     # SGLang's Qwen processors read no per-item video field (qwen_vl.py:248-290)
     assert conv.summary.ignored_fields == {"fps": len(NAMES), "max_frames": len(NAMES)}
-    assert any("measured from the container with FFmpeg" in note for note in conv.summary.notes)
+    assert any("measured from the container" in note and "; with FFmpeg " in note for note in conv.summary.notes)
 
 
 @pytest.mark.parametrize("log", ["server-json-level3.log", "server-text-level3.log"])
