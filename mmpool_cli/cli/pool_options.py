@@ -60,9 +60,10 @@ class PoolOptions:
         launch = envmod.read_launch_env(environ)
         flag = None if self.size is None else Budget(bytes=size_arg("--size", self.size), source="flag")
         granularity = granularity_arg(self.vmm_granularity)
-        if "vmm_granularity" in told and self.transport is not TransportChoice.cuda_vmm:
+        transport = self.transport or TransportChoice.cuda_ipc
+        if "vmm_granularity" in told and transport is not TransportChoice.cuda_vmm:
             raise MmpoolError(
-                f"--vmm-granularity sizes cuda_vmm's allocations; the {self.transport.value} transport has no "
+                f"--vmm-granularity sizes cuda_vmm's allocations; the {transport.value} transport has no "
                 "granularity: drop it, or add --transport cuda_vmm"
             )
         version, chosen = sglang_release(self.sglang_version, environ)
@@ -74,7 +75,7 @@ class PoolOptions:
             dp_size=self.dp,
             attn_dp_size=self.attn_dp_size,
             enable_dp_attention=self.enable_dp_attention,
-            transport=(self.transport or TransportChoice.cuda_ipc).value,
+            transport=transport.value,
             transport_asked=self.transport is not None,
             legacy_transport=launch.legacy_transport_on if launch.legacy_transport_set else None,
             vmm_granularity=granularity,
