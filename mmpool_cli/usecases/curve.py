@@ -124,6 +124,7 @@ def fill_curve(
 ) -> PoolCurve:
     """``curve`` (of ``plan_curve``) with its points: each replayed, or taken from a whole trial of ``known``."""
     mbs = curve.budgets_mb
+    known = sorted(known, key=lambda t: t.mb)
     points = replay_budgets(
         events, pools.layouts, mbs, top=pools.highest_mb, executor=executor, progress=progress, known=known
     )
@@ -132,5 +133,5 @@ def fill_curve(
             CurvePoint(p.budget_mb, p.items, p.fallback_items, p.bytes, p.fallback_bytes, kv_tokens(p.budget_mb))
             for p in points
         ]
-    replayed = len(mbs) - sum(decided(sorted(known, key=lambda t: t.mb), mb) is not None for mb in mbs)
+    replayed = len(mbs) - sum(decided(known, mb) is not None for mb in mbs)
     return dataclasses.replace(curve, points=points, replayed=replayed)

@@ -87,3 +87,13 @@ def test_any_curve_draws_from_plain_series() -> None:
     ax, right = fig.axes
     assert [line.get_label() for line in ax.get_lines()] == ["hits", "recommended: 150 MiB"]
     assert right.get_ylabel() == "tokens"
+
+
+def test_a_target_no_budget_meets_is_said_on_the_picture(monkeypatch, tmp_path: Path) -> None:
+    # 4,200 features in flight on one worker: past SGLang's 4,096 slots, every budget falls back
+    lines = [json.dumps({"t": i / 1000, "op": "alloc", "id": str(i), "bytes": 4096, "worker": 0}) for i in range(4200)]
+    (tmp_path / "t.jsonl").write_text("\n".join(lines) + "\n")
+    fig = _figure(monkeypatch, ["--trace", str(tmp_path / "t.jsonl")], tmp_path / "c.svg")
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert "no budget up to 17 MiB meets the target" in labels
+    assert not any(label.startswith("smallest safe budget") for label in labels)
