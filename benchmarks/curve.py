@@ -16,7 +16,7 @@ range of ``--curve`` (the largest feature's need to the budget at which no alloc
 Wall seconds (the curve's point is to use every core), with the process's CPU seconds beside them.
 Usage::
 
-    python benchmarks/curve.py [--events 1000000] [--points 64] [--runs 2]
+    python benchmarks/curve.py [--events 1000000] [--points 64] [--runs 2] [--search safe|bisect]
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--tp", type=int, default=2)
     parser.add_argument("--search-limit", type=int, default=10**9, help="replayed events (simulate's default 1G)")
+    parser.add_argument("--search", choices=["safe", "scan", "bisect"], default="safe", help="as simulate's")
     args = parser.parse_args()
 
     rel = versions.release(versions.NEWEST)
@@ -136,12 +137,14 @@ def main() -> int:
             highest=pools.highest_mb,
             executor=LocalExecutor(),
             max_events=args.search_limit,
+            method=args.search,
         )
     )
     whole = sum(not t.stopped for t in found.trials)
-    proven = "exact" if found.exact else "not proven (the limit)"
+    proven = "an estimate" if args.search == "bisect" else "exact" if found.exact else "not proven (the limit)"
     print(
-        f"the search (--smallest-budget, target 0, limit {args.search_limit:,} events): {wall:.2f} s wall, "
+        f"the search (--smallest-budget --search {args.search}, target 0, limit {args.search_limit:,} events): "
+        f"{wall:.2f} s wall, "
         f"{cpu:.2f} s CPU; {found.smallest_mb} MiB, {proven}; {len(found.trials):,} trials ({whole:,} whole), "
         f"{found.spent_events:,} events = {found.spent_events / len(events):.1f} replays"
     )
@@ -166,7 +169,7 @@ def main() -> int:
         start = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "mmpool_cli", "simulate", *argv, "--curve", "--curve-points", str(args.points)]
-            + ["--format", "json"],
+            + ["--search", args.search, "--search-limit", str(args.search_limit), "--format", "json"],
             capture_output=True,
             text=True,
             check=False,
