@@ -7,13 +7,16 @@ range of ``--curve`` (the largest feature's need to the budget at which no alloc
 * the 64 budgets replayed one after another in this process (``simulate`` at each budget alone);
 * the same budgets as the curve replays them (``simulate.curve.replay_budgets`` on the local executor:
   one forked worker per core), and checks that both give the same figures;
+* the recommendation ``--curve`` marks: ``--smallest-budget``'s own search (its defaults: target 0 by
+  items, ``safe``, ``--search-limit 1G``), once, then the curve again taking the points the search
+  replayed whole from its trials (``replay_budgets(known=...)``), checked equal to the curve alone;
 * the whole process, ``mmpool simulate --trace FILE --curve --format json`` (reading the trace, the
-  run at the current budget, the range's two bounds and the curve).
+  run at the current budget, the range's two bounds, the search and the curve).
 
 Wall seconds (the curve's point is to use every core), with the process's CPU seconds beside them.
 Usage::
 
-    python benchmarks/curve.py [--events 1000000] [--points 64] [--runs 2]
+    python benchmarks/curve.py [--events 1000000] [--points 64] [--runs 2] [--search safe|bisect]
 """
 
 from __future__ import annotations
@@ -33,10 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from simulate import make_events, write_jsonl  # noqa: E402
 
+from mmpool_cli.cli.pool_options import PoolOptions  # noqa: E402
+from mmpool_cli.engines import engine  # noqa: E402
 from mmpool_cli.engines.sglang import versions  # noqa: E402
 from mmpool_cli.engines.sglang.simulation import pool_rules  # noqa: E402
 from mmpool_cli.simulate import native  # noqa: E402
-from mmpool_cli.simulate.curve import budgets, largest_alloc_budget, replay_budgets  # noqa: E402
+from mmpool_cli.simulate.budget_search import smallest_budget  # noqa: E402
+from mmpool_cli.simulate.curve import budgets, decided, largest_alloc_budget, replay_budgets  # noqa: E402
 from mmpool_cli.simulate.events import as_events  # noqa: E402
 from mmpool_cli.simulate.executors import LocalExecutor, default_jobs  # noqa: E402
 from mmpool_cli.simulate.replay import simulate  # noqa: E402
@@ -65,6 +71,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=2, help="best of so many, each way")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--tp", type=int, default=2)
+    parser.add_argument("--search-limit", type=int, default=10**9, help="replayed events (simulate's default 1G)")
+    parser.add_argument("--search", choices=["safe", "scan", "bisect"], default="safe", help="as simulate's")
     args = parser.parse_args()
 
     rel = versions.release(versions.NEWEST)
@@ -119,6 +127,41 @@ def main() -> int:
         f"load average {os.getloadavg()[0]:.2f}"
     )
 
+    # what --curve adds: the search of --smallest-budget (the engine's budgets, its default target and limit)
+    pools = engine().simulation_setup(PoolOptions(workers=args.workers, tp=args.tp).request({}), {})
+    wall, cpu, found = timed(
+        lambda: smallest_budget(
+            events,
+            layouts=layouts,
+            lowest=pools.lowest_mb,
+            highest=pools.highest_mb,
+            executor=LocalExecutor(),
+            max_events=args.search_limit,
+            method=args.search,
+        )
+    )
+    whole = sum(not t.stopped for t in found.trials)
+    proven = "an estimate" if args.search == "bisect" else "exact" if found.exact else "not proven (the limit)"
+    print(
+        f"the search (--smallest-budget --search {args.search}, target 0, limit {args.search_limit:,} events): "
+        f"{wall:.2f} s wall, "
+        f"{cpu:.2f} s CPU; {found.smallest_mb} MiB, {proven}; {len(found.trials):,} trials ({whole:,} whole), "
+        f"{found.spent_events:,} events = {found.spent_events / len(events):.1f} replays"
+    )
+    reused = sum(decided(found.trials, mb) is not None for mb in mbs)
+    wall2, cpu2, again = timed(
+        lambda: replay_budgets(events, layouts, mbs, top=top, executor=LocalExecutor(), known=found.trials)
+    )
+    assert again == points
+    print(
+        f"  the curve after it: {len(mbs) - reused} points replayed, {reused} taken from the search's whole trials: "
+        f"{wall2:.2f} s wall, {cpu2:.2f} s CPU"
+    )
+    print(
+        f"--curve's recommendation costs {wall + wall2 - curve:.2f} s wall more than the curve alone "
+        f"({(wall + wall2) / curve:.1f} x), {cpu + cpu2 - curve_cpu:.2f} s CPU more"
+    )
+
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "images.jsonl"
         write_jsonl(raw, trace)
@@ -126,7 +169,7 @@ def main() -> int:
         start = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "mmpool_cli", "simulate", *argv, "--curve", "--curve-points", str(args.points)]
-            + ["--format", "json"],
+            + ["--search", args.search, "--search-limit", str(args.search_limit), "--format", "json"],
             capture_output=True,
             text=True,
             check=False,
@@ -135,7 +178,10 @@ def main() -> int:
         if done.returncode not in (0, 1):
             raise SystemExit(f"mmpool simulate failed: {done.stderr}")
         data = json.loads(done.stdout)
-        print(f"whole process, mmpool simulate --trace FILE --curve: {wall:.2f} s wall, {len(data['curve'])} points")
+        print(
+            f"whole process, mmpool simulate --trace FILE --curve: {wall:.2f} s wall, {len(data['curve'])} points, "
+            f"{data['smallest_budget']['sglang_mm_feature_cache_mb']} MiB recommended"
+        )
     return 0
 
 

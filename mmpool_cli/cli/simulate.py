@@ -65,7 +65,7 @@ if TYPE_CHECKING:
             "mmpool simulate --feature-size 48MiB --concurrency 32 --smallest-budget",
             "mmpool simulate --model qwen2.5-vl --image 1920x1080 --rate 4",
             "mmpool simulate --model qwen2.5-vl --from server.log --smallest-budget",
-            "mmpool simulate --trace prod.jsonl --curve --smallest-budget",
+            "mmpool simulate --trace prod.jsonl --curve --model ./Qwen2.5-VL-7B-Instruct",
         ],
         "0 the fallback meets the target (default 0); 1 it does not, or the budget has an error finding "
         "that plan reports (the report is still printed); 2 usage error or a bad trace line; 3 --executor ray: "
@@ -83,7 +83,10 @@ def simulate(
     trace: Annotated[
         str | None,
         typer.Option(
-            "--trace", metavar="FILE", help="Trace to replay: JSON lines ('-' reads stdin) or a .parquet file."
+            "--trace",
+            metavar="FILE",
+            help="Trace to replay: JSON lines ('-' reads stdin) or a .parquet file; --model DIR gives it the KV "
+            "tokens of --curve and --smallest-budget.",
         ),
     ] = None,
     traffic_from: Annotated[
@@ -232,14 +235,14 @@ def _simulate(
         raise MmpoolError(f"{flag} describes traffic to read: use it with --from FILE or --from-format bench-serving")
     if from_traffic and o.trace is not None:
         raise MmpoolError("give one of --trace and --from")
-    if from_traffic:
-        load, kv = None, None
+    if from_traffic:  # --model sizes the items, and a model directory gives the KV tokens too
+        load, kv = None, workload.kv_only(os.environ)
     elif o.trace is not None:
-        given = traffic.given()
-        if given or pool.feature_size or workload.model is not None:
-            flag = "--feature-size" if pool.feature_size else "--model" if workload.model else sorted(given)[0]
+        given, items = traffic.given(), workload.item_flags()
+        if given or pool.feature_size or items:
+            flag = "--feature-size" if pool.feature_size else items[0] if items else sorted(given)[0]
             raise MmpoolError(f"{flag} describes a synthetic workload; a --trace carries its own events")
-        load, kv = None, None
+        load, kv = None, _trace_kv(workload, o, curve is not None)
     else:
         load, kv = workload.resolve(os.environ)
         _check_pooled(load)
@@ -287,6 +290,7 @@ def _simulate(
             model=None if load is None else load.model,
             progress=lambda what: _progress(o, what),
             curve=curve,
+            kv_unknown="" if kv is not None else _kv_unknown(workload.model),
         )
     )
     if "recording" in seen:
@@ -304,6 +308,38 @@ def _progress(o: RunOptions, what: str) -> Iterator[Callable[[int], None]]:
 
     with counting("simulate", what) as update:
         yield update
+
+
+def _trace_kv(workload: WorkloadOptions, o: RunOptions, curve: bool) -> Any:
+    """A --trace's --model: the KV tokens of --curve and --smallest-budget, from a model directory's config."""
+    kv = workload.kv_only(os.environ)
+    if workload.model is None:
+        return kv
+    from mmpool_cli.core.excerpt import shorten
+
+    if kv is None:
+        raise MmpoolError(
+            f"--model {shorten(workload.model)!r} gives no attention shape (a family name has none): with --trace, "
+            "--model gives only the KV tokens, from a model directory whose config.json has num_hidden_layers"
+        )
+    if not (curve or o.smallest_budget):
+        raise MmpoolError(
+            "--model gives a --trace only the KV tokens that --curve and --smallest-budget report (a --trace "
+            "carries its own events); add one of them, or leave --model out"
+        )
+    return kv
+
+
+def _kv_unknown(model: str | None) -> str:
+    """Why the KV tokens of a budget are unknown, and how to get them."""
+    if model is None:
+        return "give --model DIR (a model directory: its config.json gives the KV bytes per token)"
+    from mmpool_cli.core.excerpt import shorten
+
+    return (
+        f"--model {shorten(model)!r} gives no attention shape (a family name has none); give a model directory "
+        "whose config.json has it"
+    )
 
 
 def _check_plot(path: str) -> None:

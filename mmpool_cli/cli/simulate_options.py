@@ -281,7 +281,8 @@ CurveOpt = Annotated[
         "--curve",
         metavar="[LO:HI]",
         help="The pool's curve: fallback and KV tokens at whole-MiB budgets from LO to HI (default: from the "
-        "largest feature's need to the budget at which no alloc can miss); --smallest-budget marks its answer.",
+        "largest feature's need to the budget at which no alloc can miss), with --smallest-budget's answer "
+        "marked (its search runs too).",
     ),
 ]
 CurvePointsOpt = Annotated[

@@ -10,7 +10,7 @@ import typer
 from mmpool_cli.cli.fleet import file_reader
 from mmpool_cli.cli.options import OutputFormat
 from mmpool_cli.cli.traffic_options import DEFAULT_RECV_DELAY, SourceChoice, convert, seconds
-from mmpool_cli.cli.workload_options import KvDtypeChoice, WorkloadOptions
+from mmpool_cli.cli.workload_options import WorkloadOptions
 from mmpool_cli.core.words import count
 from mmpool_cli.engines.sglang.models import PlanRequest
 from mmpool_cli.errors import MmpoolError
@@ -50,8 +50,6 @@ def from_traffic(
     if given or request.feature_sizes or workload.image or workload.video or workload.audio:
         flag = sorted(given)[0] if given else "--feature-size" if request.feature_sizes else "--image/--video/--audio"
         raise MmpoolError(f"{flag} describes a synthetic workload; --from traffic carries its own requests")
-    if workload.kv_cache_dtype is not KvDtypeChoice.auto or workload.page_size != 1:
-        raise MmpoolError("--kv-cache-dtype and --page-size do not change the simulation; use them with plan")
     overrides = {
         "min_pixels": workload.min_pixels,
         "max_pixels": workload.max_pixels,

@@ -48,13 +48,11 @@ class WorkloadOptions:
         Raises:
             MmpoolError: items or processor flags without ``--model``, a bad item, an unknown family.
         """
-        from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
         from mmpool_cli.workload import items as wi
         from mmpool_cli.workload import video_env as wenv
         from mmpool_cli.workload.families import with_overrides
         from mmpool_cli.workload.features import workload
         from mmpool_cli.workload.hf import resolve
-        from mmpool_cli.workload.kv import KvRequest
 
         defaults = WorkloadOptions()
         if self.model is None:
@@ -81,10 +79,33 @@ class WorkloadOptions:
             workload(model.name, model.family, settings, items, engine().pooled(model.family.name)),
             model_path=model.model_path,
         )
-        kv = None
-        if model.kv is not None:
+        return load, self._kv(model, environ)
+
+    def item_flags(self) -> list[str]:
+        """The flags given that describe a request's items (and their processor), as ``--flag-name``."""
+        defaults = WorkloadOptions()
+        kv = ("kv_cache_dtype", "page_size")
+        return [flag for f, flag in _WORKLOAD_FLAGS.items() if f not in kv and getattr(self, f) != getattr(defaults, f)]
+
+    def kv_only(self, environ: Mapping[str, str]) -> KvRequest | None:
+        """The KV-cost request of ``--model`` alone, for traffic that carries its own items (``--from``,
+        ``--trace``): None without a model, or where the model gives no attention shape (a family name).
+
+        Raises:
+            MmpoolError: ``--kv-cache-dtype``/``--page-size`` where no shape is known, a bad model.
+        """
+        from mmpool_cli.workload.hf import resolve
+
+        model = None if self.model is None else resolve(self.model, processor_kwargs=engine().processor_kwargs)
+        return self._kv(model, environ)
+
+    def _kv(self, model: Any, environ: Mapping[str, str]) -> KvRequest | None:
+        from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
+        from mmpool_cli.workload.kv import KvRequest
+
+        if model is not None and model.kv is not None:
             vlm = vlm_cache_from_env(environ)
-            kv = KvRequest(
+            return KvRequest(
                 model=model.kv,
                 kv_cache_dtype=self.kv_cache_dtype.value,
                 page_size=self.page_size,
@@ -94,9 +115,9 @@ class WorkloadOptions:
                 vlm_cache_invalid=vlm.invalid,
                 qwen3_vl=model.family.name == "qwen3-vl",
             )
-        elif self.kv_cache_dtype is not KvDtypeChoice.auto or self.page_size != 1:
+        if self.kv_cache_dtype is not KvDtypeChoice.auto or self.page_size != 1:
             raise MmpoolError("--kv-cache-dtype and --page-size need --model PATH (a model directory with config.json)")
-        return load, kv
+        return None
 
 
 _WORKLOAD_FLAGS = {

@@ -2,8 +2,8 @@
 
 ``curve_figure`` draws any such curve from plain series (x in MiB, y as given): ``simulate --curve``
 draws the pool's fallback by items and by bytes against the budget, the KV tokens each budget takes
-on the right axis, and the budget ``--smallest-budget`` recommends marked; a cache's hit rate against
-its size is drawn the same way. Each point is drawn as measured, joined by straight lines that
+on the right axis, and the budget the search recommends (``--smallest-budget``'s answer) marked; a
+cache's hit rate against its size is drawn the same way. Each point is drawn as measured, joined by straight lines that
 claim nothing between points. matplotlib is imported only when a figure is drawn; files are written
 by ``plot.save_figure`` (deterministic SVG, only a file mmpool drew is replaced).
 """
@@ -94,8 +94,13 @@ def pool_curve_figure(report: SimulationReport) -> Any:
     second = Series("KV tokens given up", [p.budget_mb for p in known], [p.kv_tokens or 0 for p in known])
     search = report.search
     marks = []
+    notes = [] if known else [f"KV tokens: {_wrapped(curve.kv_unknown or 'unknown')}"]
     if search is not None and search.smallest_mb is not None:
-        marks.append(Mark(search.smallest_mb, f"smallest safe budget: {search.smallest_mb} MiB ({search.method})"))
+        proven = "" if search.exact or search.method == "bisect" else ", not proven"
+        label = f"smallest safe budget: {search.smallest_mb} MiB ({search.method}{proven})"
+        marks.append(Mark(search.smallest_mb, label))
+    elif search is not None:
+        notes.append(f"no budget up to {search.top_mb} MiB meets the target")
     named = report.model or report.source.get("trace")
     if report.result is not None:
         mb = report.sglang_mm_feature_cache_mb
@@ -113,10 +118,16 @@ def pool_curve_figure(report: SimulationReport) -> Any:
         second=second if known else None,
         second_label="KV-cache tokens given up (max_total_num_tokens)",
         marks=marks,
-        notes=([] if known else ["KV tokens: with a synthetic workload of --model DIR"])
-        + ([] if search is not None else ["--smallest-budget marks the smallest safe budget"]),
+        notes=notes,
         target=(target, f"target ({target:g}% by {report.basis})"),
     )
+
+
+def _wrapped(text: str, width: int = 60) -> str:
+    """A legend's note in lines of about ``width`` characters (the legend sits inside the axes)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
 
 
 def write_curve_plot(report: SimulationReport, path: str) -> None:

@@ -200,12 +200,8 @@ def _curve_human(report: SimulationReport) -> RenderableType:
     parts.append(Laid(Grid(None, headers, rows, right=right, gap=2, rule=False)))
     if found is not None and all(p.budget_mb != found for p in c.points):
         parts.append(paragraph(f"the smallest safe budget, {found} MiB, is not one of the points (below)"))
-    if report.search is None:
-        parts.append(
-            paragraph("add --smallest-budget to mark the smallest safe budget (its search replays more budgets)")
-        )
     if not with_kv:
-        parts.append(paragraph("KV tokens per budget: with a synthetic workload of --model DIR (a model directory)"))
+        parts.append(paragraph(f"KV tokens per budget: {c.kv_unknown or 'unknown'}"))
     return Group(*parts)
 
 

@@ -16,6 +16,7 @@ they ran.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from mmpool_cli.core.units import MiB
 from mmpool_cli.simulate.evaluator import UNLIMITED
 from mmpool_cli.simulate.events import ALLOC, Event, Events, as_events
 from mmpool_cli.simulate.executors import Executor, LocalExecutor, Piece, Work
-from mmpool_cli.simulate.trials import LayoutFor, no_miss_budget
+from mmpool_cli.simulate.trials import LayoutFor, Trial, no_miss_budget
 
 DEFAULT_POINTS = 64
 Progress = Callable[[int], None]  # called with the number of points replayed so far
@@ -69,6 +70,13 @@ class PoolCurve:
     asked_points: int
     feature_mb: int  # the budget from which the largest alloc fits an empty pool (top + 1: none does)
     no_miss_mb: int  # the budget from which no alloc can miss for space (top + 1: none up to the top)
+    kv_unknown: str = ""  # where no point has its KV tokens: why, and how to get them
+    replayed: int = 0  # the points replayed for the curve; the others were the search's whole trials
+
+    @property
+    def budgets_mb(self) -> list[int]:
+        """The budgets of the points, in order."""
+        return budgets(self.lo_mb, self.hi_mb, self.asked_points)
 
     def to_data(self) -> dict[str, Any]:
         return {
@@ -109,6 +117,14 @@ def largest_alloc_budget(events: Sequence[Event] | Events, layouts: LayoutFor, l
     return no_miss_budget(one, layouts, lowest, highest)
 
 
+def decided(trials: Sequence[Trial], mb: int) -> Trial | None:
+    """A trial of ``trials`` (sorted by budget) that replayed the whole trace and decides ``mb`` alike."""
+    for t in reversed(trials[: bisect_right([t.mb for t in trials], mb)]):
+        if not t.stopped and t.same_until_mb >= mb:
+            return t
+    return None
+
+
 def replay_budgets(
     events: Events,
     layouts: LayoutFor,
@@ -117,18 +133,31 @@ def replay_budgets(
     top: int,
     executor: Executor | None = None,
     progress: Progress | None = None,
+    known: Sequence[Trial] = (),
 ) -> list[CurvePoint]:
     """Replay ``events`` whole at every budget of ``mbs`` on ``executor`` (this machine's cores by default);
-    ``top`` is the largest budget the pools may take. The points come in the order of ``mbs``."""
+    ``top`` is the largest budget the pools may take. The points come in the order of ``mbs``.
+
+    A budget that a trial of ``known`` (a budget search's, sorted by budget) replayed whole and decides
+    alike is taken from it: its every alloc is decided as at that trial's budget, so its figures are
+    the same, and it is not replayed again.
+    """
+    known = sorted(known, key=lambda t: t.mb)
+    found = {mb: t for mb in mbs if (t := decided(known, mb)) is not None}
+    points: dict[int, CurvePoint] = {
+        mb: CurvePoint(mb, t.items, t.fallback_items, t.bytes, t.fallback_bytes) for mb, t in found.items()
+    }
+    if progress is not None and points:
+        progress(len(points))
+    todo = [mb for mb in mbs if mb not in points]
     run_on = LocalExecutor() if executor is None else executor
     work = Work(events, layouts, top, 0, None)
-    points: list[CurvePoint] = []
     try:
-        for trials in run_on.run(work, [Piece(mb, mb, UNLIMITED, whole=True) for mb in mbs]):
+        for trials in run_on.run(work, [Piece(mb, mb, UNLIMITED, whole=True) for mb in todo]) if todo else ():
             tr = trials[0]
-            points.append(CurvePoint(tr.mb, tr.items, tr.fallback_items, tr.bytes, tr.fallback_bytes))
+            points[tr.mb] = CurvePoint(tr.mb, tr.items, tr.fallback_items, tr.bytes, tr.fallback_bytes)
             if progress is not None:
                 progress(len(points))
     finally:
         run_on.close()
-    return points
+    return [points[mb] for mb in mbs]

@@ -8,6 +8,8 @@ bounds: the same budgets ``--size`` and ``--smallest-budget`` accept.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,14 +18,14 @@ from mmpool_cli.simulate.curve import (
     DEFAULT_POINTS,
     CurvePoint,
     PoolCurve,
-    budgets,
+    decided,
     largest_alloc_budget,
     replay_budgets,
 )
 from mmpool_cli.simulate.events import Events
 from mmpool_cli.simulate.executors import Executor
 from mmpool_cli.simulate.sim_report import PoolSetup
-from mmpool_cli.simulate.trials import no_miss_budget
+from mmpool_cli.simulate.trials import Trial, no_miss_budget
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,24 @@ def pool_curve(
     executor: Executor,
     kv_tokens: Any = None,  # mb -> the KV tokens that budget takes, or None where unknown
     progress: Any = None,
+    known: Sequence[Trial] = (),
 ) -> PoolCurve:
-    """The curve of ``events`` through the pools of ``pools`` at the budgets ``wanted`` names."""
+    """The curve of ``events`` through the pools of ``pools`` at the budgets ``wanted`` names; a budget
+    that a trial of ``known`` (a budget search's) replayed whole is taken from it."""
+    return fill_curve(
+        plan_curve(wanted, events, pools),
+        events,
+        pools,
+        executor=executor,
+        kv_tokens=kv_tokens,
+        progress=progress,
+        known=known,
+    )
+
+
+def plan_curve(wanted: CurveRange, events: Events, pools: PoolSetup) -> PoolCurve:
+    """The curve's range, without its points: a usage error for a range the engine or the traffic rules
+    out, before anything is replayed."""
     lowest, highest = pools.lowest_mb, pools.highest_mb
     flag = "--curve" if wanted.text == ":" else f"--curve {wanted.text!r}"
     if highest < lowest:
@@ -82,15 +100,8 @@ def pool_curve(
             f"{flag}: the largest feature of the traffic needs {lo} MiB, above the upper bound (below it that "
             "feature always falls back); give a lower bound too"
         )
-    mbs = budgets(lo, hi, wanted.points)
-    points = replay_budgets(events, pools.layouts, mbs, top=highest, executor=executor, progress=progress)
-    if kv_tokens is not None:
-        points = [
-            CurvePoint(p.budget_mb, p.items, p.fallback_items, p.bytes, p.fallback_bytes, kv_tokens(p.budget_mb))
-            for p in points
-        ]
     return PoolCurve(
-        points,
+        [],
         lo,
         hi,
         lo_given=wanted.lo_mb is not None,
@@ -99,3 +110,28 @@ def pool_curve(
         feature_mb=feature,
         no_miss_mb=no_miss,
     )
+
+
+def fill_curve(
+    curve: PoolCurve,
+    events: Events,
+    pools: PoolSetup,
+    *,
+    executor: Executor,
+    kv_tokens: Any = None,
+    progress: Any = None,
+    known: Sequence[Trial] = (),
+) -> PoolCurve:
+    """``curve`` (of ``plan_curve``) with its points: each replayed, or taken from a whole trial of ``known``."""
+    mbs = curve.budgets_mb
+    known = sorted(known, key=lambda t: t.mb)
+    points = replay_budgets(
+        events, pools.layouts, mbs, top=pools.highest_mb, executor=executor, progress=progress, known=known
+    )
+    if kv_tokens is not None:
+        points = [
+            CurvePoint(p.budget_mb, p.items, p.fallback_items, p.bytes, p.fallback_bytes, kv_tokens(p.budget_mb))
+            for p in points
+        ]
+    replayed = len(mbs) - sum(decided(known, mb) is not None for mb in mbs)
+    return dataclasses.replace(curve, points=points, replayed=replayed)

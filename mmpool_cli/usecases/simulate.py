@@ -7,6 +7,7 @@ replays the traffic through them. No typer, rich or torch.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -20,6 +21,7 @@ from mmpool_cli.simulate.events import Event, Events, as_events
 from mmpool_cli.simulate.replay import simulate as replay
 from mmpool_cli.simulate.sim_report import PoolSetup, SimulationReport
 from mmpool_cli.simulate.trace_file import TraceFile
+from mmpool_cli.simulate.trials import Trial
 from mmpool_cli.usecases.curve import CurveRange
 
 # (workers, whether to group requests) -> (the source as the report names it, its events or a trace file)
@@ -47,7 +49,8 @@ class SimulateRequest:
     keep_events: bool = False  # for a picture
     model: str | None = None
     progress: ProgressFor | None = None
-    curve: CurveRange | None = None  # the pool's curve over these budgets
+    curve: CurveRange | None = None  # the pool's curve over these budgets, the search's answer marked
+    kv_unknown: str = ""  # where the KV tokens are unknown: why, and how to get them
 
 
 class NoBudgetError(MmpoolError):
@@ -110,10 +113,13 @@ def simulate(request: SimulateRequest) -> SimulationReport:
         findings=pools.findings,
         model=request.model,
     )
-    if request.curve is not None:
+    planned = None
+    if request.curve is not None:  # its range checked before any replay
+        from mmpool_cli.usecases.curve import plan_curve
+
         assert events is not None
-        report.curve = _curve(request, eng, pools, events, progress)
-    if request.smallest_budget:
+        planned = plan_curve(request.curve, events, pools)
+    if request.smallest_budget or planned is not None:  # a curve marks the budget the search recommends
         assert events is not None  # a search replays the events many times: they were read whole
         from mmpool_cli.simulate.executors import executor_for
 
@@ -137,6 +143,10 @@ def simulate(request: SimulateRequest) -> SimulationReport:
             chosen = eng.plan_for_budget(request.pools, found.smallest_mb)
             report.settings = chosen.settings
             report.kv_cost = getattr(chosen, "kv_cost", None)
+    if planned is not None:
+        assert events is not None
+        assert report.search is not None
+        report.curve = _curve(request, eng, pools, events, progress, planned, report.search.trials)
     if request.keep_events:
         report.events_data = events
     return report
@@ -167,23 +177,32 @@ def _one_worker(trace: TraceFile, workers: int) -> None:
         )
 
 
-def _curve(request: SimulateRequest, eng: Any, pools: PoolSetup, events: Events, progress: ProgressFor) -> PoolCurve:
-    """The pool's curve, each point's KV tokens as the engine's plan counts them at that budget."""
+def _curve(
+    request: SimulateRequest,
+    eng: Any,
+    pools: PoolSetup,
+    events: Events,
+    progress: ProgressFor,
+    planned: PoolCurve,
+    known: list[Trial],
+) -> PoolCurve:
+    """The pool's curve, each point's KV tokens as the engine's plan counts them at that budget; a point
+    that the search replayed whole is its trial's."""
     from mmpool_cli.simulate.executors import executor_for
-    from mmpool_cli.usecases.curve import pool_curve
-
-    assert request.curve is not None
+    from mmpool_cli.usecases.curve import fill_curve
 
     def kv_tokens(mb: int) -> int | None:
         cost = getattr(eng.plan_for_budget(request.pools, mb), "kv_cost", None)
         return None if cost is None else int(cost.tokens_max)
 
     with progress("replaying the curve's budgets") as tick:
-        return pool_curve(
-            request.curve,
+        made = fill_curve(
+            planned,
             events,
             pools,
             executor=executor_for(request.executor, address=request.ray_address),
             kv_tokens=kv_tokens if getattr(request.pools, "kv", None) is not None else None,
             progress=tick,
+            known=known,
         )
+    return dataclasses.replace(made, kv_unknown=request.kv_unknown)

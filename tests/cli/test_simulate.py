@@ -168,7 +168,7 @@ def test_a_budget_sglang_refuses_is_reported(run_line, trace: str, size: str) ->
         ),
         (["--feature-size", "1MiB", "--rate", "3", "--hold", "-1"], "--hold: expected seconds"),
         (["--trace", "/nonexistent/trace.jsonl"], "cannot open the trace"),
-        (["--trace", "TRACE", "--model", "qwen2.5-vl", "--image", "64x64"], "--model describes a synthetic workload"),
+        (["--trace", "TRACE", "--model", "qwen2.5-vl", "--image", "64x64"], "--image describes a synthetic workload"),
         (["--model", "whisper", "--audio", "30", "--rate", "3"], "does not pool this family's features"),
         (["--model", "qwen2.5-vl", "--rate", "3"], "--model needs the items of one request"),
         (["--image", "64x64", "--rate", "3"], "--image needs --model"),

@@ -62,18 +62,26 @@ def test_every_point_of_the_curve_is_simulate_alone_at_that_budget(run_line, tmp
         assert (point["items"], point["fallback_items"], point["bytes"], point["fallback_bytes"]) == expected
 
 
-def test_the_recommended_budget_is_the_smallest_budget_search_answer(run_line) -> None:
-    curve = json.loads(
-        run_line([*TRACE, "--curve", "--smallest-budget", "--target-fallback", "0.5", "--format", "json"]).stdout
-    )
-    alone = json.loads(run_line([*TRACE, "--smallest-budget", "--target-fallback", "0.5", "--format", "json"]).stdout)
-    assert curve["smallest_budget"] == alone["smallest_budget"]
-    plain = run_line([*TRACE, "--curve", "--format", "json"]).stdout
-    assert "smallest_budget" not in json.loads(plain)  # the curve alone: 64 replays at most, no search
-    assert "add --smallest-budget to mark" in run_line([*TRACE, "--curve"]).stdout
-    human = run_line([*TRACE, "--curve", "--smallest-budget", "--curve-points", "8"]).stdout
+def test_the_curve_always_marks_the_budget_smallest_budget_gives(run_line) -> None:
+    for target in ("0", "0.5"):
+        curve = json.loads(run_line([*TRACE, "--curve", "--target-fallback", target, "--format", "json"]).stdout)
+        alone = json.loads(
+            run_line([*TRACE, "--smallest-budget", "--target-fallback", target, "--format", "json"]).stdout
+        )
+        assert curve["smallest_budget"] == alone["smallest_budget"]  # the same search, trial for trial
+        both = run_line([*TRACE, "--curve", "--smallest-budget", "--target-fallback", target, "--format", "json"])
+        assert json.loads(both.stdout) == curve  # --smallest-budget adds nothing to --curve
+    human = run_line([*TRACE, "--curve", "--curve-points", "8"]).stdout
     assert "Pool curve\n8 budgets from 97 MiB (the largest feature's need) to 141 MiB" in human
     assert "\n141   0 / 3 (0.00%)         0 B (0.00%)  ◀ smallest safe\n" in human
+    assert "SGLANG_MM_FEATURE_CACHE_MB=141 (safe" in human
+    assert "export SGLANG_MM_FEATURE_CACHE_MB=141" in human
+
+
+def test_a_recommendation_outside_the_points_is_said(run_line) -> None:
+    human = run_line([*TRACE, "--curve", "97MiB:140MiB", "--curve-points", "3"]).stdout
+    assert "◀" not in human
+    assert "the smallest safe budget, 141 MiB, is not one of the points (below)" in human
     assert "SGLANG_MM_FEATURE_CACHE_MB=141 (safe" in human
 
 
@@ -236,3 +244,75 @@ def test_curve_arg_reads_sizes_as_size_does() -> None:
     assert curve_arg(":") == (None, None)
     with pytest.raises(MmpoolError):
         curve_arg("-1MiB:")
+
+
+MODEL_DIR = "examples/qwen2.5-vl-7b"  # its config.json: 28 layers, 4 KV heads of 128
+
+
+def plan_tokens(run_line, mb: int, layout: list[str]) -> int:
+    argv = ["mmpool", "plan", "--model", MODEL_DIR, *layout, "--size", f"{mb}MiB", "--format", "json"]
+    return json.loads(run_line(argv).stdout)["kv_cost"]["tokens_max"]
+
+
+@pytest.mark.parametrize(
+    ("source", "layout"),
+    [
+        (["--from", "examples/server.log"], []),
+        (["--from", "examples/server.log", "--kv-cache-dtype", "fp8_e4m3", "--page-size", "16"], []),
+        (["--trace", "examples/trace.jsonl", "--workers", "2"], ["--workers", "2", "--tp", "2"]),
+        (["--trace", "RECORDING"], ["--workers", "1", "--tp", "1"]),
+    ],
+    ids=["from", "from-fp8-paged", "trace", "recording"],
+)
+def test_every_source_with_a_model_directory_gives_each_points_kv_tokens(run_line, tmp_path, source, layout) -> None:
+    if "RECORDING" in source:
+        source = ["--trace", str(recording(tmp_path))]
+    kv = [a for a in ("--kv-cache-dtype", "fp8_e4m3", "--page-size", "16") if a in source]
+    argv = ["mmpool", "simulate", *source, "--model", MODEL_DIR, *(["--tp", "2"] if "--workers" in source else [])]
+    result = run_line([*argv, "--curve", "--curve-points", "4", "--format", "json"])
+    assert result.exit_code in (0, 1), result.stderr
+    data = json.loads(result.stdout)
+    for point in data["curve"]:
+        assert point["kv_tokens"] == plan_tokens(run_line, point["budget_bytes"] // MiB, [*layout, *kv])
+    found = data["smallest_budget"]  # the recommendation's cost, as --smallest-budget gives it
+    assert found["kv_cost"]["tokens_max"] == plan_tokens(run_line, found["sglang_mm_feature_cache_mb"], [*layout, *kv])
+    human = run_line([*argv, "--curve", "--curve-points", "4"]).stdout
+    assert "KV tokens" in human.split("Pool curve")[1].splitlines()[2]
+    assert "KV tokens per budget" not in human
+
+
+@pytest.mark.parametrize(
+    ("source", "why"),
+    [
+        (["--trace", "examples/trace.jsonl", "--workers", "2"], "give --model DIR (a model directory"),
+        (["--model", "qwen2.5-vl", "--from", "examples/server.log"], "--model 'qwen2.5-vl' gives no attention shape"),
+        (["--feature-size", "30MiB", "--concurrency", "4"], "give --model DIR (a model directory"),
+    ],
+    ids=["trace", "from-family", "synthetic"],
+)
+def test_without_a_model_directory_the_kv_tokens_are_null_and_the_table_says_how(run_line, source, why) -> None:
+    argv = ["mmpool", "simulate", *source, "--curve", "--curve-points", "3"]
+    data = json.loads(run_line([*argv, "--format", "json"]).stdout)
+    assert [p["kv_tokens"] for p in data["curve"]] == [None] * len(data["curve"])
+    human = " ".join(run_line(argv).stdout.split())
+    assert f"KV tokens per budget: {why}" in human
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--model", "qwen2.5-vl", "--curve"],
+            "--model 'qwen2.5-vl' gives no attention shape (a family name has none): with --trace, --model gives "
+            "only the KV tokens",
+        ),
+        ([], "--model gives a --trace only the KV tokens that --curve and --smallest-budget report"),
+        (["--image", "1920x1080", "--curve"], "--image describes a synthetic workload; a --trace carries its own"),
+        (["--min-pixels", "100", "--curve"], "--min-pixels describes a synthetic workload"),
+    ],
+)
+def test_a_traces_model_gives_the_kv_tokens_only(run_line, extra, message) -> None:
+    model = [] if "--model" in extra else ["--model", MODEL_DIR]
+    result = run_line([*TRACE, *model, *extra])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"mmpool: error: {message}") and result.stderr.count("\n") == 1

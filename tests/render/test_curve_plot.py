@@ -30,7 +30,7 @@ def _figure(monkeypatch: pytest.MonkeyPatch, argv: list[str], path: Path):
 
 
 def test_fallback_against_the_budget_with_the_smallest_safe_budget_marked(monkeypatch, tmp_path: Path) -> None:
-    fig = _figure(monkeypatch, [*SYNTHETIC, "--target-fallback", "0.05", "--smallest-budget"], tmp_path / "c.svg")
+    fig = _figure(monkeypatch, [*SYNTHETIC, "--target-fallback", "0.05"], tmp_path / "c.svg")  # marked by default
     ax = fig.axes[0]
     assert ax.get_xlabel() == "SGLANG_MM_FEATURE_CACHE_MB (MiB)"
     assert ax.get_ylabel() == "fallback to the CPU path (%)"
@@ -43,8 +43,8 @@ def test_fallback_against_the_budget_with_the_smallest_safe_budget_marked(monkey
     assert list(marks[0].get_xdata()) == [mb, mb]
     items = next(line for line in ax.get_lines() if line.get_label() == "fallback by items")
     assert len(items.get_xdata()) == 12
-    assert "KV tokens: with a synthetic workload of --model DIR" in labels  # no model: said, not drawn as zero
-    assert "--smallest-budget marks the smallest safe budget" not in labels
+    said = {" ".join(label.split()) for label in labels if label.startswith("KV tokens: ")}
+    assert said == {"KV tokens: give --model DIR (a model directory: its config.json gives the KV bytes per token)"}
     assert len(fig.axes) == 1
 
 
@@ -87,3 +87,13 @@ def test_any_curve_draws_from_plain_series() -> None:
     ax, right = fig.axes
     assert [line.get_label() for line in ax.get_lines()] == ["hits", "recommended: 150 MiB"]
     assert right.get_ylabel() == "tokens"
+
+
+def test_a_target_no_budget_meets_is_said_on_the_picture(monkeypatch, tmp_path: Path) -> None:
+    # 4,200 features in flight on one worker: past SGLang's 4,096 slots, every budget falls back
+    lines = [json.dumps({"t": i / 1000, "op": "alloc", "id": str(i), "bytes": 4096, "worker": 0}) for i in range(4200)]
+    (tmp_path / "t.jsonl").write_text("\n".join(lines) + "\n")
+    fig = _figure(monkeypatch, ["--trace", str(tmp_path / "t.jsonl")], tmp_path / "c.svg")
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert "no budget up to 17 MiB meets the target" in labels
+    assert not any(label.startswith("smallest safe budget") for label in labels)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.simulation import pool_rules
+from mmpool_cli.simulate.budget_search import smallest_budget
 from mmpool_cli.simulate.cuda_vmm import vmm_layout
-from mmpool_cli.simulate.curve import CurvePoint, budgets, largest_alloc_budget, replay_budgets
+from mmpool_cli.simulate.curve import CurvePoint, budgets, decided, largest_alloc_budget, replay_budgets
 from mmpool_cli.simulate.events import as_events
 from mmpool_cli.simulate.executors import LocalExecutor
 from mmpool_cli.simulate.replay import ALLOC, FREE, PoolLayout, simulate
-from mmpool_cli.simulate.trials import no_miss_budget
+from mmpool_cli.simulate.trials import Trial, no_miss_budget
 
 REL = versions.release(versions.NEWEST)
 TICK = 50_000_000
@@ -120,3 +123,42 @@ def test_forked_workers_give_the_points_in_order_with_progress() -> None:
     assert forked == here
     assert seen == list(range(1, len(mbs) + 1))
     assert forked[0].fallback_items > forked[-1].fallback_items == 0
+
+
+class Counting(LocalExecutor):
+    """This process, counting the budgets it replays."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.pieces: list[int] = []
+
+    def run(self, work, pieces):
+        self.pieces += [p.lo for p in pieces]
+        return super().run(work, pieces)
+
+
+@settings(max_examples=40, deadline=None)
+@given(traces(), st.integers(0, 4), st.sampled_from(["cuda_ipc", "cuda_vmm"]))
+def test_points_a_search_replayed_whole_are_taken_from_it_and_are_still_exact(trace, tenths, transport) -> None:
+    workers, raw = trace
+    layouts = layouts_for(transport, workers)
+    events = as_events(raw)
+    lowest, top = 2 * workers, 300
+    found = smallest_budget(
+        events, layouts=layouts, lowest=lowest, highest=top, target=Fraction(tenths, 10), executor=LocalExecutor(1)
+    )
+    mbs = budgets(lowest, top, 24)
+    counting = Counting()
+    taken = replay_budgets(events, layouts, mbs, top=top, executor=counting, known=found.trials)
+    assert taken == replay_budgets(events, layouts, mbs, top=top, executor=LocalExecutor(1))
+    reusable = [mb for mb in mbs if decided(found.trials, mb) is not None]
+    assert sorted(counting.pieces) == [mb for mb in mbs if mb not in reusable]
+
+
+def test_only_a_trial_that_replayed_the_whole_trace_decides_a_point() -> None:
+    whole = Trial(100, 10, 1, 1000, 50, same_until_mb=120)
+    stopped = Trial(130, 4, 2, 400, 80, same_until_mb=140, stopped=True)
+    trials = [whole, stopped]
+    assert [decided(trials, mb) for mb in (99, 100, 120, 121, 130, 140)] == [None, whole, whole, None, None, None]
+    # an earlier whole trial that reaches past a later one decides the budgets it reaches
+    assert decided([Trial(100, 10, 0, 1000, 0, same_until_mb=300), stopped], 200) is not None

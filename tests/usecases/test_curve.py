@@ -8,6 +8,7 @@ from mmpool_cli.cli.pool_options import PoolOptions
 from mmpool_cli.core.units import MiB
 from mmpool_cli.engines import engine
 from mmpool_cli.errors import MmpoolError
+from mmpool_cli.simulate.budget_search import smallest_budget
 from mmpool_cli.simulate.events import as_events
 from mmpool_cli.simulate.executors import LocalExecutor
 from mmpool_cli.simulate.replay import ALLOC, FREE
@@ -68,3 +69,12 @@ def test_a_feature_no_budget_holds_needs_the_range_given() -> None:
     assert str(e.value).startswith("--curve: the largest feature of the traffic fits no budget up to the largest")
     given = pool_curve(CurveRange(1024, 2048, points=2), huge, POOLS, executor=LocalExecutor(1))
     assert [p.fallback_items for p in given.points] == [1, 1]
+
+
+def test_the_points_a_search_replayed_whole_are_not_replayed_again() -> None:
+    found = smallest_budget(EVENTS, layouts=POOLS.layouts, lowest=POOLS.lowest_mb, highest=POOLS.highest_mb)
+    wanted = CurveRange(points=8)
+    made = pool_curve(wanted, EVENTS, POOLS, executor=LocalExecutor(1), known=found.trials)
+    assert made.points == curve(wanted).points
+    assert found.smallest_mb == 141 and made.points[-1].budget_mb == 141  # the search replayed 141 whole
+    assert made.replayed == 7 and curve(wanted).replayed == 8
