@@ -1,0 +1,268 @@
+/* The compiled twin of cache_curve._intervals and _steps: the exact hit curve of a byte-counted LRU
+ * (entries larger than the cache not admitted, an optional bound on entries) from one pass.
+ *
+ * curve(keys, sizes, weights, work, max_entries) -> (sizes, hits, work): int64 buffers in, the
+ * step function's three int64 columns out. Keys are dense ids in [0, n). The Python code
+ * (cache_curve.py) is the reference; tests/simulate/test_cache_curve.py keeps the two equal.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INF ((int64_t)1 << 62)
+
+/* One size class (sizes in [2^(j-1), 2^j)) by the time of each key's last lookup: a Fenwick tree of
+ * bytes and count, and a segment tree of the smallest size. */
+typedef struct {
+    int64_t n, total, count;
+    int64_t *sm, *mn;
+} Class;
+
+static int class_init(Class *c, int64_t n) {
+    c->n = n; c->total = 0; c->count = 0;
+    c->sm = calloc((size_t)(2 * n + 2), sizeof(int64_t)); /* bytes and count side by side */
+    c->mn = malloc((size_t)(2 * n) * sizeof(int64_t));
+    if (!c->sm || !c->mn) return -1;
+    for (int64_t i = 0; i < 2 * n; i++) c->mn[i] = INF;
+    return 0;
+}
+
+static void class_free(Class *c) { free(c->sm); free(c->mn); c->sm = c->mn = NULL; }
+
+static void class_put(Class *c, int64_t pos, int64_t size, int sign) {
+    c->total += sign * size;
+    c->count += sign;
+    for (int64_t i = pos + 1; i <= c->n; i += i & -i) { c->sm[2 * i] += sign * size; c->sm[2 * i + 1] += sign; }
+    int64_t i = pos + c->n;
+    c->mn[i] = sign > 0 ? size : INF;
+    for (i /= 2; i; i /= 2) { /* stop where the smallest does not change */
+        int64_t m = c->mn[2 * i] < c->mn[2 * i + 1] ? c->mn[2 * i] : c->mn[2 * i + 1];
+        if (c->mn[i] == m) break;
+        c->mn[i] = m;
+    }
+}
+
+static void class_after(const Class *c, int64_t pos, int64_t *sum, int64_t *count) {
+    int64_t s = 0, k = 0;
+    for (int64_t i = pos + 1; i; i -= i & -i) { s += c->sm[2 * i]; k += c->sm[2 * i + 1]; }
+    *sum = c->total - s;
+    *count = c->count - k;
+}
+
+static int64_t class_least(const Class *c, int64_t lo, int64_t hi, int64_t *pos) {
+    int64_t best = INF, node = 0;
+    for (int64_t a = lo + c->n, b = hi + c->n; a < b; a /= 2, b /= 2) {
+        if (a & 1) { if (c->mn[a] < best) { best = c->mn[a]; node = a; } a++; }
+        if (b & 1) { b--; if (c->mn[b] < best) { best = c->mn[b]; node = b; } }
+    }
+    if (best == INF) { *pos = -1; return INF; }
+    while (node < c->n) node = c->mn[2 * node] == best ? 2 * node : 2 * node + 1;
+    *pos = node - c->n;
+    return best;
+}
+
+static void class_two_least(const Class *c, int64_t lo, int64_t hi, int64_t *m1, int64_t *m2) {
+    int64_t pos, p2;
+    *m1 = class_least(c, lo, hi, &pos);
+    if (pos < 0) { *m2 = INF; return; }
+    int64_t a = class_least(c, lo, pos, &p2), b = class_least(c, pos + 1, hi, &p2);
+    *m2 = a < b ? a : b;
+}
+
+static int bits(int64_t x) { int b = 0; while (x) { b++; x >>= 1; } return b; }
+
+typedef struct { int64_t *at; int32_t *ref; int64_t len, cap; } Events; /* ref: lookup+1, negated at an end */
+
+static int ev_add(Events *e, int64_t at, int32_t ref) {
+    if (e->len == e->cap) {
+        int64_t cap = e->cap ? 2 * e->cap : 1024;
+        int64_t *a = realloc(e->at, (size_t)cap * sizeof(int64_t));
+        if (!a) return -1;
+        e->at = a;
+        int32_t *r = realloc(e->ref, (size_t)cap * sizeof(int32_t));
+        if (!r) return -1;
+        e->ref = r;
+        e->cap = cap;
+    }
+    e->at[e->len] = at;
+    e->ref[e->len++] = ref;
+    return 0;
+}
+
+typedef struct { Events *e; int64_t lo, hi; int32_t ref; } Emit;
+
+static int emit_flush(Emit *m) {
+    if (m->lo < 0) return 0;
+    int r = ev_add(m->e, m->lo, m->ref);
+    if (!r && m->hi < INF) r = ev_add(m->e, m->hi, -m->ref);
+    m->lo = m->hi = -1;
+    return r;
+}
+
+static int emit_add(Emit *m, int64_t lo, int64_t hi) {
+    if (lo >= hi) return 0;
+    if (lo == m->hi) { m->hi = hi; return 0; }
+    if (emit_flush(m)) return -1;
+    m->lo = lo; m->hi = hi;
+    return 0;
+}
+
+/* LSD radix sort of the events by size, 16 bits a pass, only as many passes as the largest needs */
+static int ev_sort(Events *e) {
+    int64_t n = e->len, top = 0;
+    for (int64_t i = 0; i < n; i++) if (e->at[i] > top) top = e->at[i];
+    int64_t *a2 = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    int32_t *r2 = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    size_t *cnt = malloc(65537 * sizeof(size_t));
+    if (!a2 || !r2 || !cnt) { free(a2); free(r2); free(cnt); return -1; }
+    for (int shift = 0; shift < 64 && (top >> shift); shift += 16) {
+        memset(cnt, 0, 65537 * sizeof(size_t));
+        for (int64_t i = 0; i < n; i++) cnt[((uint64_t)e->at[i] >> shift & 0xffff) + 1]++;
+        for (int d = 0; d < 65536; d++) cnt[d + 1] += cnt[d];
+        for (int64_t i = 0; i < n; i++) {
+            size_t p = cnt[(uint64_t)e->at[i] >> shift & 0xffff]++;
+            a2[p] = e->at[i];
+            r2[p] = e->ref[i];
+        }
+        int64_t *ta = e->at; e->at = a2; a2 = ta;
+        int32_t *tr = e->ref; e->ref = r2; r2 = tr;
+    }
+    free(a2); free(r2); free(cnt);
+    return 0;
+}
+
+static PyObject *curve(PyObject *self, PyObject *args) {
+    Py_buffer kb, sb, wb, ub;
+    long long max_entries;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*L", &kb, &sb, &wb, &ub, &max_entries)) return NULL;
+    PyObject *result = NULL;
+    int64_t n = kb.len / 8;
+    const int64_t *keys = kb.buf, *sizes = sb.buf, *w = wb.buf, *u = ub.buf;
+    int64_t limit = max_entries > 0 ? max_entries : INF;
+    int64_t *where = NULL, *size_of = NULL, *owner = NULL;
+    Class cls[64];
+    memset(cls, 0, sizeof cls);
+    Events ev = {0};
+    if (sb.len != kb.len || wb.len != kb.len || ub.len != kb.len || kb.len % 8 || n >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "keys, sizes, weights and work: one int64 each per lookup");
+        goto done;
+    }
+    where = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    size_of = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    int64_t cap = 2 * (n < 65536 ? n : 65536);
+    if (cap < 64) cap = 64;
+    if (!where || !size_of) { PyErr_NoMemory(); goto done; }
+    for (int64_t i = 0; i < n; i++) { where[i] = -1; size_of[i] = -1; }
+    int64_t t = 0, nlive = 0;
+    int hiclass = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t key = keys[i];
+        if (key < 0 || key >= n || sizes[i] < 0 || sizes[i] >= INF) {
+            PyErr_SetString(PyExc_ValueError, "a key outside 0..n-1, or a size outside 0..2**62");
+            goto done;
+        }
+        if (t == cap) { /* out of times: renumber the live keys in time order, grow where they crowd it */
+            free(owner);
+            owner = malloc((size_t)cap * sizeof(int64_t));
+            if (!owner) { PyErr_NoMemory(); goto done; }
+            for (int64_t p = 0; p < cap; p++) owner[p] = -1;
+            for (int64_t k = 0; k < n; k++) if (where[k] >= 0) owner[where[k]] = k;
+            int64_t want = 4 * nlive > cap ? 4 * nlive : cap;
+            for (int j = 0; j < 64; j++) if (cls[j].sm) class_free(&cls[j]);
+            int64_t m = 0;
+            for (int64_t p = 0; p < cap; p++) {
+                int64_t k = owner[p];
+                if (k < 0) continue;
+                int j = bits(size_of[k]);
+                if (!cls[j].sm && class_init(&cls[j], want)) { PyErr_NoMemory(); goto done; }
+                where[k] = m;
+                class_put(&cls[j], m++, size_of[k], 1);
+            }
+            cap = want;
+            t = m;
+        }
+        if (size_of[key] < 0) size_of[key] = sizes[i];
+        int64_t s = size_of[key], prev = where[key];
+        int cx = bits(s);
+        if (prev >= 0) {
+            Emit em = {&ev, -1, -1, (int32_t)(i + 1)};
+            int64_t as[64], ak[64];
+            int top = -1;
+            for (int j = 0; j <= hiclass; j++) {
+                as[j] = ak[j] = 0;
+                if (cls[j].sm && cls[j].count) class_after(&cls[j], prev, &as[j], &ak[j]);
+                if (ak[j]) top = j;
+            }
+            int64_t base = s, used = 1;
+            for (int j = 0; j < (cx < top + 1 ? cx : top + 1); j++) { base += as[j]; used += ak[j]; }
+            for (int j = cx; j <= top; j++) {
+                int64_t lo = ((int64_t)1 << j) >> 1, hi = (int64_t)1 << j;
+                if (s > lo) lo = s;
+                int r = 0;
+                if (j == 0) {
+                    if (used + ak[j] <= limit) r = emit_add(&em, lo, hi);
+                } else if (ak[j] == 0) {
+                    if (used <= limit) r = emit_add(&em, lo > base ? lo : base, hi);
+                } else if (base < hi) {
+                    int64_t m1, m2;
+                    class_two_least(&cls[j], prev + 1, t, &m1, &m2);
+                    if (used <= limit) r = emit_add(&em, lo > base ? lo : base, m1 < hi ? m1 : hi);
+                    if (!r && used + 1 <= limit)
+                        r = emit_add(&em, m1 > base + m1 ? m1 : base + m1, m2 < hi ? m2 : hi);
+                }
+                if (r) { PyErr_NoMemory(); goto done; }
+                base += as[j]; used += ak[j];
+            }
+            if (used <= limit) {
+                int64_t from = top >= cx ? (int64_t)1 << top : 0;
+                if (emit_add(&em, base > from ? base : from, INF)) { PyErr_NoMemory(); goto done; }
+            }
+            if (emit_flush(&em)) { PyErr_NoMemory(); goto done; }
+            class_put(&cls[cx], prev, s, -1);
+            nlive--;
+        }
+        if (!cls[cx].sm && class_init(&cls[cx], cap)) { PyErr_NoMemory(); goto done; }
+        if (cx > hiclass) hiclass = cx;
+        class_put(&cls[cx], t, s, 1);
+        where[key] = t++;
+        nlive++;
+    }
+    if (ev_sort(&ev)) { PyErr_NoMemory(); goto done; }
+    /* the step function: (size, hits, work) at each size where it changes */
+    int64_t m = 0, *oa = malloc((size_t)(ev.len + 1) * sizeof(int64_t)),
+            *oh = malloc((size_t)(ev.len + 1) * sizeof(int64_t)), *ow = malloc((size_t)(ev.len + 1) * sizeof(int64_t));
+    if (!oa || !oh || !ow) { free(oa); free(oh); free(ow); PyErr_NoMemory(); goto done; }
+    oa[0] = 0; oh[0] = 0; ow[0] = 0; m = 1;
+    int64_t hits = 0, work = 0;
+    for (int64_t j = 0; j < ev.len;) {
+        int64_t at = ev.at[j];
+        for (; j < ev.len && ev.at[j] == at; j++) {
+            int32_t r = ev.ref[j];
+            int64_t idx = (r > 0 ? r : -r) - 1, sign = r > 0 ? 1 : -1;
+            hits += sign * w[idx];
+            work += sign * w[idx] * u[idx];
+        }
+        if (oa[m - 1] == at) { oh[m - 1] = hits; ow[m - 1] = work; }
+        else if (hits != oh[m - 1] || work != ow[m - 1]) { oa[m] = at; oh[m] = hits; ow[m] = work; m++; }
+    }
+    while (m > 1 && oh[m - 1] == oh[m - 2] && ow[m - 1] == ow[m - 2]) m--;
+    result = Py_BuildValue("(y#y#y#)", (char *)oa, (Py_ssize_t)(m * 8), (char *)oh, (Py_ssize_t)(m * 8),
+                           (char *)ow, (Py_ssize_t)(m * 8));
+    free(oa); free(oh); free(ow);
+done:
+    free(where); free(size_of); free(owner); free(ev.at); free(ev.ref);
+    for (int j = 0; j < 64; j++) if (cls[j].sm) class_free(&cls[j]);
+    PyBuffer_Release(&kb); PyBuffer_Release(&sb); PyBuffer_Release(&wb); PyBuffer_Release(&ub);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"curve", curve, METH_VARARGS, "curve(keys, sizes, weights, work, max_entries) -> (sizes, hits, work)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_stackdist", "The exact LRU hit curve, compiled.", -1, methods};
+
+PyMODINIT_FUNC PyInit__stackdist(void) { return PyModule_Create(&module); }
