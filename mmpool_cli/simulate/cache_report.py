@@ -19,6 +19,17 @@ DEFAULT_TARGET = Fraction(99)  # percent of an unbounded cache's hits
 
 
 @dataclass(frozen=True)
+class CacheItem:
+    """One media item of one request, as the caches see it (from traffic, or from a trace's alloc)."""
+
+    request: str  # the request it came in (items of one request share it)
+    kind: str  # "image", "video" (what the item's label starts with)
+    key: str | None  # its content key (a digest of its data); None: unknown, taken as used once
+    nbytes: int  # its pooled feature's bytes (the processor's output)
+    label: str = ""
+
+
+@dataclass(frozen=True)
 class Recommendation:
     """The smallest settable size that reaches the target, how to set it, and what it costs."""
 
