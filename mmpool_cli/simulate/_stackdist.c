@@ -1,7 +1,8 @@
 /* The compiled twin of cache_curve._intervals and _steps: the exact hit curve of a byte-counted LRU
  * (entries larger than the cache not admitted, an optional bound on entries) from one pass.
  *
- * curve(keys, sizes, weights, work, max_entries) -> (sizes, hits, work): int64 buffers in, the
+ * curve(keys, sizes, weights, work, groups, max_entries) -> (sizes, hits, work): int64 buffers in (groups
+ * empty: every lookup its own group), the
  * step function's three int64 columns out. Keys are dense ids in [0, n). The Python code
  * (cache_curve.py) is the reference; tests/simulate/test_cache_curve.py keeps the two equal.
  */
@@ -91,7 +92,7 @@ static int ev_add(Events *e, int64_t at, int32_t ref) {
     return 0;
 }
 
-typedef struct { Events *e; int64_t lo, hi; int32_t ref; } Emit;
+typedef struct { Events *e; int64_t lo, hi; int32_t ref; int64_t first; } Emit;
 
 static int emit_flush(Emit *m) {
     if (m->lo < 0) return 0;
@@ -103,6 +104,7 @@ static int emit_flush(Emit *m) {
 
 static int emit_add(Emit *m, int64_t lo, int64_t hi) {
     if (lo >= hi) return 0;
+    if (lo < m->first) m->first = lo;
     if (lo == m->hi) { m->hi = hi; return 0; }
     if (emit_flush(m)) return -1;
     m->lo = lo; m->hi = hi;
@@ -133,61 +135,94 @@ static int ev_sort(Events *e) {
     return 0;
 }
 
+typedef struct { int64_t first, index, key; } Pending;
+
+static int pending_order(const void *a, const void *b) {
+    const Pending *x = a, *y = b;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* out of times: renumber the live keys in time order, and grow where they crowd the times */
+static int renumber(Class *cls, int64_t *where, const int64_t *size_of, int64_t n, int64_t **owner,
+                    int64_t *cap, int64_t *t, int64_t nlive) {
+    free(*owner);
+    *owner = malloc((size_t)*cap * sizeof(int64_t));
+    if (!*owner) return -1;
+    for (int64_t p = 0; p < *cap; p++) (*owner)[p] = -1;
+    for (int64_t k = 0; k < n; k++) if (where[k] >= 0) (*owner)[where[k]] = k;
+    int64_t want = 4 * nlive > *cap ? 4 * nlive : *cap;
+    for (int j = 0; j < 64; j++) if (cls[j].sm) class_free(&cls[j]);
+    int64_t m = 0;
+    for (int64_t p = 0; p < *cap; p++) {
+        int64_t k = (*owner)[p];
+        if (k < 0) continue;
+        int j = bits(size_of[k]);
+        if (!cls[j].sm && class_init(&cls[j], want)) return -1;
+        where[k] = m;
+        class_put(&cls[j], m++, size_of[k], 1);
+    }
+    *cap = want;
+    *t = m;
+    return 0;
+}
+
 static PyObject *curve(PyObject *self, PyObject *args) {
-    Py_buffer kb, sb, wb, ub;
+    Py_buffer kb, sb, wb, ub, gb;
     long long max_entries;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*L", &kb, &sb, &wb, &ub, &max_entries)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*L", &kb, &sb, &wb, &ub, &gb, &max_entries)) return NULL;
     PyObject *result = NULL;
     int64_t n = kb.len / 8;
-    const int64_t *keys = kb.buf, *sizes = sb.buf, *w = wb.buf, *u = ub.buf;
+    const int64_t *keys = kb.buf, *sizes = sb.buf, *w = wb.buf, *u = ub.buf, *groups = gb.len ? gb.buf : NULL;
     int64_t limit = max_entries > 0 ? max_entries : INF;
     int64_t *where = NULL, *size_of = NULL, *owner = NULL;
+    Pending *pend = NULL;
+    int64_t npend = 0;
     Class cls[64];
     memset(cls, 0, sizeof cls);
     Events ev = {0};
-    if (sb.len != kb.len || wb.len != kb.len || ub.len != kb.len || kb.len % 8 || n >= INT32_MAX) {
+    if (sb.len != kb.len || wb.len != kb.len || ub.len != kb.len || (gb.len && gb.len != kb.len) || kb.len % 8 ||
+        n >= INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "keys, sizes, weights and work: one int64 each per lookup");
         goto done;
     }
     where = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     size_of = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    pend = malloc((size_t)(n ? n : 1) * sizeof(Pending));
     int64_t cap = 2 * (n < 65536 ? n : 65536);
     if (cap < 64) cap = 64;
-    if (!where || !size_of) { PyErr_NoMemory(); goto done; }
+    if (!where || !size_of || !pend) { PyErr_NoMemory(); goto done; }
     for (int64_t i = 0; i < n; i++) { where[i] = -1; size_of[i] = -1; }
     int64_t t = 0, nlive = 0;
     int hiclass = 0;
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i <= n; i++) {
+        if (npend && (i == n || !groups || groups[i] != groups[i - 1])) {
+            /* the group's keys are used now: those that hit at smaller sizes first */
+            qsort(pend, (size_t)npend, sizeof(Pending), pending_order);
+            for (int64_t p = 0; p < npend; p++) {
+                if (t == cap && renumber(cls, where, size_of, n, &owner, &cap, &t, nlive)) { PyErr_NoMemory(); goto done; }
+                int64_t key = pend[p].key, s = size_of[key], prev = where[key];
+                int cx = bits(s);
+                if (prev >= 0) { class_put(&cls[cx], prev, s, -1); nlive--; }
+                if (!cls[cx].sm && class_init(&cls[cx], cap)) { PyErr_NoMemory(); goto done; }
+                if (cx > hiclass) hiclass = cx;
+                class_put(&cls[cx], t, s, 1);
+                where[key] = t++;
+                nlive++;
+            }
+            npend = 0;
+        }
+        if (i == n) break;
         int64_t key = keys[i];
         if (key < 0 || key >= n || sizes[i] < 0 || sizes[i] >= INF) {
             PyErr_SetString(PyExc_ValueError, "a key outside 0..n-1, or a size outside 0..2**62");
             goto done;
         }
-        if (t == cap) { /* out of times: renumber the live keys in time order, grow where they crowd it */
-            free(owner);
-            owner = malloc((size_t)cap * sizeof(int64_t));
-            if (!owner) { PyErr_NoMemory(); goto done; }
-            for (int64_t p = 0; p < cap; p++) owner[p] = -1;
-            for (int64_t k = 0; k < n; k++) if (where[k] >= 0) owner[where[k]] = k;
-            int64_t want = 4 * nlive > cap ? 4 * nlive : cap;
-            for (int j = 0; j < 64; j++) if (cls[j].sm) class_free(&cls[j]);
-            int64_t m = 0;
-            for (int64_t p = 0; p < cap; p++) {
-                int64_t k = owner[p];
-                if (k < 0) continue;
-                int j = bits(size_of[k]);
-                if (!cls[j].sm && class_init(&cls[j], want)) { PyErr_NoMemory(); goto done; }
-                where[k] = m;
-                class_put(&cls[j], m++, size_of[k], 1);
-            }
-            cap = want;
-            t = m;
-        }
         if (size_of[key] < 0) size_of[key] = sizes[i];
         int64_t s = size_of[key], prev = where[key];
         int cx = bits(s);
+        Emit em = {&ev, -1, -1, (int32_t)(i + 1), INF};
         if (prev >= 0) {
-            Emit em = {&ev, -1, -1, (int32_t)(i + 1)};
             int64_t as[64], ak[64];
             int top = -1;
             for (int j = 0; j <= hiclass; j++) {
@@ -220,14 +255,10 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                 if (emit_add(&em, base > from ? base : from, INF)) { PyErr_NoMemory(); goto done; }
             }
             if (emit_flush(&em)) { PyErr_NoMemory(); goto done; }
-            class_put(&cls[cx], prev, s, -1);
-            nlive--;
         }
-        if (!cls[cx].sm && class_init(&cls[cx], cap)) { PyErr_NoMemory(); goto done; }
-        if (cx > hiclass) hiclass = cx;
-        class_put(&cls[cx], t, s, 1);
-        where[key] = t++;
-        nlive++;
+        pend[npend].first = em.first;
+        pend[npend].index = i;
+        pend[npend++].key = key;
     }
     if (ev_sort(&ev)) { PyErr_NoMemory(); goto done; }
     /* the step function: (size, hits, work) at each size where it changes */
@@ -252,14 +283,14 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                            (char *)ow, (Py_ssize_t)(m * 8));
     free(oa); free(oh); free(ow);
 done:
-    free(where); free(size_of); free(owner); free(ev.at); free(ev.ref);
+    free(where); free(size_of); free(owner); free(pend); free(ev.at); free(ev.ref);
     for (int j = 0; j < 64; j++) if (cls[j].sm) class_free(&cls[j]);
-    PyBuffer_Release(&kb); PyBuffer_Release(&sb); PyBuffer_Release(&wb); PyBuffer_Release(&ub);
+    PyBuffer_Release(&kb); PyBuffer_Release(&sb); PyBuffer_Release(&wb); PyBuffer_Release(&ub); PyBuffer_Release(&gb);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"curve", curve, METH_VARARGS, "curve(keys, sizes, weights, work, max_entries) -> (sizes, hits, work)"},
+    {"curve", curve, METH_VARARGS, "curve(keys, sizes, weights, work, groups, max_entries) -> (sizes, hits, work)"},
     {NULL, NULL, 0, NULL},
 };
 

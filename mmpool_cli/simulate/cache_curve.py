@@ -89,6 +89,7 @@ def lru_curve(
     weights: Sequence[int] | None = None,
     work: Sequence[int] | None = None,
     *,
+    groups: Sequence[int] | None = None,
     max_entries: int = 0,
     native: bool | None = None,
 ) -> Curve:
@@ -97,7 +98,16 @@ def lru_curve(
     ``weights`` (default 1) are the hits a lookup counts, ``work`` (default 0) what its hit saves;
     ``max_entries`` > 0 bounds the entries as well. ``native`` None: the compiled kernel where built.
     A key keeps the size of its first lookup (an entry's bytes do not change while it is cached).
+
+    ``groups``: adjacent lookups with one group id are one batch, as engines look up a request's items
+    before they store any (every lookup sees the cache as it was before the batch); the batch's keys
+    are then used hits first and misses after (SGLang's order), taken as the order of the smallest
+    size each hits at. That order is exact at every size where the batch's hits come before its
+    misses in the batch (its re-sent items first, its new ones last); elsewhere it is the nearest one
+    stack can hold (docs/caches.md says where the curve is exact).
     """
+    if groups is not None and len(groups) != len(keys):
+        raise ValueError("groups must have one entry per lookup")
     n = len(keys)
     if len(sizes) != n or (weights is not None and len(weights) != n) or (work is not None and len(work) != n):
         raise ValueError("keys, sizes, weights and work must have one entry per lookup")
@@ -116,6 +126,7 @@ def lru_curve(
             array("q", sizes).tobytes(),
             array("q", w).tobytes(),
             array("q", u).tobytes(),
+            b"" if groups is None else array("q", groups).tobytes(),
             max_entries,
         )
         at, hits, saved = (array("q") for _ in range(3))
@@ -124,7 +135,7 @@ def lru_curve(
         saved.frombytes(raw[2])
         steps = tuple(zip(at, hits, saved, strict=True))
     else:
-        steps = _steps(_intervals(keys, sizes, w, u, max_entries))
+        steps = _steps(_intervals(keys, sizes, w, u, max_entries, groups))
     return Curve(sum(w), steps)
 
 
@@ -220,10 +231,12 @@ class _Emit:
     def __init__(self, events: dict[int, list[int]], dh: int, dw: int) -> None:
         self.events, self.dh, self.dw = events, dh, dw
         self.lo = self.hi = -1
+        self.first = INF  # the smallest size it hits at
 
     def add(self, lo: int, hi: int) -> None:
         if lo >= hi:
             return
+        self.first = min(self.first, lo)
         if lo == self.hi:
             self.hi = hi
             return
@@ -242,13 +255,20 @@ class _Emit:
 
 
 def _intervals(
-    keys: Sequence[int], sizes: Sequence[int], w: Sequence[int], u: Sequence[int], max_entries: int
+    keys: Sequence[int],
+    sizes: Sequence[int],
+    w: Sequence[int],
+    u: Sequence[int],
+    max_entries: int,
+    groups: Sequence[int] | None = None,
 ) -> dict[int, list[int]]:
     """Each lookup's hit intervals of sizes, as +/- events of (hits, work) at their ends.
 
     Between two lookups of ``x``, at a size ``C`` in class ``j``'s range ``[2**(j-1), 2**j)`` every key
     of a smaller class counts, none of a larger one, and at most one of class ``j`` (two would
     outweigh ``C``): so the class sums and the two smallest sizes of each class settle every size.
+    The lookups of one group (``groups[i]`` equal and adjacent) all see the cache as it was before
+    the group; then its keys are used, those that hit at smaller sizes first (see ``lru_curve``).
     """
     limit = max_entries if max_entries > 0 else INF
     events: dict[int, list[int]] = {}
@@ -256,19 +276,35 @@ def _intervals(
     classes: dict[int, _Class] = {}
     where: dict[int, int] = {}  # key -> time of its last lookup
     size_of: dict[int, int] = {}
+    pending: list[tuple[int, int, int, int]] = []  # (first size it hits at, lookup, key, size)
     t = 0
+
+    def use() -> None:
+        nonlocal t, n, classes
+        for _, _, key, s in sorted(pending):
+            if t == n:  # out of times: renumber the live keys in order, and grow where they crowd it
+                live = sorted(where.items(), key=lambda kv: kv[1])
+                n = max(n, 4 * len(live))
+                classes = {}
+                for new, (k, _) in enumerate(live):
+                    where[k] = new
+                    classes.setdefault(_cls(size_of[k]), _Class(n)).put(new, size_of[k], 1)
+                t = len(live)
+            prev = where.get(key)
+            if prev is not None:
+                classes[_cls(s)].put(prev, s, -1)
+            classes.setdefault(_cls(s), _Class(n)).put(t, s, 1)
+            where[key] = t
+            t += 1
+        pending.clear()
+
     for i, key in enumerate(keys):
-        if t == n:  # out of times: renumber the live keys in order, and grow where they crowd it
-            live = sorted(where.items(), key=lambda kv: kv[1])
-            n = max(n, 4 * len(live))
-            classes = {}
-            for new, (k, _) in enumerate(live):
-                where[k] = new
-                classes.setdefault(_cls(size_of[k]), _Class(n)).put(new, size_of[k], 1)
-            t = len(live)
+        if pending and (groups is None or groups[i] != groups[i - 1]):
+            use()
         s = size_of.setdefault(key, sizes[i])
         prev = where.get(key)
         cx = _cls(s)
+        first = INF
         if prev is not None:
             emit = _Emit(events, w[i], w[i] * u[i])
             after = {j: c.after(prev) for j, c in classes.items()}
@@ -296,8 +332,7 @@ def _intervals(
             if used <= limit:
                 emit.add(max(base, (1 << top) if top >= cx else 0), INF)
             emit.flush()
-            classes[cx].put(prev, s, -1)
-        classes.setdefault(cx, _Class(n)).put(t, s, 1)
-        where[key] = t
-        t += 1
+            first = emit.first
+        pending.append((first, i, key, s))
+    use()
     return events

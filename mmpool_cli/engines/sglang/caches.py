@@ -58,6 +58,7 @@ class _Lookups:
     sizes: list[int]
     weights: list[int]
     work: list[int]
+    groups: list[int]  # the batch each lookup belongs to (all its lookups come before its stores)
     unique: int = 0  # lookups SGLang counts as one miss each (the preprocess cache)
 
 
@@ -204,12 +205,14 @@ class _Ids:
 
 def _embedding_lookups(req: CacheRequest, tokens: list[int], width: int) -> _Lookups:
     ids = _Ids()
-    out = _Lookups([], [], [], [])
+    out = _Lookups([], [], [], [], [])
+    batch = 0
     for group in _requests(req.items):
         for kind in ("image", "video"):  # managers/mm_utils.py embed_mm_inputs: one modality at a time
             mine = [(i, it) for i, it in group if (it.kind == "video") == (kind == "video")]
             if not mine:
                 continue
+            batch += 1
             if kind == "video" and req.family.name == "qwen3-vl":  # several runs per video: the combined hash
                 keys = tuple(it.key for _, it in mine)
                 n = sum(tokens[i] for i, _ in mine)
@@ -217,6 +220,7 @@ def _embedding_lookups(req: CacheRequest, tokens: list[int], width: int) -> _Loo
                 out.sizes.append(n * width * 2)
                 out.weights.append(1)
                 out.work.append(n)
+                out.groups.append(batch)
                 continue
             seen: set[object] = set()
             for i, it in mine:
@@ -227,15 +231,16 @@ def _embedding_lookups(req: CacheRequest, tokens: list[int], width: int) -> _Loo
                 out.sizes.append(tokens[i] * width * 2)
                 out.weights.append(1)
                 out.work.append(tokens[i])
+                out.groups.append(batch)
     return out
 
 
 def _preprocess_lookups(req: CacheRequest) -> _Lookups:
     ids = _Ids()
-    out = _Lookups([], [], [], [])
+    out = _Lookups([], [], [], [], [])
     looked: set[str] = set()
     unique = 0
-    for group in _requests(req.items):
+    for n, group in enumerate(_requests(req.items)):
         if any(it.kind == "video" for _, it in group):
             continue  # a request with a video takes the uncached path (qwen_vl.py process_mm_data_async)
         order: list[CacheItem] = []
@@ -255,10 +260,11 @@ def _preprocess_lookups(req: CacheRequest) -> _Lookups:
             out.sizes.append(size)
             out.weights.append(1 if k is None else count[k])
             out.work.append(1)
+            out.groups.append(n)
             unique += 1
             if it.key is not None:
                 looked.add(it.key)
-    return _Lookups(out.keys, out.sizes, out.weights, out.work, unique)
+    return _Lookups(out.keys, out.sizes, out.weights, out.work, out.groups, unique)
 
 
 def _result(
@@ -271,7 +277,7 @@ def _result(
     unit: str,
     max_entries: int,
 ) -> CacheResult:
-    curve = lru_curve(looks.keys, looks.sizes, looks.weights, looks.work, max_entries=max_entries)
+    curve = lru_curve(looks.keys, looks.sizes, looks.weights, looks.work, groups=looks.groups, max_entries=max_entries)
     best = smallest_size(curve, req.target)
     rec = None if best is None or best == 0 else _recommend(req, name, best)
     lookups = None
