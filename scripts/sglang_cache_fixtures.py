@@ -42,8 +42,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
-import torch
-
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "sglang_caches.json"
 PATCH_DIM = {"qwen2.5-vl": 3 * 2 * 14 * 14, "qwen3-vl": 3 * 2 * 16 * 16}
 MERGE = 2
@@ -51,7 +49,8 @@ MERGE = 2
 
 def load_module(name: str, path: Path) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -82,6 +81,8 @@ class Item:  # what mm_schedule reads of a MultimodalDataItem
 
 class Wheel:
     def __init__(self, root: Path) -> None:
+        import torch
+
         srt = root / "sglang" / "srt"
         allocator = types.ModuleType("sglang.srt.mem_cache.allocator")
         allocator.BaseTokenToKVPoolAllocator = object  # type: ignore[attr-defined]
@@ -148,6 +149,8 @@ class Wheel:
 
 def embedding_hits(w: Wheel, requests: list[list[dict[str, Any]]], family: str, width: int, size: int) -> int:
     """Replay the requests through MultiModalStaticCache(size) with mm_schedule's own functions; count hits."""
+    import torch
+
     cache = w.mm.MultiModalStaticCache(size)
     w.sched["embedding_cache"] = cache
     hits = 0
@@ -202,6 +205,8 @@ def embedding_hits(w: Wheel, requests: list[list[dict[str, Any]]], family: str, 
 
 def preprocess_run(w: Wheel, requests: list[list[dict[str, Any]]], family: str, size: int) -> dict[str, int]:
     """Replay the image-only requests through MultimodalPreprocessCache(size) as prepare_media_artifacts does."""
+    import torch
+
     cache = w.pre.MultimodalPreprocessCache(max_size_bytes=size, max_entries=8192)
     for req in requests:
         if any(it["kind"] == "video" for it in req) or not cache.enabled:

@@ -85,3 +85,28 @@ def test_empty_and_smallest_reaching() -> None:
     assert curve.unbounded == (2, 0)
     assert curve.smallest_reaching(1) == 5
     assert curve.smallest_reaching(2) == 7
+
+
+@pytest.mark.skipif(cache_curve.FAST is None, reason="the compiled kernel is not built")
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_kernel_equals_python_with_batches(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    n = 2000
+    keys = [rng.randrange(150) for _ in range(n)]
+    sizes_of = [rng.randint(1, 1 << rng.randint(1, 20)) for _ in range(150)]
+    groups, g = [], 0
+    for _ in range(n):
+        g += rng.random() < 0.4
+        groups.append(g)
+    sizes = [sizes_of[k] for k in keys]
+    a = lru_curve(keys, sizes, groups=groups, native=False)
+    b = lru_curve(keys, sizes, groups=groups, native=True)
+    assert a == b
+
+
+def test_batch_lookups_see_the_cache_before_the_batch() -> None:
+    # a (4 B) then, in one batch, b (4 B) and a: at 4 B a still hits (b is stored after the lookups)
+    batched = lru_curve([0, 1, 0], [4, 4, 4], groups=[0, 1, 1])
+    alone = lru_curve([0, 1, 0], [4, 4, 4])
+    assert batched.at(4)[0] == 1
+    assert alone.at(4)[0] == 0
