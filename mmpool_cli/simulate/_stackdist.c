@@ -13,29 +13,46 @@
 #include <string.h>
 
 #define INF ((int64_t)1 << 62)
+#define SHORT 48 /* a key used again within this many times is scanned, not looked up in the trees */
 
-/* One size class (sizes in [2^(j-1), 2^j)) by the time of each key's last lookup: a Fenwick tree of
- * bytes and count, and a segment tree of the smallest size. */
+/* One size class (sizes in [2^(j-1), 2^j)) by the time of each key's last lookup: its total bytes
+ * and count, and a segment tree of the smallest size. The bytes and counts by time of every class
+ * are in one Fenwick tree (Shared), the classes of a node side by side, so that one walk answers
+ * all classes. */
 typedef struct {
     int64_t n, total, count;
-    int64_t *sm, *mn;
+    int64_t *mn;
 } Class;
+
+typedef struct {
+    int k;          /* classes that occur */
+    int slot[64];   /* class -> its place in a node, -1 where it never occurs */
+    int64_t n;      /* times */
+    int64_t *fw;    /* (n + 1) nodes x k classes x (bytes, count) */
+} Shared;
 
 static int class_init(Class *c, int64_t n) {
     c->n = n; c->total = 0; c->count = 0;
-    c->sm = calloc((size_t)(2 * n + 2), sizeof(int64_t)); /* bytes and count side by side */
     c->mn = malloc((size_t)(2 * n) * sizeof(int64_t));
-    if (!c->sm || !c->mn) return -1;
+    if (!c->mn) return -1;
     for (int64_t i = 0; i < 2 * n; i++) c->mn[i] = INF;
     return 0;
 }
 
-static void class_free(Class *c) { free(c->sm); free(c->mn); c->sm = c->mn = NULL; }
+static void class_free(Class *c) { free(c->mn); c->mn = NULL; }
 
-static void class_put(Class *c, int64_t pos, int64_t size, int sign) {
+static int shared_init(Shared *sh, int64_t n) {
+    free(sh->fw);
+    sh->n = n;
+    sh->fw = calloc((size_t)(n + 1) * (size_t)sh->k * 2, sizeof(int64_t));
+    return sh->fw ? 0 : -1;
+}
+
+static void class_put(Class *c, Shared *sh, int j, int64_t pos, int64_t size, int sign) {
     c->total += sign * size;
     c->count += sign;
-    for (int64_t i = pos + 1; i <= c->n; i += i & -i) { c->sm[2 * i] += sign * size; c->sm[2 * i + 1] += sign; }
+    int64_t stride = 2 * (int64_t)sh->k, off = 2 * (int64_t)sh->slot[j];
+    for (int64_t i = pos + 1; i <= sh->n; i += i & -i) { sh->fw[i * stride + off] += sign * size; sh->fw[i * stride + off + 1] += sign; }
     int64_t i = pos + c->n;
     c->mn[i] = sign > 0 ? size : INF;
     for (i /= 2; i; i /= 2) { /* stop where the smallest does not change */
@@ -45,11 +62,14 @@ static void class_put(Class *c, int64_t pos, int64_t size, int sign) {
     }
 }
 
-static void class_after(const Class *c, int64_t pos, int64_t *sum, int64_t *count) {
-    int64_t s = 0, k = 0;
-    for (int64_t i = pos + 1; i; i -= i & -i) { s += c->sm[2 * i]; k += c->sm[2 * i + 1]; }
-    *sum = c->total - s;
-    *count = c->count - k;
+/* every class's bytes and count before and at ``pos`` (prefix sums), in ``acc`` (2 per slot) */
+static void shared_prefix(const Shared *sh, int64_t pos, int64_t *acc) {
+    int64_t stride = 2 * (int64_t)sh->k;
+    for (int64_t q = 0; q < stride; q++) acc[q] = 0;
+    for (int64_t i = pos + 1; i; i -= i & -i) {
+        const int64_t *row = sh->fw + i * stride;
+        for (int64_t q = 0; q < stride; q++) acc[q] += row[q];
+    }
 }
 
 static int64_t class_least(const Class *c, int64_t lo, int64_t hi, int64_t *pos) {
@@ -144,23 +164,29 @@ static int pending_order(const void *a, const void *b) {
 }
 
 /* out of times: renumber the live keys in time order, and grow where they crowd the times */
-static int renumber(Class *cls, int64_t *where, const int64_t *size_of, int64_t n, int64_t **owner,
-                    int64_t *cap, int64_t *t, int64_t nlive) {
+static int renumber(Class *cls, Shared *sh, int64_t *where, const int64_t *size_of, int64_t n, int64_t **owner,
+                    int64_t **at, int64_t *cap, int64_t *t, int64_t nlive) {
     free(*owner);
     *owner = malloc((size_t)*cap * sizeof(int64_t));
     if (!*owner) return -1;
     for (int64_t p = 0; p < *cap; p++) (*owner)[p] = -1;
     for (int64_t k = 0; k < n; k++) if (where[k] >= 0) (*owner)[where[k]] = k;
     int64_t want = 4 * nlive > *cap ? 4 * nlive : *cap;
-    for (int j = 0; j < 64; j++) if (cls[j].sm) class_free(&cls[j]);
+    for (int j = 0; j < 64; j++) if (cls[j].mn) class_free(&cls[j]);
+    if (shared_init(sh, want)) return -1;
+    free(*at);
+    *at = malloc((size_t)want * sizeof(int64_t));
+    if (!*at) return -1;
+    for (int64_t p = 0; p < want; p++) (*at)[p] = -1;
     int64_t m = 0;
     for (int64_t p = 0; p < *cap; p++) {
         int64_t k = (*owner)[p];
         if (k < 0) continue;
         int j = bits(size_of[k]);
-        if (!cls[j].sm && class_init(&cls[j], want)) return -1;
+        if (!cls[j].mn && class_init(&cls[j], want)) return -1;
         where[k] = m;
-        class_put(&cls[j], m++, size_of[k], 1);
+        (*at)[m] = k;
+        class_put(&cls[j], sh, j, m++, size_of[k], 1);
     }
     *cap = want;
     *t = m;
@@ -177,9 +203,13 @@ static PyObject *curve(PyObject *self, PyObject *args) {
     int64_t limit = max_entries > 0 ? max_entries : INF;
     int64_t *where = NULL, *size_of = NULL, *owner = NULL;
     Pending *pend = NULL;
+    int64_t *at = NULL;
     int64_t npend = 0;
     Class cls[64];
     memset(cls, 0, sizeof cls);
+    Shared sh;
+    memset(&sh, 0, sizeof sh);
+    int64_t acc[128];
     Events ev = {0};
     if (sb.len != kb.len || wb.len != kb.len || ub.len != kb.len || (gb.len && gb.len != kb.len) || kb.len % 8 ||
         n >= INT32_MAX) {
@@ -193,6 +223,21 @@ static PyObject *curve(PyObject *self, PyObject *args) {
     if (cap < 64) cap = 64;
     if (!where || !size_of || !pend) { PyErr_NoMemory(); goto done; }
     for (int64_t i = 0; i < n; i++) { where[i] = -1; size_of[i] = -1; }
+    for (int j = 0; j < 64; j++) sh.slot[j] = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (sizes[i] < 0 || sizes[i] >= INF) {
+            PyErr_SetString(PyExc_ValueError, "a key outside 0..n-1, or a size outside 0..2**62");
+            goto done;
+        }
+        int j = bits(sizes[i]);
+        if (sh.slot[j] < 0) sh.slot[j] = 0, sh.k++;
+    }
+    for (int j = 0, q = 0; j < 64; j++) if (sh.slot[j] >= 0) sh.slot[j] = q++;
+    if (sh.k == 0) sh.k = 1;
+    if (shared_init(&sh, cap)) { PyErr_NoMemory(); goto done; }
+    at = malloc((size_t)cap * sizeof(int64_t));
+    if (!at) { PyErr_NoMemory(); goto done; }
+    for (int64_t p = 0; p < cap; p++) at[p] = -1;
     int64_t t = 0, nlive = 0;
     int hiclass = 0;
     for (int64_t i = 0; i <= n; i++) {
@@ -200,13 +245,14 @@ static PyObject *curve(PyObject *self, PyObject *args) {
             /* the group's keys are used now: those that hit at smaller sizes first */
             qsort(pend, (size_t)npend, sizeof(Pending), pending_order);
             for (int64_t p = 0; p < npend; p++) {
-                if (t == cap && renumber(cls, where, size_of, n, &owner, &cap, &t, nlive)) { PyErr_NoMemory(); goto done; }
+                if (t == cap && renumber(cls, &sh, where, size_of, n, &owner, &at, &cap, &t, nlive)) { PyErr_NoMemory(); goto done; }
                 int64_t key = pend[p].key, s = size_of[key], prev = where[key];
                 int cx = bits(s);
-                if (prev >= 0) { class_put(&cls[cx], prev, s, -1); nlive--; }
-                if (!cls[cx].sm && class_init(&cls[cx], cap)) { PyErr_NoMemory(); goto done; }
+                if (prev >= 0) { class_put(&cls[cx], &sh, cx, prev, s, -1); at[prev] = -1; nlive--; }
+                if (!cls[cx].mn && class_init(&cls[cx], cap)) { PyErr_NoMemory(); goto done; }
                 if (cx > hiclass) hiclass = cx;
-                class_put(&cls[cx], t, s, 1);
+                class_put(&cls[cx], &sh, cx, t, s, 1);
+                at[t] = key;
                 where[key] = t++;
                 nlive++;
             }
@@ -225,10 +271,29 @@ static PyObject *curve(PyObject *self, PyObject *args) {
         if (prev >= 0) {
             int64_t as[64], ak[64];
             int top = -1;
-            for (int j = 0; j <= hiclass; j++) {
-                as[j] = ak[j] = 0;
-                if (cls[j].sm && cls[j].count) class_after(&cls[j], prev, &as[j], &ak[j]);
-                if (ak[j]) top = j;
+            int64_t sm1[64], sm2[64];
+            int scanned = t - prev <= SHORT;
+            if (scanned) { /* a recent key: the few times since are read directly */
+                for (int j = 0; j <= hiclass; j++) { as[j] = ak[j] = 0; sm1[j] = sm2[j] = INF; }
+                for (int64_t p = prev + 1; p < t; p++) {
+                    int64_t k = at[p];
+                    if (k < 0) continue;
+                    int64_t z = size_of[k];
+                    int j = bits(z);
+                    as[j] += z; ak[j]++;
+                    if (z < sm1[j]) { sm2[j] = sm1[j]; sm1[j] = z; } else if (z < sm2[j]) sm2[j] = z;
+                }
+                for (int j = 0; j <= hiclass; j++) if (ak[j]) top = j;
+            } else {
+                shared_prefix(&sh, prev, acc);
+                for (int j = 0; j <= hiclass; j++) {
+                    as[j] = ak[j] = 0;
+                    if (cls[j].mn && cls[j].count) {
+                        as[j] = cls[j].total - acc[2 * sh.slot[j]];
+                        ak[j] = cls[j].count - acc[2 * sh.slot[j] + 1];
+                    }
+                    if (ak[j]) top = j;
+                }
             }
             int64_t base = s, used = 1;
             for (int j = 0; j < (cx < top + 1 ? cx : top + 1); j++) { base += as[j]; used += ak[j]; }
@@ -242,7 +307,8 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                     if (used <= limit) r = emit_add(&em, lo > base ? lo : base, hi);
                 } else if (base < hi) {
                     int64_t m1, m2;
-                    class_two_least(&cls[j], prev + 1, t, &m1, &m2);
+                    if (scanned) { m1 = sm1[j]; m2 = sm2[j]; }
+                    else class_two_least(&cls[j], prev + 1, t, &m1, &m2);
                     if (used <= limit) r = emit_add(&em, lo > base ? lo : base, m1 < hi ? m1 : hi);
                     if (!r && used + 1 <= limit)
                         r = emit_add(&em, m1 > base + m1 ? m1 : base + m1, m2 < hi ? m2 : hi);
@@ -283,8 +349,9 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                            (char *)ow, (Py_ssize_t)(m * 8));
     free(oa); free(oh); free(ow);
 done:
-    free(where); free(size_of); free(owner); free(pend); free(ev.at); free(ev.ref);
-    for (int j = 0; j < 64; j++) if (cls[j].sm) class_free(&cls[j]);
+    free(where); free(size_of); free(owner); free(pend); free(at); free(ev.at); free(ev.ref);
+    for (int j = 0; j < 64; j++) if (cls[j].mn) class_free(&cls[j]);
+    free(sh.fw);
     PyBuffer_Release(&kb); PyBuffer_Release(&sb); PyBuffer_Release(&wb); PyBuffer_Release(&ub); PyBuffer_Release(&gb);
     return result;
 }
