@@ -9,6 +9,7 @@ arrays) and the curve's number of steps.
 from __future__ import annotations
 
 import random
+import resource
 import sys
 import time
 from array import array
@@ -41,11 +42,14 @@ def main() -> None:
         sys.exit("the compiled kernel (_stackdist) is not built: python setup.py build_ext --inplace")
     keys, sizes = lookups(n, distinct)
     ones = array("q", [1]) * n
+    before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     curve = cache_curve.lru_curve(keys, sizes, ones, ones, native=True)
     took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     print(
-        f"{n:,} lookups over {distinct:,} items: {took:.2f} s, {len(curve.steps):,} steps, "
+        f"{n:,} lookups over {distinct:,} items: {took:.2f} s ({cpu:.2f} s of CPU), {len(curve.steps):,} steps, "
         f"unbounded hits {curve.unbounded[0]:,}"
     )
 
