@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from mmpool_cli.core.units import MiB
-from mmpool_cli.simulate.cache_report import CacheReport, CacheResult, hits_needed
+from mmpool_cli.simulate.cache_report import CacheReport, CacheResult
 
 SCHEMA = 1
 CURVE_ROWS = 12  # the human table's sizes beside the deployment's and the recommended one
@@ -17,7 +17,7 @@ def verdict(report: CacheReport) -> str:
 
 
 def meets(c: CacheResult) -> bool:
-    return c.hits >= hits_needed(c.curve, c.target)
+    return c.meets_target()
 
 
 def to_json(report: CacheReport) -> str:
@@ -84,5 +84,5 @@ def cache_text(report: CacheReport) -> str:
                 mark.append("recommended")
             tail = f"  ← {', '.join(mark)}" if mark else ""
             lines.append(f"    {_bytes(size):<34} {h:>12,}{tail}")
-    lines.extend(f"note: {n}" for n in report.notes)
+    lines.extend(f"{n.severity}: [{n.code}] {n.message}" for n in report.notes)
     return "\n".join(lines) + "\n"

@@ -30,6 +30,20 @@ class CacheItem:
 
 
 @dataclass(frozen=True)
+class CacheNote:
+    """A finding of ``mmpool cache``: a registered code (docs/findings.md), its severity, the message."""
+
+    code: str
+    severity: str  # "warning" or "info"
+    message: str
+
+    def __post_init__(self) -> None:
+        from mmpool_cli.core.codes import Severity, check
+
+        check(self.code, Severity(self.severity))  # an unregistered code is a bug in mmpool
+
+
+@dataclass(frozen=True)
 class Recommendation:
     """The smallest settable size that reaches the target, how to set it, and what it costs."""
 
@@ -61,6 +75,10 @@ class CacheResult:
     @property
     def work_saved(self) -> int:
         return self.curve.at(self.size_bytes)[1] if self.size_bytes > 0 else 0
+
+    def meets_target(self) -> bool:
+        """Whether the hits at the deployment's size reach the target share of the unbounded hits."""
+        return self.hits >= hits_needed(self.curve, self.target)
 
     @property
     def counted_lookups(self) -> int:
@@ -112,12 +130,12 @@ class CacheReport:
     engine: str  # the engine's title, e.g. "SGLang 0.5.23"
     source: str  # what was read
     caches: list[CacheResult]
-    notes: list[str] = field(default_factory=list)
+    notes: list[CacheNote] = field(default_factory=list)
 
     def to_data(self) -> dict[str, Any]:
         return {
             "engine": self.engine,
             "source": self.source,
             "caches": [c.to_data() for c in self.caches],
-            "notes": self.notes,
+            "findings": [{"code": n.code, "severity": n.severity, "message": n.message} for n in self.notes],
         }

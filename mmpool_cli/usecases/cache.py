@@ -12,7 +12,7 @@ from fractions import Fraction
 from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape
-from mmpool_cli.simulate.cache_report import CacheItem, CacheReport
+from mmpool_cli.simulate.cache_report import CacheItem, CacheNote, CacheReport
 from mmpool_cli.workload.families import Family
 
 
@@ -48,15 +48,21 @@ def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
     where = q.config_path or ""
     if q.hidden_size is not None:
         hidden, where = q.hidden_size, "--hidden-size"
-    notes: list[str] = []
+    notes: list[CacheNote] = []
     unkeyed = sum(1 for item in q.items if item.key is None)
     if unkeyed:
         notes.append(
-            f"{unkeyed:,} of {len(q.items):,} items carry no content key (their data was not in the input: a log "
-            "that cut them, bench_serving's random images, or a trace without keys): each is taken as used once"
+            CacheNote(
+                "cache-item-unkeyed",
+                "info",
+                f"{unkeyed:,} of {len(q.items):,} items carry no content key (their data was not in the input: a "
+                "log that cut them, bench_serving's random images, or a trace without keys): each taken as used once",
+            )
         )
     if any(item.key is not None and item.key.startswith("url:") for item in q.items):
-        notes.append("http(s) URLs are never fetched: the same URL is taken as the same image")
+        notes.append(
+            CacheNote("cache-url-key", "info", "http(s) URLs are never fetched: the same URL is taken as the same item")
+        )
     request = CacheRequest(
         family=q.family,
         settings=dict(q.settings),

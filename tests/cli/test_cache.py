@@ -50,6 +50,8 @@ def test_same_image_bytes_hit_and_the_trace_answers_the_same(run_line, tmp_path:
     assert emb["recommended_bytes"] == 1 << 20 and emb["recommended_setting"] == "SGLANG_VLM_CACHE_SIZE_MB=1"
     assert (pre["name"], pre["size_bytes"], pre["hits"]) == ("preprocess", 0, 0)
     assert pre["recommended_setting"].startswith("--mm-preprocess-cache-size-mb ")
+    codes = [(f["code"], f["severity"]) for f in data["findings"]]
+    assert codes == [("cache-off", "info"), ("cache-below-target", "warning")]  # the preprocess cache, never silent
     out = tmp_path / "t.jsonl"
     assert run_line(["mmpool", "trace", "--model", "qwen2.5-vl", log, "-o", str(out)]).exit_code == 0
     keys = [json.loads(line).get("key") for line in out.read_text().splitlines() if '"alloc"' in line]

@@ -225,6 +225,8 @@ def test_trace_of_the_shipped_video_bodies(run_line, monkeypatch: pytest.MonkeyP
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stderr)
     assert (summary["requests"], summary["bytes"], summary["ignored_fields"]) == (2, 823_689_216, {"fps": 1})
+
+
 def test_nothing_to_size_names_each_reason(run_line, tmp_path: Path) -> None:
     # SGLang opens both as file paths and fails the request: each line's reason is the answer
     log = _bodies(tmp_path, "/dev/zero", "/9j/4AAQSkZJRgABAQ")

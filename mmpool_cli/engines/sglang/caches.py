@@ -38,7 +38,14 @@ from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
 from mmpool_cli.simulate.cache_curve import lru_curve
-from mmpool_cli.simulate.cache_report import CacheItem, CacheReport, CacheResult, Recommendation, smallest_size
+from mmpool_cli.simulate.cache_report import (
+    CacheItem,
+    CacheNote,
+    CacheReport,
+    CacheResult,
+    Recommendation,
+    smallest_size,
+)
 
 FAMILIES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl")
 PREPROCESS_MAX_ENTRIES = 8192  # base_processor.py: MultimodalPreprocessCache(max_entries=8192)
@@ -79,7 +86,7 @@ def caches(req: CacheRequest) -> CacheReport:
     emb = _embedding_lookups(req, tokens, width)
     pre = _preprocess_lookups(req)
     emb_size, emb_origin = embedding_size(req)
-    pre_size, pre_origin, pre_mb = preprocess_size(req)
+    pre_size, pre_origin, _ = preprocess_size(req)
     results = [
         _result(req, "embedding", "embedding cache (GPU, scheduler)", emb, emb_size, emb_origin, "encoder tokens", 0),
         _result(
@@ -94,16 +101,26 @@ def caches(req: CacheRequest) -> CacheReport:
         ),
     ]
     notes = list(req.notes)
-    if pre_mb == 0:
-        notes.append(
-            "the preprocess cache is off in this deployment (its size is 0): its hits are 0; the curve shows "
-            "what --mm-preprocess-cache-size-mb would buy"
-        )
-    if emb_size == 0:
-        notes.append(
-            "the embedding cache is off in this deployment (its size is 0): its hits are 0; the curve shows "
-            "what SGLANG_VLM_CACHE_SIZE_MB would buy"
-        )
+    for c, knob in zip(results, ("SGLANG_VLM_CACHE_SIZE_MB", "--mm-preprocess-cache-size-mb"), strict=True):
+        if c.size_bytes == 0:
+            notes.append(
+                CacheNote(
+                    "cache-off",
+                    "info",
+                    f"the {c.title} is off in this deployment ({c.size_origin}): its hits are 0; the curve shows "
+                    f"what {knob} would buy",
+                )
+            )
+        if not c.meets_target():
+            to = f"; {c.recommendation.setting} would" if c.recommendation is not None else ""
+            notes.append(
+                CacheNote(
+                    "cache-below-target",
+                    "warning",
+                    f"the {c.title} makes {c.hits:,} hits at {c.size_bytes:,} B, short of {c.target}% of the "
+                    f"{c.curve.unbounded[0]:,} an unbounded one makes{to}",
+                )
+            )
     return CacheReport(engine="SGLang 0.5.23", source=req.source, caches=results, notes=notes)
 
 

@@ -11,7 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from mmpool_cli.inputs.traffic.writer import Lease
-from mmpool_cli.simulate.cache_report import DEFAULT_TARGET, CacheItem
+from mmpool_cli.simulate.cache_report import DEFAULT_TARGET, CacheItem, CacheNote
 from mmpool_cli.simulate.cache_trace import request_of
 from mmpool_cli.workload.families import Family
 
@@ -41,7 +41,7 @@ class CacheRequest:
     workers: int = 1  # --tokenizer-worker-num
     gpu_name: str | None = None  # the GPU that serves it (engines with GPU-dependent defaults read it)
     target: Fraction = DEFAULT_TARGET
-    notes: list[str] = field(default_factory=list)
+    notes: list[CacheNote] = field(default_factory=list)
 
 
 def items_of(leases: Iterable[Lease], keys: Mapping[object, str]) -> list[CacheItem]:
