@@ -76,7 +76,7 @@ def cache(
     """Replay each multimodal cache of the engine over the traffic, as the engine drives it.
 
     Items are keyed by their data (two requests with the same image bytes hit) and sized as the
-    engine stores them; each cache's hits are exact at every size, from one pass. Prints, per cache,
+    engine stores them; every size's hits come from one pass (docs/caches.md: where it is exact). Prints, per cache,
     the size the deployment sets (its environment and flags), its lookups, hits and the work they
     save, the whole curve, and the smallest size that reaches --target-hits of an unbounded cache's
     hits, with what it costs.
