@@ -10,6 +10,12 @@ setup(
             ["mmpool_cli/simulate/_fastsim.c"],
             optional=True,
             extra_compile_args=["-O2", "-std=c11"],
-        )
+        ),
+        Extension(
+            "mmpool_cli.simulate._stackdist",
+            ["mmpool_cli/simulate/_stackdist.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c11"],
+        ),
     ]
 )

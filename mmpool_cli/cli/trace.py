@@ -240,8 +240,8 @@ def _write(conversion: Conversion, output: str | None) -> None:
 
     _emit(
         output,
-        lambda f: writer.write(f, timeline, conversion.items),
-        lambda out: write_parquet(out, timeline, conversion.items),
+        lambda f: writer.write(f, timeline, conversion.items, conversion.keys),
+        lambda out: write_parquet(out, timeline, conversion.items, conversion.keys),
     )
 
 

@@ -147,6 +147,16 @@ NEUTRAL = CodeRegistry(
         Code("traffic-body-line", Severity.error, "a line of an OpenAI body log that is not a chat-completions body"),
         Code("traffic-line-too-long", Severity.error, "a line over 256 MiB"),
         Code("traffic-long-id", Severity.warning, "a request id over 200 characters: the trace names it line<N>"),
+        Code("cache-off", Severity.info, "a cache the deployment turns off (size 0): its curve shows what a size buys"),
+        Code(
+            "cache-below-target",
+            Severity.warning,
+            "a cache whose hits at the deployment's size fall short of --target-hits of an unbounded one's",
+        ),
+        Code(
+            "cache-item-unkeyed", Severity.info, "items without a content key (their data not in the input): used once"
+        ),
+        Code("cache-url-key", Severity.info, "http(s) URLs are never fetched: the same URL is taken as the same item"),
     ],
 )
 

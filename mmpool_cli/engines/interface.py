@@ -17,7 +17,9 @@ from mmpool_cli.core.findings import Finding
 from mmpool_cli.core.reports import FileResult, PlanResult, Settings
 
 if TYPE_CHECKING:  # the simulator, and the traffic readers, load only for the commands that use them
+    from mmpool_cli.inputs.traffic.cache_request import CacheRequest
     from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
+    from mmpool_cli.simulate.cache_report import CacheReport
     from mmpool_cli.simulate.sim_report import PoolSetup
 
 RequestT = TypeVar("RequestT")
@@ -98,3 +100,11 @@ class Engine(ABC, Generic[RequestT, PlanT]):
         """Users' traffic (the engine's logs, OpenAI bodies, its benchmark's requests) as the leases the
         engine would take, timed as it holds them; traffic that cannot be sized raises ``MmpoolError``.
         ``map_files`` reads the files (default: one after another here); the answer never depends on it."""
+
+    def caches(self, request: CacheRequest) -> CacheReport:
+        """Each multimodal cache of the engine replayed over ``request``'s items as the engine drives it:
+        its size in the deployment, its hits there and at every size. Raises ``MmpoolError`` for what
+        the engine's rules cannot size (an unknown hidden size, a family it has no cache rules for)."""
+        from mmpool_cli.errors import MmpoolError
+
+        raise MmpoolError(f"mmpool sizes no multimodal caches of {self.title} yet")

@@ -22,7 +22,8 @@ MAX_ID_CHARS = 256
 MAX_ITEM_CHARS = 256
 MAX_T_SECONDS = 10**9  # about 32 years: far beyond any recording, and keeps times small integers
 # ``offset`` and ``tick``: what the real pool did, in a recording (``simulate.recording``); the replay ignores them
-_KEYS = {"alloc": {"t", "op", "id", "bytes", "worker", "item", "offset"}, "free": {"t", "op", "id", "tick"}}
+_KEYS = {"alloc": {"t", "op", "id", "bytes", "worker", "item", "key", "offset"}, "free": {"t", "op", "id", "tick"}}
+MAX_KEY_CHARS = 64  # an item's content key (inputs/traffic/content_key.py writes 32 hex digits, or url: and 32)
 
 
 def _no_constant(name: str) -> object:
@@ -102,7 +103,7 @@ def batch_decoder() -> Any:
     fields: list[Any] = [("t", msgspec.Raw), ("id", str)]
     alloc: Any = msgspec.defstruct(
         "Alloc",
-        [*fields, ("bytes", int), ("worker", int, 0), ("item", str, "")],
+        [*fields, ("bytes", int), ("worker", int, 0), ("item", str, ""), ("key", str, "")],
         tag="alloc",
         tag_field="op",
         forbid_unknown_fields=True,
@@ -153,7 +154,8 @@ def batch_decoder() -> Any:
         # msgspec keeps the last of a key given twice: one colon per key, or the careful path
         # (which refuses the duplicate, or finds the colon inside a string)
         colons = [
-            3 if op else 4 + (b'"worker"' in line) + (b'"item"' in line) for line, op in zip(lines, ops, strict=True)
+            3 if op else 4 + (b'"worker"' in line) + (b'"item"' in line) + (b'"key"' in line)
+            for line, op in zip(lines, ops, strict=True)
         ]
         if any(line.count(b":") != n for line, n in zip(lines, colons, strict=True)):
             return None
@@ -165,6 +167,8 @@ def batch_decoder() -> Any:
         if min(owners) < 0 or max(owners) >= workers:
             return None
         if max((len(o.item) for o, op in zip(objs, ops, strict=True) if not op), default=0) > MAX_ITEM_CHARS:
+            return None
+        if max((len(o.key) for o, op in zip(objs, ops, strict=True) if not op), default=0) > MAX_KEY_CHARS:
             return None
         return range(first, first + len(lines)), times, ops, keys, sizes, owners
 
@@ -205,10 +209,13 @@ def _fast_event(raw: bytes, workers: int) -> Event | None:
     nbytes = obj.get("bytes")
     worker = obj.get("worker", 0)
     item = obj.get("item", "")
+    content = obj.get("key", "")
     if (
-        len(obj) != 4 + ("worker" in obj) + ("item" in obj)
+        len(obj) != 4 + ("worker" in obj) + ("item" in obj) + ("key" in obj)
         or type(item) is not str
         or len(item) > MAX_ITEM_CHARS
+        or type(content) is not str
+        or len(content) > MAX_KEY_CHARS
         or type(nbytes) is not int
         or not 0 < nbytes <= MAX_POOL_BYTES
         or type(worker) is not int
@@ -243,6 +250,11 @@ def _event(obj: object, where: str, workers: int) -> Event:
     item = obj.get("item", "")
     if not isinstance(item, str) or len(item) > MAX_ITEM_CHARS:
         raise TraceError(f"{where}: item must be a string of at most {MAX_ITEM_CHARS} characters ('image 1920x1080')")
+    content = obj.get("key", "")
+    if not isinstance(content, str) or len(content) > MAX_KEY_CHARS:
+        raise TraceError(
+            f"{where}: key must be a string of at most {MAX_KEY_CHARS} characters (the item's content key)"
+        )
     worker = obj.get("worker", 0)
     if type(worker) is not int or not 0 <= worker < workers:
         raise TraceError(

@@ -37,7 +37,8 @@ from mmpool_cli.simulate.trace_order import (
 )
 
 PARQUET_EXTRA = "pip install 'mmpool[parquet]' (or, from an mmpool checkout, pip install '.[parquet]')"
-COLUMNS = ("t_ns", "op", "id", "bytes", "worker", "item")
+COLUMNS = ("t_ns", "op", "id", "bytes", "worker", "item", "key")
+REPLAYED = COLUMNS[:-1]  # the item's content key (an alloc's, optional) is for 'mmpool cache': the replay skips it
 REQUIRED = ("t_ns", "op", "id")
 BATCH_ROWS = 1 << 17  # a batch that fits in cache: larger ones cost fresh pages (zeroed by the kernel) per batch
 
@@ -131,7 +132,7 @@ def _feed(path: str, reader: Any, workers: int, fast: bool) -> None:
     first = 1
     try:
         batches = source.iter_batches(
-            batch_size=BATCH_ROWS, columns=[c for c in COLUMNS if c in names], use_threads=False
+            batch_size=BATCH_ROWS, columns=[c for c in REPLAYED if c in names], use_threads=False
         )  # one core: the replay after it is single-threaded too
         for batch in batches:
             _batch(np, pa, pc, reader, batch, path, first, workers, fast)

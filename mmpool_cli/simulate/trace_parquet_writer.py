@@ -14,7 +14,9 @@ from mmpool_cli.simulate.events import ALLOC, Event
 from mmpool_cli.simulate.trace_parquet import BATCH_ROWS, arrow
 
 
-def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[object, str]) -> int:
+def write_parquet(
+    out: BinaryIO | None, timeline: Iterable[Event], items: dict[object, str], keys: dict[object, str] | None = None
+) -> int:
     """Write ``timeline`` (ids as keys) to ``out`` as a columnar trace; returns the number of rows.
 
     ``out`` None only checks that pyarrow is there (TraceError, naming the extra, if not).
@@ -47,6 +49,9 @@ def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[o
     named = [items.get(key, "") if a else None for (_, _, key, _, _), a in zip(rows, allocs, strict=True)]
     if any(named):  # with no item named, no column: a trace without one reads as every item ""
         table = table.append_column("item", pa.array(named, pa.string()))
+    keyed = [keys.get(key) if a else None for (_, _, key, _, _), a in zip(rows, allocs, strict=True)] if keys else []
+    if any(k is not None for k in keyed):  # the items' content keys, where the traffic gave their data
+        table = table.append_column("key", pa.array(keyed, pa.string()))
     pq.write_table(required(pa, table), out, **write_options(numeric_ids=numbers is not None))
     return len(rows)
 
@@ -54,7 +59,7 @@ def write_parquet(out: BinaryIO | None, timeline: Iterable[Event], items: dict[o
 def required(pa: Any, table: Any) -> Any:
     """``table`` with each column that holds no null but item marked as never null: Parquet then stores
     no null flags for them, and they decode about twice as fast."""
-    fields = [f.with_nullable(f.name == "item" or table.column(f.name).null_count > 0) for f in table.schema]
+    fields = [f.with_nullable(f.name in ("item", "key") or table.column(f.name).null_count > 0) for f in table.schema]
     return table.cast(pa.schema(fields))
 
 
@@ -98,6 +103,7 @@ def write_options(*, numeric_ids: bool) -> dict[str, Any]:
             "bytes": "none",
             "worker": "zstd",
             "item": "zstd",
+            "key": "zstd",
         },
     }
 

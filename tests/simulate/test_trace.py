@@ -268,3 +268,21 @@ def test_items_are_read_in_batches_and_held_to_their_bounds(tmp_path: Path) -> N
     twice = plain[:10] + ['{"t": 10.000000000, "op": "alloc", "id": "x", "bytes": 512, "item": "a", "item": "b"}']
     with pytest.raises(TraceError, match=r"trace.jsonl:11: .*item"):
         read_trace(_write(tmp_path, *twice), workers=1)
+
+
+def test_an_allocs_key_is_read_and_an_old_trace_still_is(tmp_path) -> None:
+    from mmpool_cli.simulate.cache_trace import read_items
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        '{"t": 0, "op": "alloc", "id": "r1/0", "bytes": 4704, "item": "image 28x28", "key": "abc"}\n'
+        '{"t": 0.1, "op": "free", "id": "r1/0"}\n'
+        '{"t": 0.2, "op": "alloc", "id": "r2/0", "bytes": 4704}\n'
+        '{"t": 0.3, "op": "free", "id": "r2/0"}\n'
+    )
+    assert len(read_trace(str(path), 1)) == 4
+    assert [(i.request, i.kind, i.key) for i in read_items(str(path))] == [("r1", "image", "abc"), ("r2", "", None)]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"t": 0, "op": "alloc", "id": "r1/0", "bytes": 4704, "key": 7}\n')
+    with pytest.raises(TraceError, match="key must be a string"):
+        read_trace(str(bad), 1)

@@ -149,7 +149,7 @@ def test_columns_a_json_line_could_not_hold_are_refused_by_row(tmp_path, reader)
     assert refused(pa.table(base)) == ":1: bytes is missing: an alloc event gives the tensor's bytes"
     assert refused(pa.table({**base, "t_ns": [-1, 0], "bytes": [1, None]})).startswith(":1: t_ns must be whole")
     assert refused(pa.table({**base, "size": [1, None]})) == (
-        ": unknown column 'size'; a .parquet trace's columns are t_ns, op, id, bytes, worker, item"
+        ": unknown column 'size'; a .parquet trace's columns are t_ns, op, id, bytes, worker, item, key"
     )
     assert refused(pa.table({"t_ns": [0], "op": ["alloc"]})).startswith(": no column 'id'")
     assert refused(pa.table({**base, "t_ns": ["0", "1"], "bytes": [1, None]})) == (
@@ -417,3 +417,26 @@ def test_the_written_layout_is_checked_row_by_row_as_any_other(tmp_path, monkeyp
             read({("bytes", alloc_rows[70]): None})
             == f":{alloc_rows[70] + 1}: bytes is missing: an alloc event gives the tensor's bytes"
         )
+
+
+def test_a_key_column_is_read_and_skipped_by_the_replay(tmp_path) -> None:
+    # the items' content keys ('mmpool cache') ride along; the replay reads the trace as without them
+    from mmpool_cli.simulate.cache_trace import read_items
+    from mmpool_cli.simulate.events import ALLOC, FREE
+    from mmpool_cli.simulate.trace import read_trace
+    from mmpool_cli.simulate.trace_parquet_writer import write_parquet
+
+    timeline = [
+        (0, ALLOC, "r1/0", 4704, 0),
+        (5, FREE, "r1/0", 0, 0),
+        (9, ALLOC, "r2/0", 4704, 0),
+        (12, FREE, "r2/0", 0, 0),
+    ]
+    keyed, plain = tmp_path / "k.parquet", tmp_path / "p.parquet"
+    with keyed.open("wb") as f:
+        write_parquet(f, timeline, {"r1/0": "image 28x28"}, {"r1/0": "abc", "r2/0": "abc"})
+    with plain.open("wb") as f:
+        write_parquet(f, timeline, {"r1/0": "image 28x28"})
+    assert len(read_trace(str(keyed), 1)) == len(read_trace(str(plain), 1)) == 4
+    assert [i.key for i in read_items(str(keyed))] == ["abc", "abc"]
+    assert [i.key for i in read_items(str(plain))] == [None, None]

@@ -13,7 +13,9 @@ from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.models import Plan, PlanRequest
 
 if TYPE_CHECKING:  # the simulator, and the traffic readers, load only for the commands that use them
+    from mmpool_cli.inputs.traffic.cache_request import CacheRequest
     from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
+    from mmpool_cli.simulate.cache_report import CacheReport
     from mmpool_cli.simulate.sim_report import PoolSetup
 
 # The families whose features SGLang moves through the pool (every release mmpool knows); the
@@ -97,6 +99,11 @@ class SGLangEngine(Engine[PlanRequest, Plan]):
         from mmpool_cli.engines.sglang.traffic.convert import convert
 
         return convert(request, map_files)
+
+    def caches(self, request: CacheRequest) -> CacheReport:
+        from mmpool_cli.engines.sglang.caches import caches
+
+        return caches(request)
 
     def settings_for_budget(self, request: PlanRequest, budget_mb: int) -> Settings | None:
         return self.plan_for_budget(request, budget_mb).settings

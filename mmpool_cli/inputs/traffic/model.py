@@ -203,6 +203,7 @@ class Conversion:
     leases: list[Lease]
     items: dict[object, str]  # alloc id -> its item ("image 1920x1080")
     summary: Summary
+    keys: dict[object, str] = field(default_factory=dict)  # alloc id -> its item's content key, where known
 
 
 _A = TypeVar("_A")

@@ -25,6 +25,7 @@ class Lease:
     worker: int
     item: str
     free_ns: int
+    key: str | None = None  # the item's content key (``content_key``), where its data was read
 
 
 def events(leases: Iterable[Lease]) -> list[Event]:
@@ -43,8 +44,9 @@ def seconds(ns: int) -> str:
     return f"{whole}.{frac:09d}".rstrip("0").rstrip(".") if frac else str(whole)
 
 
-def lines(timeline: Iterable[Event], items: dict[object, str]) -> Iterator[str]:
-    """The trace's JSON lines for ``timeline``; ``items`` names each alloc id's item."""
+def lines(timeline: Iterable[Event], items: dict[object, str], keys: dict[object, str] | None = None) -> Iterator[str]:
+    """The trace's JSON lines for ``timeline``; ``items`` names each alloc id's item, ``keys`` its content key."""
+    keys = keys or {}
     for t, op, key, nbytes, worker in timeline:
         stamp = seconds(t)
         ident = json.dumps(key, ensure_ascii=False)
@@ -53,13 +55,17 @@ def lines(timeline: Iterable[Event], items: dict[object, str]) -> Iterator[str]:
         else:
             item = json.dumps(items.get(key, ""), ensure_ascii=False)
             head = f'{{"t": {stamp}, "op": "alloc", "id": {ident}, "bytes": {nbytes}'
-            yield f'{head}, "worker": {worker}, "item": {item}}}'
+            content = keys.get(key)
+            tail = "" if content is None else f', "key": {json.dumps(content, ensure_ascii=False)}'
+            yield f'{head}, "worker": {worker}, "item": {item}{tail}}}'
 
 
-def write(out: TextIO, timeline: Iterable[Event], items: dict[object, str]) -> int:
+def write(
+    out: TextIO, timeline: Iterable[Event], items: dict[object, str], keys: dict[object, str] | None = None
+) -> int:
     """Write the trace to ``out``; returns the number of lines."""
     n = 0
-    for line in lines(timeline, items):
+    for line in lines(timeline, items, keys):
         out.write(line + "\n")
         n += 1
     return n

@@ -132,6 +132,7 @@ def _leases(
     t0 = requests[0].t_ns
     out: list[Lease] = []
     items: dict[object, str] = {}
+    keys: dict[object, str] = {}
     seen: dict[str, int] = {}
     for n, r in enumerate(requests):
         t = r.t_ns - t0
@@ -168,8 +169,11 @@ def _leases(
             rid = f"{rid}#{count}"
         for i, (nbytes, label) in enumerate(r.tensors):
             key = f"{rid}/{i}"
-            out.append(Lease(key, t, nbytes, n % o.workers, label, free))
+            content = r.keys[i] if r.keys else None
+            out.append(Lease(key, t, nbytes, n % o.workers, label, free, content))
             items[key] = label
+            if content is not None:
+                keys[key] = content
             summary.bytes += nbytes
         summary.items += len(r.tensors)
     summary.requests = len(requests)
@@ -183,7 +187,7 @@ def _leases(
     if default_delay and not rule.deferred:
         summary.notes.append(f"receipt delay {leases.DEFAULT_RECV_DELAY_TEXT}; --recv-delay changes it")
     summary.notes.append(f"leases: {rule.why}; requests round-robin over {counted(o.workers, 'tokenizer worker')}")
-    return Conversion(out, items, summary)
+    return Conversion(out, items, summary, keys)
 
 
 def _here(read: Callable[[str], FilePart], paths: Sequence[str]) -> Iterable[FilePart]:

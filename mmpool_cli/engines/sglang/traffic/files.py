@@ -17,6 +17,7 @@ from mmpool_cli.engines.sglang.traffic import leases, logs
 from mmpool_cli.engines.sglang.traffic.video_items import REQUEST_FAILS, VideoSizer
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic import openai
+from mmpool_cli.inputs.traffic.content_key import content_key
 from mmpool_cli.inputs.traffic.lines import open_regular
 from mmpool_cli.inputs.traffic.model import (
     Finding,
@@ -26,7 +27,7 @@ from mmpool_cli.inputs.traffic.model import (
     TrafficError,
     TrafficRequest,
 )
-from mmpool_cli.inputs.traffic.refs import Decode, Sized, Unsized, measure
+from mmpool_cli.inputs.traffic.refs import IMAGE_EXTENSIONS, Decode, Sized, Unsized, measure
 from mmpool_cli.workload.families import Family, FamilyError
 from mmpool_cli.workload.features import pooled_tensor
 from mmpool_cli.workload.items import Image
@@ -44,6 +45,7 @@ class Req:
     coarse: bool  # a time stamp to the second
     finish_ns: int | None = None
     queue_ns: int | None = None
+    keys: list[str | None] | None = None  # each tensor's item's content key (None: not known)
 
 
 @dataclass
@@ -181,6 +183,7 @@ def _read_file(
 
 def _size_request(rec: Request, o: TrafficRequest, decode: Decode, sizer: Sizer, summary: Summary) -> Req | None:
     tensors: list[tuple[int, str]] = []
+    keys: list[str | None] = []
     if not rec.items:
         summary.skipped["requests without images (nothing pooled)"] += 1
         return None
@@ -197,6 +200,7 @@ def _size_request(rec: Request, o: TrafficRequest, decode: Decode, sizer: Sizer,
                 return None  # SGLang fails the whole request: nothing of it is pooled
             if isinstance(got, tuple) and got[0]:
                 tensors.append(got)
+                keys.append(content_key(item.ref, item.tail, any_file=True))
             continue
         sized = _measure_item(item, o, decode, sizer, summary, where)
         if sized is None:  # already reported
@@ -212,7 +216,8 @@ def _size_request(rec: Request, o: TrafficRequest, decode: Decode, sizer: Sizer,
         nbytes, label = sizer.size(sized.width, sized.height, where)
         if nbytes:
             tensors.append((nbytes, label))
-    return Req(rec.rid, rec.t_ns, rec.where, tensors, False)
+            keys.append(content_key(item.ref, item.tail, extensions=IMAGE_EXTENSIONS))
+    return Req(rec.rid, rec.t_ns, rec.where, tensors, False, keys=keys)
 
 
 def _count_fields(item: ItemRef, o: TrafficRequest, summary: Summary) -> None:

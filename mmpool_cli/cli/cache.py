@@ -1,0 +1,216 @@
+"""``mmpool cache``: the engine's multimodal caches over real traffic, at the deployment's size and every size."""
+
+from __future__ import annotations
+
+import os
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from mmpool_cli.cli.app import app, emit, epilog, reported
+from mmpool_cli.cli.options import FormatOpt, OutputFormat
+from mmpool_cli.cli.traffic_options import AssumeImageOpt, AssumeVideoOpt, SourceChoice, convert
+from mmpool_cli.core.bounds import MAX_WORKERS
+from mmpool_cli.errors import EXIT_OK, MmpoolError
+
+if TYPE_CHECKING:
+    from mmpool_cli.simulate.cache_report import CacheReport
+
+EXIT_BELOW_TARGET = 1
+MAX_PREPROCESS_MB = 1 << 30  # 1 PiB of host RAM: beyond any machine
+MAX_HIDDEN = 1 << 20
+
+
+@app.command(
+    short_help="Hits of the engine's multimodal caches over real traffic, at every size, and the size to set.",
+    epilog=epilog(
+        [
+            "mmpool cache --model /models/Qwen2.5-VL-7B-Instruct --from server.log",
+            "mmpool cache --model qwen3-vl --hidden-size 4096 --gpu-name H100 --trace prod.jsonl --plot caches.svg",
+        ],
+        "0 every cache reaches its target at the deployment's size; 1 one does not (an off cache whose "
+        "traffic would hit, or one too small); 2 usage error, or input that cannot be sized; 70 internal error.",
+    ),
+)
+def cache(
+    model: Annotated[
+        str | None, typer.Option("--model", metavar="NAME|PATH", help="A model family or a model directory.")
+    ] = None,
+    traffic: Annotated[
+        list[str] | None,
+        typer.Option("--from", metavar="FILE", help="A server log or OpenAI body log (as 'mmpool trace'); repeat."),
+    ] = None,
+    trace_file: Annotated[
+        str | None, typer.Option("--trace", metavar="FILE", help="A trace of 'mmpool trace' (with its items' keys).")
+    ] = None,
+    engine_name: Annotated[str, typer.Option("--engine", metavar="NAME", help="The engine: sglang.")] = "sglang",
+    hidden_size: Annotated[
+        int | None,
+        typer.Option(
+            "--hidden-size", metavar="N", help="The text model's hidden size (default: --model DIR's config)."
+        ),
+    ] = None,
+    preprocess_mb: Annotated[
+        int | None,
+        typer.Option(
+            "--mm-preprocess-cache-size-mb", metavar="MB", help="As given to SGLang (default: the processor's own)."
+        ),
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", metavar="N", help="--tokenizer-worker-num of the server.")] = 1,
+    tp: Annotated[int, typer.Option("--tp", metavar="N", help="--tp-size of the server (the KV cost per rank).")] = 1,
+    gpu_name: Annotated[
+        str | None, typer.Option("--gpu-name", metavar="NAME", help="The GPU that serves it (Qwen3-VL's default).")
+    ] = None,
+    target: Annotated[
+        str, typer.Option("--target-hits", metavar="PCT", help="Recommend the smallest size with PCT% of all hits.")
+    ] = "99",
+    assume_image: AssumeImageOpt = None,
+    assume_video: AssumeVideoOpt = None,
+    plot: Annotated[
+        str | None, typer.Option("--plot", metavar="FILE", help="Draw hits against size (.svg or .png; matplotlib).")
+    ] = None,
+    fmt: FormatOpt = OutputFormat.human,
+) -> None:
+    """Replay each multimodal cache of the engine over the traffic, as the engine drives it.
+
+    Items are keyed by their data (two requests with the same image bytes hit) and sized as the
+    engine stores them; every size's hits come from one pass (docs/caches.md: where it is exact). Prints, per cache,
+    the size the deployment sets (its environment and flags), its lookups, hits and the work they
+    save, the whole curve, and the smallest size that reaches --target-hits of an unbounded cache's
+    hits, with what it costs.
+    """
+    with reported():
+        report = _run(
+            model,
+            traffic or [],
+            trace_file,
+            engine_name,
+            hidden_size,
+            preprocess_mb,
+            workers,
+            tp,
+            gpu_name,
+            target,
+            assume_image,
+            assume_video,
+            plot,
+        )
+        from mmpool_cli.render.caches import cache_text, meets, to_json
+
+        if plot is not None:
+            from mmpool_cli.render.cache_plot import write_cache_plot
+
+            write_cache_plot(report, plot)
+    emit(to_json(report) if fmt is OutputFormat.json else cache_text(report))
+    raise typer.Exit(EXIT_OK if all(meets(c) for c in report.caches) else EXIT_BELOW_TARGET)
+
+
+def _target(text: str) -> Fraction:
+    try:
+        value = Fraction(Decimal(text.strip()))
+    except (InvalidOperation, ValueError):
+        raise MmpoolError(f"--target-hits {text}: a percentage from 0 to 100, e.g. 99 or 99.5") from None
+    if not 0 <= value <= 100:
+        raise MmpoolError(f"--target-hits {text}: a percentage from 0 to 100, e.g. 99 or 99.5")
+    return value
+
+
+def _run(
+    model: str | None,
+    traffic: list[str],
+    trace_file: str | None,
+    engine_name: str,
+    hidden_size: int | None,
+    preprocess_mb: int | None,
+    workers: int,
+    tp: int,
+    gpu_name: str | None,
+    target_text: str,
+    assume_image: str | None,
+    assume_video: str | None,
+    plot: str | None,
+) -> CacheReport:
+    from mmpool_cli.engines import REGISTRY
+    from mmpool_cli.usecases.cache import CacheQuery, cache
+    from mmpool_cli.usecases.trace import resolve_model
+
+    if engine_name not in REGISTRY:
+        raise MmpoolError(f"--engine {engine_name}: choose one of {', '.join(sorted(REGISTRY))}")
+    if engine_name != "sglang":
+        raise MmpoolError(f"--engine {engine_name}: mmpool sizes the multimodal caches of sglang only so far")
+    if bool(traffic) == (trace_file is not None):
+        raise MmpoolError("give the traffic: --from FILE (a log; repeat) or --trace FILE, one of the two")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise MmpoolError(f"--workers {workers}: from 1 to {MAX_WORKERS} tokenizer workers")
+    if not 1 <= tp <= MAX_WORKERS:
+        raise MmpoolError(f"--tp {tp}: from 1 to {MAX_WORKERS}")
+    if hidden_size is not None and not 1 <= hidden_size <= MAX_HIDDEN:
+        raise MmpoolError(f"--hidden-size {hidden_size}: from 1 to {MAX_HIDDEN}")
+    if preprocess_mb is not None and not 0 <= preprocess_mb <= MAX_PREPROCESS_MB:
+        raise MmpoolError(
+            f"--mm-preprocess-cache-size-mb {preprocess_mb}: SGLang refuses a negative size "
+            f"(mm_preprocess_cache_size_mb must be non-negative); give 0 to {MAX_PREPROCESS_MB}"
+        )
+    target = _target(target_text)
+    if plot is not None:
+        _check_plot(plot)
+    if trace_file is not None and (assume_image or assume_video):
+        raise MmpoolError("--assume-image and --assume-video size a log's URLs; a --trace carries its own sizes")
+    family, settings = resolve_model(model, {}, {}, engine_name)
+    from mmpool_cli.workload.hf import resolve
+    from mmpool_cli.workload.kv import cell_bytes
+
+    resolved = resolve(model or "")
+    cell = None if resolved.kv is None else cell_bytes(resolved.kv, tp, 2)[0]
+    if trace_file is not None:
+        from mmpool_cli.simulate.cache_trace import read_items
+
+        items, source = read_items(trace_file), trace_file
+    else:
+        from mmpool_cli.inputs.traffic.cache_request import items_of
+
+        conversion = convert(
+            model=model,
+            source=SourceChoice.auto,
+            inputs=traffic,
+            workers=workers,
+            tp=tp,
+            dp_encoder=False,
+            recv_delay_ns=None,
+            hold_ns=10**9,
+            assume_image=assume_image,
+            assume_video=assume_video,
+            request_time="1",
+        )
+        items, source = items_of(conversion.leases, conversion.keys), ", ".join(traffic)
+    return cache(
+        CacheQuery(
+            family=family,
+            settings=settings,
+            items=items,
+            source=source,
+            config_path=resolved.config_path,
+            kv_cell_bytes=cell,
+            hidden_size=hidden_size,
+            environ=os.environ,
+            preprocess_mb=preprocess_mb,
+            workers=workers,
+            gpu_name=gpu_name,
+            target=target,
+        ),
+        engine_name,
+    )
+
+
+def _check_plot(path: str) -> None:
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in (".svg", ".png"):
+        raise MmpoolError(f"--plot {path}: the file name must end in .svg or .png (the format is taken from it)")
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise MmpoolError(
+            "--plot needs matplotlib: pip install matplotlib (or, from an mmpool checkout, pip install '.[plot]')"
+        )

@@ -1,0 +1,332 @@
+"""SGLang 0.5.23's two multimodal caches, driven as SGLang drives them, and their sizes in a deployment.
+
+* The **embedding cache** (``mem_cache/multimodal_cache.py`` ``MultiModalStaticCache``, in the
+  scheduler, on the GPU): an LRU counted in the embeddings' bytes (``_get_tensor_size``: tokens ×
+  the embedding's width × 2 bytes of bfloat16; a slice is cloned on admission, so its own bytes),
+  of ``SGLANG_VLM_CACHE_SIZE_MB`` MiB (default 100, ``environ.py``; ``init_mm_embedding_cache`` in
+  ``mem_cache/kv_cache_builder.py``). ``managers/mm_schedule.py`` drives it per modality of each
+  request: one lookup per distinct item when every item of that modality is one run of
+  placeholder tokens (images; Qwen2.5-VL's videos: ``_batch_encode_per_image_misses``,
+  ``get_single``/``set``), else one lookup of the combined hash of the request's items of that
+  modality (``_get_chunked_embedding_full``: Qwen3-VL's videos, whose frames are split by their
+  timestamps). An embedding larger than the whole cache is never admitted.
+* The **preprocess cache** (``multimodal/cache/preprocess_cache.py`` ``MultimodalPreprocessCache``,
+  host RAM, one per tokenizer process): an LRU of at most 8192 entries counted by its own size
+  provider (``estimate_cache_size_bytes`` over ``QwenVLImagePreprocessArtifact.cache_size_items``:
+  the two 71-character digests, the feature hash's ``int``, the float32 ``pixel_values`` and the
+  ``image_grid_thw`` entry). The Qwen-VL processor uses it for requests of images only
+  (``qwen_vl.py`` ``process_mm_data_async``): each image is looked up (a repeat within a request hits
+  again), each distinct miss computed once and stored. Its size is ``--mm-preprocess-cache-size-mb``
+  (the processor's own default when unset: 0 for Qwen-VL, ``base_processor.py``) split evenly over
+  ``--tokenizer-worker-num`` processes.
+* Qwen3-VL on a large Hopper GPU: unless ``SGLANG_VLM_CACHE_SIZE_MB`` is set, SGLang sets it to 0
+  (``arg_groups/model_overrides/qwen3_vl.py``: SM 9.0 and at least 60 GiB). mmpool has no GPU to
+  look at: ``--gpu-name`` says which serves it (every Hopper data-center part, H100, H200, H800,
+  H20, GH200, has more than 60 GiB).
+
+Pure core: standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from mmpool_cli.core.units import MiB
+from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
+from mmpool_cli.errors import MmpoolError
+from mmpool_cli.inputs.traffic.cache_request import CacheRequest
+from mmpool_cli.simulate.cache_curve import lru_curve
+from mmpool_cli.simulate.cache_report import (
+    CacheItem,
+    CacheNote,
+    CacheReport,
+    CacheResult,
+    Recommendation,
+    smallest_size,
+)
+
+FAMILIES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl")
+PREPROCESS_MAX_ENTRIES = 8192  # base_processor.py: MultimodalPreprocessCache(max_entries=8192)
+# estimate_cache_size_bytes of an artifact beyond its pixels: content_digest and artifact_key
+# ("sha256:" + 64 hex each), the feature hash (sys.getsizeof of a 64-bit int: 36 from 2**60, which
+# 15 in 16 hashes reach; 32 or 28 below), the "image_grid_thw" key, and 24 bytes of grid per image
+# of the batch it was computed in (the row is a view of the batch's grid).
+ARTIFACT_OVERHEAD = 71 + 71 + 36 + 14
+GRID_ROW_BYTES = 24
+FEATURE_DTYPE_BYTES = 4  # float32 pixel_values
+_HOPPER = re.compile(r"(?<![a-z0-9])g?h(100|200|800|20)(?![0-9])", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _Lookups:
+    keys: list[int]
+    sizes: list[int]
+    weights: list[int]
+    work: list[int]
+    groups: list[int]  # the batch each lookup belongs to (all its lookups come before its stores)
+    unique: int = 0  # lookups SGLang counts as one miss each (the preprocess cache)
+
+
+def large_hopper(gpu_name: str) -> bool:
+    """Whether SGLang's Qwen3-VL override sees a large Hopper GPU in ``gpu_name`` (SM 9.0, >= 60 GiB)."""
+    return _HOPPER.search(gpu_name) is not None
+
+
+def caches(req: CacheRequest) -> CacheReport:
+    """Both caches replayed over ``req``'s items. Raises MmpoolError for what cannot be sized."""
+    fam = req.family.name
+    if fam not in FAMILIES:
+        raise MmpoolError(
+            f"{req.family.title}: mmpool sizes SGLang's multimodal caches for {', '.join(FAMILIES)} only so far"
+        )
+    width = _width(req)
+    tokens = [_tokens(req, item) for item in req.items]
+    emb = _embedding_lookups(req, tokens, width)
+    pre = _preprocess_lookups(req)
+    emb_size, emb_origin = embedding_size(req)
+    pre_size, pre_origin, _ = preprocess_size(req)
+    results = [
+        _result(req, "embedding", "embedding cache (GPU, scheduler)", emb, emb_size, emb_origin, "encoder tokens", 0),
+        _result(
+            req,
+            "preprocess",
+            "preprocess cache (host, each tokenizer process)",
+            pre,
+            pre_size,
+            pre_origin,
+            "images preprocessed",
+            PREPROCESS_MAX_ENTRIES,
+        ),
+    ]
+    notes = list(req.notes)
+    for c, knob in zip(results, ("SGLANG_VLM_CACHE_SIZE_MB", "--mm-preprocess-cache-size-mb"), strict=True):
+        if c.size_bytes == 0:
+            notes.append(
+                CacheNote(
+                    "cache-off",
+                    "info",
+                    f"the {c.title} is off in this deployment ({c.size_origin}): its hits are 0; the curve shows "
+                    f"what {knob} would buy",
+                )
+            )
+        if not c.meets_target():
+            to = f"; {c.recommendation.setting} would" if c.recommendation is not None else ""
+            notes.append(
+                CacheNote(
+                    "cache-below-target",
+                    "warning",
+                    f"the {c.title} makes {c.hits:,} hits at {c.size_bytes:,} B, short of {c.target}% of the "
+                    f"{c.curve.unbounded[0]:,} an unbounded one makes{to}",
+                )
+            )
+    return CacheReport(engine="SGLang 0.5.23", source=req.source, caches=results, notes=notes)
+
+
+def embedding_size(req: CacheRequest) -> tuple[int, str]:
+    """The embedding cache's bytes in the deployment, and how they were set."""
+    vlm = vlm_cache_from_env(req.environ)
+    if req.family.name == "qwen3-vl" and vlm.variable is None:
+        if req.gpu_name is None:
+            raise MmpoolError(
+                "qwen3-vl: SGLang 0.5.23 turns the embedding cache off on a Hopper GPU of 60 GiB or more unless "
+                "SGLANG_VLM_CACHE_SIZE_MB is set (arg_groups/model_overrides/qwen3_vl.py); say which GPU serves "
+                "it: --gpu-name NAME (H100, H200, A100, ...), or set SGLANG_VLM_CACHE_SIZE_MB"
+            )
+        if large_hopper(req.gpu_name):
+            return 0, f"0: SGLang turns it off for Qwen3-VL on {req.gpu_name} (SGLANG_VLM_CACHE_SIZE_MB not set)"
+    if vlm.variable is None:
+        return vlm.mb * MiB, f"SGLANG_VLM_CACHE_SIZE_MB={vlm.mb} (SGLang's default)"
+    if vlm.invalid:
+        return vlm.mb * MiB, f"{vlm.variable}={vlm.raw!r} is not an integer: SGLang uses its default {vlm.mb} MiB"
+    if vlm.mb < 0:
+        return 0, f"{vlm.variable}={vlm.mb}: a negative size, which admits nothing"
+    return vlm.mb * MiB, f"{vlm.variable}={vlm.mb}"
+
+
+def preprocess_size(req: CacheRequest) -> tuple[int, str, int]:
+    """The preprocess cache's bytes in each tokenizer process, how they were set, and the MiB in all."""
+    workers = max(req.workers, 1)
+    if req.preprocess_mb is None:
+        mb, origin = 0, "--mm-preprocess-cache-size-mb not set: the Qwen-VL processor's own size, 0 (off)"
+    else:
+        mb, origin = req.preprocess_mb, f"--mm-preprocess-cache-size-mb {req.preprocess_mb}"
+    per = mb * MiB // workers
+    if workers > 1:
+        origin += f", over {workers} tokenizer processes: {per:,} B each"
+    return per, origin, mb
+
+
+def _width(req: CacheRequest) -> int:
+    shape = req.shape
+    if shape.hidden_size is None:
+        raise MmpoolError(
+            f"{req.family.name}: the embedding cache holds tokens × the text model's hidden size × 2 bytes, and "
+            "a family name does not say the hidden size; give --model DIR (its config.json) or --hidden-size N"
+        )
+    if req.family.name == "qwen3-vl":
+        return shape.hidden_size * (1 + (3 if shape.deepstack is None else shape.deepstack))
+    return shape.hidden_size
+
+
+def _tokens(req: CacheRequest, item: CacheItem) -> int:
+    """An item's embedding tokens, from its float32 ``pixel_values``: rows = patches, tokens = rows / merge²."""
+    s = req.settings
+    video = item.kind == "video"
+
+    def setting(name: str) -> int:
+        value = s.get(f"video_{name}") if video else None
+        return int(value if value else s[name])
+
+    patch, temporal, merge = setting("patch_size"), setting("temporal_patch_size"), setting("merge_size")
+    row = FEATURE_DTYPE_BYTES * 3 * temporal * patch * patch
+    rows, rest = divmod(item.nbytes, row)
+    if rest or rows % (merge * merge):
+        raise MmpoolError(
+            f"{item.label or item.request}: {item.nbytes:,} B is not a {req.family.title} feature (whole "
+            f"{merge}x{merge} groups of {row:,}-byte patch rows); was the trace made for another model?"
+        )
+    return rows // (merge * merge)
+
+
+def _requests(items: list[CacheItem]) -> Iterator[list[tuple[int, CacheItem]]]:
+    """The items of each request, in the order the requests came (a request's items come together)."""
+    group: list[tuple[int, CacheItem]] = []
+    for i, item in enumerate(items):
+        if group and group[0][1].request != item.request:
+            yield group
+            group = []
+        group.append((i, item))
+    if group:
+        yield group
+
+
+class _Ids:
+    """Dense ids for keys; an unknown key (None) gets a fresh id each time (an item used once)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[object, int] = {}
+        self.n = 0
+
+    def __call__(self, key: object) -> int:
+        if key is None:
+            self.n += 1
+            return self.n - 1
+        got = self.ids.get(key)
+        if got is None:
+            got = self.ids[key] = self.n
+            self.n += 1
+        return got
+
+
+def _embedding_lookups(req: CacheRequest, tokens: list[int], width: int) -> _Lookups:
+    ids = _Ids()
+    out = _Lookups([], [], [], [], [])
+    batch = 0
+    for group in _requests(req.items):
+        for kind in ("image", "video"):  # managers/mm_utils.py embed_mm_inputs: one modality at a time
+            mine = [(i, it) for i, it in group if (it.kind == "video") == (kind == "video")]
+            if not mine:
+                continue
+            batch += 1
+            if kind == "video" and req.family.name == "qwen3-vl":  # several runs per video: the combined hash
+                keys = tuple(it.key for _, it in mine)
+                n = sum(tokens[i] for i, _ in mine)
+                out.keys.append(ids(None if None in keys else ("combined", keys)))
+                out.sizes.append(n * width * 2)
+                out.weights.append(1)
+                out.work.append(n)
+                out.groups.append(batch)
+                continue
+            seen: set[object] = set()
+            for i, it in mine:
+                if it.key is not None and it.key in seen:
+                    continue  # one lookup per distinct item of the batch (hash_to_embedding)
+                seen.add(it.key)
+                out.keys.append(ids(it.key))
+                out.sizes.append(tokens[i] * width * 2)
+                out.weights.append(1)
+                out.work.append(tokens[i])
+                out.groups.append(batch)
+    return out
+
+
+def _preprocess_lookups(req: CacheRequest) -> _Lookups:
+    ids = _Ids()
+    out = _Lookups([], [], [], [], [])
+    looked: set[str] = set()
+    unique = 0
+    for n, group in enumerate(_requests(req.items)):
+        if any(it.kind == "video" for _, it in group):
+            continue  # a request with a video takes the uncached path (qwen_vl.py process_mm_data_async)
+        order: list[CacheItem] = []
+        count: dict[object, int] = {}
+        for _, it in group:
+            k: object = it.key if it.key is not None else object()
+            if k not in count:
+                order.append(it)
+                count[k] = 0
+            count[k] += 1
+        new = [it for it in order if it.key is None or it.key not in looked]
+        batch = sum(it.nbytes for it in new)
+        for it in order:
+            k = it.key if it.key is not None else None
+            size = ARTIFACT_OVERHEAD + batch + GRID_ROW_BYTES * len(new)
+            out.keys.append(ids(k))
+            out.sizes.append(size)
+            out.weights.append(1 if k is None else count[k])
+            out.work.append(1)
+            out.groups.append(n)
+            unique += 1
+            if it.key is not None:
+                looked.add(it.key)
+    return _Lookups(out.keys, out.sizes, out.weights, out.work, out.groups, unique)
+
+
+def _result(
+    req: CacheRequest,
+    name: str,
+    title: str,
+    looks: _Lookups,
+    size: int,
+    origin: str,
+    unit: str,
+    max_entries: int,
+) -> CacheResult:
+    curve = lru_curve(looks.keys, looks.sizes, looks.weights, looks.work, groups=looks.groups, max_entries=max_entries)
+    best = smallest_size(curve, req.target)
+    rec = None if best is None or best == 0 else _recommend(req, name, best)
+    lookups = None
+    if name == "preprocess":  # SGLang counts a hit per image, a miss per distinct image missed
+        hits, distinct_hits = curve.at(size) if size > 0 else (0, 0)
+        lookups = hits + looks.unique - distinct_hits if size > 0 else 0
+    return CacheResult(
+        name=name,
+        engine="sglang",
+        title=title,
+        size_bytes=size,
+        size_origin=origin,
+        curve=curve,
+        work_unit=unit,
+        target=req.target,
+        recommendation=rec,
+        lookups=lookups,
+    )
+
+
+def _recommend(req: CacheRequest, name: str, nbytes: int) -> Recommendation:
+    if name == "embedding":
+        mb = -(-nbytes // MiB)
+        cost = {"gpu_bytes_per_rank": mb * MiB}
+        if req.shape.kv_cell_bytes:
+            cost["kv_tokens_per_rank"] = mb * MiB // req.shape.kv_cell_bytes
+        return Recommendation(mb * MiB, f"SGLANG_VLM_CACHE_SIZE_MB={mb}", cost)
+    workers = max(req.workers, 1)
+    mb = -(-(nbytes * workers) // MiB)
+    per = mb * MiB // workers
+    return Recommendation(
+        per,
+        f"--mm-preprocess-cache-size-mb {mb}",
+        {"host_bytes_per_tokenizer_process": per, "host_bytes_all_processes": per * workers},
+    )

@@ -1,0 +1,74 @@
+"""``mmpool cache --plot FILE``: each cache's hits against its size (a step per exact change), the
+deployment's size and the recommended one marked. matplotlib is imported only here; the SVG is
+deterministic and carries a ``mmpool cache`` description, so that only a file mmpool drew is overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from mmpool_cli.core.units import MiB
+from mmpool_cli.errors import MmpoolError
+from mmpool_cli.simulate.cache_report import CacheReport
+
+SIGNATURE = "mmpool cache"
+
+
+def write_cache_plot(report: CacheReport, path: str) -> None:
+    """Draw every cache's curve into ``path`` (.svg or .png), atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fmt = os.path.splitext(path)[1].lower().lstrip(".")
+    if os.path.exists(path) and not _ours(path):
+        raise MmpoolError(f"--plot {path}: the file exists and mmpool did not draw it; remove it or pick another name")
+    matplotlib.rcParams["svg.hashsalt"] = SIGNATURE
+    fig, axes = plt.subplots(len(report.caches), 1, figsize=(9, 3.2 * len(report.caches)), squeeze=False)
+    for ax, c in zip(axes[:, 0], report.caches, strict=True):
+        xs = [s / MiB for s, _, _ in c.curve.steps]
+        ys = [h for _, h, _ in c.curve.steps]
+        ax.step(xs, ys, where="post", color="C0", linewidth=1.6, label="hits")
+        ax.axvline(c.size_bytes / MiB, color="C3", linestyle="--", linewidth=1, label="deployment")
+        if c.recommendation is not None:
+            ax.axvline(
+                c.recommendation.size_bytes / MiB,
+                color="C2",
+                linestyle=":",
+                linewidth=1.4,
+                label=f"recommended ({c.recommendation.setting})",
+            )
+        ax.set_title(f"{report.engine}: {c.title}", fontsize=10)
+        ax.set_xlabel("cache size (MiB)")
+        ax.set_ylabel("hits")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    metadata = (
+        {"Date": None, "Creator": None, "Description": SIGNATURE}
+        if fmt == "svg"
+        else {"Software": None, "Description": SIGNATURE}
+    )
+    fd, tmp = tempfile.mkstemp(prefix=".mmpool-plot-", suffix="." + fmt, dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=fmt, metadata=metadata)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    finally:
+        plt.close(fig)
+
+
+def _ours(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return SIGNATURE.encode() in f.read(1 << 16)
+    except OSError:
+        return False

@@ -1,0 +1,3 @@
+def curve(
+    keys: bytes, sizes: bytes, weights: bytes, work: bytes, groups: bytes, max_entries: int, /
+) -> tuple[bytes, bytes, bytes]: ...

@@ -1,0 +1,79 @@
+"""``mmpool cache``: each multimodal cache of the engine over some traffic, at the deployment's size and
+at every size. The items come from traffic (as ``trace`` reads it) or a trace file; the engine drives
+its caches (``Engine.caches``). No typer, rich or torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from mmpool_cli.engines import DEFAULT, engine
+from mmpool_cli.errors import MmpoolError
+from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape
+from mmpool_cli.simulate.cache_report import CacheItem, CacheNote, CacheReport
+from mmpool_cli.workload.families import Family
+
+
+@dataclass(frozen=True)
+class CacheQuery:
+    """What ``mmpool cache`` was asked, its items already read."""
+
+    family: Family
+    settings: dict[str, object]
+    items: list[CacheItem]
+    source: str
+    config_path: str | None  # the model's config.json, where --model named a directory
+    kv_cell_bytes: int | None
+    hidden_size: int | None  # --hidden-size
+    environ: Mapping[str, str]
+    preprocess_mb: int | None
+    workers: int
+    gpu_name: str | None
+    target: Fraction
+
+
+def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
+    """The engine's caches over ``q``'s items.
+
+    Raises:
+        MmpoolError: nothing to replay, or what the engine's rules cannot size (exit 2).
+    """
+    from mmpool_cli.workload.embedding import embedding_shape
+
+    if not q.items:
+        raise MmpoolError(f"{q.source}: no media item to look up; nothing to replay")
+    hidden, deep = (None, None) if q.config_path is None else embedding_shape(q.config_path)
+    where = q.config_path or ""
+    if q.hidden_size is not None:
+        hidden, where = q.hidden_size, "--hidden-size"
+    notes: list[CacheNote] = []
+    unkeyed = sum(1 for item in q.items if item.key is None)
+    if unkeyed:
+        notes.append(
+            CacheNote(
+                "cache-item-unkeyed",
+                "info",
+                f"{unkeyed:,} of {len(q.items):,} items carry no content key (their data was not in the input: a "
+                "log that cut them, bench_serving's random images, or a trace without keys): each taken as used once",
+            )
+        )
+    if any(item.key is not None and item.key.startswith("url:") for item in q.items):
+        notes.append(
+            CacheNote("cache-url-key", "info", "http(s) URLs are never fetched: the same URL is taken as the same item")
+        )
+    request = CacheRequest(
+        family=q.family,
+        settings=dict(q.settings),
+        items=q.items,
+        source=q.source,
+        shape=ModelShape(hidden, deep, kv_cell_bytes=q.kv_cell_bytes, where=where),
+        environ=q.environ,
+        preprocess_mb=q.preprocess_mb,
+        workers=q.workers,
+        gpu_name=q.gpu_name,
+        target=q.target,
+        notes=notes,
+    )
+    return engine(engine_name).caches(request)

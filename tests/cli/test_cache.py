@@ -1,0 +1,95 @@
+"""``mmpool cache``: traffic -> both caches' figures; the trace's content keys; bad input in one line."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+
+from PIL import Image
+
+from mmpool_cli.simulate.cache_trace import read_items
+
+
+def _png_url(size: tuple[int, int], colour: int = 0) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", size, (colour, 0, 0)).save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _bodies(tmp_path: Path, *requests: list[str]) -> str:
+    path = tmp_path / "bodies.jsonl"
+    lines = [
+        json.dumps(
+            {
+                "timestamp": i,
+                "messages": [
+                    {"role": "user", "content": [{"type": "image_url", "image_url": {"url": u}} for u in urls]}
+                ],
+            }
+        )
+        for i, urls in enumerate(requests)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_same_image_bytes_hit_and_the_trace_answers_the_same(run_line, tmp_path: Path) -> None:
+    a, b = _png_url((56, 56)), _png_url((112, 56), 9)
+    log = _bodies(tmp_path, [a], [a, b], [a, b], [b])  # a multi-turn chat re-sending its images
+    argv = ["mmpool", "cache", "--model", "qwen2.5-vl", "--hidden-size", "3584", "--format", "json"]
+    result = run_line([*argv, "--from", log])
+    assert result.exit_code == 1, result.output  # the preprocess cache is off, and the traffic would hit
+    data = json.loads(result.stdout)
+    emb, pre = data["caches"]
+    assert (emb["name"], emb["engine"], emb["lookups"], emb["hits"]) == ("embedding", "sglang", 6, 4)
+    assert emb["size_bytes"] == 100 << 20
+    assert emb["work_saved"] == 4 + 4 + 8 + 8  # encoder tokens: a is 4 (56x56), b 8 (112x56)
+    assert emb["curve"][0] == {"size_bytes": 0, "hits": 0, "work_saved": 0}
+    assert emb["recommended_bytes"] == 1 << 20 and emb["recommended_setting"] == "SGLANG_VLM_CACHE_SIZE_MB=1"
+    assert (pre["name"], pre["size_bytes"], pre["hits"]) == ("preprocess", 0, 0)
+    assert pre["recommended_setting"].startswith("--mm-preprocess-cache-size-mb ")
+    codes = [(f["code"], f["severity"]) for f in data["findings"]]
+    assert codes == [("cache-off", "info"), ("cache-below-target", "warning")]  # the preprocess cache, never silent
+    out = tmp_path / "t.jsonl"
+    assert run_line(["mmpool", "trace", "--model", "qwen2.5-vl", log, "-o", str(out)]).exit_code == 0
+    keys = [json.loads(line).get("key") for line in out.read_text().splitlines() if '"alloc"' in line]
+    assert keys[0] == keys[1] == keys[3] and keys[2] == keys[4] == keys[5] and keys[0] != keys[2]
+    assert [it.key for it in read_items(str(out))] == keys
+    again = run_line([*argv, "--trace", str(out)])
+    assert json.loads(again.stdout)["caches"] == data["caches"]
+    pq = tmp_path / "t.parquet"
+    assert run_line(["mmpool", "trace", "--model", "qwen2.5-vl", log, "-o", str(pq)]).exit_code == 0
+    assert [it.key for it in read_items(str(pq))] == keys
+
+
+def test_human_table_and_plot(run_line, tmp_path: Path) -> None:
+    a = _png_url((56, 56))
+    log = _bodies(tmp_path, [a], [a])
+    plot = tmp_path / "c.svg"
+    argv = ["mmpool", "cache", "--model", "qwen2.5-vl", "--hidden-size", "3584", "--from", log, "--plot", str(plot)]
+    result = run_line([*argv, "--mm-preprocess-cache-size-mb", "4"])
+    assert result.exit_code == 0, result.output
+    assert "embedding cache (GPU, scheduler)" in result.stdout and "← deployment" in result.stdout
+    assert b"mmpool cache" in plot.read_bytes()
+
+
+def test_bad_input_is_one_line(run_line, tmp_path: Path) -> None:
+    log = _bodies(tmp_path, [_png_url((56, 56))])
+    cases = [
+        (["--model", "qwen2.5-vl", "--from", log], "--hidden-size"),
+        (["--model", "qwen3-vl", "--hidden-size", "8", "--from", log], "--gpu-name"),
+        (["--model", "qwen2.5-vl", "--hidden-size", "8"], "--from FILE"),
+        (["--model", "qwen2.5-vl", "--hidden-size", "8", "--from", log, "--target-hits", "101"], "--target-hits"),
+        (
+            ["--model", "qwen2.5-vl", "--hidden-size", "8", "--from", log, "--mm-preprocess-cache-size-mb", "-1"],
+            "non-negative",
+        ),
+        (["--model", "qwen2.5-vl", "--hidden-size", "8", "--trace", "-"], "reads its trace twice"),
+        (["--model", "qwen2.5-vl", "--hidden-size", "8", "--from", log, "--plot", "x.pdf"], ".svg or .png"),
+    ]
+    for args, words in cases:
+        result = run_line(["mmpool", "cache", *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert words in result.stderr and result.stderr.count("\n") == 1, result.stderr
