@@ -225,9 +225,15 @@ _VLLM_DECLARATIONS: dict[str, Any] = {
 }
 
 
-def with_vllm_options(command: Any) -> Any:
-    """Give a command the vLLM flags as one ``vllm: VllmOptions`` parameter."""
-    return with_options(VllmOptions, _VLLM_DECLARATIONS, "vllm")(command)
+def with_vllm_options(command: Any = None, *, shared: tuple[str, ...] = ()) -> Any:
+    """Give a command the vLLM flags as one ``vllm: VllmOptions`` parameter.
+
+    ``shared`` names fields (e.g. ``gpu_name``) the command declares itself because they mean the same
+    for every engine: they get no flag here and keep their default in ``vllm``.
+    """
+    if command is None:
+        return lambda c: with_vllm_options(c, shared=shared)
+    return with_options(VllmOptions, _VLLM_DECLARATIONS, "vllm", shared)(command)
 
 
 def refuse_mixed(engine: str, sglang_given: list[str], vllm_given: list[str]) -> None:
