@@ -82,7 +82,7 @@ def cache(
     gpu_name: Annotated[
         str | None,
         typer.Option(
-            "--gpu-name", metavar="NAME", help="The GPU that serves it (SGLang's Qwen3-VL default; vLLM's GB10)."
+            "--gpu-name", metavar="NAME", help="The GPU that serves it (SGLang's Qwen3-VL default, vLLM's token defaults)."
         ),
     ] = None,
     target: Annotated[
