@@ -14,7 +14,7 @@ from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
 from mmpool_cli.cli.options import FormatOpt, OutputFormat, told
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, AssumeVideoOpt, SourceChoice, convert
-from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options
+from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options_sharing
 from mmpool_cli.core.bounds import MAX_WORKERS
 from mmpool_cli.errors import EXIT_OK, MmpoolError
 
@@ -48,7 +48,7 @@ SGLANG_ONLY = {
         "traffic would hit, or one too small); 2 usage error, or input that cannot be sized; 70 internal error.",
     ),
 )
-@with_vllm_options(shared=("gpu_name",))
+@with_vllm_options_sharing("gpu_name")
 def cache(
     ctx: typer.Context,
     vllm: VllmOptions,
@@ -82,7 +82,9 @@ def cache(
     gpu_name: Annotated[
         str | None,
         typer.Option(
-            "--gpu-name", metavar="NAME", help="The GPU that serves it (SGLang's Qwen3-VL default, vLLM's token defaults)."
+            "--gpu-name",
+            metavar="NAME",
+            help="The GPU that serves it (SGLang's Qwen3-VL default, vLLM's token defaults).",
         ),
     ] = None,
     target: Annotated[

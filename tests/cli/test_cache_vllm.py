@@ -4,6 +4,8 @@ SGLang's caches share, and bad input (the other engine's flags included) as one 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,7 @@ def test_the_example_log_in_json_and_for_a_terminal(run):
     assert encoder["name"] == "encoder" and encoder["recommended_tokens"] > 0
     human = run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-type", "shm")
     assert human.exit_code == 0 and "layout         shm" in human.stdout
+    assert human.stdout.startswith("mmpool cache: OK  (vLLM 0.34.0, qwen2.5-vl)\n")
 
 
 @pytest.mark.parametrize(
@@ -72,6 +75,7 @@ def test_each_release_is_replayed_by_its_own_rules(run):
 def test_exit_1_where_a_cache_misses_its_target_at_the_deployments_size(run):
     small = run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-gb", "0.01", "--format", "json")
     assert small.exit_code == 1, small.output
+    assert json.loads(small.stdout)["verdict"] == "BELOW TARGET"
     processor, encoder = json.loads(small.stdout)["caches"]
     assert not processor["meets_target"] and encoder["meets_target"]
     loose = run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-gb", "0.01", "--target-hits", "0")
@@ -131,3 +135,13 @@ def test_the_flags_both_engines_share(run, tmp_path: Path):
     helped = run("--help")
     assert "sglang or vllm" in helped.stdout and "--encoder-window" in helped.stdout
     assert "mmpool cache --engine vllm" in helped.stdout
+
+
+def test_the_examples_readme_row_runs_as_written(run_line, monkeypatch):
+    root = Path(EXAMPLE).parents[2]
+    rows = re.findall(r"`(mmpool cache --engine vllm [^`]*)`", (root / "examples" / "README.md").read_text())
+    assert rows
+    monkeypatch.chdir(root)  # the row's paths are the repository's
+    for row in rows:
+        result = run_line(shlex.split(row))
+        assert result.exit_code == 0 and "Processor cache (host RAM)" in result.stdout, result.output
