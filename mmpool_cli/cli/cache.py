@@ -215,8 +215,6 @@ def _run(
     from mmpool_cli.usecases.cache import CacheQuery, cache
     from mmpool_cli.usecases.trace import resolve_model
 
-    if engine_name != "sglang":
-        raise MmpoolError(f"--engine {engine_name}: mmpool sizes the multimodal caches of sglang only so far")
     if bool(traffic) == (trace_file is not None):
         raise MmpoolError("give the traffic: --from FILE (a log; repeat) or --trace FILE, one of the two")
     if not 1 <= workers <= MAX_WORKERS:
