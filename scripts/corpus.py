@@ -435,6 +435,16 @@ def cases() -> list[dict[str, Any]]:
     for name, args in probe:
         add(_case(f"probe-{name}", ["probe", *args]))
 
+    # cache --engine vllm: vLLM's caches over the shipped chat log, and the other engine's flags refused
+    chats = ["--model", "qwen2.5-vl", "--from", "examples/traffic/vllm-chats.jsonl"]
+    cache = [
+        ("vllm-json", ["--engine", "vllm", *chats, "--api-server-count", "2", "--format", "json"]),
+        ("vllm-sglang-flag", ["--engine", "vllm", *chats, "--workers", "2"]),
+        ("sglang-vllm-flag", [*chats, "--encoder-window", "2"]),
+    ]
+    for name, args in cache:
+        add(_case(f"cache-{name}", ["cache", *args]))
+
     # the library example
     add(_case("example-plan_from_python", ["@python", "examples/plan_from_python.py"]))
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -10,8 +11,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mmpool_cli.cli.app import app, emit, epilog, reported
-from mmpool_cli.cli.options import FormatOpt, OutputFormat
+from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
+from mmpool_cli.cli.options import FormatOpt, OutputFormat, told
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, AssumeVideoOpt, SourceChoice, convert
+from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options_sharing
 from mmpool_cli.core.bounds import MAX_WORKERS
 from mmpool_cli.errors import EXIT_OK, MmpoolError
 
@@ -21,6 +24,15 @@ if TYPE_CHECKING:
 EXIT_BELOW_TARGET = 1
 MAX_PREPROCESS_MB = 1 << 30  # 1 PiB of host RAM: beyond any machine
 MAX_HIDDEN = 1 << 20
+# the command's flags for SGLang's caches only, with what to do instead under --engine vllm
+SGLANG_ONLY = {
+    "hidden_size": "vLLM's caches take their sizes from the model's processor",
+    "preprocess_mb": "vLLM's processor cache is --mm-processor-cache-gb",
+    "workers": "vLLM's API processes are --api-server-count",
+    "tp": "vLLM's is --tensor-parallel-size",
+    "assume_video": "vLLM's replay sizes images only (--assume-image)",
+    "plot": "with --engine vllm the curve is in the output (--format json gives every point)",
+}
 
 
 @app.command(
@@ -29,12 +41,17 @@ MAX_HIDDEN = 1 << 20
         [
             "mmpool cache --model /models/Qwen2.5-VL-7B-Instruct --from server.log",
             "mmpool cache --model qwen3-vl --hidden-size 4096 --gpu-name H100 --trace prod.jsonl --plot caches.svg",
+            "mmpool cache --engine vllm --model qwen2.5-vl --from examples/traffic/vllm-chats.jsonl",
+            "mmpool cache --engine vllm --model qwen2.5-vl --api-server-count 2 --trace prod.jsonl --format json",
         ],
         "0 every cache reaches its target at the deployment's size; 1 one does not (an off cache whose "
         "traffic would hit, or one too small); 2 usage error, or input that cannot be sized; 70 internal error.",
     ),
 )
+@with_vllm_options_sharing("gpu_name")
 def cache(
+    ctx: typer.Context,
+    vllm: VllmOptions,
     model: Annotated[
         str | None, typer.Option("--model", metavar="NAME|PATH", help="A model family or a model directory.")
     ] = None,
@@ -45,7 +62,9 @@ def cache(
     trace_file: Annotated[
         str | None, typer.Option("--trace", metavar="FILE", help="A trace of 'mmpool trace' (with its items' keys).")
     ] = None,
-    engine_name: Annotated[str, typer.Option("--engine", metavar="NAME", help="The engine: sglang.")] = "sglang",
+    engine_name: Annotated[
+        str, typer.Option("--engine", metavar="NAME", help="The engine: sglang or vllm.")
+    ] = "sglang",
     hidden_size: Annotated[
         int | None,
         typer.Option(
@@ -61,7 +80,12 @@ def cache(
     workers: Annotated[int, typer.Option("--workers", metavar="N", help="--tokenizer-worker-num of the server.")] = 1,
     tp: Annotated[int, typer.Option("--tp", metavar="N", help="--tp-size of the server (the KV cost per rank).")] = 1,
     gpu_name: Annotated[
-        str | None, typer.Option("--gpu-name", metavar="NAME", help="The GPU that serves it (Qwen3-VL's default).")
+        str | None,
+        typer.Option(
+            "--gpu-name",
+            metavar="NAME",
+            help="The GPU that serves it (SGLang's Qwen3-VL default, vLLM's token defaults).",
+        ),
     ] = None,
     target: Annotated[
         str, typer.Option("--target-hits", metavar="PCT", help="Recommend the smallest size with PCT% of all hits.")
@@ -71,6 +95,7 @@ def cache(
     plot: Annotated[
         str | None, typer.Option("--plot", metavar="FILE", help="Draw hits against size (.svg or .png; matplotlib).")
     ] = None,
+    window: EncoderWindowOpt = 1,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Replay each multimodal cache of the engine over the traffic, as the engine drives it.
@@ -79,8 +104,23 @@ def cache(
     engine stores them; every size's hits come from one pass (docs/caches.md: where it is exact). Prints, per cache,
     the size the deployment sets (its environment and flags), its lookups, hits and the work they
     save, the whole curve, and the smallest size that reaches --target-hits of an unbounded cache's
-    hits, with what it costs.
+    hits, with what it costs. With --engine vllm: vLLM's processor cache (host RAM) and encoder cache
+    (tokens), the launch's flags read as 'plan --engine vllm' reads them.
     """
+    with reported():
+        _refuse_other_engines(engine_name, told(ctx))
+    if engine_name == "vllm":
+        _run_vllm(
+            model,
+            traffic or [],
+            trace_file,
+            dataclasses.replace(vllm, gpu_name=gpu_name),
+            fmt,
+            assume_image,
+            window,
+            target,
+        )
+        return
     with reported():
         report = _run(
             model,
@@ -105,6 +145,46 @@ def cache(
             write_cache_plot(report, plot)
     emit(to_json(report) if fmt is OutputFormat.json else cache_text(report))
     raise typer.Exit(EXIT_OK if all(meets(c) for c in report.caches) else EXIT_BELOW_TARGET)
+
+
+def _refuse_other_engines(engine_name: str, given: dict[str, str]) -> None:
+    """A usage error for a flag that means nothing for the engine chosen (or an unknown engine)."""
+    from mmpool_cli.engines import REGISTRY
+
+    if engine_name not in REGISTRY:
+        raise MmpoolError(f"--engine {engine_name}: choose one of {', '.join(sorted(REGISTRY))}")
+    vllm_only = {"window", *(f.name for f in dataclasses.fields(VllmOptions) if f.name != "gpu_name")}
+    for name, flag in given.items():
+        if engine_name == "vllm" and name in SGLANG_ONLY:
+            raise MmpoolError(f"{flag} is for --engine sglang: {SGLANG_ONLY[name]}")
+        if engine_name != "vllm" and name in vllm_only:
+            raise MmpoolError(f"{flag} is a vLLM flag: add --engine vllm")
+
+
+def _run_vllm(
+    model: str | None,
+    traffic: list[str],
+    trace_file: str | None,
+    vllm: VllmOptions,
+    fmt: OutputFormat,
+    assume_image: str | None,
+    window: int,
+    target_text: str,
+) -> None:
+    from mmpool_cli.cli import cache_vllm
+
+    with reported():
+        if bool(traffic) == (trace_file is not None):
+            raise MmpoolError("give the traffic: --from FILE (a log; repeat) or --trace FILE, one of the two")
+        if trace_file is not None and assume_image:
+            raise MmpoolError("--assume-image sizes a log's URLs; a --trace carries its own sizes")
+        target = _target(target_text)
+        trace = None
+        if trace_file is not None:
+            from mmpool_cli.simulate.cache_trace import read_items
+
+            trace = (trace_file, [(i.request, i.kind, i.key, i.nbytes) for i in read_items(trace_file)])
+    cache_vllm.run(model, traffic, vllm, fmt, assume_image=assume_image, window=window, target=target, trace=trace)
 
 
 def _target(text: str) -> Fraction:
@@ -132,14 +212,9 @@ def _run(
     assume_video: str | None,
     plot: str | None,
 ) -> CacheReport:
-    from mmpool_cli.engines import REGISTRY
     from mmpool_cli.usecases.cache import CacheQuery, cache
     from mmpool_cli.usecases.trace import resolve_model
 
-    if engine_name not in REGISTRY:
-        raise MmpoolError(f"--engine {engine_name}: choose one of {', '.join(sorted(REGISTRY))}")
-    if engine_name != "sglang":
-        raise MmpoolError(f"--engine {engine_name}: mmpool sizes the multimodal caches of sglang only so far")
     if bool(traffic) == (trace_file is not None):
         raise MmpoolError("give the traffic: --from FILE (a log; repeat) or --trace FILE, one of the two")
     if not 1 <= workers <= MAX_WORKERS:

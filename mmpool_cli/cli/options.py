@@ -287,22 +287,24 @@ def sglang_release(flag: str | None, environ: Mapping[str, str]) -> tuple[str, s
 
 
 def with_options(
-    cls: type, declarations: dict[str, Any], argument: str
+    cls: type, declarations: dict[str, Any], argument: str, skip: tuple[str, ...] = ()
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """A decorator giving a command the flags of dataclass ``cls`` as one ``argument: cls`` parameter.
 
-    The flags come before the command's own options in ``--help``.
+    The flags come before the command's own options in ``--help``. The fields in ``skip`` get no flag
+    (they keep their default): the command declares that option itself.
     """
 
     def decorate(command: Callable[..., None]) -> Callable[..., None]:
         params = inspect.signature(command, eval_str=True).parameters.values()
         own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params if p.name != argument]
-        names = [f.name for f in dataclasses.fields(cls)]
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in skip]
         flags = [
             inspect.Parameter(
                 f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=declarations[f.name]
             )
             for f in dataclasses.fields(cls)
+            if f.name not in skip
         ]
 
         @functools.wraps(command)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
@@ -228,6 +228,12 @@ _VLLM_DECLARATIONS: dict[str, Any] = {
 def with_vllm_options(command: Any) -> Any:
     """Give a command the vLLM flags as one ``vllm: VllmOptions`` parameter."""
     return with_options(VllmOptions, _VLLM_DECLARATIONS, "vllm")(command)
+
+
+def with_vllm_options_sharing(*shared: str) -> Callable[[Any], Any]:
+    """``with_vllm_options`` for a command that declares the fields ``shared`` (e.g. ``gpu_name``) itself,
+    because they mean the same for every engine: they get no flag here and keep their default in ``vllm``."""
+    return with_options(VllmOptions, _VLLM_DECLARATIONS, "vllm", shared)
 
 
 def refuse_mixed(engine: str, sglang_given: list[str], vllm_given: list[str]) -> None:

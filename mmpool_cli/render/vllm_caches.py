@@ -47,7 +47,7 @@ def caches_text(report: dict[str, Any]) -> RenderableType:
     """The human report of ``mmpool cache --engine vllm``."""
     t = report["traffic"]
     parts: list[RenderableType] = [
-        Text(f"mmpool cache: vLLM {report['vllm_version']}, {report['model']}"),
+        Text(f"mmpool cache: {report['verdict']}  ({report['engine']}, {report['model']})"),
         paragraph(
             f"{t['requests_with_images']:,} requests with {t['images']:,} images ({t['distinct_images']:,} distinct) "
             f"from {', '.join(t['files'])}"

@@ -46,9 +46,14 @@ def vllm_caches(
     else:
         traffic = cache_traffic.read(files, assume_image)
     entries = caches.caches(request, traffic, window, progress, target)
+    # the top level of SGLang's ``mmpool cache`` report (render.caches), then vLLM's own fields
     return {
-        "schema_version": SCHEMA_VERSION,
-        "engine": "vllm",
+        "schema": SCHEMA_VERSION,
+        "verdict": "OK" if all(c["meets_target"] for c in entries) else "BELOW TARGET",
+        "engine": f"vLLM {request.release.version}",
+        "source": ", ".join(traffic.files),
+        "caches": entries,
+        "findings": [],  # what the replay assumes is in each cache's notes; it raises no finding of its own
         "vllm_version": request.release.version,
         "model": request.model.name if request.model else None,
         "traffic": {
@@ -59,5 +64,4 @@ def vllm_caches(
             "distinct_images": traffic.distinct,
             "not_replayed": dict(traffic.not_replayed),
         },
-        "caches": entries,
     }

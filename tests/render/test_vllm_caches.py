@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
@@ -38,19 +37,3 @@ def test_every_figure_is_printed_whole(report, width):
         assert f"{figure:,}" in text
     assert f"{pc['hits']:,} of {pc['lookups']:,} lookups" in text
     assert len(re.findall("█", text)) > 50  # the curves are drawn
-
-
-def test_the_docs_example_is_what_the_report_prints(monkeypatch):
-    root = Path(__file__).resolve().parents[2]
-    monkeypatch.chdir(root)
-    report = vllm_caches(
-        ["examples/traffic/vllm-chats.jsonl"],
-        VllmRequest(release=versions.release("0.34.0"), model=hf.resolve("qwen2.5-vl")),
-    )
-    docs = (root / "docs" / "vllm.md").read_text()
-    shown = re.search(r"```text\n\$ mmpool cache --engine vllm [^\n]*\n(.*?)```", docs, re.DOTALL)
-    assert shown is not None
-    console = Console(width=100, record=True, color_system=None, file=io.StringIO())
-    console.print(caches_text(report))
-    printed = "\n".join(line.rstrip() for line in console.export_text().splitlines())
-    assert shown.group(1).rstrip("\n").splitlines() == printed.splitlines()
