@@ -65,7 +65,7 @@ if TYPE_CHECKING:
             "mmpool simulate --feature-size 48MiB --concurrency 32 --smallest-budget",
             "mmpool simulate --model qwen2.5-vl --image 1920x1080 --rate 4",
             "mmpool simulate --model qwen2.5-vl --from server.log --smallest-budget",
-            "mmpool simulate --trace prod.jsonl --curve --model ./Qwen2.5-VL-7B-Instruct",
+            "mmpool simulate --trace prod.jsonl --curve --model ./Qwen2.5-VL-7B",
         ],
         "0 the fallback meets the target (default 0); 1 it does not, or the budget has an error finding "
         "that plan reports (the report is still printed); 2 usage error or a bad trace line; 3 --executor ray: "
