@@ -45,10 +45,10 @@ def _sizes(c: CacheResult) -> list[int]:
     out = {0, top, c.size_bytes}
     if c.recommendation is not None:
         out.add(c.recommendation.size_bytes)
-    if c.method != ONE_PASS:  # only the replayed points are known
+    if c.method != ONE_PASS:  # only the replayed points are known, and every size from the last (nothing evicted)
         points = [s for s, _, _ in c.curve.steps]
         step = max(1, -(-len(points) // CURVE_ROWS))
-        return sorted((out & set(points)) | set(points[::step]) | {top})
+        return sorted({s for s in out if s in points or s >= top} | set(points[::step]) | {top})
     mib = 1
     while mib * MiB < top and len(out) < CURVE_ROWS + 4:
         out.add(mib * MiB)
