@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 ONE_PASS = "one pass, exact"
 REPLAYED = "replayed at each point"
@@ -36,6 +37,11 @@ class Lookups:
     shared: Sequence[int] | None = None  # bytes each stored miss adds to every entry stored from its batch
     max_entries: int = 0  # 0: no bound on the entries
 
+    @cached_property
+    def batches(self) -> list[tuple[int, int]]:
+        """Each batch's lookups, ``[i, j)``, found once for every replay."""
+        return list(_batches(self.groups))
+
 
 def _batches(groups: Sequence[int]) -> Iterator[tuple[int, int]]:
     i, n = 0, len(groups)
@@ -52,23 +58,27 @@ def replay(lk: Lookups, size: int) -> tuple[int, int]:
     cache: OrderedDict[int, int] = OrderedDict()
     used = hits = work = 0
     cap = lk.max_entries
-    for i, j in _batches(lk.groups):
+    keys, sizes, weights, saves, shared = lk.keys, lk.sizes, lk.weights, lk.work, lk.shared
+    move, evict = cache.move_to_end, cache.popitem
+    for i, j in lk.batches:
         missed: dict[int, int] = {}  # key -> its first lookup of the batch
         for k in range(i, j):
-            key = lk.keys[k]
+            key = keys[k]
             if key in cache:  # a key looked up twice is moved twice: its last lookup orders it
-                cache.move_to_end(key)
-                hits += lk.weights[k]
-                work += lk.weights[k] * lk.work[k]
-            else:
-                missed.setdefault(key, k)
-        extra = 0 if lk.shared is None else sum(lk.shared[k] for k in missed.values())
-        for k in missed.values():
-            key, s = lk.keys[k], lk.sizes[k] + extra
+                move(key)
+                hits += weights[k]
+                work += weights[k] * saves[k]
+            elif key not in missed:
+                missed[key] = k
+        if not missed:
+            continue
+        extra = 0 if shared is None else sum(shared[k] for k in missed.values())
+        for key, k in missed.items():
+            s = sizes[k] + extra
             if s > size or key in cache:
                 continue
             while cache and (used + s > size or (cap and len(cache) >= cap)):
-                used -= cache.popitem(last=False)[1]
+                used -= evict(last=False)[1]
             cache[key] = s
             used += s
     return hits, work
