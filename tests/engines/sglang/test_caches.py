@@ -88,7 +88,25 @@ def test_reported_curve_equals_sglang_at_every_point(name: str) -> None:
         assert cache.curve.unbounded[0] == max(sc["embedding" if cache.name == "embedding" else "preprocess"]["hits"])
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("name", [n for n in sorted(SCENARIOS) if "streaming" in n])
+def test_one_pass_curve_equals_sglang_at_every_size(name: str) -> None:
+    # single images repeated, multi-image requests of new images: one pass holds SGLang's order and
+    # bytes, so the curve (a step function) is SGLang's hits at every size, hits and misses
+    sc = SCENARIOS[name]
+    report = caches(request(sc, preprocess_mb=1))
+    _, pre = lookups(sc)
+    for cache in report.caches:
+        assert cache.method == ONE_PASS
+        want = sc[cache.name]
+        got = [cache.curve.at(size) if size else (0, 0) for size in want["sizes"]]
+        assert [h for h, _ in got] == want["hits"]
+        if cache.name == "preprocess":
+            assert [pre.unique - w if size else 0 for size, (_, w) in zip(want["sizes"], got, strict=True)] == want[
+                "misses"
+            ]
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(SCENARIOS) if "streaming" not in n])
 def test_where_one_pass_is_not_exact_the_curve_is_replayed(name: str) -> None:
     # every scenario here has a batch that re-sends two items, or a multi-image batch that stores views
     # of one tensor: one pass would be wrong somewhere, so each point is replayed
@@ -113,7 +131,15 @@ def test_one_pass_where_exact_equals_the_replay() -> None:
 
 def test_fixtures_cover_the_cases() -> None:
     names = " ".join(SCENARIOS)
-    for needed in ("qwen2.5-vl", "qwen3-vl", "multi-turn", "multi-image", "video", "larger than the cache"):
+    for needed in (
+        "qwen2.5-vl",
+        "qwen3-vl",
+        "multi-turn",
+        "multi-image",
+        "video",
+        "larger than the cache",
+        "streaming",
+    ):
         assert needed in names
     big = SCENARIOS["qwen3-vl a video and an item larger than the cache"]["embedding"]
     assert big["hits"] != sorted(big["hits"])  # an entry larger than the cache makes hits fall with size
