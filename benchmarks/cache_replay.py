@@ -4,8 +4,8 @@ python benchmarks/cache_replay.py [N] [DISTINCT].
 The lookups are seeded multi-turn chats: each request re-sends its chat's earlier images and adds
 one (up to 8 a chat), chats interleaved, images of Qwen2.5-VL-7B embeddings (256 to 16,384 tokens x
 3584 x 2 bytes) drawn from DISTINCT. Prints the time of one replay at half the size that never
-evicts, and of the whole SGLang embedding curve as ``mmpool cache`` makes it (its points and the
-bisection of the recommendation) estimated from it.
+evicts, of the curve's points (``replay_many``: spread over the cores), and of the whole SGLang
+embedding curve as ``mmpool cache`` makes it (with the bisection of the recommendation).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import sys
 import time
 
 from mmpool_cli.engines.sglang.caches import REPLAY_POINTS
-from mmpool_cli.simulate.cache_replay import Lookups, never_evicts, one_pass_sizes, replay
+from mmpool_cli.simulate.cache_replay import Lookups, never_evicts, one_pass_sizes, replay, replay_many
+from mmpool_cli.simulate.executors import default_jobs
 
 
 def lookups(n: int, distinct: int, seed: int = 0) -> Lookups:
@@ -47,10 +48,15 @@ def main() -> None:
     start = time.perf_counter()
     hits, _ = replay(lk, top // 2)
     took = time.perf_counter() - start
-    probes = REPLAY_POINTS + 2 + max(1, (top >> 20).bit_length())
+    points = [top * k // REPLAY_POINTS for k in range(REPLAY_POINTS + 1)]
+    start = time.perf_counter()
+    replay_many(lk, points)
+    spread = time.perf_counter() - start
+    probes = max(1, (top >> 20).bit_length())  # the recommendation's bisection, one replay a probe
     print(
         f"{n:,} lookups over {distinct:,} items: one replay {took:.2f} s ({hits:,} hits at {top // 2:,} B); "
-        f"the curve's {probes} replays about {took * probes:.0f} s"
+        f"the curve's {len(points)} points {spread:.1f} s over {default_jobs()} cores; "
+        f"with the bisection's {probes} replays about {spread + took * probes:.0f} s"
     )
 
 

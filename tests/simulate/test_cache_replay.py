@@ -124,3 +124,14 @@ def test_settings() -> None:
     hits = {4 * m: h for m, h in enumerate([0, 0, 1, 3, 3, 4, 4, 4])}
     assert bisect_setting(lambda n: hits[n], 3, size_of, 7) == 3
     assert bisect_setting(lambda n: hits[n], 4, size_of, 7) == 5
+
+
+def test_replays_spread_over_workers_give_the_same_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mmpool_cli.simulate import cache_replay
+
+    lk = _batched(random.Random(7), 200, exact=False, shared=True)
+    sizes = list(range(0, never_evicts(lk) + 5, 7))
+    alone = [replay(lk, size) for size in sizes]
+    assert cache_replay.replay_many(lk, sizes) == alone  # small: in this process
+    monkeypatch.setattr(cache_replay, "PARALLEL_FROM", 0)
+    assert cache_replay.replay_many(lk, sizes, jobs=2) == alone

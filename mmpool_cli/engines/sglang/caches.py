@@ -47,6 +47,7 @@ from mmpool_cli.simulate.cache_replay import (
     never_evicts,
     one_pass_sizes,
     replay,
+    replay_many,
 )
 from mmpool_cli.simulate.cache_report import (
     CacheItem,
@@ -353,7 +354,8 @@ def _result(
 
 def _points(lk: Lookups, points: set[int]) -> Curve:
     """The curve at ``points`` only, each an exact replay."""
-    return Curve(sum(lk.weights), tuple((p, *replay(lk, p)) for p in sorted(points)))
+    sizes = sorted(points)
+    return Curve(sum(lk.weights), tuple((p, *got) for p, got in zip(sizes, replay_many(lk, sizes), strict=True)))
 
 
 def _recommend(req: CacheRequest, name: str, mb: int) -> Recommendation:
