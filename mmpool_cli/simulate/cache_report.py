@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from mmpool_cli.simulate.cache_curve import INF, Curve
+from mmpool_cli.simulate.cache_replay import ONE_PASS
 
 DEFAULT_TARGET = Fraction(99)  # percent of an unbounded cache's hits
 
@@ -69,7 +70,7 @@ class CacheResult:
     notes: list[str] = field(default_factory=list)
     # how the curve was made: "one pass, exact" (a step function, exact at every size) or "replayed at
     # each point" (each point its own exact replay; the deployment's size is one of them)
-    method: str = "one pass, exact"
+    method: str = ONE_PASS
 
     @property
     def hits(self) -> int:
