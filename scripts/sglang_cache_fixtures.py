@@ -275,12 +275,35 @@ def scenarios(rng: random.Random) -> list[dict[str, Any]]:
     return out
 
 
+def streaming(rng: random.Random) -> list[dict[str, Any]]:
+    """Traffic one pass is exact for: single-image requests that repeat a few popular images, and
+    multi-image requests of images never seen again; an item larger than most caches among them."""
+    out = []
+    for family in ("qwen2.5-vl", "qwen3-vl"):
+        popular = [image(f"c{i:x}", rng.randint(4, 60)) for i in range(6)]
+        big = image("cb16", 300)
+        fresh = iter(image(f"d{i:x}", rng.randint(4, 60)) for i in range(1000))
+        reqs: list[list[dict[str, Any]]] = []
+        for _ in range(30):
+            r = rng.random()
+            if r < 0.55:
+                reqs.append([rng.choice(popular)])
+            elif r < 0.65:
+                reqs.append([big])
+            elif r < 0.8:
+                reqs.append([next(fresh)])
+            else:
+                reqs.append([next(fresh) for _ in range(rng.randint(2, 3))])
+        out.append(scenario(f"{family} streaming: repeated single images, new multi-image requests", family, reqs))
+    return out
+
+
 def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/caches-wheels/sg")
     w = Wheel(root)
     rng = random.Random(20261206)
     data = []
-    for sc in scenarios(rng):
+    for sc in scenarios(rng) + streaming(random.Random(20261207)):
         family, reqs = sc["family"], sc["requests"]
         hidden = 2
         width = hidden * (4 if family == "qwen3-vl" else 1)

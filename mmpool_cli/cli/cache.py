@@ -101,7 +101,8 @@ def cache(
     """Replay each multimodal cache of the engine over the traffic, as the engine drives it.
 
     Items are keyed by their data (two requests with the same image bytes hit) and sized as the
-    engine stores them; every size's hits come from one pass (docs/caches.md: where it is exact). Prints, per cache,
+    engine stores them; the curve comes from one pass where that is exact, else each point is replayed
+    (docs/caches.md). Prints, per cache,
     the size the deployment sets (its environment and flags), its lookups, hits and the work they
     save, the whole curve, and the smallest size that reaches --target-hits of an unbounded cache's
     hits, with what it costs. With --engine vllm: vLLM's processor cache (host RAM) and encoder cache

@@ -10,6 +10,7 @@ import tempfile
 
 from mmpool_cli.core.units import MiB
 from mmpool_cli.errors import MmpoolError
+from mmpool_cli.simulate.cache_replay import ONE_PASS
 from mmpool_cli.simulate.cache_report import CacheReport
 
 SIGNATURE = "mmpool cache"
@@ -30,7 +31,10 @@ def write_cache_plot(report: CacheReport, path: str) -> None:
     for ax, c in zip(axes[:, 0], report.caches, strict=True):
         xs = [s / MiB for s, _, _ in c.curve.steps]
         ys = [h for _, h, _ in c.curve.steps]
-        ax.step(xs, ys, where="post", color="C0", linewidth=1.6, label="hits")
+        if c.method == ONE_PASS:  # exact at every size: a step function
+            ax.step(xs, ys, where="post", color="C0", linewidth=1.6, label=f"hits ({c.method})")
+        else:  # exact at its points only
+            ax.plot(xs, ys, "o-", color="C0", linewidth=1, markersize=3, label=f"hits ({c.method})")
         ax.axvline(c.size_bytes / MiB, color="C3", linestyle="--", linewidth=1, label="deployment")
         if c.recommendation is not None:
             ax.axvline(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from mmpool_cli.core.units import MiB
+from mmpool_cli.simulate.cache_replay import ONE_PASS
 from mmpool_cli.simulate.cache_report import CacheReport, CacheResult
 
 SCHEMA = 1
@@ -44,6 +45,10 @@ def _sizes(c: CacheResult) -> list[int]:
     out = {0, top, c.size_bytes}
     if c.recommendation is not None:
         out.add(c.recommendation.size_bytes)
+    if c.method != ONE_PASS:  # only the replayed points are known, and every size from the last (nothing evicted)
+        points = [s for s, _, _ in c.curve.steps]
+        step = max(1, -(-len(points) // CURVE_ROWS))
+        return sorted({s for s in out if s in points or s >= top} | set(points[::step]) | {top})
     mib = 1
     while mib * MiB < top and len(out) < CURVE_ROWS + 4:
         out.add(mib * MiB)
@@ -74,7 +79,7 @@ def cache_text(report: CacheReport) -> str:
                 f"  recommended     {rec.setting}: {_bytes(rec.size_bytes)}, {at:,} hits "
                 f"(target {c.target}% of {unbounded:,}); costs {cost}"
             )
-        lines.append("  curve           size → hits")
+        lines.append(f"  curve           size → hits ({c.method})")
         for size in _sizes(c):
             h, _ = c.curve.at(size)
             mark = []

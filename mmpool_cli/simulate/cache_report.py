@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from mmpool_cli.simulate.cache_curve import INF, Curve
+from mmpool_cli.simulate.cache_replay import ONE_PASS
 
 DEFAULT_TARGET = Fraction(99)  # percent of an unbounded cache's hits
 
@@ -67,6 +68,9 @@ class CacheResult:
     recommendation: Recommendation | None  # None where the traffic never hits
     lookups: int | None = None  # the lookups the engine counts at ``size_bytes`` (default: the curve's)
     notes: list[str] = field(default_factory=list)
+    # how the curve was made: "one pass, exact" (a step function, exact at every size) or "replayed at
+    # each point" (each point its own exact replay; the deployment's size is one of them)
+    method: str = ONE_PASS
 
     @property
     def hits(self) -> int:
@@ -101,6 +105,7 @@ class CacheResult:
             "unbounded_work_saved": unbounded_work,
             "unbounded_bytes": self.curve.steps[-1][0],
             "curve": [{"size_bytes": s, "hits": h, "work_saved": w} for s, h, w in self.curve.steps],
+            "curve_method": self.method,
             "target_hits_percent": str(self.target),
             "recommended_bytes": None if rec is None else rec.size_bytes,
             "recommended_setting": None if rec is None else rec.setting,

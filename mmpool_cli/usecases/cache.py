@@ -38,7 +38,8 @@ def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
     """The engine's caches over ``q``'s items.
 
     Raises:
-        MmpoolError: nothing to replay, or what the engine's rules cannot size (exit 2).
+        MmpoolError: nothing to replay, a --hidden-size the model directory contradicts, or what the
+            engine's rules cannot size (exit 2).
     """
     from mmpool_cli.workload.embedding import embedding_shape
 
@@ -46,6 +47,11 @@ def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
         raise MmpoolError(f"{q.source}: no media item to look up; nothing to replay")
     hidden, deep = (None, None) if q.config_path is None else embedding_shape(q.config_path)
     where = q.config_path or ""
+    if q.hidden_size is not None and hidden is not None and q.hidden_size != hidden:
+        raise MmpoolError(
+            f"--hidden-size {q.hidden_size}: the model's {q.config_path} says {hidden:,}; drop --hidden-size (the "
+            "model directory's own is used) or give --model a family name"
+        )
     if q.hidden_size is not None:
         hidden, where = q.hidden_size, "--hidden-size"
     notes: list[CacheNote] = []

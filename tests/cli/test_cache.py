@@ -93,3 +93,19 @@ def test_bad_input_is_one_line(run_line, tmp_path: Path) -> None:
         result = run_line(["mmpool", "cache", *args])
         assert result.exit_code == 2, (args, result.output)
         assert words in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_hidden_size_against_the_model_directory(run_line, tmp_path: Path) -> None:
+    # a model directory says its own hidden size: --hidden-size may repeat it, never contradict it
+    model = tmp_path / "m"
+    model.mkdir()
+    config = {"architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl", "hidden_size": 3584}
+    (model / "config.json").write_text(json.dumps(config))
+    log = _bodies(tmp_path, [_png_url((56, 56))], [_png_url((56, 56))])
+    argv = ["mmpool", "cache", "--model", str(model), "--from", log, "--format", "json"]
+    same = run_line([*argv, "--hidden-size", "3584"])
+    assert same.exit_code in (0, 1), same.stderr
+    assert json.loads(same.stdout) == json.loads(run_line(argv).stdout)
+    bad = run_line([*argv, "--hidden-size", "4096"])
+    assert bad.exit_code == 2
+    assert "--hidden-size 4096" in bad.stderr and "3,584" in bad.stderr and bad.stderr.count("\n") == 1, bad.stderr

@@ -37,14 +37,25 @@ from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
-from mmpool_cli.simulate.cache_curve import lru_curve
+from mmpool_cli.simulate.cache_curve import Curve, lru_curve
+from mmpool_cli.simulate.cache_replay import (
+    ONE_PASS,
+    REPLAYED,
+    Lookups,
+    bisect_setting,
+    first_setting,
+    never_evicts,
+    one_pass_sizes,
+    replay,
+    replay_many,
+)
 from mmpool_cli.simulate.cache_report import (
     CacheItem,
     CacheNote,
     CacheReport,
     CacheResult,
     Recommendation,
-    smallest_size,
+    hits_needed,
 )
 
 FAMILIES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl")
@@ -59,6 +70,9 @@ FEATURE_DTYPE_BYTES = 4  # float32 pixel_values
 _HOPPER = re.compile(r"(?<![a-z0-9])g?h(100|200|800|20)(?![0-9])", re.IGNORECASE)
 
 
+REPLAY_POINTS = 64  # the curve's points where one pass is not exact (each a replay)
+
+
 @dataclass(frozen=True)
 class _Lookups:
     keys: list[int]
@@ -67,6 +81,11 @@ class _Lookups:
     work: list[int]
     groups: list[int]  # the batch each lookup belongs to (all its lookups come before its stores)
     unique: int = 0  # lookups SGLang counts as one miss each (the preprocess cache)
+    shared: list[int] | None = None  # bytes each miss adds to every entry of its batch (one batch tensor)
+    max_entries: int = 0
+
+    def neutral(self) -> Lookups:
+        return Lookups(self.keys, self.sizes, self.weights, self.work, self.groups, self.shared, self.max_entries)
 
 
 def large_hopper(gpu_name: str) -> bool:
@@ -253,35 +272,28 @@ def _embedding_lookups(req: CacheRequest, tokens: list[int], width: int) -> _Loo
 
 
 def _preprocess_lookups(req: CacheRequest) -> _Lookups:
+    """One lookup per image of a request of images only; a distinct miss stored as an artifact whose
+    pixels and grid row are views of the batch of the request's misses (each counted at the whole batch).
+    The work a hit saves: one preprocessing per distinct image (SGLang counts a miss per distinct image)."""
     ids = _Ids()
-    out = _Lookups([], [], [], [], [])
-    looked: set[str] = set()
+    out = _Lookups([], [], [], [], [], shared=[], max_entries=PREPROCESS_MAX_ENTRIES)
     unique = 0
     for n, group in enumerate(_requests(req.items)):
         if any(it.kind == "video" for _, it in group):
             continue  # a request with a video takes the uncached path (qwen_vl.py process_mm_data_async)
-        order: list[CacheItem] = []
-        count: dict[object, int] = {}
-        for _, it in group:
+        distinct: set[object] = set()
+        for _, it in group:  # each image looked up (get_if_present), a repeat too: it moves a hit again
             k: object = it.key if it.key is not None else object()
-            if k not in count:
-                order.append(it)
-                count[k] = 0
-            count[k] += 1
-        new = [it for it in order if it.key is None or it.key not in looked]
-        batch = sum(it.nbytes for it in new)
-        for it in order:
-            k = it.key if it.key is not None else None
-            size = ARTIFACT_OVERHEAD + batch + GRID_ROW_BYTES * len(new)
-            out.keys.append(ids(k))
-            out.sizes.append(size)
-            out.weights.append(1 if k is None else count[k])
-            out.work.append(1)
+            out.keys.append(ids(it.key))
+            out.sizes.append(ARTIFACT_OVERHEAD)
+            assert out.shared is not None
+            out.shared.append(it.nbytes + GRID_ROW_BYTES)
+            out.weights.append(1)
+            out.work.append(0 if k in distinct else 1)
             out.groups.append(n)
-            unique += 1
-            if it.key is not None:
-                looked.add(it.key)
-    return _Lookups(out.keys, out.sizes, out.weights, out.work, out.groups, unique)
+            distinct.add(k)
+        unique += len(distinct)
+    return _Lookups(out.keys, out.sizes, out.weights, out.work, out.groups, unique, out.shared, out.max_entries)
 
 
 def _result(
@@ -294,9 +306,33 @@ def _result(
     unit: str,
     max_entries: int,
 ) -> CacheResult:
-    curve = lru_curve(looks.keys, looks.sizes, looks.weights, looks.work, groups=looks.groups, max_entries=max_entries)
-    best = smallest_size(curve, req.target)
-    rec = None if best is None or best == 0 else _recommend(req, name, best)
+    lk = looks.neutral()
+    sizes = one_pass_sizes(lk)
+    workers = 1 if name == "embedding" else max(req.workers, 1)
+
+    def size_of(mb: int) -> int:
+        return mb * MiB // workers
+
+    def setting_of(nbytes: int) -> int:
+        return -(-(nbytes * workers) // MiB)
+
+    rec: Recommendation | None = None
+    if sizes is not None:
+        curve = lru_curve(looks.keys, sizes, looks.weights, looks.work, max_entries=max_entries)
+        method = ONE_PASS
+        need = hits_needed(curve, req.target)
+        mb = first_setting(curve.steps, need, setting_of, size_of) if need > 0 else None
+    else:
+        method = REPLAYED
+        top = never_evicts(lk)
+        points = {top * k // REPLAY_POINTS for k in range(REPLAY_POINTS + 1)} | ({size} if size < top else set())
+        curve = _points(lk, points)
+        need = hits_needed(curve, req.target)
+        mb = bisect_setting(lambda n: replay(lk, n)[0], need, size_of, setting_of(top)) if need > 0 else None
+        if mb is not None and size_of(mb) < top:
+            curve = _points(lk, points | {size_of(mb)})  # the recommendation's own replay, shown with the rest
+    if mb is not None and mb > 0:
+        rec = _recommend(req, name, mb)
     lookups = None
     if name == "preprocess":  # SGLang counts a hit per image, a miss per distinct image missed
         hits, distinct_hits = curve.at(size) if size > 0 else (0, 0)
@@ -312,18 +348,23 @@ def _result(
         target=req.target,
         recommendation=rec,
         lookups=lookups,
+        method=method,
     )
 
 
-def _recommend(req: CacheRequest, name: str, nbytes: int) -> Recommendation:
+def _points(lk: Lookups, points: set[int]) -> Curve:
+    """The curve at ``points`` only, each an exact replay."""
+    sizes = sorted(points)
+    return Curve(sum(lk.weights), tuple((p, *got) for p, got in zip(sizes, replay_many(lk, sizes), strict=True)))
+
+
+def _recommend(req: CacheRequest, name: str, mb: int) -> Recommendation:
     if name == "embedding":
-        mb = -(-nbytes // MiB)
         cost = {"gpu_bytes_per_rank": mb * MiB}
         if req.shape.kv_cell_bytes:
             cost["kv_tokens_per_rank"] = mb * MiB // req.shape.kv_cell_bytes
         return Recommendation(mb * MiB, f"SGLANG_VLM_CACHE_SIZE_MB={mb}", cost)
     workers = max(req.workers, 1)
-    mb = -(-(nbytes * workers) // MiB)
     per = mb * MiB // workers
     return Recommendation(
         per,

@@ -8,7 +8,6 @@ MultimodalPreprocessCache driven as the Qwen-VL processor drives it, each replay
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from mmpool_cli.engines.sglang import caches as rules
 from mmpool_cli.engines.sglang.caches import caches, embedding_size, large_hopper, preprocess_size
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape
+from mmpool_cli.simulate.cache_replay import ONE_PASS, REPLAYED, one_pass_sizes, replay
 from mmpool_cli.simulate.cache_report import CacheItem
 from mmpool_cli.workload.families import family
 
@@ -45,38 +45,6 @@ def request(sc: dict[str, Any], **kw: Any) -> CacheRequest:
     )
 
 
-def replay(looks: rules._Lookups, size: int, max_entries: int) -> int:
-    """mmpool's lookups replayed at one size with SGLang's batch order: every lookup of a batch, then
-    its hits used in order, then its misses stored in order (entries larger than the cache refused)."""
-    cache: OrderedDict[int, int] = OrderedDict()
-    used = hits = i = 0
-    first: dict[int, int] = {}
-    n = len(looks.keys)
-    while i < n:
-        j = i
-        while j < n and looks.groups[j] == looks.groups[i]:
-            j += 1
-        hit, miss = [], []
-        for k in range(i, j):
-            s = first.setdefault(looks.keys[k], looks.sizes[k])
-            if looks.keys[k] in cache:
-                hits += looks.weights[k]
-                hit.append(looks.keys[k])
-            else:
-                miss.append((looks.keys[k], s))
-        for key in hit:
-            cache.move_to_end(key)
-        for key, s in miss:
-            if s > size or key in cache:
-                continue
-            while cache and (used + s > size or (max_entries and len(cache) >= max_entries)):
-                used -= cache.popitem(last=False)[1]
-            cache[key] = s
-            used += s
-        i = j
-    return hits
-
-
 def lookups(sc: dict[str, Any]) -> tuple[rules._Lookups, rules._Lookups]:
     req = request(sc)
     width = rules._width(req)
@@ -85,53 +53,93 @@ def lookups(sc: dict[str, Any]) -> tuple[rules._Lookups, rules._Lookups]:
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_embedding_keys_sizes_and_call_order_equal_sglang_at_every_size(name: str) -> None:
-    # mmpool's lookups (keys, bytes, batches) replayed at each size give SGLang's own hits
+@pytest.mark.parametrize("kind", ["embedding", "preprocess"])
+def test_replay_equals_sglang_at_every_size(name: str, kind: str) -> None:
+    # mmpool's lookups (keys, bytes, batches, the batch tensor's shared bytes) replayed at each size
+    # give SGLang's own hits, exactly
     sc = SCENARIOS[name]
-    emb, _ = lookups(sc)
-    want = sc["embedding"]
-    assert [replay(emb, size, 0) for size in want["sizes"]] == want["hits"]
-
-
-@pytest.mark.parametrize("name", [n for n in sorted(SCENARIOS) if "multi-image" not in n])
-def test_preprocess_keys_sizes_and_call_order_equal_sglang_at_every_size(name: str) -> None:
-    # exact where no request preprocesses several images in one batch at one size and not at another
-    # (SGLang's size provider counts each image of a batch at the whole batch's pixels: docs/caches.md)
-    sc = SCENARIOS[name]
-    _, pre = lookups(sc)
-    want = sc["preprocess"]
-    got = [replay(pre, size, rules.PREPROCESS_MAX_ENTRIES) if size else 0 for size in want["sizes"]]
-    if "multi-turn" in name:
-        agree = sum(g == h for g, h in zip(got, want["hits"], strict=True))
-        assert agree * 100 >= 80 * len(got)  # the batches of re-sent images that were evicted differ
-    else:
-        assert got == want["hits"]
-
-
-@pytest.mark.parametrize("name", [n for n in sorted(SCENARIOS) if "multi-turn" in n])
-def test_one_pass_curve_equals_sglang_at_every_size(name: str) -> None:
-    # multi-turn chats: each turn's re-sent images before its new one, so one stack holds the order
-    sc = SCENARIOS[name]
-    curve = caches(request(sc)).caches[0].curve
-    want = sc["embedding"]
-    assert [curve.at(size)[0] for size in want["sizes"]] == want["hits"]
+    emb, pre = lookups(sc)
+    looks = (emb if kind == "embedding" else pre).neutral()
+    want = sc[kind]
+    got = [replay(looks, size) if size else (0, 0) for size in want["sizes"]]
+    assert [h for h, _ in got] == want["hits"]
+    if kind == "preprocess":  # SGLang's misses: one per distinct image missed (the work a hit saves counts them)
+        misses = [pre.unique - w if size else 0 for size, (_, w) in zip(want["sizes"], got, strict=True)]
+        assert misses == want["misses"]
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_one_pass_curve_near_sglang_where_batches_reorder(name: str) -> None:
+def test_reported_curve_equals_sglang_at_every_point(name: str) -> None:
+    # every point the report gives is SGLang's hits at that size: one pass where it is exact at every
+    # size, else a replay at each point (the deployment's size and the recommendation among them)
     sc = SCENARIOS[name]
-    report = caches(request(sc))
-    for cache, kind in zip(report.caches, ("embedding", "preprocess"), strict=True):
-        want = sc[kind]
-        got = [cache.curve.at(size)[0] if size else 0 for size in want["sizes"]]
-        agree = sum(g == h for g, h in zip(got, want["hits"], strict=True))
-        assert agree * 100 >= 55 * len(got), (kind, agree, len(got))
-        assert cache.curve.unbounded[0] == max(want["hits"])
+    report = caches(request(sc, preprocess_mb=1))
+    emb, pre = lookups(sc)
+    for cache, looks in zip(report.caches, (emb, pre), strict=True):
+        lk = looks.neutral()
+        sizes = {s for s, _, _ in cache.curve.steps} | {cache.size_bytes}
+        if cache.recommendation is not None:
+            sizes.add(cache.recommendation.size_bytes)
+        for size in sizes:
+            assert cache.curve.at(size)[0] == replay(lk, size)[0], (cache.name, size)
+        if cache.method == REPLAYED:
+            assert one_pass_sizes(lk) is None
+            assert cache.size_bytes in sizes
+        assert cache.curve.unbounded[0] == max(sc["embedding" if cache.name == "embedding" else "preprocess"]["hits"])
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(SCENARIOS) if "streaming" in n])
+def test_one_pass_curve_equals_sglang_at_every_size(name: str) -> None:
+    # single images repeated, multi-image requests of new images: one pass holds SGLang's order and
+    # bytes, so the curve (a step function) is SGLang's hits at every size, hits and misses
+    sc = SCENARIOS[name]
+    report = caches(request(sc, preprocess_mb=1))
+    _, pre = lookups(sc)
+    for cache in report.caches:
+        assert cache.method == ONE_PASS
+        want = sc[cache.name]
+        got = [cache.curve.at(size) if size else (0, 0) for size in want["sizes"]]
+        assert [h for h, _ in got] == want["hits"]
+        if cache.name == "preprocess":
+            assert [pre.unique - w if size else 0 for size, (_, w) in zip(want["sizes"], got, strict=True)] == want[
+                "misses"
+            ]
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(SCENARIOS) if "streaming" not in n])
+def test_where_one_pass_is_not_exact_the_curve_is_replayed(name: str) -> None:
+    # every scenario here has a batch that re-sends two items, or a multi-image batch that stores views
+    # of one tensor: one pass would be wrong somewhere, so each point is replayed
+    report = caches(request(SCENARIOS[name]))
+    assert {c.method for c in report.caches} == {REPLAYED}
+    assert {c["curve_method"] for c in report.to_data()["caches"]} == {REPLAYED}
+
+
+def test_one_pass_where_exact_equals_the_replay() -> None:
+    # the scenario's single-item requests alone: one pass is exact, and equals the replay at every size
+    sc = dict(SCENARIOS["qwen2.5-vl a video and an item larger than the cache"])
+    sc["requests"] = [r for r in sc["requests"] if len(r) == 1]
+    report = caches(request(sc, preprocess_mb=1))
+    emb, pre = lookups(sc)
+    for cache, looks in zip(report.caches, (emb, pre), strict=True):
+        assert cache.method == ONE_PASS
+        lk = looks.neutral()
+        edges = {s for s, _, _ in cache.curve.steps}
+        for size in sorted(edges | {e - 1 for e in edges if e} | {e + 1 for e in edges}):
+            assert cache.curve.at(size)[0] == (replay(lk, size)[0] if size else 0), (cache.name, size)
 
 
 def test_fixtures_cover_the_cases() -> None:
     names = " ".join(SCENARIOS)
-    for needed in ("qwen2.5-vl", "qwen3-vl", "multi-turn", "multi-image", "video", "larger than the cache"):
+    for needed in (
+        "qwen2.5-vl",
+        "qwen3-vl",
+        "multi-turn",
+        "multi-image",
+        "video",
+        "larger than the cache",
+        "streaming",
+    ):
         assert needed in names
     big = SCENARIOS["qwen3-vl a video and an item larger than the cache"]["embedding"]
     assert big["hits"] != sorted(big["hits"])  # an entry larger than the cache makes hits fall with size
