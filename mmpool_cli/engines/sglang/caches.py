@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mmpool_cli.core.units import MiB
+from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
@@ -140,7 +141,7 @@ def caches(req: CacheRequest) -> CacheReport:
                     f"{c.curve.unbounded[0]:,} an unbounded one makes{to}",
                 )
             )
-    return CacheReport(engine="SGLang 0.5.23", source=req.source, caches=results, notes=notes)
+    return CacheReport(engine=f"SGLang {versions.NEWEST}", source=req.source, caches=results, notes=notes)
 
 
 def embedding_size(req: CacheRequest) -> tuple[int, str]:
@@ -149,8 +150,8 @@ def embedding_size(req: CacheRequest) -> tuple[int, str]:
     if req.family.name == "qwen3-vl" and vlm.variable is None:
         if req.gpu_name is None:
             raise MmpoolError(
-                "qwen3-vl: SGLang 0.5.23 turns the embedding cache off on a Hopper GPU of 60 GiB or more unless "
-                "SGLANG_VLM_CACHE_SIZE_MB is set (arg_groups/model_overrides/qwen3_vl.py); say which GPU serves "
+                f"qwen3-vl: SGLang {versions.NEWEST} turns the embedding cache off on a Hopper GPU of 60 GiB or more "
+                "unless SGLANG_VLM_CACHE_SIZE_MB is set (arg_groups/model_overrides/qwen3_vl.py); say which GPU serves "
                 "it: --gpu-name NAME (H100, H200, A100, ...), or set SGLANG_VLM_CACHE_SIZE_MB"
             )
         if large_hopper(req.gpu_name):

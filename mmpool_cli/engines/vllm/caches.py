@@ -31,6 +31,7 @@ from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for, make_plan
 from mmpool_cli.engines.vllm.plan_encoder import qwen_vision
 from mmpool_cli.engines.vllm.request import QWEN_VERSION, VllmRequest
+from mmpool_cli.simulate.cache_replay import REPLAYED
 from mmpool_cli.workload import qwen
 
 CURVE_POINTS = 48
@@ -202,6 +203,7 @@ def processor_entry(
         "unbounded_work_saved": unbounded.saved,
         "unbounded_bytes": everything,
         "curve": [{"size_bytes": c, "hits": r.total_hits, "work_saved": r.saved} for c, r in curve],
+        "curve_method": REPLAYED,
         "target_hits_percent": str(target),
         "meets_target": at is not None and at.total_hits >= need,
         "recommended_bytes": None if recommendation is None else recommendation["bytes"],
@@ -298,6 +300,7 @@ def encoder_entry(
             }
             for c, r in curve
         ],
+        "curve_method": REPLAYED,
         "target_hits_percent": None,
         "meets_target": at is not None and not at.waited and not at.refused,
         "recommended_bytes": recommended * per_token,
