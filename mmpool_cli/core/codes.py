@@ -154,7 +154,7 @@ NEUTRAL = CodeRegistry(
             "a cache whose hits at the deployment's size fall short of --target-hits of an unbounded one's",
         ),
         Code(
-            "cache-item-unkeyed", Severity.info, "items without a content key (their data not in the input): used once"
+            "cache-item-unkeyed", Severity.warning, "items without a content key (their data not in the input): used once"
         ),
         Code("cache-url-key", Severity.info, "http(s) URLs are never fetched: the same URL is taken as the same item"),
     ],

@@ -38,8 +38,8 @@ def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
     """The engine's caches over ``q``'s items.
 
     Raises:
-        MmpoolError: nothing to replay, a --hidden-size the model directory contradicts, or what the
-            engine's rules cannot size (exit 2).
+        MmpoolError: nothing to replay, no item carrying its data, a --hidden-size the model directory
+            contradicts, or what the engine's rules cannot size (exit 2).
     """
     from mmpool_cli.workload.embedding import embedding_shape
 
@@ -56,11 +56,18 @@ def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
         hidden, where = q.hidden_size, "--hidden-size"
     notes: list[CacheNote] = []
     unkeyed = sum(1 for item in q.items if item.key is None)
+    if unkeyed == len(q.items):  # every size would show 0 hits: an answer about the input, not the caches
+        raise MmpoolError(
+            f"{q.source}: none of its {len(q.items):,} items carries its data, so no repeat can be seen (a request "
+            "log at --log-requests-level 2 keeps only each string's ends; bench_serving's images are random); log "
+            "with --log-requests-level 3, or give the OpenAI bodies (--from openai) or a trace mmpool trace wrote "
+            "from them"
+        )
     if unkeyed:
         notes.append(
             CacheNote(
                 "cache-item-unkeyed",
-                "info",
+                "warning",
                 f"{unkeyed:,} of {len(q.items):,} items carry no content key (their data was not in the input: a "
                 "log that cut them, bench_serving's random images, or a trace without keys): each taken as used once",
             )

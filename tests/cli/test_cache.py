@@ -109,3 +109,31 @@ def test_hidden_size_against_the_model_directory(run_line, tmp_path: Path) -> No
     bad = run_line([*argv, "--hidden-size", "4096"])
     assert bad.exit_code == 2
     assert "--hidden-size 4096" in bad.stderr and "3,584" in bad.stderr and bad.stderr.count("\n") == 1, bad.stderr
+
+
+def test_traffic_whose_items_carry_no_data_is_refused_not_answered_with_zero(run_line) -> None:
+    # examples/server.log is a level-2 request log: every image's data is cut to its ends
+    argv = ["mmpool", "cache", "--model", "qwen2.5-vl", "--hidden-size", "3584", "--from", "examples/server.log"]
+    result = run_line(argv)
+    assert result.exit_code == 2, result.output
+    assert "none of its 10 items carries its data" in result.stderr and "--log-requests-level 3" in result.stderr
+    assert result.stdout == "" and "Traceback" not in result.output
+
+
+def test_some_items_without_data_are_a_warning(run_line, tmp_path: Path) -> None:
+    a = _png_url((56, 56))
+    log = _bodies(tmp_path, [a], [a], [a])
+    trace = tmp_path / "t.jsonl"
+    assert run_line(["mmpool", "trace", "--model", "qwen2.5-vl", log, "-o", str(trace)]).exit_code == 0
+    lines = trace.read_text().splitlines()
+    last = max(i for i, line in enumerate(lines) if '"alloc"' in line)
+    event = json.loads(lines[last])
+    del event["key"]  # an item whose data the input did not hold
+    lines[last] = json.dumps(event)
+    trace.write_text("\n".join(lines) + "\n")
+    argv = ["mmpool", "cache", "--model", "qwen2.5-vl", "--hidden-size", "3584", "--format", "json"]
+    result = run_line([*argv, "--trace", str(trace)])
+    data = json.loads(result.stdout)
+    found = {f["code"]: f["severity"] for f in data["findings"]}
+    assert found.get("cache-item-unkeyed") == "warning", result.output
+    assert data["caches"][0]["hits"] == 1  # the two keyed lookups of a; the unkeyed one used once
