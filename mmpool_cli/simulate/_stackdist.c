@@ -285,7 +285,8 @@ static PyObject *curve(PyObject *self, PyObject *args) {
     /* few blocks at first (renumbering, linear, doubles them as the live keys need) */
     if (times_grow(&T, 4) || times_index(&T)) { PyErr_NoMemory(); goto done; }
     int64_t t = 0, nlive = 0;
-    int hiclass = 0;
+    int hiclass = 0, loclass = 0; /* the classes seen so far lie in loclass .. hiclass */
+    while (loclass < 63 && T.slot[loclass] < 0) loclass++;
     for (int64_t i = 0; i <= n; i++) {
         if (npend && (i == n || !groups || groups[i] != groups[i - 1])) {
             /* the group's keys are used now: those that hit at smaller sizes first */
@@ -303,6 +304,11 @@ static PyObject *curve(PyObject *self, PyObject *args) {
             npend = 0;
         }
         if (i == n) break;
+        if (i + 32 < n && keys[i + 32] >= 0 && keys[i + 32] < n) __builtin_prefetch(&ks[keys[i + 32]]);
+        if (i + 16 < n && keys[i + 16] >= 0 && keys[i + 16] < n && ks[keys[i + 16]].where >= 0) {
+            int64_t q = ks[keys[i + 16]].where; /* the block a later lookup will read (harmless if it moves) */
+            if (q < T.cap) { __builtin_prefetch(&T.size[q]); __builtin_prefetch(&T.cls[q]); }
+        }
         int64_t key = keys[i];
         if (key < 0 || key >= n || sizes[i] < 0 || sizes[i] >= INF) {
             PyErr_SetString(PyExc_ValueError, "a key outside 0..n-1, or a size outside 0..2**62");
@@ -314,29 +320,27 @@ static PyObject *curve(PyObject *self, PyObject *args) {
         Emit em = {&ev, -1, -1, (int32_t)(i + 1), INF};
         if (prev >= 0) {
             /* the keys used since: the rest of prev's block read directly, the later blocks from the trees */
-            int64_t as[64], ak[64], sm1[64], sm2[64];
+            int64_t as_[65], ak_[65], *as = as_ + 1, *ak = ak_ + 1; /* as[-1], ak[-1]: the empty times' */
             int top = -1;
-            for (int j = 0; j <= hiclass; j++) { as[j] = ak[j] = 0; sm1[j] = sm2[j] = INF; }
+            as[-1] = ak[-1] = 0;
+            for (int j = loclass; j <= hiclass; j++) as[j] = ak[j] = 0;
             int64_t bp = prev / B, end = (bp + 1) * B < t ? (bp + 1) * B : t;
             int scanned = end == t;
-            for (int64_t p = prev + 1; p < end; p++) {
+            for (int64_t p = prev + 1; p < end; p++) { /* no branch: an empty time counts in as[-1] */
                 int j = T.cls[p];
-                if (j < 0) continue;
-                int64_t z = T.size[p];
-                as[j] += z; ak[j]++;
-                two_keep(z, &sm1[j], &sm2[j]);
+                as[j] += T.size[p]; ak[j]++;
             }
             if (!scanned) {
                 times_prefix(&T, bp, acc);
-                for (int j = 0; j <= hiclass; j++) {
+                for (int j = loclass; j <= hiclass; j++) {
                     if (T.slot[j] < 0) continue;
                     as[j] += T.total[j] - acc[2 * T.slot[j]];
                     ak[j] += T.count[j] - acc[2 * T.slot[j] + 1];
                 }
             }
-            for (int j = 0; j <= hiclass; j++) if (ak[j]) top = j;
+            for (int j = hiclass; j >= loclass; j--) if (ak[j]) { top = j; break; }
             int64_t base = s, used = 1;
-            for (int j = 0; j < (cx < top + 1 ? cx : top + 1); j++) { base += as[j]; used += ak[j]; }
+            for (int j = loclass; j < (cx < top + 1 ? cx : top + 1); j++) { base += as[j]; used += ak[j]; }
             for (int j = cx; j <= top; j++) {
                 int64_t lo = ((int64_t)1 << j) >> 1, hi = (int64_t)1 << j;
                 if (s > lo) lo = s;
@@ -346,7 +350,8 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                 } else if (ak[j] == 0) {
                     if (used <= limit) r = emit_add(&em, lo > base ? lo : base, hi);
                 } else if (base < hi) {
-                    int64_t m1 = sm1[j], m2 = sm2[j];
+                    int64_t m1 = INF, m2 = INF;
+                    for (int64_t p = prev + 1; p < end; p++) if (T.cls[p] == j) two_keep(T.size[p], &m1, &m2);
                     if (!scanned) blocks_two_least(&T, j, bp + 1, T.nb, &m1, &m2);
                     if (used <= limit) r = emit_add(&em, lo > base ? lo : base, m1 < hi ? m1 : hi);
                     if (!r && used + 1 <= limit)
