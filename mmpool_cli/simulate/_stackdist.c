@@ -48,7 +48,10 @@ static void fw_add(Times *T, int64_t b, int j, int64_t size, int64_t sign) {
 /* the smallest size of class j in block b, from its times */
 static int64_t block_least(const Times *T, int64_t b, int j) {
     int64_t m = INF;
-    for (int64_t p = b * B; p < (b + 1) * B; p++) if (T->cls[p] == j && T->size[p] < m) m = T->size[p];
+    for (int64_t p = b * B; p < (b + 1) * B; p++) {
+        int64_t z = T->cls[p] == j ? T->size[p] : INF;
+        m = z < m ? z : m;
+    }
     return m;
 }
 
@@ -198,20 +201,23 @@ static int emit_add(Emit *m, int64_t lo, int64_t hi) {
     return 0;
 }
 
-/* LSD radix sort of the events by size, 16 bits a pass, only as many passes as the largest needs */
+/* LSD radix sort of the events by size, as few passes as the largest needs, of at most 11 bits each
+ * (2^11 buckets: the scattered writes stay in the processor's caches) */
 static int ev_sort(Events *e) {
     int64_t n = e->len, top = 0;
     for (int64_t i = 0; i < n; i++) if (e->at[i] > top) top = e->at[i];
+    int width = bits(top), passes = (width + 10) / 11, digit = passes ? (width + passes - 1) / passes : 0;
+    uint64_t mask = ((uint64_t)1 << digit) - 1;
     int64_t *a2 = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     int32_t *r2 = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    size_t *cnt = malloc(65537 * sizeof(size_t));
+    size_t *cnt = malloc(((size_t)1 << 11) * sizeof(size_t) + sizeof(size_t));
     if (!a2 || !r2 || !cnt) { free(a2); free(r2); free(cnt); return -1; }
-    for (int shift = 0; shift < 64 && (top >> shift); shift += 16) {
-        memset(cnt, 0, 65537 * sizeof(size_t));
-        for (int64_t i = 0; i < n; i++) cnt[((uint64_t)e->at[i] >> shift & 0xffff) + 1]++;
-        for (int d = 0; d < 65536; d++) cnt[d + 1] += cnt[d];
+    for (int pass = 0, shift = 0; pass < passes; pass++, shift += digit) {
+        memset(cnt, 0, (mask + 2) * sizeof(size_t));
+        for (int64_t i = 0; i < n; i++) cnt[((uint64_t)e->at[i] >> shift & mask) + 1]++;
+        for (uint64_t d = 0; d < mask + 1; d++) cnt[d + 1] += cnt[d];
         for (int64_t i = 0; i < n; i++) {
-            size_t p = cnt[(uint64_t)e->at[i] >> shift & 0xffff]++;
+            size_t p = cnt[(uint64_t)e->at[i] >> shift & mask]++;
             a2[p] = e->at[i];
             r2[p] = e->ref[i];
         }
@@ -380,6 +386,11 @@ static PyObject *curve(PyObject *self, PyObject *args) {
     for (int64_t j = 0; j < ev.len;) {
         int64_t at = ev.at[j];
         for (; j < ev.len && ev.at[j] == at; j++) {
+            if (j + 16 < ev.len) { /* the lookups' weights are read in size order: at random */
+                int32_t ahead = ev.ref[j + 16];
+                int64_t q = (ahead > 0 ? ahead : -ahead) - 1;
+                __builtin_prefetch(&w[q]); __builtin_prefetch(&u[q]);
+            }
             int32_t r = ev.ref[j];
             int64_t idx = (r > 0 ? r : -r) - 1, sign = r > 0 ? 1 : -1;
             hits += sign * w[idx];
