@@ -1,9 +1,8 @@
 /* The compiled twin of cache_curve._intervals and _steps: the exact hit curve of a byte-counted LRU
  * (entries larger than the cache not admitted, an optional bound on entries) from one pass.
  *
- * curve(keys, sizes, weights, work, groups, max_entries) -> (sizes, hits, work): int64 buffers in (groups
- * empty: every lookup its own group), the
- * step function's three int64 columns out. Keys are dense ids in [0, n). The Python code
+ * curve(keys, sizes, weights, work, groups, max_entries) -> ((size, hits, work), ...): int64 buffers in
+ * (groups empty: every lookup its own group), the step function out. Keys are dense ids in [0, n). The Python code
  * (cache_curve.py) is the reference; tests/simulate/test_cache_curve.py keeps the two equal.
  */
 #define PY_SSIZE_T_CLEAN
@@ -253,6 +252,21 @@ static int renumber(Times *T, Key *ks, int64_t *t, int64_t nlive) {
     return times_index(T);
 }
 
+/* the steps as Python's ((size, hits, work), ...). The inner tuples hold only integers, so they are
+ * left out of the cycle collector (as CPython does for such tuples itself): millions of steps would
+ * otherwise cost a collection of the young objects every few hundred. */
+static PyObject *steps_tuple(const int64_t *oa, const int64_t *oh, const int64_t *ow, int64_t m) {
+    PyObject *out = PyTuple_New((Py_ssize_t)m);
+    if (!out) return NULL;
+    for (int64_t i = 0; i < m; i++) {
+        PyObject *step = Py_BuildValue("(LLL)", (long long)oa[i], (long long)oh[i], (long long)ow[i]);
+        if (!step) { Py_DECREF(out); return NULL; }
+        PyObject_GC_UnTrack(step);
+        PyTuple_SET_ITEM(out, (Py_ssize_t)i, step);
+    }
+    return out;
+}
+
 static PyObject *curve(PyObject *self, PyObject *args) {
     Py_buffer kb, sb, wb, ub, gb;
     long long max_entries;
@@ -400,8 +414,7 @@ static PyObject *curve(PyObject *self, PyObject *args) {
         else if (hits != oh[m - 1] || work != ow[m - 1]) { oa[m] = at; oh[m] = hits; ow[m] = work; m++; }
     }
     while (m > 1 && oh[m - 1] == oh[m - 2] && ow[m - 1] == ow[m - 2]) m--;
-    result = Py_BuildValue("(y#y#y#)", (char *)oa, (Py_ssize_t)(m * 8), (char *)oh, (Py_ssize_t)(m * 8),
-                           (char *)ow, (Py_ssize_t)(m * 8));
+    result = steps_tuple(oa, oh, ow, m);
     free(oa); free(oh); free(ow);
 done:
     free(ks); free(pend); free(ev.at); free(ev.ref);
@@ -411,7 +424,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"curve", curve, METH_VARARGS, "curve(keys, sizes, weights, work, groups, max_entries) -> (sizes, hits, work)"},
+    {"curve", curve, METH_VARARGS, "curve(keys, sizes, weights, work, groups, max_entries) -> ((size, hits, work), ...)"},
     {NULL, NULL, 0, NULL},
 };
 
