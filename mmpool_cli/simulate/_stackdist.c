@@ -6,10 +6,14 @@
  * (cache_curve.py) is the reference; tests/simulate/test_cache_curve.py keeps the two equal.
  */
 #define PY_SSIZE_T_CLEAN
+#define _DEFAULT_SOURCE /* madvise */
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #define INF ((int64_t)1 << 62)
 #define B 64 /* times a block: a lookup scans the rest of its previous use's block, the trees see only blocks */
@@ -165,6 +169,17 @@ static int times_grow(Times *T, int64_t nb) {
 typedef struct { int64_t where, size; } Key; /* a key's time of last lookup (-1: none yet) and size */
 typedef struct { int64_t *at; int32_t *ref; int64_t len, cap; } Events; /* ref: lookup+1, negated at an end */
 
+/* large buffers in huge pages where the system offers them on request: hundreds of MB of events are
+ * otherwise as many page faults as 4 KiB pages */
+static void huge(void *p, size_t len) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, z = ((uintptr_t)p + len) & ~(uintptr_t)4095;
+    if (len >= ((size_t)4 << 20) && z > a) madvise((void *)a, z - a, MADV_HUGEPAGE);
+#else
+    (void)p; (void)len;
+#endif
+}
+
 static int ev_add(Events *e, int64_t at, int32_t ref) {
     if (e->len == e->cap) {
         int64_t cap = e->cap ? 2 * e->cap : 1024;
@@ -175,6 +190,8 @@ static int ev_add(Events *e, int64_t at, int32_t ref) {
         if (!r) return -1;
         e->ref = r;
         e->cap = cap;
+        huge(e->at, (size_t)cap * sizeof(int64_t));
+        huge(e->ref, (size_t)cap * sizeof(int32_t));
     }
     e->at[e->len] = at;
     e->ref[e->len++] = ref;
@@ -209,14 +226,21 @@ static int ev_sort(Events *e) {
     uint64_t mask = ((uint64_t)1 << digit) - 1;
     int64_t *a2 = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     int32_t *r2 = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    size_t *cnt = malloc(((size_t)1 << 11) * sizeof(size_t) + sizeof(size_t));
+    size_t *cnt = malloc((size_t)(passes ? passes : 1) * ((size_t)1 << 11) * sizeof(size_t));
     if (!a2 || !r2 || !cnt) { free(a2); free(r2); free(cnt); return -1; }
+    huge(a2, (size_t)n * sizeof(int64_t));
+    huge(r2, (size_t)n * sizeof(int32_t));
+    memset(cnt, 0, (size_t)passes * (mask + 1) * sizeof(size_t));
+    for (int64_t i = 0; i < n; i++) /* every pass's counts in one read */
+        for (int pass = 0; pass < passes; pass++) cnt[(size_t)pass * (mask + 1) + ((uint64_t)e->at[i] >> (pass * digit) & mask)]++;
+    for (int pass = 0; pass < passes; pass++) { /* counts to where each digit's run begins */
+        size_t *c = cnt + (size_t)pass * (mask + 1), sum = 0;
+        for (uint64_t d = 0; d <= mask; d++) { size_t k = c[d]; c[d] = sum; sum += k; }
+    }
     for (int pass = 0, shift = 0; pass < passes; pass++, shift += digit) {
-        memset(cnt, 0, (mask + 2) * sizeof(size_t));
-        for (int64_t i = 0; i < n; i++) cnt[((uint64_t)e->at[i] >> shift & mask) + 1]++;
-        for (uint64_t d = 0; d < mask + 1; d++) cnt[d + 1] += cnt[d];
+        size_t *c = cnt + (size_t)pass * (mask + 1);
         for (int64_t i = 0; i < n; i++) {
-            size_t p = cnt[(uint64_t)e->at[i] >> shift & mask]++;
+            size_t p = c[(uint64_t)e->at[i] >> shift & mask]++;
             a2[p] = e->at[i];
             r2[p] = e->ref[i];
         }
@@ -287,10 +311,18 @@ static PyObject *curve(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "keys, sizes, weights and work: one int64 each per lookup");
         goto done;
     }
-    ks = malloc((size_t)(n ? n : 1) * sizeof(Key));
+    int64_t nkeys = 1; /* keys are checked here once: the pass indexes ks with them unchecked */
+    for (int64_t i = 0; i < n; i++) {
+        if (keys[i] < 0 || keys[i] >= n) {
+            PyErr_SetString(PyExc_ValueError, "a key outside 0..n-1, or a size outside 0..2**62");
+            goto done;
+        }
+        if (keys[i] >= nkeys) nkeys = keys[i] + 1;
+    }
+    ks = malloc((size_t)nkeys * sizeof(Key));
     pend = malloc((size_t)(n ? n : 1) * sizeof(Pending));
     if (!ks || !pend) { PyErr_NoMemory(); goto done; }
-    for (int64_t i = 0; i < n; i++) { ks[i].where = -1; ks[i].size = -1; }
+    for (int64_t k = 0; k < nkeys; k++) { ks[k].where = -1; ks[k].size = -1; }
     for (int j = 0; j < 64; j++) T.slot[j] = -1;
     for (int64_t i = 0; i < n; i++) {
         if (sizes[i] < 0 || sizes[i] >= INF) {
@@ -324,16 +356,12 @@ static PyObject *curve(PyObject *self, PyObject *args) {
             npend = 0;
         }
         if (i == n) break;
-        if (i + 32 < n && keys[i + 32] >= 0 && keys[i + 32] < n) __builtin_prefetch(&ks[keys[i + 32]]);
-        if (i + 16 < n && keys[i + 16] >= 0 && keys[i + 16] < n && ks[keys[i + 16]].where >= 0) {
+        if (i + 32 < n) __builtin_prefetch(&ks[keys[i + 32]]);
+        if (i + 16 < n && ks[keys[i + 16]].where >= 0) {
             int64_t q = ks[keys[i + 16]].where; /* the block a later lookup will read (harmless if it moves) */
             if (q < T.cap) { __builtin_prefetch(&T.size[q]); __builtin_prefetch(&T.cls[q]); }
         }
         int64_t key = keys[i];
-        if (key < 0 || key >= n || sizes[i] < 0 || sizes[i] >= INF) {
-            PyErr_SetString(PyExc_ValueError, "a key outside 0..n-1, or a size outside 0..2**62");
-            goto done;
-        }
         if (ks[key].size < 0) ks[key].size = sizes[i];
         int64_t s = ks[key].size, prev = ks[key].where;
         int cx = bits(s);
@@ -346,18 +374,25 @@ static PyObject *curve(PyObject *self, PyObject *args) {
             for (int j = loclass; j <= hiclass; j++) as[j] = ak[j] = 0;
             int64_t bp = prev / B, end = (bp + 1) * B < t ? (bp + 1) * B : t;
             int scanned = end == t;
-            for (int64_t p = prev + 1; p < end; p++) { /* no branch: an empty time counts in as[-1] */
-                int j = T.cls[p];
-                as[j] += T.size[p]; ak[j]++;
+            if (scanned || end - prev - 1 <= prev - bp * B + 1) {
+                for (int64_t p = prev + 1; p < end; p++) { /* no branch: an empty time counts in as[-1] */
+                    int j = T.cls[p];
+                    as[j] += T.size[p]; ak[j]++;
+                }
+                if (!scanned) times_prefix(&T, bp, acc);
+            } else { /* the shorter side of prev's block: its start to prev, taken from what follows it */
+                for (int64_t p = bp * B; p <= prev; p++) {
+                    int j = T.cls[p];
+                    as[j] -= T.size[p]; ak[j]--;
+                }
+                times_prefix(&T, bp - 1, acc);
             }
-            if (!scanned) {
-                times_prefix(&T, bp, acc);
+            if (!scanned)
                 for (int j = loclass; j <= hiclass; j++) {
                     if (T.slot[j] < 0) continue;
                     as[j] += T.total[j] - acc[2 * T.slot[j]];
                     ak[j] += T.count[j] - acc[2 * T.slot[j] + 1];
                 }
-            }
             for (int j = hiclass; j >= loclass; j--) if (ak[j]) { top = j; break; }
             int64_t base = s, used = 1;
             for (int j = loclass; j < (cx < top + 1 ? cx : top + 1); j++) { base += as[j]; used += ak[j]; }
