@@ -25,12 +25,13 @@
  *   by side, so that one walk answers all classes), and per class a segment tree of its smallest size. */
 typedef struct {
     int k;              /* classes that occur */
+    int nf;             /* fields a class in a node: bytes and count (2), or bytes alone (1, see fw_add) */
     int slot[64];       /* class -> its place in a node, -1 where it never occurs */
     int64_t cap, nb;    /* times (nb blocks of B, nb a power of two) */
     int64_t *size;      /* per time */
     int8_t *cls;        /* per time */
     int32_t *key;       /* per time */
-    int64_t *fw;        /* (nb + 1) nodes x k classes x (bytes, count) */
+    int64_t *fw;        /* (nb + 1) nodes x k classes x nf fields */
     int64_t *mn[64];    /* per class: 2 nb nodes, leaf nb + b the smallest size of block b */
     int64_t total[64], count[64];
 } Times;
@@ -43,9 +44,15 @@ static void times_free(Times *T) {
     T->size = NULL; T->cls = NULL; T->key = NULL; T->fw = NULL;
 }
 
+/* Without a bound on entries a class's count in the window matters only as zero or not, which its
+ * bytes tell (every size of class j >= 1 is at least 1): the tree then holds bytes alone (half the
+ * memory to walk), and for class 0 (empty entries, no bytes) its count in the bytes' place. */
 static void fw_add(Times *T, int64_t b, int j, int64_t size, int64_t sign) {
-    int64_t stride = 2 * (int64_t)T->k, off = 2 * (int64_t)T->slot[j];
-    for (int64_t i = b + 1; i <= T->nb; i += i & -i) { T->fw[i * stride + off] += sign * size; T->fw[i * stride + off + 1] += sign; }
+    int64_t stride = T->nf * (int64_t)T->k, off = T->nf * (int64_t)T->slot[j], v = sign * (j || T->nf == 2 ? size : 1);
+    if (T->nf == 2)
+        for (int64_t i = b + 1; i <= T->nb; i += i & -i) { T->fw[i * stride + off] += v; T->fw[i * stride + off + 1] += sign; }
+    else
+        for (int64_t i = b + 1; i <= T->nb; i += i & -i) T->fw[i * stride + off] += v;
 }
 
 /* the smallest size of class j in block b, from its times */
@@ -87,7 +94,7 @@ static void times_drop(Times *T, int64_t p) {
 
 /* every class's bytes and count in blocks 0..b (prefix sums), in ``acc`` (2 per slot) */
 static void times_prefix(const Times *T, int64_t b, int64_t *acc) {
-    int64_t stride = 2 * (int64_t)T->k;
+    int64_t stride = T->nf * (int64_t)T->k;
     for (int64_t q = 0; q < stride; q++) acc[q] = 0;
     for (int64_t i = b + 1; i; i -= i & -i) {
         const int64_t *row = T->fw + i * stride;
@@ -123,7 +130,7 @@ static void blocks_two_least(const Times *T, int j, int64_t lo, int64_t hi, int6
 
 /* (re)build the block trees from the times */
 static int times_index(Times *T) {
-    int64_t stride = 2 * (int64_t)T->k;
+    int64_t stride = T->nf * (int64_t)T->k;
     free(T->fw);
     T->fw = calloc((size_t)(T->nb + 1) * (size_t)stride, sizeof(int64_t));
     if (!T->fw) return -1;
@@ -137,8 +144,9 @@ static int times_index(Times *T) {
     for (int64_t p = 0; p < T->cap; p++) {
         int j = T->cls[p];
         if (j < 0) continue;
-        int64_t *row = T->fw + (p / B + 1) * stride + 2 * T->slot[j], *leaf = T->mn[j] + T->nb + p / B;
-        row[0] += T->size[p]; row[1]++;
+        int64_t *row = T->fw + (p / B + 1) * stride + T->nf * T->slot[j], *leaf = T->mn[j] + T->nb + p / B;
+        row[0] += j || T->nf == 2 ? T->size[p] : 1;
+        if (T->nf == 2) row[1]++;
         if (T->size[p] < *leaf) *leaf = T->size[p];
     }
     for (int64_t i = 1; i <= T->nb; i++) { /* Fenwick tree from the blocks' sums, in linear time */
@@ -283,10 +291,15 @@ static PyObject *steps_tuple(const int64_t *oa, const int64_t *oh, const int64_t
     PyObject *out = PyTuple_New((Py_ssize_t)m);
     if (!out) return NULL;
     for (int64_t i = 0; i < m; i++) {
-        PyObject *step = Py_BuildValue("(LLL)", (long long)oa[i], (long long)oh[i], (long long)ow[i]);
+        PyObject *step = PyTuple_New(3);
         if (!step) { Py_DECREF(out); return NULL; }
         PyObject_GC_UnTrack(step);
         PyTuple_SET_ITEM(out, (Py_ssize_t)i, step);
+        PyObject *a = PyLong_FromLongLong(oa[i]), *h = PyLong_FromLongLong(oh[i]), *w = PyLong_FromLongLong(ow[i]);
+        if (a) PyTuple_SET_ITEM(step, 0, a);
+        if (h) PyTuple_SET_ITEM(step, 1, h);
+        if (w) PyTuple_SET_ITEM(step, 2, w);
+        if (!a || !h || !w) { Py_DECREF(out); return NULL; } /* the tuples' empty places are allowed */
     }
     return out;
 }
@@ -334,6 +347,7 @@ static PyObject *curve(PyObject *self, PyObject *args) {
     }
     for (int j = 0, q = 0; j < 64; j++) if (T.slot[j] >= 0) T.slot[j] = q++;
     if (T.k == 0) T.k = 1;
+    T.nf = limit < INF ? 2 : 1;
     /* few blocks at first (renumbering, linear, doubles them as the live keys need) */
     if (times_grow(&T, 4) || times_index(&T)) { PyErr_NoMemory(); goto done; }
     int64_t t = 0, nlive = 0;
@@ -390,8 +404,13 @@ static PyObject *curve(PyObject *self, PyObject *args) {
             if (!scanned)
                 for (int j = loclass; j <= hiclass; j++) {
                     if (T.slot[j] < 0) continue;
-                    as[j] += T.total[j] - acc[2 * T.slot[j]];
-                    ak[j] += T.count[j] - acc[2 * T.slot[j] + 1];
+                    if (T.nf == 2) {
+                        as[j] += T.total[j] - acc[2 * T.slot[j]];
+                        ak[j] += T.count[j] - acc[2 * T.slot[j] + 1];
+                    } else if (j) {
+                        as[j] += T.total[j] - acc[T.slot[j]];
+                        ak[j] = as[j] > 0; /* zero or not is all that counts without a bound */
+                    } else ak[0] += T.count[0] - acc[T.slot[0]];
                 }
             for (int j = hiclass; j >= loclass; j--) if (ak[j]) { top = j; break; }
             int64_t base = s, used = 1;
