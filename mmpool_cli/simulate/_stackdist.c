@@ -225,16 +225,16 @@ static int emit_add(Emit *m, int64_t lo, int64_t hi) {
     return 0;
 }
 
-/* LSD radix sort of the events by size, as few passes as the largest needs, of at most 11 bits each
- * (2^11 buckets: the scattered writes stay in the processor's caches) */
+/* LSD radix sort of the events by size, as few passes as the largest needs, of at most 15 bits each
+ * (fewer passes over hundreds of MB outweigh the wider scatter: 0.5 s against 0.6 s for 13M events) */
 static int ev_sort(Events *e) {
     int64_t n = e->len, top = 0;
     for (int64_t i = 0; i < n; i++) if (e->at[i] > top) top = e->at[i];
-    int width = bits(top), passes = (width + 10) / 11, digit = passes ? (width + passes - 1) / passes : 0;
+    int width = bits(top), passes = (width + 14) / 15, digit = passes ? (width + passes - 1) / passes : 0;
     uint64_t mask = ((uint64_t)1 << digit) - 1;
     int64_t *a2 = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     int32_t *r2 = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    size_t *cnt = malloc((size_t)(passes ? passes : 1) * ((size_t)1 << 11) * sizeof(size_t));
+    size_t *cnt = malloc((size_t)(passes ? passes : 1) * ((size_t)1 << 15) * sizeof(size_t));
     if (!a2 || !r2 || !cnt) { free(a2); free(r2); free(cnt); return -1; }
     huge(a2, (size_t)n * sizeof(int64_t));
     huge(r2, (size_t)n * sizeof(int32_t));
