@@ -29,6 +29,7 @@ same algorithm compiled; ``tests/simulate/test_cache_curve.py`` keeps the two eq
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -113,30 +114,28 @@ def lru_curve(
         raise ValueError("keys, sizes, weights and work must have one entry per lookup")
     if n > MAX_LOOKUPS:
         raise ValueError(f"{n:,} lookups: one pass takes at most {MAX_LOOKUPS:,}")
-    w = list(weights) if weights is not None else [1] * n
-    u = list(work) if work is not None else [0] * n
     use_native = FAST is not None if native is None else native
     if use_native:
         if FAST is None:
             raise RuntimeError("the compiled stack-distance kernel is not built")
-        from array import array
-
-        raw = FAST.curve(
-            array("q", keys).tobytes(),
-            array("q", sizes).tobytes(),
-            array("q", w).tobytes(),
-            array("q", u).tobytes(),
-            b"" if groups is None else array("q", groups).tobytes(),
+        wq = _int64(weights) if weights is not None else array("q", [1]) * n
+        steps = FAST.curve(
+            _int64(keys),
+            _int64(sizes),
+            wq,
+            _int64(work) if work is not None else array("q", bytes(8 * n)),
+            b"" if groups is None else _int64(groups),
             max_entries,
         )
-        at, hits, saved = (array("q") for _ in range(3))
-        at.frombytes(raw[0])
-        hits.frombytes(raw[1])
-        saved.frombytes(raw[2])
-        steps = tuple(zip(at, hits, saved, strict=True))
-    else:
-        steps = _steps(_intervals(keys, sizes, w, u, max_entries, groups))
-    return Curve(sum(w), steps)
+        return Curve(sum(wq), steps)
+    w = list(weights) if weights is not None else [1] * n
+    u = list(work) if work is not None else [0] * n
+    return Curve(sum(w), _steps(_intervals(keys, sizes, w, u, max_entries, groups)))
+
+
+def _int64(xs: Sequence[int]) -> array[int]:
+    """``xs`` as the kernel reads it: an int64 array (one already is passed as it is, not copied)."""
+    return xs if isinstance(xs, array) and xs.typecode == "q" else array("q", xs)
 
 
 def _steps(events: dict[int, list[int]]) -> tuple[tuple[int, int, int], ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from array import array
 from collections import OrderedDict
 
 import pytest
@@ -110,3 +111,71 @@ def test_batch_lookups_see_the_cache_before_the_batch() -> None:
     alone = lru_curve([0, 1, 0], [4, 4, 4])
     assert batched.at(4)[0] == 1
     assert alone.at(4)[0] == 0
+
+
+def spread(seed: int, n: int, distinct: int) -> tuple[list[int], list[int]]:
+    """Lookups that reuse keys from a few lookups back up to the whole key space, with empty entries."""
+    rng = random.Random(seed)
+    sizes_of = [rng.choice([0, rng.randint(1, 1 << rng.randint(1, 24))]) for _ in range(distinct)]
+    keys: list[int] = []
+    for i in range(n):
+        if i and rng.random() < 0.5:
+            keys.append(keys[max(0, i - 1 - int(rng.expovariate(rng.choice([0.5, 0.02, 0.001]))))])
+        else:
+            keys.append(rng.randrange(distinct))
+    return keys, [sizes_of[k] for k in keys]
+
+
+@pytest.mark.skipif(cache_curve.FAST is None, reason="the compiled kernel is not built")
+@pytest.mark.parametrize(("seed", "limit", "batched"), [(0, 0, False), (1, 300, False), (2, 0, True), (3, 40, True)])
+def test_compiled_kernel_equals_python_across_blocks(seed: int, limit: int, batched: bool) -> None:
+    # the kernel keeps the live keys in blocks of times and renumbers them as they run out: reuses at
+    # every distance (inside a block, across blocks, over renumberings), empty entries, both bounds
+    rng = random.Random(seed)
+    keys, sizes = spread(seed, 12_000, 1500)
+    weights = [rng.randint(1, 3) for _ in keys]
+    work = [rng.randint(0, 5) for _ in keys]
+    groups = None
+    if batched:
+        groups, g = [], 0
+        for _ in keys:
+            g += rng.random() < 0.5
+            groups.append(g)
+    a = lru_curve(keys, sizes, weights, work, groups=groups, max_entries=limit, native=False)
+    b = lru_curve(keys, sizes, weights, work, groups=groups, max_entries=limit, native=True)
+    assert a == b
+    assert len(a.steps) > 100
+
+
+@pytest.mark.parametrize("native", [False, True] if cache_curve.FAST is not None else [False])
+def test_empty_entries_equal_replay(native: bool) -> None:
+    keys, sizes = spread(7, 400, 30)
+    sizes = [s % 50 for s in sizes]
+    ones = [1] * len(keys)
+    for limit in (0, 5):
+        curve = lru_curve(keys, sizes, ones, max_entries=limit, native=native)
+        for size in range(sum(dict(zip(keys, sizes, strict=True)).values()) + 2):
+            assert curve.at(size)[0] == replay(keys, sizes, ones, size, limit), (limit, size)
+
+
+@pytest.mark.skipif(cache_curve.FAST is None, reason="the compiled kernel is not built")
+def test_int64_arrays_read_as_lists() -> None:
+    keys, sizes = spread(9, 2000, 200)
+    weights = [1 + k % 3 for k in keys]
+    as_lists = lru_curve(keys, sizes, weights, sizes, groups=[i // 3 for i in range(len(keys))], native=True)
+    as_arrays = lru_curve(
+        array("q", keys),
+        array("q", sizes),
+        array("q", weights),
+        array("q", sizes),
+        groups=array("q", [i // 3 for i in range(len(keys))]),
+        native=True,
+    )
+    assert as_arrays == as_lists
+
+
+@pytest.mark.skipif(cache_curve.FAST is None, reason="the compiled kernel is not built")
+@pytest.mark.parametrize(("keys", "sizes"), [([0, 2], [1, 1]), ([0, -1], [1, 1]), ([0, 1], [1, -3]), ([0], [1 << 62])])
+def test_kernel_refuses_keys_and_sizes_out_of_range(keys: list[int], sizes: list[int]) -> None:
+    with pytest.raises(ValueError, match="a key outside"):
+        lru_curve(keys, sizes, native=True)
