@@ -178,7 +178,7 @@ def simulate(
 
 
 def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions) -> SimulationReport:
-    from mmpool_cli.usecases.simulate import SimulateRequest
+    from mmpool_cli.usecases.simulate import SimulateRequest, TraceSource
     from mmpool_cli.usecases.simulate import simulate as run_simulate
 
     if o.events and o.output is not OutputFormat.json:
@@ -215,10 +215,6 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         _check_pooled(load)
     request = dataclasses.replace(request, workload=load, kv=kv)
 
-    from mmpool_cli.simulate import recording
-
-    seen: dict[str, Any] = {}
-
     def read_traffic(workers: int, requests: bool) -> tuple[dict[str, Any], Events | TraceFile]:
         if from_traffic:
             from mmpool_cli.cli.simulate_traffic import from_traffic as converted
@@ -226,27 +222,18 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
 
             source, timeline = converted(request, workload, traffic, o)
             return source, as_events(timeline)
-        if o.trace is None:
-            from mmpool_cli.cli.simulate_traffic import assumptions, synthetic_events
+        from mmpool_cli.cli.simulate_traffic import assumptions, synthetic_events
 
-            source, synthetic = synthetic_events(request, load, traffic)
-            source["assumptions"] = assumptions(traffic)
-            return source, synthetic
-        from mmpool_cli.simulate.trace_file import TraceFile
-
-        if recording.is_recording(o.trace):  # a directory of mmpool record: its pools merged, compared after
-            events, seen["recording"] = recording.read_recording(
-                o.trace, workers, max_events=o.max_events, idle_timeout=o.idle_timeout, keep_ids=o.events
-            )
-            return {"trace": o.trace, **seen["recording"].source()}, events
-        trace = TraceFile(o.trace, workers, o.max_events, o.idle_timeout, keep_ids=o.events, requests=requests)
-        return {"trace": o.trace}, trace  # read whole, or replayed as it is read where one replay will do
+        source, synthetic = synthetic_events(request, load, traffic)
+        source["assumptions"] = assumptions(traffic)
+        return source, synthetic
 
     report = run_simulate(
         SimulateRequest(
             pools=request,
             environ=os.environ,
-            traffic=read_traffic,
+            traffic=read_traffic if o.trace is None else None,
+            trace=None if o.trace is None else TraceSource(o.trace, o.max_events, o.idle_timeout, o.events),
             target=target,
             basis=o.target_basis.value,
             method=o.search.value,
@@ -260,8 +247,6 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
             progress=lambda what: _progress(o, what),
         )
     )
-    if "recording" in seen:
-        report.findings.extend(recording.compare(seen["recording"], report.result))
     return report
 
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from mmpool_cli import __version__
 from mmpool_cli._record.mmpool_record import config as hook_config
+from mmpool_cli._record.mmpool_record import recfmt
 from mmpool_cli.errors import MmpoolError
 
 HOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_record")
-MANIFEST = "recording.json"
+MANIFEST = recfmt.RUN_MANIFEST
 MAX_FILE_BYTES = 1 << 40  # 1 TiB per pool file: far beyond any recording, and a bound
 DEFAULT_MAX_BYTES = hook_config.DEFAULT_MAX_BYTES
 
@@ -67,7 +68,7 @@ def prepare(request: RecordRequest, environ: Mapping[str, str]) -> Launch:
     else:
         env.pop(hook_config.ENV_METRICS_PORT, None)
     manifest = {
-        "format": 1,
+        "format": recfmt.RUN_FORMAT,
         "mmpool": __version__,
         "command": request.command,
         "started_unix_ns": time.time_ns(),

@@ -20,6 +20,17 @@ from mmpool_cli.simulate.replay import simulate as replay
 from mmpool_cli.simulate.sim_report import SimulationReport
 from mmpool_cli.simulate.trace_file import TraceFile
 
+
+@dataclass(frozen=True)
+class TraceSource:
+    """``--trace``: a file of events, or a recording's directory (merged, then compared with the replay)."""
+
+    path: str
+    max_events: int
+    idle_timeout: float
+    keep_ids: bool
+
+
 # (workers, whether to group requests) -> (the source as the report names it, its events or a trace file)
 Traffic = Callable[[int, bool], tuple[dict[str, Any], "list[Event] | Events | TraceFile"]]
 # (what, total or None) -> a context giving a callable that reports how much is done
@@ -32,7 +43,8 @@ class SimulateRequest:
 
     pools: Any  # the engine's plan request
     environ: Mapping[str, str]
-    traffic: Traffic
+    traffic: Traffic | None = None  # synthetic or converted traffic; None with ``trace``
+    trace: TraceSource | None = None
     target: Fraction = Fraction(0)
     basis: Basis = "items"
     method: Method = "safe"
@@ -56,7 +68,13 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     if refused_release is not None:
         raise MmpoolError(refused_release)
     pools = eng.simulation_setup(request.pools, request.environ)
-    source, timeline = request.traffic(pools.workers, pools.rules.allocator == "cuda_vmm")
+    recorded: Any = None
+    if request.trace is not None:
+        source, timeline, recorded = _read_trace(request.trace, pools.workers, pools.rules.allocator == "cuda_vmm")
+    elif request.traffic is not None:
+        source, timeline = request.traffic(pools.workers, pools.rules.allocator == "cuda_vmm")
+    else:
+        raise ValueError("a simulation needs traffic or a trace")
 
     def progress(what: str) -> Any:
         return nullcontext(lambda _done: None) if request.progress is None else request.progress(what)
@@ -119,7 +137,26 @@ def simulate(request: SimulateRequest) -> SimulationReport:
             report.kv_cost = getattr(chosen, "kv_cost", None)
     if request.keep_events:
         report.events_data = events
+    if recorded is not None:
+        from mmpool_cli.simulate import recording
+
+        report.findings.extend(recording.compare(recorded, report.result))
     return report
+
+
+def _read_trace(trace: TraceSource, workers: int, requests: bool) -> tuple[dict[str, Any], Any, Any]:
+    """The source, the events (or the file, replayed as read) and the recording, if ``trace`` is one."""
+    from mmpool_cli.simulate import recording
+
+    if recording.is_recording(trace.path):  # a directory of mmpool record: its pools merged, compared after
+        events, rec = recording.read_recording(
+            trace.path, workers, max_events=trace.max_events, idle_timeout=trace.idle_timeout, keep_ids=trace.keep_ids
+        )
+        return {"trace": trace.path, **rec.source()}, events, rec
+    timeline = TraceFile(
+        trace.path, workers, trace.max_events, trace.idle_timeout, keep_ids=trace.keep_ids, requests=requests
+    )
+    return {"trace": trace.path}, timeline, None
 
 
 def _limit_events(limit: tuple[int, str] | None, trace_events: int) -> int | None:

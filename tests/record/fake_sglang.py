@@ -95,15 +95,16 @@ PROGRAM = """
 import multiprocessing
 import os
 import sys
+import time
 
 from sglang.srt.multimodal.transport.memory_pool import StreamOrderedMmFeaturePool
 
 
 def drive(name, items):
     if os.environ.get("SABOTAGE"):
-        import mmpool_record.events
+        import mmpool_record.recorder
 
-        mmpool_record.events.QUEUE.limit = None  # the hook's own queue broken: its wrappers must not mind
+        mmpool_record.recorder.RECORDER.limit = None  # the hook's own buffer broken: its wrappers must not mind
     pool = StreamOrderedMmFeaturePool(memory_size=1 << 20)
     held = []
     out = []
@@ -118,6 +119,8 @@ def drive(name, items):
             held = held[3:]
             with pool._lock:
                 pool._recycle_ready_leases_locked()
+            if os.environ.get("PAUSE"):  # a run longer than the writer's drains (rotation happens at them)
+                time.sleep(float(os.environ["PAUSE"]))
     print(name, " ".join(out), flush=True)
 
 
