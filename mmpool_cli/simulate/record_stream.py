@@ -202,8 +202,12 @@ def read_jsonl(directory: str, info: dict[str, Any], max_events: int) -> PoolTra
                     nbytes, offset = e.get("bytes"), e.get("offset")
                     if lenient and key in live:
                         continue
-                    if key in live or type(nbytes) is not int or not 0 < nbytes <= MAX_POOL_BYTES:
-                        raise TraceError(f"{where}: an alloc of id {key!r} still in flight, or of bad bytes")
+                    if type(nbytes) is not int or not 0 < nbytes <= MAX_POOL_BYTES:
+                        raise TraceError(
+                            f"{where}: bytes must be a whole number from 1 to {MAX_POOL_BYTES}, not {nbytes}"
+                        )
+                    if key in live:
+                        raise TraceError(f"{where}: alloc of id {key!r}, which is still in flight")
                     live.add(key)
                     out.events.append((t, ALLOC, key, nbytes, offset if type(offset) is int else None))
                 elif op == "free" and key in live:
