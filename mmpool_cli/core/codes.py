@@ -141,7 +141,9 @@ NEUTRAL = CodeRegistry(
             Severity.warning,
             "an image over Pillow's 178,956,970-pixel limit that the server decodes with Pillow: the request fails",
         ),
-        Code("traffic-item-refused", Severity.error, "the family takes no such item, or its processor refuses the size"),
+        Code(
+            "traffic-item-refused", Severity.error, "the family takes no such item, or its processor refuses the size"
+        ),
         Code("traffic-body-line", Severity.error, "a line of an OpenAI body log that is not a chat-completions body"),
         Code("traffic-line-too-long", Severity.error, "a line over 256 MiB"),
         Code("traffic-long-id", Severity.warning, "a request id over 200 characters: the trace names it line<N>"),

@@ -1,7 +1,7 @@
 """Live pool metrics in Prometheus' exposition format, through ``prometheus_client``.
 
-Standard library and ``prometheus_client`` (SGLang's dependency) only: it runs in the server's Python,
-called by the hook's writer thread only, never by the allocating thread::
+Standard library and ``prometheus_client`` only: it runs in the process ``mmpool record`` leaves beside
+the command (``follow.py``), never in the server's::
 
     metrics = start(config)                    # None: prometheus_client is missing (said once)
     pool = metrics.pool({"pool": "0", "transport": "cuda_ipc", "gpu": "0"}, capacity_bytes)
@@ -17,9 +17,8 @@ server has set its environment up:
   into that directory, so SGLang's own ``/metrics`` shows them: through prometheus_client's value
   class when it is in multiprocess mode (one writer per file), else (it was imported before the
   variable existed) through files of mmpool's own in the same format.
-- otherwise, with ``MMPOOL_RECORD_METRICS_PORT``: into ``<out_dir>/metrics.d``, which the process
-  that binds the port first (the one ``mmpool record`` exec'd into) serves from a daemon thread,
-  with every other process's pools and the ``mmpool_`` series of ``PROMETHEUS_MULTIPROC_DIR``.
+- otherwise, with ``--metrics-port``: into ``<out_dir>/metrics.d``, which ``follow.py`` serves on the
+  port (``metrics_serve.py``) with the ``mmpool_`` series of ``PROMETHEUS_MULTIPROC_DIR``.
 - neither: nowhere (no-op objects).
 
 Nothing here sets ``PROMETHEUS_MULTIPROC_DIR``. Importing prometheus_client first while it is unset,
@@ -29,13 +28,14 @@ if the program had imported it later. After a fork, call ``start`` again: object
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
+
+from mmpool_record.say import say
 
 PREFIX = "mmpool_"
 POOL_LABELS = ("pool", "pid", "transport", "gpu")
@@ -69,8 +69,7 @@ def _say(message: str) -> None:
     """One line on stderr, once per process."""
     if message not in _said:
         _said.add(message)
-        with contextlib.suppress(Exception):  # a closed stderr must not reach the server
-            print(f"mmpool record: {message}", file=sys.stderr, flush=True)
+        say(message)
 
 
 def start(config: Any) -> Metrics | None:
@@ -91,12 +90,7 @@ def start(config: Any) -> Metrics | None:
         except OSError as error:  # the pools still join PROMETHEUS_MULTIPROC_DIR if the server has one
             _say(f"{private}: cannot be made ({error.strerror}): the metrics are not served on the port")
             private = None
-    metrics = Metrics(private_dir=private)
-    if private is not None:
-        from mmpool_record.metrics_serve import serve
-
-        metrics.server = serve(config.metrics_port, private)
-    return metrics
+    return Metrics(private_dir=private)
 
 
 def _mp_dir() -> str | None:
