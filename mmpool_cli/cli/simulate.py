@@ -228,7 +228,7 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
         source["assumptions"] = assumptions(traffic)
         return source, synthetic
 
-    report = run_simulate(
+    return run_simulate(
         SimulateRequest(
             pools=request,
             environ=os.environ,
@@ -247,7 +247,6 @@ def _simulate(pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOpti
             progress=lambda what: _progress(o, what),
         )
     )
-    return report
 
 
 @contextlib.contextmanager
