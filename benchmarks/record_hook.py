@@ -31,6 +31,7 @@ import platform
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +43,19 @@ MiB = 1 << 20
 
 
 def ipc_pool(memory_pool):
+    pool = new_ipc_pool(memory_pool)
+
+    def loop(n: int) -> None:
+        for _ in range(n):
+            lease = pool._allocate_locked(1 * MiB)
+            pool._release_locked(lease)
+            pool._merge_ranges_locked()
+
+    return loop
+
+
+def new_ipc_pool(memory_pool):
+    """SGLang's StreamOrderedMmFeaturePool as ``__init__`` leaves it, without its GPU parts."""
     cls = memory_pool.StreamOrderedMmFeaturePool
     pool = cls.__new__(cls)
     slots = memory_pool.DEFAULT_MAX_INFLIGHT_SLICES
@@ -52,15 +66,9 @@ def ipc_pool(memory_pool):
     pool._available_slots = list(reversed(range(slots)))
     pool._slot_generations = [0] * slots
     pool._occupied = {}
-    pool._recycle_interval, pool.device_id = 0.05, 0  # read by the hook's writer under mmpool record
-
-    def loop(n: int) -> None:
-        for _ in range(n):
-            lease = pool._allocate_locked(1 * MiB)
-            pool._release_locked(lease)
-            pool._merge_ranges_locked()
-
-    return loop
+    pool._recycle_interval, pool.device_id = 0.05, 0  # read by the hook when it registers the pool
+    pool._lock = threading.Lock()
+    return pool
 
 
 def vmm_pool(vmm):

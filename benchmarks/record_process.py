@@ -8,7 +8,10 @@ folder of its files: ``record_sglang_load.py``). One run is one process: ``--blo
 A block is timed whole (``perf_counter_ns`` around all its rounds), so everything the process does
 meanwhile, the hook's writer thread included, is in it; the run's figure is the median of its
 blocks' time per round. ``--rate N`` paces N rounds a second for ``--seconds`` instead and gives
-the process's CPU time (every thread) per second of it.
+the process's CPU time (every thread) per second of it. ``--cpu`` (no GPU) builds the pool without
+its GPU parts (``__new__`` and the allocator's own fields, as ``record_hook.py`` does) and a round
+is ``_allocate_locked``, ``_release_locked`` and ``_merge_ranges_locked`` under the pool's lock: the
+hook's share of the process where nothing else hides it.
 
 ``benchmarks/record_run.sh`` runs it ABAB: a plain run, then the same under ``mmpool record --out
 DIR --``, five times each, in turn (``record_process_summary`` below prints the comparison).
@@ -39,7 +42,7 @@ def run(args: argparse.Namespace) -> dict:
     import torch
     from record_sglang_load import load
 
-    ipc, _vmm, _ = load(
+    ipc, _vmm, memory_pool = load(
         Path(args.sglang),
         Path(tempfile.mkdtemp(prefix="sglang-src-")),
         tp_rank=0,
@@ -47,22 +50,38 @@ def run(args: argparse.Namespace) -> dict:
         workers=1,
         transport="cuda_ipc",
     )
-    torch.cuda.set_device(0)
-    pool = ipc.MmItemMemoryPool(256 * MiB, 0.05, 0, 1)._pool
-    recorded = any(getattr(v, "__wrapped__", None) is not None for v in vars(type(pool)).values())
-    tensor = torch.randint(0, 256, (args.mib * MiB,), dtype=torch.uint8, device="cuda:0").view(torch.bfloat16)
-    sync = torch.cuda.current_stream().synchronize
+    if args.cpu:
+        from record_hook import new_ipc_pool
 
-    def round_() -> None:
-        lease, _ = pool.copy_tensor(tensor)
-        with pool._lock:
-            pool._release_locked(lease)
-            pool._merge_ranges_locked()
-        sync()
+        pool = new_ipc_pool(memory_pool)
+        nbytes = args.mib * MiB
+
+        def round_() -> None:
+            with pool._lock:
+                lease = pool._allocate_locked(nbytes)
+                pool._release_locked(lease)
+                pool._merge_ranges_locked()
+
+        gpu = "none (--cpu)"
+    else:
+        torch.cuda.set_device(0)
+        pool = ipc.MmItemMemoryPool(256 * MiB, 0.05, 0, 1)._pool
+        tensor = torch.randint(0, 256, (args.mib * MiB,), dtype=torch.uint8, device="cuda:0").view(torch.bfloat16)
+        sync = torch.cuda.current_stream().synchronize
+
+        def round_() -> None:
+            lease, _ = pool.copy_tensor(tensor)
+            with pool._lock:
+                pool._release_locked(lease)
+                pool._merge_ranges_locked()
+            sync()
+
+        gpu = torch.cuda.get_device_name(0)
+    recorded = any(getattr(v, "__wrapped__", None) is not None for v in vars(type(pool)).values())
 
     for _ in range(args.rounds):  # warm-up: the first event opens the recording
         round_()
-    out: dict = {"recorded": recorded, "mib": args.mib, "gpu": torch.cuda.get_device_name(0), "pid": os.getpid()}
+    out: dict = {"recorded": recorded, "mib": args.mib, "gpu": gpu, "pid": os.getpid()}
     if args.rate:
         period = 1.0 / args.rate
         rounds = int(args.rate * args.seconds)
@@ -83,7 +102,8 @@ def run(args: argparse.Namespace) -> dict:
                 round_()
             blocks.append((time.perf_counter_ns() - t) / args.rounds / 1e3)
         out.update(rounds=args.rounds, blocks_us=blocks, round_us=statistics.median(blocks))
-    pool.shutdown()
+    if not args.cpu:
+        pool.shutdown()
     return out
 
 
@@ -119,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=7)
     parser.add_argument("--rate", type=int, default=0, help="rounds a second (0: as fast as it goes)")
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--cpu", action="store_true", help="no GPU: the allocator's calls alone")
     parser.add_argument("--summary", nargs="+", help="the runs' files: print plain against recorded")
     args = parser.parse_args(argv)
     if args.summary:

@@ -124,7 +124,10 @@ class Follower:
                 "gpu": str(info.get(recfmt.K_DEVICE, "")),
             }
             capacity = int(info[recfmt.K_LAYOUT]["memory_size"])
-            series = self.metrics.pool(labels, capacity) if self.metrics is not None else _metrics._Nowhere()
+            if self.metrics is not None:
+                series = self.metrics.pool(labels, capacity)
+            else:  # nowhere to publish: the same calls, each a no-op
+                series = _metrics.PoolMetrics(_metrics.Nowhere(), labels, capacity)
             self.pools[(stream, index)] = _Pool(info, series)
             self.at.setdefault(stream, (0, 0))
 

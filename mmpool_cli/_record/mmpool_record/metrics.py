@@ -265,14 +265,14 @@ class PoolMetrics:
         self._in_flight.set(in_flight)
 
 
-class _Nowhere:
+class Nowhere:
     """The series of a process with nowhere to publish (no port, no multiprocess directory)."""
 
     def inc(self, amount: float) -> None: ...
     def set(self, value: float) -> None: ...
     def observe(self, amount: float) -> None: ...
 
-    def series(self, name: str, kind: str, doc: str, labels: Mapping[str, str]) -> _Nowhere:
+    def series(self, name: str, kind: str, doc: str, labels: Mapping[str, str]) -> Nowhere:
         return self
 
 
@@ -313,7 +313,7 @@ class Metrics:
         unknown = set(labels) - set(POOL_LABELS)
         if unknown:
             raise ValueError(f"unknown pool labels {sorted(unknown)}: use {POOL_LABELS}")
-        sink = self._chosen() or _Nowhere()
+        sink = self._chosen() or Nowhere()
         full = {name: str(labels.get(name, "")) for name in POOL_LABELS}
         full["pid"] = full["pid"] or str(self._pid)
         return PoolMetrics(sink, full, capacity_bytes)
