@@ -5,9 +5,9 @@ folder of its files: ``record_sglang_load.py``). One run is one process: ``--blo
 ``--rounds`` rounds, a round being SGLang's ``StreamOrderedMmFeaturePool.copy_tensor`` of a
 ``--mib`` MiB tensor, then the release SGLang's recycler does (``_release_locked`` and
 ``_merge_ranges_locked`` under the pool's lock, ``memory_pool.py:319-322``), then a synchronize.
-A block is timed whole (``perf_counter_ns`` around all its rounds), so everything the process does
-meanwhile, the hook's writer thread included, is in it; the run's figure is the median of its
-blocks' time per round. ``--rate N`` paces N rounds a second for ``--seconds`` instead and gives
+A block is timed whole (``perf_counter_ns`` around all its rounds, and the process's CPU time, every
+thread's, ``process_time_ns``), so everything the process does meanwhile, the hook's writer thread
+included, is in it; the run's figures are the medians of its blocks' time per round. ``--rate N`` paces N rounds a second for ``--seconds`` instead and gives
 the process's CPU time (every thread) per second of it. ``--cpu`` (no GPU) builds the pool without
 its GPU parts (``__new__`` and the allocator's own fields, as ``record_hook.py`` does) and a round
 is ``_allocate_locked``, ``_release_locked`` and ``_merge_ranges_locked`` under the pool's lock: the
@@ -95,13 +95,15 @@ def run(args: argparse.Namespace) -> dict:
         out.update(rate=args.rate, rounds=rounds, wall_s=wall, cpu_s=time.process_time() - cpu0)
         out["cpu_per_s"] = out["cpu_s"] / wall
     else:
-        blocks = []
+        blocks, cpu = [], []
         for _ in range(args.blocks):
-            t = time.perf_counter_ns()
+            t, c = time.perf_counter_ns(), time.process_time_ns()
             for _ in range(args.rounds):
                 round_()
             blocks.append((time.perf_counter_ns() - t) / args.rounds / 1e3)
+            cpu.append((time.process_time_ns() - c) / args.rounds / 1e3)
         out.update(rounds=args.rounds, blocks_us=blocks, round_us=statistics.median(blocks))
+        out.update(cpu_blocks_us=cpu, round_cpu_us=statistics.median(cpu))
     if not args.cpu:
         pool.shutdown()
     return out
@@ -126,6 +128,10 @@ def summary(paths: list[str]) -> dict:
         else:
             row["added_per_event_us"] = round((b - a) / 2, 3)
             row["added_pct"] = round(100 * (b - a) / a, 2)
+            cpu_a = statistics.median(r["round_cpu_us"] for r in same if not r["recorded"])
+            cpu_b = statistics.median(r["round_cpu_us"] for r in same if r["recorded"])
+            row["cpu_plain_median"], row["cpu_recorded_median"] = cpu_a, cpu_b
+            row["added_cpu_per_event_us"] = round((cpu_b - cpu_a) / 2, 3)  # every thread's CPU time
         report[name] = row
     return report
 
