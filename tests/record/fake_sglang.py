@@ -104,7 +104,7 @@ def drive(name, items):
     if os.environ.get("SABOTAGE"):
         import mmpool_record.recorder
 
-        mmpool_record.recorder.RECORDER.limit = None  # the hook's own buffer broken: its wrappers must not mind
+        mmpool_record.recorder.RECORDER.seen = None  # the hook's own state broken: its wrappers must not mind
     pool = StreamOrderedMmFeaturePool(memory_size=1 << 20)
     held = []
     out = []

@@ -86,6 +86,8 @@ class Recorder:
         del self.buf[:]  # in place: the wrappers hold its ``extend``
         self.limit = 0  # bytes; 0 until the first event, which takes ``slow`` and opens the stream
         self.seen: set[int] = set()
+        self.broken: set[int] = set()  # pools whose registration failed: their events are dropped
+        self.failed = False  # the stream could not be opened: nothing is recorded in this process
         self.pools: list[Pool] = []
         self.pending: list[Pool] = []
         self.dropped = self.errors = 0
@@ -106,15 +108,26 @@ class Recorder:
     # -- the allocating thread's slow path ------------------------------------------------------
 
     def slow(self, pool: Any, shape: Shape, kind: int, t: int, a: int, b: int, c: int) -> None:
-        """An event that found the pool unknown or the buffer at its limit: open, register, or drop."""
-        if self.limit == 0 and self.thread is None:
-            with self._open_lock:
-                if self.thread is None:
-                    self._open()
+        """An event that found the pool unknown or the buffer at its limit: open, register, or drop.
+
+        Once per process and per pool, under a lock of its own (two pools' first events may come in
+        two threads at once); a failure is counted once and never tried again."""
         key = id(pool)
-        if key not in self.seen:
-            self._register(pool, shape, key, t)
-        if len(self.buf) < self.limit:
+        if key not in self.seen and key not in self.broken and not self.failed:
+            with self._open_lock:
+                if self.thread is None and not self.failed:
+                    try:
+                        self._open()
+                    except Exception as e:
+                        self.failed = True
+                        self.error(e)
+                if key not in self.seen and self.thread is not None:
+                    try:
+                        self._register(pool, shape, key, t)
+                    except Exception as e:
+                        self.broken.add(key)
+                        self.error(e)
+        if key in self.seen and len(self.buf) < self.limit:
             self.buf.extend(PACK(kind, key, t, a, b, c))
         else:
             self.dropped += 1
