@@ -101,14 +101,14 @@ from sglang.srt.multimodal.transport.memory_pool import StreamOrderedMmFeaturePo
 
 
 def drive(name, items):
-    if os.environ.get("SABOTAGE"):
-        import mmpool_record.recorder
-
-        mmpool_record.recorder.RECORDER.seen = None  # the hook's own state broken: its wrappers must not mind
     pool = StreamOrderedMmFeaturePool(memory_size=1 << 20)
     held = []
     out = []
     for i in range(items):
+        if i == 1 and os.environ.get("SABOTAGE"):  # after the first event opened the recording
+            import mmpool_record.recorder
+
+            mmpool_record.recorder.RECORDER.limit = None  # the hook's own state broken: its wrappers must not mind
         lease = pool.copy_tensor(1000 + (i * 7919) % 90000)
         out.append("miss" if lease is None else str(lease.start))
         if lease is not None:

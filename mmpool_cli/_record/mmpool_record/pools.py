@@ -98,12 +98,12 @@ def _marked(fn: Callable[..., Any], original: Callable[..., Any]) -> Callable[..
 
 def _emitter(rec: Recorder, shape: Any) -> Callable[..., None]:
     """Append one record for ``pool`` (the wrappers' path off the hot one: ticks)."""
-    buf, slow = rec.buf, rec.slow
+    buf, seen, slow = rec.buf, rec.seen, rec.slow
     extend = buf.extend
 
     def emit(pool: Any, kind: int, t: int, a: int = 0, b: int = 0, c: int = 0) -> None:
         key = id(pool)
-        if key in rec.seen and len(buf) < rec.limit:
+        if key in seen and len(buf) < rec.limit:
             extend(PACK(kind, key, t, a, b, c))
         else:
             slow(pool, shape, kind, t, a, b, c)
@@ -119,19 +119,23 @@ def wrap_ipc(cls: Any, rec: Recorder = RECORDER) -> None:
     few hundredths of a microsecond in SGLang's allocating thread.
     """
     allocate, release, recycle = cls._allocate_locked, cls._release_locked, cls._recycle_ready_leases_locked
-    buf, shape = rec.buf, IpcShape()
+    buf, seen, shape = rec.buf, rec.seen, IpcShape()
     extend, clock, slow = buf.extend, time.monotonic_ns, rec.slow
     emit = _emitter(rec, shape)
 
     def _allocate_locked(self: Any, nbytes: int) -> Any:
         lease = allocate(self, nbytes)
         try:
-            start, end = (-1, -1) if lease is None else (lease.start, lease.end)
             key = id(self)
-            if key in rec.seen and len(buf) < rec.limit:
-                extend(PACK(ALLOC, key, clock(), nbytes, start, end))
+            if key in seen and len(buf) < rec.limit:
+                if lease is None:
+                    extend(PACK(ALLOC, key, clock(), nbytes, -1, -1))
+                else:
+                    extend(PACK(ALLOC, key, clock(), nbytes, lease.start, lease.end))
+            elif lease is None:
+                slow(self, shape, ALLOC, clock(), nbytes, -1, -1)
             else:
-                slow(self, shape, ALLOC, clock(), nbytes, start, end)
+                slow(self, shape, ALLOC, clock(), nbytes, lease.start, lease.end)
         except Exception as e:
             rec.error(e)
         return lease
@@ -140,7 +144,7 @@ def wrap_ipc(cls: Any, rec: Recorder = RECORDER) -> None:
         out = release(self, lease)  # SGLang's own refusal propagates as it would
         try:
             key = id(self)
-            if key in rec.seen and len(buf) < rec.limit:
+            if key in seen and len(buf) < rec.limit:
                 extend(PACK(RELEASE, key, clock(), lease.start, lease.end, 0))
             else:
                 slow(self, shape, RELEASE, clock(), lease.start, lease.end, 0)
@@ -185,7 +189,7 @@ def wrap_vmm(cls: Any, rec: Recorder = RECORDER) -> None:
     """
     reserve, release = cls._reserve_chunk, cls._release_reserved_chunk
     recycle, merge = cls._recycle_chunks, cls._merge_chunks
-    buf, shape = rec.buf, VmmShape()
+    buf, seen, shape = rec.buf, rec.seen, VmmShape()
     extend, clock, slow = buf.extend, time.monotonic_ns, rec.slow
     emit = _emitter(rec, shape)
     ident = threading.get_ident
@@ -195,12 +199,16 @@ def wrap_vmm(cls: Any, rec: Recorder = RECORDER) -> None:
     def _reserve_chunk(self: Any, required_size: int) -> Any:
         chunk = reserve(self, required_size)
         try:
-            start, end = (-1, -1) if chunk is None else (chunk.start, chunk.end)
             key = id(self)
-            if key in rec.seen and len(buf) < rec.limit:
-                extend(PACK(ALLOC, key, clock(), required_size, start, end))
+            if key in seen and len(buf) < rec.limit:
+                if chunk is None:
+                    extend(PACK(ALLOC, key, clock(), required_size, -1, -1))
+                else:
+                    extend(PACK(ALLOC, key, clock(), required_size, chunk.start, chunk.end))
+            elif chunk is None:
+                slow(self, shape, ALLOC, clock(), required_size, -1, -1)
             else:
-                slow(self, shape, ALLOC, clock(), required_size, start, end)
+                slow(self, shape, ALLOC, clock(), required_size, chunk.start, chunk.end)
         except Exception as e:
             rec.error(e)
         return chunk

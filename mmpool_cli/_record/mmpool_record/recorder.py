@@ -79,13 +79,14 @@ class Recorder:
         self.capacity = DEFAULT_BUFFER * recfmt.RECORD.size
         self.releases: dict[str, list[str]] = {}  # transport -> the releases whose code it matched
         self._hooks_installed = False
+        self.seen: set[int] = set()  # the pools registered (their ids); the wrappers hold it
         self._fresh()
 
     def _fresh(self) -> None:
         self.pid = os.getpid()
         del self.buf[:]  # in place: the wrappers hold its ``extend``
         self.limit = 0  # bytes; 0 until the first event, which takes ``slow`` and opens the stream
-        self.seen: set[int] = set()
+        self.seen.clear()  # in place, as the buffer
         self.broken: set[int] = set()  # pools whose registration failed: their events are dropped
         self.failed = False  # the stream could not be opened: nothing is recorded in this process
         self.pools: list[Pool] = []
