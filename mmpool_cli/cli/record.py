@@ -30,7 +30,10 @@ MetricsAddrOpt = Annotated[
     typer.Option("--metrics-addr", metavar="IP", help="The interface --metrics-port listens on (default: every one)."),
 ]
 MaxBytesOpt = Annotated[
-    str, typer.Option("--max-bytes", metavar="SIZE", help="Each pool's trace rotates past this size (4KiB to 1TiB).")
+    str,
+    typer.Option(
+        "--max-bytes", metavar="SIZE", help="Each process's events start a new part past this size (4KiB to 1TiB)."
+    ),
 ]
 
 
