@@ -59,6 +59,29 @@ class _Pool:
         self.series.on_state(leased, max(largest, self.high - at), len(ranges))
 
 
+class _Cache:
+    """One multimodal cache's state as its records tell it: its bytes and entries."""
+
+    def __init__(self, series: Any) -> None:
+        self.series, self.nbytes, self.entries = series, 0, 0
+
+    def record(self, kind: int, a: int, b: int, c: int) -> None:
+        if kind == recfmt.CACHE_LOOKUP:
+            self.series.on_lookup(bool(b))
+        elif kind == recfmt.CACHE_INSERT:
+            if b > 0:
+                self.series.on_insert()
+                self.entries += 1
+            self.nbytes = c  # the cache's own count after the call
+        elif kind == recfmt.CACHE_EVICT:
+            self.series.on_evict(a, b)
+            self.entries -= a
+        elif kind == recfmt.CACHE_FREE:
+            self.nbytes -= b
+            self.entries = 0 if a == 0 else self.entries - 1
+        self.series.on_state(self.nbytes, max(self.entries, 0))
+
+
 class Follower:
     """Every stream of one recording, read as it grows."""
 
@@ -68,6 +91,8 @@ class Follower:
         self.chosen = False
         self.pools: dict[tuple[str, int], _Pool] = {}  # (stream, pool index)
         self.keys: dict[tuple[str, int], _Pool] = {}  # (stream, pool id) -> its pool
+        self.caches: dict[tuple[str, int], _Cache] = {}  # (stream, cache index)
+        self.cache_keys: dict[tuple[str, int], _Cache] = {}  # (stream, cache id) -> its cache
         self.at: dict[str, tuple[int, int]] = {}  # stream -> (part, bytes read of it)
         self.server: Any = None
 
@@ -106,17 +131,27 @@ class Follower:
 
     def _manifests(self) -> None:
         for name in sorted(os.listdir(self.out_dir)):
-            if not (name.startswith("pool-") and name.endswith(".json")):
+            cache = name.startswith("cache-")
+            if not (name.startswith(("pool-", "cache-")) and name.endswith(".json")):
                 continue
             with open(os.path.join(self.out_dir, name), encoding="utf-8") as f:
                 info = json.load(f)
             if info.get(recfmt.K_FORMAT) != recfmt.FORMAT_STREAM:
                 continue
             stream, index = str(info[recfmt.K_STREAM]), int(info[recfmt.K_POOL])
-            if (stream, index) in self.pools:
+            if (stream, index) in (self.caches if cache else self.pools):
                 continue
             if not self.chosen:
                 self._choose(info)
+            self.at.setdefault(stream, (0, 0))
+            if cache:
+                labels = {"cache": str(info[recfmt.K_CACHE]), "pid": str(info[recfmt.K_PID])}
+                size = int(info[recfmt.K_CACHE_BYTES])
+                if self.metrics is not None:
+                    self.caches[(stream, index)] = _Cache(self.metrics.cache(labels, size))
+                else:
+                    self.caches[(stream, index)] = _Cache(_metrics.CacheMetrics(_metrics.Nowhere(), labels, size))
+                continue
             labels = {
                 "pool": str(index),
                 "pid": str(info[recfmt.K_PID]),
@@ -157,6 +192,16 @@ class Follower:
             pool = self.pools.get((stream, a))
             if pool is not None:
                 self.keys[(stream, key)] = pool
+            return
+        if kind == recfmt.CACHE_REGISTER:
+            cache = self.caches.get((stream, a))
+            if cache is not None:
+                self.cache_keys[(stream, key)] = cache
+            return
+        if kind in (recfmt.CACHE_LOOKUP, recfmt.CACHE_INSERT, recfmt.CACHE_EVICT, recfmt.CACHE_FREE):
+            found = self.cache_keys.get((stream, key))
+            if found is not None:
+                found.record(kind, a, b, c)
             return
         if kind == recfmt.END:
             if self.metrics is not None:

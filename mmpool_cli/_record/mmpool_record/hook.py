@@ -15,7 +15,7 @@ import sys
 import types
 from typing import Any
 
-from mmpool_record import digest, pools
+from mmpool_record import caches, digest, pools
 from mmpool_record.config import from_environ
 from mmpool_record.recorder import RECORDER
 from mmpool_record.say import say
@@ -23,6 +23,7 @@ from mmpool_record.say import say
 IPC_POOL = "sglang.srt.multimodal.transport.memory_pool"
 IPC = "sglang.srt.multimodal.transport.cuda_ipc"
 VMM = "sglang.srt.utils.cuda_vmm_transport_utils"
+EMBEDDING_CACHE = "sglang.srt.mem_cache.multimodal_cache"
 
 # what the finder has done: the digests it knows, the methods it replaced, the modules it left alone
 _state: dict[str, Any] = {"known": None, "originals": {}, "code_of": {}, "off": set()}
@@ -81,13 +82,15 @@ def patch(module: types.ModuleType) -> None:
         why, releases = recognise(module)
         if why is not None:
             _state["off"].add(name)
-            say(f"{name}: {why}: this pool is not recorded, and runs as it would without mmpool")
+            what = "cache" if name == EMBEDDING_CACHE else "pool"
+            say(f"{name}: {why}: this {what} is not recorded, and runs as it would without mmpool")
             if name == IPC:
                 _restore(IPC_POOL)  # the cuda_ipc pool's miss is read through MmItemMemoryPool's code
             return
         _state["code_of"][name] = releases
         for transport in ("cuda_ipc", "cuda_vmm"):
             RECORDER.releases[transport] = code_of(transport)
+        RECORDER.releases["embedding"] = sorted(_state["code_of"].get(EMBEDDING_CACHE, []))
         if name == IPC_POOL:
             cls = module.StreamOrderedMmFeaturePool
             _keep(name, cls, ("_allocate_locked", "_release_locked", "_recycle_ready_leases_locked"))
@@ -96,6 +99,10 @@ def patch(module: types.ModuleType) -> None:
             cls = module.CudaVmmMemoryPool
             _keep(name, cls, ("_reserve_chunk", "_release_reserved_chunk", "_recycle_chunks", "_merge_chunks"))
             pools.wrap_vmm(cls)
+        elif name == EMBEDDING_CACHE:
+            cls = module.MultiModalStaticCache
+            _keep(name, cls, ("get", "get_single", "set", "free", "clear"))
+            caches.wrap_embedding(cls)
     except Exception as e:
         _restore(name)
         say(f"{name}: not recorded ({type(e).__name__}: {e})")
@@ -169,7 +176,7 @@ def install() -> None:
         return
     RECORDER.setup(config)
     sys.meta_path.insert(0, Finder())
-    for name in (IPC_POOL, IPC, VMM):  # imported before the bootstrap ran: wrap them now
+    for name in (IPC_POOL, IPC, VMM, EMBEDDING_CACHE):  # imported before the bootstrap ran: wrap them now
         if name in sys.modules:
             patch(sys.modules[name])
     os.register_at_fork(after_in_child=RECORDER.after_fork)

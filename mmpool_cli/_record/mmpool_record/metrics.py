@@ -57,6 +57,17 @@ POOL_SERIES = (
     ("mmpool_pool_released_bytes", "counter", "Bytes the pool took back."),
     ("mmpool_pool_lease_lifetime_seconds", "histogram", "Seconds from a lease's allocation to its recycling."),
 )
+CACHE_LABELS = ("cache", "pid")
+CACHE_SERIES = (
+    ("mmpool_cache_capacity_bytes", "gauge", "Bytes the multimodal cache may hold."),
+    ("mmpool_cache_bytes", "gauge", "Bytes the multimodal cache holds."),
+    ("mmpool_cache_entries", "gauge", "Entries the multimodal cache holds."),
+    ("mmpool_cache_lookups", "counter", "Lookups of the multimodal cache."),
+    ("mmpool_cache_hits", "counter", "Lookups the multimodal cache answered."),
+    ("mmpool_cache_insertions", "counter", "Entries put in the multimodal cache."),
+    ("mmpool_cache_evictions", "counter", "Entries the multimodal cache evicted to make room."),
+    ("mmpool_cache_evicted_bytes", "counter", "Bytes the multimodal cache evicted to make room."),
+)
 HEALTH_SERIES = (
     ("mmpool_record_dropped_events", "counter", "Events the hook dropped because its buffer was full."),
     ("mmpool_record_hook_errors", "counter", "Errors inside mmpool's hook (the server was not affected)."),
@@ -265,6 +276,40 @@ class PoolMetrics:
         self._in_flight.set(in_flight)
 
 
+class CacheMetrics:
+    """One multimodal cache's series (SGLang's embedding cache), kept from its records."""
+
+    def __init__(self, sink: Any, labels: Mapping[str, str], capacity_bytes: int) -> None:
+        s = {name: sink.series(name, kind, doc, labels) for name, kind, doc in CACHE_SERIES}
+        self._bytes, self._entries = s["mmpool_cache_bytes"], s["mmpool_cache_entries"]
+        self._lookups, self._hits = s["mmpool_cache_lookups"], s["mmpool_cache_hits"]
+        self._inserted, self._evicted = s["mmpool_cache_insertions"], s["mmpool_cache_evictions"]
+        self._evicted_bytes = s["mmpool_cache_evicted_bytes"]
+        s["mmpool_cache_capacity_bytes"].set(capacity_bytes)
+        for counter in (self._lookups, self._hits, self._inserted, self._evicted, self._evicted_bytes):
+            counter.inc(0)
+
+    def on_lookup(self, hit: bool) -> None:
+        """One lookup, a hit or a miss."""
+        self._lookups.inc(1)
+        if hit:
+            self._hits.inc(1)
+
+    def on_insert(self) -> None:
+        """One entry put in."""
+        self._inserted.inc(1)
+
+    def on_evict(self, entries: int, nbytes: int) -> None:
+        """What an insertion evicted to make room."""
+        self._evicted.inc(entries)
+        self._evicted_bytes.inc(nbytes)
+
+    def on_state(self, nbytes: int, entries: int) -> None:
+        """The cache's state after its latest event."""
+        self._bytes.set(nbytes)
+        self._entries.set(entries)
+
+
 class Nowhere:
     """The series of a process with nowhere to publish (no port, no multiprocess directory)."""
 
@@ -317,6 +362,11 @@ class Metrics:
         full = {name: str(labels.get(name, "")) for name in POOL_LABELS}
         full["pid"] = full["pid"] or str(self._pid)
         return PoolMetrics(sink, full, capacity_bytes)
+
+    def cache(self, labels: Mapping[str, str], capacity_bytes: int) -> CacheMetrics:
+        """A cache's series; ``labels``: ``cache`` (its name) and ``pid``."""
+        sink = self._chosen() or Nowhere()
+        return CacheMetrics(sink, {name: str(labels.get(name, "")) for name in CACHE_LABELS}, capacity_bytes)
 
     def dropped(self, n: int = 1) -> None:
         """``n`` events the hook dropped (its buffer was full)."""

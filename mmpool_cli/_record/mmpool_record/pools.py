@@ -42,6 +42,7 @@ class IpcShape:
     """cuda_ipc's ``StreamOrderedMmFeaturePool``, as the recorder reads it."""
 
     transport = "cuda_ipc"
+    cache = None
 
     @staticmethod
     def layout(pool: Any) -> dict[str, Any]:
@@ -68,6 +69,7 @@ class VmmShape:
     """cuda_vmm's ``CudaVmmMemoryPool``, as the recorder reads it."""
 
     transport = "cuda_vmm"
+    cache = None
 
     @staticmethod
     def layout(pool: Any) -> dict[str, Any]:

@@ -8,6 +8,8 @@ A recording is a directory:
 ``recording.json``              the run (``mmpool record`` writes it before the command starts)
 ``pool-<pid>-<n>.json``         one manifest per pool: release, transport, layout, recycle interval;
                                 format 2 names the process's event stream (``stream``)
+``cache-<pid>-<n>.json``        one manifest per multimodal cache (SGLang's embedding cache): its
+                                name, its size in bytes, the stream its events are in
 ``<stream>.<part>.bin``         format 2: a process's events, fixed-size binary records, in parts of
                                 about ``--max-bytes``; every part begins with the pools' registrations
                                 and the leases they hold, so each part reads alone
@@ -43,8 +45,18 @@ TICK_END = 5  # (0, 0, 0): the cuda_ipc tick that TICK began is over
 TICK_FREE = 6  # (start, end, 0): a cuda_vmm chunk the tick gave back
 HELD = 7  # (bytes, start, end): a lease held when a part began (after a rotation)
 END = 8  # (events dropped, hook errors, 0): the process ended cleanly; the last record of its stream
-KINDS = frozenset(range(REGISTER, END + 1))
+# a multimodal cache's records: ``pool`` is the cache object's id, ``key`` SGLang's hash of the item (or
+# of a request's items, combined), as a signed 64-bit number
+CACHE_REGISTER = 9  # (cache index, cache kind: an index of CACHES, 0)
+CACHE_LOOKUP = 10  # (key, 1 a hit / 0 a miss, the entry's bytes on a hit)
+CACHE_INSERT = (
+    11  # (key, the entry's bytes; 0: already there, moved to the front; -1: not admitted, the cache's bytes after)
+)
+CACHE_EVICT = 12  # (entries, bytes, 0): what the insertion before it evicted (least recently used first)
+CACHE_FREE = 13  # (key, bytes, 0): an entry taken out by SGLang (``free``); a ``clear``: key 0, every entry's bytes
+KINDS = frozenset(range(REGISTER, CACHE_FREE + 1))
 TRANSPORTS = ("cuda_ipc", "cuda_vmm")
+CACHES = ("embedding", "preprocess")
 
 # pool manifest keys
 K_FORMAT = "format"
@@ -67,12 +79,26 @@ K_DROPPED = "dropped"
 K_ERRORS = "errors"
 K_EVENTS = "events"  # format 1: counts by kind ("rotations" among them)
 K_PROMETHEUS_DIR = "prometheus_multiproc_dir"  # the server's PROMETHEUS_MULTIPROC_DIR, where metrics join it
+K_CACHE = "cache"  # a cache manifest: its name, one of CACHES
+K_CACHE_BYTES = "max_bytes"  # a cache manifest: the cache's size in bytes (SGLang's max_size)
+CACHE_GLOB = "cache-*.json"
 REQUIRED = (K_FORMAT, K_TRANSPORT, K_LAYOUT, K_INTERVAL, K_T0)
 
 
 def pool_manifest(pid: int, index: int) -> str:
     """The file name of a pool's manifest."""
     return f"pool-{pid}-{index}.json"
+
+
+def cache_manifest(pid: int, index: int) -> str:
+    """The file name of a cache's manifest."""
+    return f"cache-{pid}-{index}.json"
+
+
+def key64(key: int) -> int:
+    """SGLang's hash of an item as the record holds it: its low 64 bits, signed."""
+    key &= (1 << 64) - 1
+    return key - (1 << 64) if key >= 1 << 63 else key
 
 
 def stream_name(pid: int) -> str:

@@ -41,9 +41,14 @@ _ENV = ("SGLANG_MM_FEATURE_CACHE_MB", "SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_
 
 
 class Shape(Protocol):
-    """What the recorder asks of a pool's kind (``pools.py`` knows SGLang's attributes)."""
+    """What the recorder asks of a pool's kind (``pools.py`` knows SGLang's attributes); a cache's
+    shape (``caches.py``) has ``cache``, its name, and a ``layout`` of its own."""
 
-    transport: str
+    @property
+    def transport(self) -> str: ...
+
+    @property
+    def cache(self) -> str | None: ...
 
     def layout(self, pool: Any) -> dict[str, Any]: ...
 
@@ -53,12 +58,13 @@ class Shape(Protocol):
 
 
 class Pool:
-    """One pool of this process: its index, its kind, a weak reference, its manifest."""
+    """One pool (or cache) of this process: its index, its kind, a weak reference, its manifest."""
 
-    __slots__ = ("index", "shape", "ref", "key", "manifest")
+    __slots__ = ("index", "shape", "ref", "key", "manifest", "name")
 
-    def __init__(self, index: int, shape: Shape, pool: Any, manifest: dict[str, Any]) -> None:
+    def __init__(self, index: int, shape: Shape, pool: Any, manifest: dict[str, Any], name: str) -> None:
         self.index, self.shape, self.ref, self.key, self.manifest = index, shape, weakref.ref(pool), id(pool), manifest
+        self.name = name  # its manifest's file name
 
 
 def _sglang() -> str | None:
@@ -90,6 +96,7 @@ class Recorder:
         self.broken: set[int] = set()  # pools whose registration failed: their events are dropped
         self.failed = False  # the stream could not be opened: nothing is recorded in this process
         self.pools: list[Pool] = []
+        self.caches: list[Pool] = []
         self.pending: list[Pool] = []
         self.dropped = self.errors = 0
         self._error_said = False
@@ -134,6 +141,9 @@ class Recorder:
             self.dropped += 1
 
     def _register(self, pool: Any, shape: Shape, key: int, t: int) -> None:
+        if shape.cache is not None:
+            self._register_cache(pool, shape, key, t)
+            return
         index = len(self.pools)
         manifest = {
             recfmt.K_FORMAT: recfmt.FORMAT_STREAM,
@@ -154,13 +164,37 @@ class Recorder:
         manifest[recfmt.K_TRANSPORT_NAME] = layout.pop("transport_name")
         manifest[recfmt.K_DEVICE] = layout.pop("device")
         manifest[recfmt.K_LAYOUT] = layout
-        entry = Pool(index, shape, pool, manifest)
+        entry = Pool(index, shape, pool, manifest, recfmt.pool_manifest(self.pid, index))
         self.seen.add(key)
         weakref.finalize(pool, self.seen.discard, key)  # a new pool at a dead one's address is a new pool
         self.pools.append(entry)
         self.pending.append(entry)
         transport = recfmt.TRANSPORTS.index(shape.transport)
         self.buf.extend(PACK(recfmt.REGISTER, key, t, index, transport, 0))  # never dropped: few, and needed
+
+    def _register_cache(self, cache: Any, shape: Shape, key: int, t: int) -> None:
+        assert shape.cache is not None
+        index = len(self.caches)
+        manifest = {
+            recfmt.K_FORMAT: recfmt.FORMAT_STREAM,
+            recfmt.K_STREAM: self.stream,
+            recfmt.K_PID: self.pid,
+            recfmt.K_POOL: index,
+            recfmt.K_CACHE: shape.cache,
+            recfmt.K_SGLANG: _sglang(),
+            recfmt.K_CODE_OF: self.releases.get(shape.cache, []),
+            recfmt.K_PROMETHEUS_DIR: os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None,
+            recfmt.K_T0: t,
+            recfmt.K_COMPLETE: False,
+            **shape.layout(cache),
+        }
+        entry = Pool(index, shape, cache, manifest, recfmt.cache_manifest(self.pid, index))
+        self.seen.add(key)
+        weakref.finalize(cache, self.seen.discard, key)
+        self.caches.append(entry)
+        self.pending.append(entry)
+        kind = recfmt.CACHES.index(shape.cache)
+        self.buf.extend(PACK(recfmt.CACHE_REGISTER, key, t, index, kind, 0))
 
     def error(self, e: BaseException) -> None:
         """Count a failure of the hook's own code; say the first one, once."""
@@ -263,6 +297,8 @@ class Recorder:
                 head += PACK(recfmt.REGISTER, p.key, now, p.index, recfmt.TRANSPORTS.index(p.shape.transport), 0)
                 for nbytes, start, end in p.shape.held(pool):
                     head += PACK(recfmt.HELD, p.key, now, nbytes, start, end)
+            for p in self.caches:
+                head += PACK(recfmt.CACHE_REGISTER, p.key, now, p.index, recfmt.CACHES.index(str(p.shape.cache)), 0)
             self._write(head)
         finally:
             for lock in held:
@@ -275,7 +311,7 @@ class Recorder:
             if final:
                 info.update({recfmt.K_COMPLETE: self.dropped == 0, recfmt.K_DROPPED: self.dropped})
                 info[recfmt.K_ERRORS] = self.errors
-            path = os.path.join(self.config.out_dir, recfmt.pool_manifest(self.pid, p.index))
+            path = os.path.join(self.config.out_dir, p.name)
             with open(path + ".tmp", "w", encoding="utf-8") as f:
                 json.dump(info, f, indent=1)
                 f.write("\n")
@@ -297,7 +333,7 @@ class Recorder:
             self._write(self._take() + end)
             os.close(self.fd)
             self.fd = -1
-            self._manifests(self.pools, final=True)
+            self._manifests(self.pools + self.caches, final=True)
         except Exception as e:
             self.error(e)
         finally:
