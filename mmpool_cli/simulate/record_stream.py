@@ -14,6 +14,7 @@ alone, and all of them read as the stream would unrotated.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from dataclasses import dataclass, field
@@ -222,3 +223,38 @@ def read_jsonl(directory: str, info: dict[str, Any], max_events: int) -> PoolTra
     except OSError as e:
         raise TraceError(f"{path}: cannot read ({e.strerror or e})") from None
     return out
+
+
+@dataclass
+class CacheTrace:
+    """One multimodal cache's records, in order: (t, kind, a, b, c) as ``recfmt`` defines the cache kinds."""
+
+    info: dict[str, Any]
+    events: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+
+
+def read_caches(directory: str, max_events: int) -> list[CacheTrace]:
+    """Every multimodal cache of the recording at ``directory`` (``cache-*.json``), its records read once."""
+    found: dict[str, dict[int, CacheTrace]] = {}
+    for path in sorted(glob.glob(os.path.join(glob.escape(directory), recfmt.CACHE_GLOB))):
+        try:
+            with open(path, encoding="utf-8") as f:
+                info = json.load(f)
+            stream, index = os.path.basename(str(info[recfmt.K_STREAM])), int(info[recfmt.K_POOL])
+        except (OSError, ValueError, KeyError, TypeError):
+            raise TraceError(f"{path}: not a cache manifest of mmpool record") from None
+        found.setdefault(stream, {})[index] = CacheTrace(info)
+    kinds = (recfmt.CACHE_LOOKUP, recfmt.CACHE_INSERT, recfmt.CACHE_EVICT, recfmt.CACHE_FREE)
+    count = 0
+    for stream, caches in found.items():
+        by_key: dict[int, CacheTrace] = {}
+        for n, path in stream_parts(directory, stream):
+            for kind, key, t, a, b, c in _records(path, n):
+                if kind == recfmt.CACHE_REGISTER and a in caches:
+                    by_key[key] = caches[a]
+                elif kind in kinds and key in by_key:
+                    by_key[key].events.append((t, kind, a, b, c))
+                    count += 1
+                    if count > max_events:
+                        raise TraceError(f"{directory}: more than {max_events} cache events")
+    return [trace for caches in found.values() for trace in caches.values()]
