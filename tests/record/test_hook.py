@@ -148,7 +148,7 @@ def test_rotation_every_part_reads_alone_and_all_read_as_unrotated(tree: Path, t
     base = {"MMPOOL_RECORD_DIGESTS": str(fake_sglang.digests(tmp_path))}
     whole, rotated = tmp_path / "whole", tmp_path / "rotated"
     plain = run(tree, "400", env={**base, "MMPOOL_RECORD": str(whole)})
-    env = {**base, "MMPOOL_RECORD": str(rotated), "MMPOOL_RECORD_MAX_BYTES": "4096", "PAUSE": "0.005"}
+    env = {**base, "MMPOOL_RECORD": str(rotated), "MMPOOL_RECORD_MAX_BYTES": "4096", "PAUSE": "0.01"}
     got = run(tree, "400", env=env)
     assert (got.returncode, got.stdout, got.stderr) == (3, plain.stdout, "")
     parts = sorted(rotated.glob("events-*.bin"))
