@@ -178,7 +178,7 @@ def _stream(trace: PoolTrace, n: int, shift: int, name: str) -> Iterator[tuple[A
 
 
 def compare(rec: Recording, result: SimResult | None, granularity: int = DEFAULT_GRANULARITY) -> list[Finding]:
-    """Whether the replay made the recorded pools' decisions: one finding, or none without ``--events``."""
+    """Whether the replay made the recorded pools' decisions: one finding, or none where it kept no decisions."""
     if result is None or result.offsets is None:
         return []
     first = rec.pools[0]
