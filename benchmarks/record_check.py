@@ -32,6 +32,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from mmpool_cli.simulate.events import ALLOC  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -70,17 +73,23 @@ def replay(rec: Path, run: dict, interval_s: float) -> dict:
     return json.loads(out.stdout)
 
 
+def pool_traces(rec: Path) -> list:
+    """Each pool's trace as mmpool reads it (either format), on the pool's tick clock."""
+    from mmpool_cli.simulate.recording import read_pools
+
+    return read_pools(str(rec))
+
+
 def lifetimes(rec: Path) -> list[float]:
     """Alloc to release of every lease of the recording (seconds, the recording's tick clock)."""
     out = []
-    for f in glob.glob(str(rec / "pool-*.jsonl")):
+    for trace in pool_traces(rec):
         start = {}
-        for line in Path(f).read_text().splitlines():
-            e = json.loads(line)
-            if e["op"] == "alloc" and e.get("offset") is not None:
-                start[e["id"]] = e["t"]
-            elif e["op"] == "free" and e["id"] in start:
-                out.append(e["t"] - start.pop(e["id"]))
+        for t, op, key, _, offset in trace.events:
+            if op == ALLOC and offset is not None:
+                start[key] = t
+            elif op != ALLOC and key in start:
+                out.append((t - start.pop(key)) / 1e9)
     return out
 
 
@@ -108,12 +117,11 @@ def check(rec: Path, truth: Path) -> dict:
     interval = manifests[0]["recycle_interval_s"]
     report = replay(rec, run, interval)
     recorded: dict[str, int | None] = {}
-    for f in glob.glob(str(rec / "pool-*.jsonl")):
-        name = Path(f).name[len("pool-") : -len(".jsonl")]
-        for line in Path(f).read_text().splitlines():
-            e = json.loads(line)
-            if e["op"] == "alloc":
-                recorded[f"{name}:{e['id']}"] = e.get("offset")
+    for trace in pool_traces(rec):
+        name = f"{trace.info['pid']}-{trace.info['pool']}"
+        for _, op, key, _, offset in trace.events:
+            if op == ALLOC:
+                recorded[f"{name}:{key}"] = offset
     replay_differs = record_differs = 0
     events = report.get("events") or []
     for ev in events:

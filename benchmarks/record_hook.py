@@ -31,6 +31,7 @@ import platform
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +43,19 @@ MiB = 1 << 20
 
 
 def ipc_pool(memory_pool):
+    pool = new_ipc_pool(memory_pool)
+
+    def loop(n: int) -> None:
+        for _ in range(n):
+            lease = pool._allocate_locked(1 * MiB)
+            pool._release_locked(lease)
+            pool._merge_ranges_locked()
+
+    return loop
+
+
+def new_ipc_pool(memory_pool):
+    """SGLang's StreamOrderedMmFeaturePool as ``__init__`` leaves it, without its GPU parts."""
     cls = memory_pool.StreamOrderedMmFeaturePool
     pool = cls.__new__(cls)
     slots = memory_pool.DEFAULT_MAX_INFLIGHT_SLICES
@@ -52,15 +66,9 @@ def ipc_pool(memory_pool):
     pool._available_slots = list(reversed(range(slots)))
     pool._slot_generations = [0] * slots
     pool._occupied = {}
-    pool._recycle_interval, pool.device_id = 0.05, 0  # read by the hook's writer under mmpool record
-
-    def loop(n: int) -> None:
-        for _ in range(n):
-            lease = pool._allocate_locked(1 * MiB)
-            pool._release_locked(lease)
-            pool._merge_ranges_locked()
-
-    return loop
+    pool._recycle_interval, pool.device_id = 0.05, 0  # read by the hook when it registers the pool
+    pool._lock = threading.Lock()
+    return pool
 
 
 def vmm_pool(vmm):
@@ -83,10 +91,10 @@ def switch(pairs, hooked: bool) -> None:
         setattr(cls, name, wrapper if hooked else original)
 
 
-def measure(loop, pairs, loops: int, blocks: int, queue) -> dict:
+def measure(loop, pairs, loops: int, blocks: int, rec) -> dict:
     def block(hooked: bool) -> float:
         switch(pairs, hooked)
-        queue.items.clear()
+        del rec.buf[:]  # the writer thread's drain, off this thread
         t = time.perf_counter_ns()
         loop(loops)
         return (time.perf_counter_ns() - t) / loops
@@ -109,8 +117,8 @@ def measure(loop, pairs, loops: int, blocks: int, queue) -> dict:
         "added_per_event_ns": round(statistics.median(per_event), 1),
         "added_per_event_iqr_ns": [round(q[0], 1), round(q[2], 1)],
         "added_per_event_range_ns": [round(min(per_event), 1), round(max(per_event), 1)],
-        "dropped": queue.dropped,
-        "hook_errors": queue.errors,
+        "dropped": rec.dropped,
+        "hook_errors": rec.errors,
     }
 
 
@@ -122,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="JSON results file")
     args = parser.parse_args(argv)
     from mmpool_record import pools
-    from mmpool_record.events import QUEUE
+    from mmpool_record.recorder import RECORDER
     from record_publish import reference_wrappers
     from record_sglang_load import load
 
@@ -134,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         workers=1,
         transport="cuda_ipc",
     )
+    RECORDER.limit = 1 << 40  # open, without a stream: the buffer is emptied between blocks
     report = {"python": sys.version.split()[0], "machine": platform.machine(), "processor": platform.processor()}
     for name, cls, wrap, make, module in (
         ("cuda_ipc", memory_pool.StreamOrderedMmFeaturePool, pools.wrap_ipc, ipc_pool, memory_pool),
@@ -145,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             ("args", reference_wrappers([cls], events)),
             ("fixed", reference_wrappers([cls], events, fixed=True)),
         ):
-            floors[kind] = measure(make(module), reference, args.loops, args.blocks, QUEUE)
+            floors[kind] = measure(make(module), reference, args.loops, args.blocks, RECORDER)
             switch(reference, False)
         before = dict(vars(cls))
         wrap(cls)
@@ -154,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             for key, value in vars(cls).items()
             if getattr(value, pools.MARK, False) and key in before
         ]
-        report[name] = measure(make(module), pairs, args.loops, args.blocks, QUEUE)
+        report[name] = measure(make(module), pairs, args.loops, args.blocks, RECORDER)
         report[name]["wrapped"] = sorted(key for _, key, _, _ in pairs)
         for kind, floor in floors.items():
             report[name][f"reference_{kind}_added_per_event_ns"] = floor["added_per_event_ns"]

@@ -264,9 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     sync = torch.cuda.synchronize
     quiet, reference, fixed = None, [], []
     if mode == "hook":
-        from mmpool_record import writer
+        from mmpool_record.recorder import RECORDER
 
-        quiet = Quiet(writer.current()) if writer.current() is not None else None
+        quiet = Quiet(RECORDER) if RECORDER.thread is not None else None
         use(wrappers, False)  # the reference wraps SGLang's own functions, the hook's put back after
         reference = reference_wrappers(classes, EVENTS)
         fixed = reference_wrappers(classes, EVENTS, fixed=True)

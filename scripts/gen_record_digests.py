@@ -19,6 +19,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from mmpool_record.digest import DIGESTS_FILE, TARGETS, module_digests  # noqa: E402
 
+VMM = "sglang.srt.utils.cuda_vmm_transport_utils"
+# (module, release) whose code the hook's wrappers do not fit, though each method may match another
+# release's: left out, so the hook leaves that pool alone (docs/record.md says why)
+NOT_RECORDED = {
+    (VMM, release): "its _recycle_chunks frees without _merge_chunks (the loop merges after it): "
+    "the tick's frees would be lost"
+    for release in ("0.5.18", "0.5.19", "0.5.20", "0.5.21")
+}
+
 
 def _sources(path: str) -> tuple[str, dict[str, str]]:
     """The release and ``module -> source`` of a wheel or an unpacked tree."""
@@ -43,7 +52,13 @@ def main(paths: list[str]) -> None:
     """Digest every target method of every wheel and write digests.json."""
     modules: dict[str, dict[str, dict[str, list[str]]]] = {}
     for path in paths:
-        release, sources = _sources(path)
+        release, found = _sources(path)
+        sources = {}
+        for module, source in found.items():
+            if (module, release) in NOT_RECORDED:
+                print(f"{release}: {module} left out: {NOT_RECORDED[module, release]}")
+            else:
+                sources[module] = source
         for module, source in sources.items():
             for name, digest in module_digests(source, module).items():
                 releases = modules.setdefault(module, {}).setdefault(name, {}).setdefault(digest, [])

@@ -2,11 +2,13 @@
 
 ``lint-imports`` keeps the layers in order; within a layer, two modules that import each other (even
 lazily, inside a function) are a cycle too, and this test finds every one with grimp, which
-import-linter builds its graph with.
+import-linter builds its graph with. The recording hook (``_record/mmpool_record``) imports itself by
+its own top-level name, as the server's Python loads it: its graph is walked as a package of its own.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,12 +16,13 @@ import pytest
 grimp = pytest.importorskip("grimp", reason="grimp comes with import-linter (the test extra)")
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mmpool_cli"
+HOOK_DIR = PACKAGE / "_record"
 MAX_LINES = 400
 
 
-def _cycles() -> list[list[str]]:
+def _cycles(package: str = "mmpool_cli") -> list[list[str]]:
     """Every strongly connected set of two or more modules of the package's import graph (Tarjan's)."""
-    graph = grimp.build_graph("mmpool_cli", include_external_packages=False, cache_dir=None)
+    graph = grimp.build_graph(package, include_external_packages=False, cache_dir=None)
     edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in sorted(graph.modules)}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -67,6 +70,14 @@ def _cycles() -> list[list[str]]:
 
 def test_no_module_of_the_package_imports_itself_back() -> None:
     assert _cycles() == []
+
+
+def test_no_module_of_the_recording_hook_imports_itself_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(HOOK_DIR))
+    monkeypatch.delitem(sys.modules, "mmpool_record", raising=False)
+    graph = grimp.build_graph("mmpool_record", include_external_packages=False, cache_dir=None)
+    assert "mmpool_record.recorder" in graph.modules and "mmpool_record.follow" in graph.modules  # walked
+    assert _cycles("mmpool_record") == []
 
 
 def test_every_module_is_at_most_400_lines() -> None:

@@ -53,7 +53,13 @@ def test_wheel_holds_the_package_and_its_metadata(dist: Path) -> None:
         names
     )
     assert not [n for n in names if n.startswith("tests/")]
-    hook = {"sitecustomize.py", "mmpool_record/hook.py", "mmpool_record/writer.py", "mmpool_record/digests.json"}
+    hook = {
+        "sitecustomize.py",
+        "mmpool_record/hook.py",
+        "mmpool_record/recorder.py",
+        "mmpool_record/recfmt.py",
+        "mmpool_record/digests.json",
+    }
     assert {f"mmpool_cli/_record/{n}" for n in hook} <= set(names)  # mmpool record's hook, as package data
     metadata = zipfile.ZipFile(wheel).read(f"mmpool-{__version__}.dist-info/METADATA").decode()
     assert "License-Expression: Apache-2.0" in metadata

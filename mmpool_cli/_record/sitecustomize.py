@@ -16,7 +16,12 @@ def _install() -> None:
 
         hook.install()
     except Exception as e:  # never into the program
-        sys.stderr.write(f"mmpool record: the hook is not installed ({type(e).__name__}: {e})\n")
+        try:
+            from mmpool_record.say import say
+
+            say(f"the hook is not installed ({type(e).__name__}: {e})")
+        except Exception:  # the package itself is broken: the line, as say would write it
+            sys.stderr.write(f"mmpool record: the hook is not installed ({type(e).__name__}: {e})\n")
 
 
 def _chain() -> None:

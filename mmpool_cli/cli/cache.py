@@ -60,7 +60,12 @@ def cache(
         typer.Option("--from", metavar="FILE", help="A server log or OpenAI body log (as 'mmpool trace'); repeat."),
     ] = None,
     trace_file: Annotated[
-        str | None, typer.Option("--trace", metavar="FILE", help="A trace of 'mmpool trace' (with its items' keys).")
+        str | None,
+        typer.Option(
+            "--trace",
+            metavar="FILE",
+            help="A trace of 'mmpool trace' (with its items' keys), or a recording's directory (mmpool record).",
+        ),
     ] = None,
     engine_name: Annotated[
         str, typer.Option("--engine", metavar="NAME", help="The engine: sglang or vllm.")
@@ -110,6 +115,20 @@ def cache(
     """
     with reported():
         _refuse_other_engines(engine_name, told(ctx))
+        recording = trace_file is not None and trace_file != "-" and os.path.isdir(trace_file)
+        if recording:
+            assert trace_file is not None
+            report = _run_recorded(trace_file, engine_name, told(ctx), model, tp, target, plot)
+    if recording:
+        from mmpool_cli.render.caches import cache_text, meets, to_json
+
+        with reported():
+            if plot is not None:
+                from mmpool_cli.render.cache_plot import write_cache_plot
+
+                write_cache_plot(report, plot)
+        emit(to_json(report) if fmt is OutputFormat.json else cache_text(report))
+        raise typer.Exit(EXIT_OK if all(meets(c) for c in report.caches) else EXIT_BELOW_TARGET)
     if engine_name == "vllm":
         _run_vllm(
             model,
@@ -186,6 +205,32 @@ def _run_vllm(
 
             trace = (trace_file, [(i.request, i.kind, i.key, i.nbytes) for i in read_items(trace_file)])
     cache_vllm.run(model, traffic, vllm, fmt, assume_image=assume_image, window=window, target=target, trace=trace)
+
+
+def _run_recorded(
+    directory: str, engine_name: str, given: dict[str, str], model: str | None, tp: int, target: str, plot: str | None
+) -> CacheReport:
+    """``--trace REC_DIR``: the caches the recording holds, at their recorded size and others."""
+    from mmpool_cli.usecases.cache import recorded
+
+    for name in ("traffic", "hidden_size", "preprocess_mb", "workers", "gpu_name", "assume_image", "assume_video"):
+        if name in given:
+            raise MmpoolError(
+                f"{given[name]} describes traffic or a deployment to size; a recording (--trace {directory}) carries "
+                "its own lookups, entries' bytes and cache size"
+            )
+    if not 1 <= tp <= MAX_WORKERS:
+        raise MmpoolError(f"--tp {tp}: from 1 to {MAX_WORKERS}")
+    if plot is not None:
+        _check_plot(plot)
+    cell = None
+    if model is not None:  # the KV tokens the recommended size costs, from a model directory
+        from mmpool_cli.workload.hf import resolve
+        from mmpool_cli.workload.kv import cell_bytes
+
+        resolved = resolve(model)
+        cell = None if resolved.kv is None else cell_bytes(resolved.kv, tp, 2)[0]
+    return recorded(directory, _target(target), cell, engine_name)
 
 
 def _target(text: str) -> Fraction:

@@ -223,10 +223,9 @@ def _finish(
 
         if record is None:
             exec_command(command)
-        from mmpool_cli.cli.record import prepared
+        from mmpool_cli.cli.record import launched, prepared
 
-        launch = prepared(record, command, "1GiB", None)
-        exec_command(launch.argv, launch.environ)
+        launched(prepared(record, command, "1GiB", None))
     raise typer.Exit(EXIT_OK)
 
 

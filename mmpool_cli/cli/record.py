@@ -25,8 +25,15 @@ MetricsPortOpt = Annotated[
     int | None,
     typer.Option("--metrics-port", metavar="N", help="Serve the pools' metrics on this TCP port (Prometheus)."),
 ]
+MetricsAddrOpt = Annotated[
+    str,
+    typer.Option("--metrics-addr", metavar="IP", help="The interface --metrics-port listens on (default: every one)."),
+]
 MaxBytesOpt = Annotated[
-    str, typer.Option("--max-bytes", metavar="SIZE", help="Each pool's trace rotates past this size (4KiB to 1TiB).")
+    str,
+    typer.Option(
+        "--max-bytes", metavar="SIZE", help="Each process's events start a new part past this size (4KiB to 1TiB)."
+    ),
 ]
 
 
@@ -47,17 +54,29 @@ def record(
     command: Annotated[list[str], typer.Argument(metavar="-- COMMAND...", help="The command to run, after --.")],
     out: OutOpt = None,
     metrics_port: MetricsPortOpt = None,
+    metrics_addr: MetricsAddrOpt = "",
     max_bytes: MaxBytesOpt = "1GiB",
 ) -> None:
     """Run COMMAND with mmpool's recording hook: each SGLang pool's exact trace, and live metrics."""
-    launch = prepared(out, command, max_bytes, metrics_port)
+    launch = prepared(out, command, max_bytes, metrics_port, metrics_addr)
+    launched(launch)
+
+
+def launched(launch: Launch) -> None:
+    """The process beside the command (it serves the metrics, and ends with the command), then the command."""
+    from mmpool_cli.usecases.record import start_follower
+
+    start_follower(launch)
     exec_command(launch.argv, launch.environ)
 
 
-def prepared(out: str | None, command: list[str], max_bytes: str, metrics_port: int | None) -> Launch:
+def prepared(
+    out: str | None, command: list[str], max_bytes: str, metrics_port: int | None, metrics_addr: str = ""
+) -> Launch:
     """The validated launch of a recording (``check --exec --record`` uses it too); exits 2 on bad input."""
     from mmpool_cli.usecases.record import RecordRequest, prepare
 
     with reported():
         where = out if out is not None else time.strftime("mmpool-record-%Y%m%dT%H%M%SZ", time.gmtime())
-        return prepare(RecordRequest(where, command, size_arg("--max-bytes", max_bytes), metrics_port), os.environ)
+        size = size_arg("--max-bytes", max_bytes)
+        return prepare(RecordRequest(where, command, size, metrics_port, metrics_addr), os.environ)

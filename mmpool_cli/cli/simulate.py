@@ -201,7 +201,7 @@ def simulate(
 def _simulate(
     pool: PoolOptions, workload: WorkloadOptions, traffic: TrafficOptions, o: RunOptions, told: dict[str, str]
 ) -> SimulationReport:
-    from mmpool_cli.usecases.simulate import SimulateRequest
+    from mmpool_cli.usecases.simulate import SimulateRequest, TraceSource
     from mmpool_cli.usecases.simulate import simulate as run_simulate
 
     if o.events and o.output is not OutputFormat.json:
@@ -221,8 +221,7 @@ def _simulate(
 
     environ: Mapping[str, str] = os.environ
     layout_said = ""
-    replayed = o.trace is not None and recording.is_recording(o.trace)
-    if replayed:  # a recording replays at its own layout, but for what the user set
+    if o.trace is not None and recording.is_recording(o.trace):  # its own layout, but for what the user set
         from mmpool_cli.cli.simulate_recording import own_layout
 
         pool, environ, layout_said = own_layout(pool, str(o.trace), told, environ)
@@ -248,8 +247,6 @@ def _simulate(
         _check_pooled(load)
     request = dataclasses.replace(request, workload=load, kv=kv)
 
-    seen: dict[str, Any] = {}
-
     def read_traffic(workers: int, requests: bool) -> tuple[dict[str, Any], Events | TraceFile]:
         if from_traffic:
             from mmpool_cli.cli.simulate_traffic import from_traffic as converted
@@ -257,32 +254,25 @@ def _simulate(
 
             source, timeline = converted(request, workload, traffic, o)
             return source, as_events(timeline)
-        if o.trace is None:
-            from mmpool_cli.cli.simulate_traffic import assumptions, synthetic_events
+        from mmpool_cli.cli.simulate_traffic import assumptions, synthetic_events
 
-            source, synthetic = synthetic_events(request, load, traffic)
-            source["assumptions"] = assumptions(traffic)
-            return source, synthetic
-        from mmpool_cli.simulate.trace_file import TraceFile
+        source, synthetic = synthetic_events(request, load, traffic)
+        source["assumptions"] = assumptions(traffic)
+        return source, synthetic
 
-        if recording.is_recording(o.trace):  # a directory of mmpool record: its pools merged, compared after
-            events, seen["recording"] = recording.read_recording(
-                o.trace, workers, max_events=o.max_events, idle_timeout=o.idle_timeout, keep_ids=o.events
-            )
-            return {"trace": o.trace, **seen["recording"].source(), "assumptions": layout_said}, events
-        trace = TraceFile(o.trace, workers, o.max_events, o.idle_timeout, keep_ids=o.events, requests=requests)
-        return {"trace": o.trace}, trace  # read whole, or replayed as it is read where one replay will do
-
-    report = run_simulate(
+    return run_simulate(
         SimulateRequest(
             pools=request,
             environ=environ,
-            traffic=read_traffic,
+            traffic=read_traffic if o.trace is None else None,
+            trace=None
+            if o.trace is None
+            else TraceSource(o.trace, o.max_events, o.idle_timeout, o.events, layout_said, request.vmm_granularity),
             target=target,
             basis=o.target_basis.value,
             method=o.search.value,
             smallest_budget=o.smallest_budget,
-            record_events=o.events or replayed,  # a recording is compared decision for decision
+            record_events=o.events,
             search_limit=search_limit,
             executor=o.executor.value,
             ray_address=o.ray_address,
@@ -293,9 +283,6 @@ def _simulate(
             kv_unknown="" if kv is not None else _kv_unknown(workload.model),
         )
     )
-    if "recording" in seen:
-        report.findings.extend(recording.compare(seen["recording"], report.result, request.vmm_granularity))
-    return report
 
 
 @contextlib.contextmanager

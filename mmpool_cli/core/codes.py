@@ -157,6 +157,7 @@ NEUTRAL = CodeRegistry(
             "cache-item-unkeyed", Severity.warning, "items without a content key (their data not in the input): used once"
         ),
         Code("cache-url-key", Severity.info, "http(s) URLs are never fetched: the same URL is taken as the same item"),
+        Code("cache-replay-differs", Severity.warning, "a recorded cache's replay at its own size misses its hits"),
     ],
 )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from mmpool_cli.core.findings import Finding
@@ -108,3 +109,10 @@ class Engine(ABC, Generic[RequestT, PlanT]):
         from mmpool_cli.errors import MmpoolError
 
         raise MmpoolError(f"mmpool sizes no multimodal caches of {self.title} yet")
+
+    def recorded_caches(self, directory: str, target: Fraction, kv_cell_bytes: int | None) -> CacheReport:
+        """The multimodal caches a recording of ``mmpool record`` holds, replayed at their recorded size and
+        others; ``MmpoolError`` (or ``TraceError``) for a recording that holds none or cannot be replayed."""
+        from mmpool_cli.errors import MmpoolError
+
+        raise MmpoolError(f"mmpool replays no recorded caches of {self.title}")

@@ -89,5 +89,6 @@ def cache_text(report: CacheReport) -> str:
                 mark.append("recommended")
             tail = f"  ← {', '.join(mark)}" if mark else ""
             lines.append(f"    {_bytes(size):<34} {h:>12,}{tail}")
+        lines.extend(f"  note: {n}" for n in c.notes)
     lines.extend(f"{n.severity}: [{n.code}] {n.message}" for n in report.notes)
     return "\n".join(lines) + "\n"

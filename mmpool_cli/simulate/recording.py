@@ -1,11 +1,11 @@
 """Read a recording of ``mmpool record``: every pool's trace merged into one, and what the pools did.
 
-A recording is a directory: per pool a trace ``pool-<pid>-<n>.jsonl`` in the trace format
-(``simulate.trace``; each alloc with the real ``offset``, null for a miss, each free with the
-recycler's ``tick``) and its manifest ``pool-<pid>-<n>.json`` (release, transport, layout, recycle
-interval, counts). Each trace is on its pool's tick clock (the k-th tick at k*I), so the pools are
-merged by shifting each by whole intervals to where it started; worker i is the i-th pool to start.
-A replay at the recording's own layout is compared with the recorded offsets, decision for decision.
+A recording is a directory (``recfmt`` defines its files): per pool a manifest ``pool-<pid>-<n>.json``
+(release, transport, layout, recycle interval) and its events, in its process's binary stream
+(format 2) or, from older recordings, a trace of JSON lines (format 1); ``record_stream`` turns either
+into the pool's trace on its tick clock, reading each file once. The pools are merged by shifting
+each by whole intervals to where it started; worker i is the i-th pool to start. A replay at the
+recording's own layout is compared with the recorded offsets, decision for decision.
 """
 
 from __future__ import annotations
@@ -14,14 +14,17 @@ import glob
 import heapq
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmpool_cli._record.mmpool_record import recfmt
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.simulate.events import ALLOC, Events
+from mmpool_cli.simulate.record_stream import PoolTrace, read_jsonl, read_stream
 from mmpool_cli.simulate.recorded_layout import DEFAULT_GRANULARITY, RecordedLayout, of_pools
 from mmpool_cli.simulate.replay import SimResult
-from mmpool_cli.simulate.trace import MAX_EVENTS, TraceError, read_trace
+from mmpool_cli.simulate.trace import MAX_EVENTS, TraceError
 
 MAX_POOLS = 1024  # SGLang's --tokenizer-worker-num is at most this in mmpool's plan
 MAX_MANIFEST_BYTES = 1 << 20
@@ -35,6 +38,7 @@ class Recording:
     pools: list[dict[str, Any]]
     offsets: list[int | None] = field(default_factory=list)  # per alloc of the merged trace, in order
     ids: list[str] = field(default_factory=list)
+    traces: list[PoolTrace] = field(default_factory=list)  # in worker order, as ``pools``
 
     def source(self) -> dict[str, Any]:
         """What the report's ``source`` says of the recording."""
@@ -42,9 +46,9 @@ class Recording:
         return {
             "recording": self.path,
             "pools": len(self.pools),
-            "sglang": first.get("sglang"),
-            "code_of": first.get("code_of"),
-            "transport": first.get("transport"),
+            "sglang": first.get(recfmt.K_SGLANG),
+            "code_of": first.get(recfmt.K_CODE_OF),
+            "transport": first.get(recfmt.K_TRANSPORT),
         }
 
 
@@ -60,12 +64,46 @@ def _manifest(path: str) -> dict[str, Any]:
         info = json.loads(data)
     except (OSError, ValueError) as e:
         raise TraceError(f"{path}: not a pool manifest of mmpool record ({e})") from None
-    if len(data) > MAX_MANIFEST_BYTES or not isinstance(info, dict) or info.get("format") != 1:
-        raise TraceError(f"{path}: not a pool manifest of mmpool record (format 1)")
-    for key in ("file", "transport", "layout", "recycle_interval_s", "t0_monotonic_ns"):
+    formats = (recfmt.FORMAT_JSONL, recfmt.FORMAT_STREAM)
+    if len(data) > MAX_MANIFEST_BYTES or not isinstance(info, dict) or info.get(recfmt.K_FORMAT) not in formats:
+        raise TraceError(f"{path}: not a pool manifest of mmpool record (format 1 or 2)")
+    needs = recfmt.K_FILE if info[recfmt.K_FORMAT] == recfmt.FORMAT_JSONL else recfmt.K_STREAM
+    for key in (*recfmt.REQUIRED, needs):
         if key not in info:
             raise TraceError(f"{path}: the manifest has no {key!r}; was the recording cut short?")
+    t0 = info[recfmt.K_T0]
+    if type(t0) is not int or t0 < 0:  # never taken as 0: that would shift the pool by the machine's uptime
+        raise TraceError(f"{path}: the manifest's {recfmt.K_T0} is {t0!r}, not a time; was the recording cut short?")
+    if not isinstance(info[recfmt.K_LAYOUT], dict) or type(info[recfmt.K_LAYOUT].get("memory_size")) is not int:
+        raise TraceError(f"{path}: the manifest's layout has no memory_size")
     return info
+
+
+def read_pools(path: str, max_events: int = MAX_EVENTS) -> list[PoolTrace]:
+    """Every pool of the recording at ``path`` as its trace, in the order the pools started; each file read once."""
+    manifests = sorted(glob.glob(os.path.join(glob.escape(path), recfmt.POOL_GLOB)))
+    if not manifests:
+        raise TraceError(f"{path}: no pool-*.json: not a recording of mmpool record, or no pool was recorded")
+    if len(manifests) > MAX_POOLS:
+        raise TraceError(f"{path}: {len(manifests)} pools; mmpool reads at most {MAX_POOLS}")
+    infos = [_manifest(m) for m in manifests]
+    transports = {p[recfmt.K_TRANSPORT] for p in infos}
+    if len(transports) > 1:
+        raise TraceError(f"{path}: pools of both transports ({', '.join(sorted(transports))}); record one server")
+    traces: list[PoolTrace] = []
+    streams: dict[str, dict[int, dict[str, Any]]] = {}
+    for info in infos:
+        if info[recfmt.K_FORMAT] == recfmt.FORMAT_JSONL:
+            traces.append(read_jsonl(path, info, max_events))
+        else:
+            streams.setdefault(os.path.basename(str(info[recfmt.K_STREAM])), {})[int(info.get(recfmt.K_POOL, 0))] = info
+    for stream, pools in streams.items():
+        traces.extend(read_stream(path, stream, pools, max_events).values())
+    for trace in traces:  # a pool of a stream whose parts were cut before its first event starts when it was made
+        if trace.t0 is None:
+            trace.t0 = trace.info[recfmt.K_T0]
+    traces.sort(key=lambda p: (p.t0, p.info.get(recfmt.K_PID, 0), p.info.get(recfmt.K_POOL, 0)))
+    return traces
 
 
 def read_recording(
@@ -84,33 +122,23 @@ def read_recording(
     what-if: the recorded lifetimes, dealt out). Raises TraceError for a directory that is no
     recording, a trace that is not valid, or more than ``max_events`` events in all.
     """
-    manifests = sorted(glob.glob(os.path.join(glob.escape(path), "pool-*.json")))
-    if not manifests:
-        raise TraceError(f"{path}: no pool-*.json: not a recording of mmpool record, or no pool was recorded")
-    if len(manifests) > MAX_POOLS:
-        raise TraceError(f"{path}: {len(manifests)} pools; mmpool reads at most {MAX_POOLS}")
-    pools = [_manifest(m) for m in manifests]
-    pools.sort(key=lambda p: (p["t0_monotonic_ns"] or 0, p.get("pid", 0), p.get("pool", 0)))
-    transports = {p["transport"] for p in pools}
-    if len(transports) > 1:
-        raise TraceError(f"{path}: pools of both transports ({', '.join(sorted(transports))}); record one server")
-    start = min(p["t0_monotonic_ns"] or 0 for p in pools)
-    streams = []
-    total = 0
-    for n, info in enumerate(pools):
-        trace = os.path.join(path, os.path.basename(str(info["file"])))
-        if os.path.isfile(trace) and os.path.getsize(trace) == 0:
-            continue  # a pool whose recycler ticked but that never leased: a worker without traffic
-        events = read_trace(trace, 1, max_events=max_events - total, idle_timeout=idle_timeout, keep_ids=True)
-        total += len(events)
-        interval = max(2, round(float(info["recycle_interval_s"]) * 1e9))
-        shift = round(((info["t0_monotonic_ns"] or start) - start) / interval) * interval
-        offsets = _offsets(trace)
-        streams.append(_stream(events, offsets, n, shift, f"{info.get('pid', 0)}-{info.get('pool', n)}"))
+    del idle_timeout  # a recording is files, read whole
+    traces = read_pools(path, max_events)
+    total = sum(len(p.events) for p in traces)
+    if total > max_events:
+        raise TraceError(f"{path}: more than {max_events} events; raise --max-events to read it")
     if not total:
-        raise TraceError(f"{path}: no events: the recording's {len(pools)} pools leased nothing")
+        raise TraceError(f"{path}: no events: the recording's {len(traces)} pools leased nothing")
+    start = min(int(p.t0 or 0) for p in traces)
+    streams = []
+    for n, trace in enumerate(traces):
+        interval = recfmt.interval_ns(trace.info[recfmt.K_INTERVAL])
+        shift = round((int(trace.t0 or 0) - start) / interval) * interval
+        name = f"{trace.info.get(recfmt.K_PID, 0)}-{trace.info.get(recfmt.K_POOL, n)}"
+        streams.append(_stream(trace, n, shift, name))
+    pools = [p.info for p in traces]
     out = Events(keep_ids=keep_ids, requests=requests)
-    rec = Recording(path, pools)
+    rec = Recording(path, pools, traces=traces)
     live: dict[str, int] = {}
     serial = 0
     for t, _, op, ident, nbytes, pool, offset in heapq.merge(*streams, key=lambda e: (e[0], e[1])):
@@ -128,13 +156,13 @@ def read_recording(
 
 def merged_lines(path: str, *, max_events: int = MAX_EVENTS) -> tuple[list[str], Recording]:
     """The recording as one trace (``trace --from record``): its lines, worker i the i-th pool, offsets kept."""
-    count = len(glob.glob(os.path.join(glob.escape(path), "pool-*.json")))
+    count = len(glob.glob(os.path.join(glob.escape(path), recfmt.POOL_GLOB)))
     events, rec = read_recording(path, max(count, 1), max_events=max_events)
     lines = []
     allocs = 0
     ids = events.ids or []
     for t, op, key, nbytes, worker in zip(events.t, events.op, events.key, events.nbytes, events.worker, strict=True):
-        head = f'{{"t": {t // 1_000_000_000}.{t % 1_000_000_000:09d}, '
+        head = f'{{"t": {recfmt.t_text(t)}, '
         if op == ALLOC:
             body = {"op": "alloc", "id": ids[key], "bytes": nbytes, "worker": worker, "offset": rec.offsets[allocs]}
             allocs += 1
@@ -144,41 +172,23 @@ def merged_lines(path: str, *, max_events: int = MAX_EVENTS) -> tuple[list[str],
     return lines, rec
 
 
-def _offsets(trace: str) -> list[int | None]:
-    """The recorded offset of every alloc of a (valid) pool trace, in order."""
-    out: list[int | None] = []
-    with open(trace, "rb") as f:
-        for raw in f:
-            if b'"alloc"' in raw:
-                offset = json.loads(raw).get("offset")
-                out.append(offset if type(offset) is int else None)
-    return out
-
-
-def _stream(events: Events, offsets: list[int | None], n: int, shift: int, name: str) -> Any:
-    ids = events.ids or []
-    allocs = 0
-    for t, op, key, nbytes in zip(events.t, events.op, events.key, events.nbytes, strict=True):
-        ident = f"{name}:{ids[key]}"  # no '/': each lease a request of its own, as it was
-        offset = None
-        if op == ALLOC:
-            offset = offsets[allocs] if allocs < len(offsets) else None
-            allocs += 1
-        yield t + shift, n, op, ident, nbytes, n, offset
+def _stream(trace: PoolTrace, n: int, shift: int, name: str) -> Iterator[tuple[Any, ...]]:
+    for t, op, key, nbytes, offset in trace.events:
+        yield t + shift, n, op, f"{name}:{key}", nbytes, n, offset  # no '/': each lease a request of its own
 
 
 def compare(rec: Recording, result: SimResult | None, granularity: int = DEFAULT_GRANULARITY) -> list[Finding]:
-    """Whether the replay made the recorded pools' decisions: one finding, or none without ``--events``."""
+    """Whether the replay made the recorded pools' decisions: one finding, or none where it kept no decisions."""
     if result is None or result.offsets is None:
         return []
     first = rec.pools[0]
     incomplete = [
-        f"pool {p.get('pid')}-{p.get('pool')}: {why}"
-        for p in rec.pools
+        f"pool {p.info.get('pid')}-{p.info.get('pool')}: {why}"
+        for p in rec.traces
         for why in (
-            "events were dropped" if p.get("dropped") else "",
-            "its trace rotated (--max-bytes)" if p.get("events", {}).get("rotations") else "",
-            "its process did not end cleanly" if not p.get("complete") else "",
+            "events were dropped" if p.info.get(recfmt.K_DROPPED) else "",
+            "the first parts of its trace are gone (--max-bytes)" if not p.whole else "",
+            "its process did not end cleanly" if not (p.complete and p.info.get(recfmt.K_COMPLETE)) else "",
         )
         if why
     ]
@@ -190,7 +200,7 @@ def compare(rec: Recording, result: SimResult | None, granularity: int = DEFAULT
         "workers": len(rec.pools),
         "memory_size": first["layout"]["memory_size"],
         "data_start": first["layout"].get("data_start", 0),
-        "recycle_ns": max(2, round(float(first["recycle_interval_s"]) * 1e9)),
+        "recycle_ns": recfmt.interval_ns(first[recfmt.K_INTERVAL]),
     }
     have = {
         "transport": layout.transport,
@@ -246,11 +256,11 @@ def _shown(offset: object) -> str:
 
 def layout_of(path: str, granularity: int = DEFAULT_GRANULARITY) -> RecordedLayout:
     """The recording's own layout, from its manifests alone (before its traces are read); TraceError if none."""
-    manifests = sorted(glob.glob(os.path.join(glob.escape(path), "pool-*.json")))
+    manifests = sorted(glob.glob(os.path.join(glob.escape(path), recfmt.POOL_GLOB)))
     if not manifests:
         raise TraceError(f"{path}: no pool-*.json: not a recording of mmpool record, or no pool was recorded")
     if len(manifests) > MAX_POOLS:
         raise TraceError(f"{path}: {len(manifests)} pools; mmpool reads at most {MAX_POOLS}")
     pools = [_manifest(m) for m in manifests]
-    pools.sort(key=lambda p: (p["t0_monotonic_ns"] or 0, p.get("pid", 0), p.get("pool", 0)))
+    pools.sort(key=lambda p: (p[recfmt.K_T0], p.get(recfmt.K_PID, 0), p.get(recfmt.K_POOL, 0)))
     return of_pools(pools, granularity)

@@ -18,11 +18,25 @@ from mmpool_cli.errors import EXIT_FINDINGS, MmpoolError
 from mmpool_cli.simulate.budget_search import Basis, Method, Progress, smallest_budget
 from mmpool_cli.simulate.curve import PoolCurve
 from mmpool_cli.simulate.events import Event, Events, as_events
+from mmpool_cli.simulate.recorded_layout import DEFAULT_GRANULARITY
 from mmpool_cli.simulate.replay import simulate as replay
 from mmpool_cli.simulate.sim_report import PoolSetup, SimulationReport
 from mmpool_cli.simulate.trace_file import TraceFile
 from mmpool_cli.simulate.trials import Trial
 from mmpool_cli.usecases.curve import CurveRange
+
+
+@dataclass(frozen=True)
+class TraceSource:
+    """``--trace``: a file of events, or a recording's directory (merged, then compared with the replay)."""
+
+    path: str
+    max_events: int
+    idle_timeout: float
+    keep_ids: bool
+    assumptions: str = ""  # how a recording's layout was chosen, said in the report
+    granularity: int = DEFAULT_GRANULARITY  # cuda_vmm's, for the whole-MiB budget record-not-compared advises
+
 
 # (workers, whether to group requests) -> (the source as the report names it, its events or a trace file)
 Traffic = Callable[[int, bool], tuple[dict[str, Any], "list[Event] | Events | TraceFile"]]
@@ -36,7 +50,8 @@ class SimulateRequest:
 
     pools: Any  # the engine's plan request
     environ: Mapping[str, str]
-    traffic: Traffic
+    traffic: Traffic | None = None  # synthetic or converted traffic; None with ``trace``
+    trace: TraceSource | None = None
     target: Fraction = Fraction(0)
     basis: Basis = "items"
     method: Method = "safe"
@@ -73,7 +88,13 @@ def simulate(request: SimulateRequest) -> SimulationReport:
             f"--smallest-budget: the plan refuses every budget for this layout; at the smallest, "
             f"{pools.lowest_mb} MiB: {pools.refused_every}"
         )
-    source, timeline = request.traffic(pools.workers, pools.rules.allocator == "cuda_vmm")
+    recorded: Any = None
+    if request.trace is not None:
+        source, timeline, recorded = _read_trace(request.trace, pools.workers, pools.rules.allocator == "cuda_vmm")
+    elif request.traffic is not None:
+        source, timeline = request.traffic(pools.workers, pools.rules.allocator == "cuda_vmm")
+    else:
+        raise ValueError("a simulation needs traffic or a trace")
 
     def progress(what: str) -> Any:
         return nullcontext(lambda _done: None) if request.progress is None else request.progress(what)
@@ -81,7 +102,8 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     result = None
     events: Events | None = None
     many = request.smallest_budget or request.curve is not None  # replays of the events read whole
-    one_replay = not (many or request.record_events or request.keep_events)
+    record = request.record_events or request.keep_events or recorded is not None  # a recording: decision by decision
+    one_replay = not (many or record)
     if not (isinstance(timeline, TraceFile) and one_replay and pools.per_worker_bytes is not None):
         events = as_events(timeline.read() if isinstance(timeline, TraceFile) else timeline)
         if isinstance(timeline, TraceFile) and pools.workers > 1 and events.worker and max(events.worker) == 0:
@@ -90,7 +112,7 @@ def simulate(request: SimulateRequest) -> SimulationReport:
         layout = pools.layouts(pools.budget_mb)
         with progress("simulating") as tick:
             if events is not None:
-                result = replay(events, layout, record=request.record_events or request.keep_events)
+                result = replay(events, layout, record=record)
             elif isinstance(timeline, TraceFile):  # one replay of a file: as it is read, where it can be
                 result = timeline.replay(layout)
                 if result.workers[0].items and not any(w.items for w in result.workers[1:]):
@@ -149,7 +171,27 @@ def simulate(request: SimulateRequest) -> SimulationReport:
         report.curve = _curve(request, eng, pools, events, progress, planned, report.search.trials)
     if request.keep_events:
         report.events_data = events
+    if recorded is not None:
+        from mmpool_cli.simulate import recording
+
+        assert request.trace is not None
+        report.findings.extend(recording.compare(recorded, report.result, request.trace.granularity))
     return report
+
+
+def _read_trace(trace: TraceSource, workers: int, requests: bool) -> tuple[dict[str, Any], Any, Any]:
+    """The source, the events (or the file, replayed as read) and the recording, if ``trace`` is one."""
+    from mmpool_cli.simulate import recording
+
+    if recording.is_recording(trace.path):  # a directory of mmpool record: its pools merged, compared after
+        events, rec = recording.read_recording(
+            trace.path, workers, max_events=trace.max_events, idle_timeout=trace.idle_timeout, keep_ids=trace.keep_ids
+        )
+        return {"trace": trace.path, **rec.source(), "assumptions": trace.assumptions}, events, rec
+    timeline = TraceFile(
+        trace.path, workers, trace.max_events, trace.idle_timeout, keep_ids=trace.keep_ids, requests=requests
+    )
+    return {"trace": trace.path}, timeline, None
 
 
 def _limit_events(limit: tuple[int, str] | None, trace_events: int) -> int | None:

@@ -95,19 +95,20 @@ PROGRAM = """
 import multiprocessing
 import os
 import sys
+import time
 
 from sglang.srt.multimodal.transport.memory_pool import StreamOrderedMmFeaturePool
 
 
 def drive(name, items):
-    if os.environ.get("SABOTAGE"):
-        import mmpool_record.events
-
-        mmpool_record.events.QUEUE.limit = None  # the hook's own queue broken: its wrappers must not mind
     pool = StreamOrderedMmFeaturePool(memory_size=1 << 20)
     held = []
     out = []
     for i in range(items):
+        if i == 1 and os.environ.get("SABOTAGE"):  # after the first event opened the recording
+            import mmpool_record.recorder
+
+            mmpool_record.recorder.RECORDER.limit = None  # the hook's own state broken: its wrappers must not mind
         lease = pool.copy_tensor(1000 + (i * 7919) % 90000)
         out.append("miss" if lease is None else str(lease.start))
         if lease is not None:
@@ -118,6 +119,8 @@ def drive(name, items):
             held = held[3:]
             with pool._lock:
                 pool._recycle_ready_leases_locked()
+            if os.environ.get("PAUSE"):  # a run longer than the writer's drains (rotation happens at them)
+                time.sleep(float(os.environ["PAUSE"]))
     print(name, " ".join(out), flush=True)
 
 

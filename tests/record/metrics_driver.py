@@ -128,6 +128,11 @@ def run(metrics: Any, state: dict[str, Any], op: str, args: dict[str, Any]) -> s
         import prometheus_client  # noqa: F401  (the program imports it first)
     elif op == "start":
         state["metrics"] = metrics.start(SimpleNamespace(out_dir=args["out_dir"], metrics_port=args.get("port")))
+        if args.get("serve"):  # the process beside the command: it serves what every process wrote
+            from mmpool_record import metrics_serve
+
+            private = os.path.join(args["out_dir"], metrics.PRIVATE_DIR)
+            state["metrics"].server = metrics_serve.serve(args["port"], private, "127.0.0.1")
         return "none" if state["metrics"] is None else "ok"
     elif op == "pool":
         state["pool"] = state["metrics"].pool(args["labels"], args["capacity"])

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-RECORD_DIR = HERE.parents[1] / "mmpool_cli" / "_record"
+ROOT = HERE.parents[1]
+RECORD_DIR = ROOT / "mmpool_cli" / "_record"
 DRIVER = HERE / "pool_driver.py"
 MEMBER = "sglang/srt/multimodal/transport/memory_pool.py"
 
@@ -56,9 +57,12 @@ def driver_args(tmp_path: Path, truth: Path, size: int, items: int = 120) -> lis
 
 def assert_the_pools(got: dict[str, float], out: Path, truth: Path, size: int) -> None:
     """``got`` (a sample's name, ``+Inf`` appended for that bucket) is what the pool did, as it did it."""
+    from mmpool_cli.simulate.events import ALLOC
+    from mmpool_cli.simulate.recording import read_pools
+
     offsets = json.loads(truth.read_text())
-    [trace] = out.glob("pool-*.jsonl")
-    allocs = [line for line in map(json.loads, trace.read_text().splitlines()) if line["op"] == "alloc"]
+    [trace] = read_pools(str(out))
+    allocs = [{"bytes": e[3], "offset": e[4]} for e in trace.events if e[1] == ALLOC]
     assert [a["offset"] for a in allocs] == offsets
     missed = [a["bytes"] for a in allocs if a["offset"] is None]
     assert 0 < len(missed) < len(allocs)  # the budget is small enough to miss

@@ -15,6 +15,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fake_sglang  # noqa: E402
 
+from mmpool_cli.simulate.events import ALLOC, FREE  # noqa: E402
+from mmpool_cli.simulate.record_stream import PoolTrace  # noqa: E402
+from mmpool_cli.simulate.recording import read_pools  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 ITEMS = 40
 
@@ -44,6 +48,15 @@ def tree(tmp_path: Path) -> Path:
 
 def pools(out: Path) -> list[dict[str, object]]:
     return [json.loads(p.read_text()) for p in sorted(out.glob("pool-*.json"))]
+
+
+def traces(out: Path) -> list[PoolTrace]:
+    """Each pool's trace as mmpool reads it back, in the order the pools started."""
+    return read_pools(str(out))
+
+
+def offsets(trace: PoolTrace) -> list[str]:
+    return ["miss" if e[4] is None else str(e[4]) for e in trace.events if e[1] == ALLOC]
 
 
 def test_without_record_the_program_is_unchanged(tree: Path) -> None:
@@ -85,26 +98,22 @@ def test_known_pool_recorded_in_main_forked_and_spawned_processes(tree: Path, tm
     env = {"MMPOOL_RECORD": str(out), "MMPOOL_RECORD_DIGESTS": str(fake_sglang.digests(tmp_path))}
     got = run(tree, str(ITEMS), "children", env=env)
     assert (got.returncode, got.stdout, got.stderr) == (3, plain.stdout, "")
-    found = pools(out)
-    assert len({p["pid"] for p in found}) == 3  # the main process, the forked child, the spawned one
+    found = traces(out)
+    assert len({p.info["pid"] for p in found}) == 3  # the main process, the forked child, the spawned one
     lines = {line.split(" ", 1)[0]: line.split()[1:] for line in plain.stdout.splitlines()}
-    for info in found:
-        assert info["complete"] is True and info["dropped"] == 0 and info["errors"] == 0
+    for trace in found:
+        info = trace.info
+        assert info["complete"] is True and info["dropped"] == 0 and info["errors"] == 0 and trace.complete
         assert info["code_of"] == ["stand-in"] and info["layout"] == {
             "memory_size": 1 << 20,
             "data_start": 256,
             "slots": 64,
             "consumers": 1,
         }
-        trace = [json.loads(line) for line in (out / str(info["file"])).read_text().splitlines()]
-        offsets = [e["offset"] for e in trace if e["op"] == "alloc"]
-        assert [("miss" if o is None else str(o)) for o in offsets] == lines["main"]  # each drives the same
-        assert info["events"]["releases"] == sum(
-            1
-            for e in trace
-            if e["op"] == "free"
-            and e["id"] not in {a["id"] for a in trace if a["op"] == "alloc" and a["offset"] is None}
-        )
+        assert offsets(trace) == lines["main"]  # each drives the same
+        misses = {e[2] for e in trace.events if e[1] == ALLOC and e[4] is None}
+        frees = [e for e in trace.events if e[1] == FREE and e[2] not in misses]
+        assert len(frees) == 8 * 3  # every fifth item gives three leases back: the tick's releases
 
 
 def test_full_buffer_drops_and_counts_never_blocks(tree: Path, tmp_path: Path) -> None:
@@ -135,25 +144,32 @@ def test_hook_failure_counted_said_once_program_unaffected(tree: Path, tmp_path:
     assert line.startswith("mmpool record: the hook failed (TypeError: ") and "the program is unaffected" in line
 
 
-def test_rotation_at_max_bytes(tree: Path, tmp_path: Path) -> None:
-    from mmpool_cli.simulate.trace import read_trace
-
-    out = tmp_path / "rec"
-    env = {
-        "MMPOOL_RECORD": str(out),
-        "MMPOOL_RECORD_DIGESTS": str(fake_sglang.digests(tmp_path)),
-        "MMPOOL_RECORD_MAX_BYTES": "4096",
-    }
+def test_rotation_every_part_reads_alone_and_all_read_as_unrotated(tree: Path, tmp_path: Path) -> None:
+    base = {"MMPOOL_RECORD_DIGESTS": str(fake_sglang.digests(tmp_path))}
+    whole, rotated = tmp_path / "whole", tmp_path / "rotated"
+    plain = run(tree, "400", env={**base, "MMPOOL_RECORD": str(whole)})
+    env = {**base, "MMPOOL_RECORD": str(rotated), "MMPOOL_RECORD_MAX_BYTES": "4096", "PAUSE": "0.01"}
     got = run(tree, "400", env=env)
-    assert got.returncode == 3 and got.stderr == ""
-    [info] = pools(out)
-    trace = out / str(info["file"])
-    assert info["events"]["rotations"] >= 2
-    older = trace.with_name(trace.name + ".1")
-    assert older.exists() and not trace.with_name(trace.name + ".2").exists()
-    for part in (trace, older):
-        assert part.stat().st_size <= 4096 + 64 * 120  # the bound, and the leases in flight it starts with
-    assert len(read_trace(str(trace), 1)) > 0  # the newest part stands alone as a trace
+    assert (got.returncode, got.stdout, got.stderr) == (3, plain.stdout, "")
+    parts = sorted(rotated.glob("events-*.bin"))
+    assert len(parts) >= 3 and len(list(whole.glob("events-*.bin"))) == 1
+    [one], [all_parts] = traces(whole), traces(rotated)
+    assert all_parts.parts == len(parts) and all_parts.whole and all_parts.complete
+    assert offsets(all_parts) == offsets(one) == plain.stdout.split()[1:]
+    shape = [(op, key, nbytes, offset) for _, op, key, nbytes, offset in all_parts.events]
+    assert shape == [(op, key, nbytes, offset) for _, op, key, nbytes, offset in one.events]
+    for part in parts[1:]:  # each part alone, with the manifests: a trace of its own, its leases in flight first
+        alone = tmp_path / f"alone-{part.name}"
+        alone.mkdir()
+        for f in rotated.glob("pool-*.json"):
+            shutil.copy(f, alone)
+        shutil.copy(part, alone)
+        [trace] = traces(alone)
+        assert not trace.whole and trace.events
+        live: set[str] = set()
+        for _, op, key, _, _ in trace.events:
+            assert (key in live) == (op == FREE)
+            live.symmetric_difference_update({key})
 
 
 def test_malformed_setting_records_nothing(tree: Path, tmp_path: Path) -> None:
@@ -181,5 +197,5 @@ def test_the_hook_runs_in_the_servers_own_python(tree: Path, tmp_path: Path, ver
     full.update({"MMPOOL_RECORD": str(out), "MMPOOL_RECORD_DIGESTS": str(fake_sglang.digests(tmp_path))})
     got = subprocess.run(program, capture_output=True, text=True, env=full, timeout=120, check=False)
     assert (got.returncode, got.stdout, got.stderr) == (3, plain.stdout, plain.stderr)
-    [info] = pools(out)
-    assert info["complete"] is True and info["events"]["allocs"] == ITEMS
+    [trace] = traces(out)
+    assert trace.info["complete"] is True and len(offsets(trace)) == ITEMS

@@ -153,8 +153,8 @@ def test_the_port_shows_every_process(tmp_path: Path) -> None:
     (tmp_path / "sglang").mkdir()
     top, worker, sglang = md.Driver(env), md.Driver(env), md.Driver({**env, **joined})
     try:
-        top.run([start, *md.script(1)])
-        worker.run([start, *md.script(2)])  # the port is the top process's: the worker only writes its files
+        top.run([{**start, "serve": True}, *md.script(1)])
+        worker.run([start, *md.script(2)])  # the port is the serving process's: the worker only writes its files
         sglang.run([start, *md.script(3)])  # --enable-metrics too: into SGLang's directory, which the port shows
         top.run([{"op": "setenv", "name": "PROMETHEUS_MULTIPROC_DIR", "value": joined["PROMETHEUS_MULTIPROC_DIR"]}])
         families = scrape(port)
@@ -180,7 +180,7 @@ def test_a_port_taken_by_another_program_is_said_once(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         driver = md.Driver()
         try:
-            driver.run([{"op": "start", "out_dir": str(tmp_path), "port": port}] * 2)
+            driver.run([{"op": "start", "out_dir": str(tmp_path), "port": port, "serve": True}] * 2)
         finally:
             stderr = driver.close()
     assert (
@@ -193,7 +193,7 @@ def test_a_stalled_client_blocks_neither_the_pools_nor_the_port_for_long(tmp_pat
     port = free_port()
     driver = md.Driver()
     try:
-        driver.run([{"op": "start", "out_dir": str(tmp_path), "port": port}])
+        driver.run([{"op": "start", "out_dir": str(tmp_path), "port": port, "serve": True}])
         with socket.create_connection(("127.0.0.1", port), timeout=10):  # connects, never asks
             began = time.monotonic()
             driver.run(md.script(1))  # the writer's calls do not wait for the port's thread
@@ -204,29 +204,13 @@ def test_a_stalled_client_blocks_neither_the_pools_nor_the_port_for_long(tmp_pat
         assert driver.close() == ""
 
 
-def test_a_forked_worker_does_not_hold_the_port(tmp_path: Path) -> None:
-    """Once the serving process lets the port go, it is free, though a worker it forked still runs."""
-    code = f"""
-import os, socket, sys, warnings
-from types import SimpleNamespace
-warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12: a fork with the port's thread running
-sys.path.insert(0, {str(md.RECORD_DIR)!r})
-from mmpool_record import metrics
-served = metrics.start(SimpleNamespace(out_dir={str(tmp_path)!r}, metrics_port={free_port()}))
-r, w = os.pipe()
-child = os.fork()
-if child == 0:
-    os.read(r, 1)
-    os._exit(0)
-port = served.server.server_address[1]
-served.close()
-try:
-    with socket.socket() as sock:
-        sock.bind(("", port))
-    print("free")
-finally:
-    os.write(w, b"x")
-    os.waitpid(child, 0)
-"""
-    done = subprocess.run([md.PYTHON, "-c", code], capture_output=True, text=True, timeout=60, check=False)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "free\n", "")
+def test_the_recorded_server_never_imports_prometheus_client(tmp_path: Path) -> None:
+    """The hook only writes: no metrics module, no prometheus_client, no port in the server's processes."""
+    env = {**os.environ, "PYTHONPATH": str(md.RECORD_DIR), "MMPOOL_RECORD": str(tmp_path / "rec")}
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path)
+    code = (
+        "import sys\nfrom mmpool_record import hook, pools, recorder\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('prometheus', 'mmpool_record.metrics'))))"
+    )
+    done = subprocess.run([md.PYTHON, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")

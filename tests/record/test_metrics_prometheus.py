@@ -107,7 +107,7 @@ def test_a_real_prometheus_scrapes_every_pool(tmp_path: Path, prometheus: tuple[
     start = {"op": "start", "out_dir": str(tmp_path / "rec"), "port": port}
     top, worker = md.Driver(env), md.Driver(env)
     try:
-        top.run([start, *md.script(1)])
+        top.run([{**start, "serve": True}, *md.script(1)])  # as the process beside the command serves it
         worker.run([start, *md.script(2)])
         wait_for(web, "mmpool_record_hook_errors_total == 1", 2)  # the scripts' last step, scraped
         pids = {str(top.proc.pid): 1, str(worker.proc.pid): 2}

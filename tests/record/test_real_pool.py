@@ -102,7 +102,7 @@ def test_recorded_real_pools_replay_decision_for_decision(tmp_path: Path) -> Non
     pools = [json.loads(p.read_text()) for p in sorted(out.glob("pool-*.json"))]
     assert len(pools) == 2
     for info in pools:
-        assert info["code_of"] == ["0.5.21", "0.5.22", "0.5.23"] and info["complete"] is True
+        assert info["code_of"] == ["0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"] and info["complete"] is True
         assert info["layout"] == {"memory_size": MEMORY, "data_start": 4096 * 3 * 4, "slots": 4096, "consumers": 2}
         assert info["recycle_interval_s"] == 0.01
 

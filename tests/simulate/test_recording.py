@@ -178,3 +178,32 @@ def test_pools_no_whole_mib_budget_makes_are_said_so(tmp_path: Path) -> None:
         "recording's own pools: no whole-MiB budget splits into 3 cuda_ipc pool(s) of 1,000,000 B each (the pools "
         "were not made from SGLANG_MM_FEATURE_CACHE_MB)"
     )
+
+
+@pytest.mark.parametrize("t0", [None, "0.5", -1])
+def test_a_pool_without_its_start_time_is_refused_never_shifted(tmp_path: Path, t0: object) -> None:
+    two_pools(tmp_path)
+    info = json.loads((tmp_path / "pool-7-0.json").read_text())
+    info["t0_monotonic_ns"] = t0  # taken as 0, the pool would move by the machine's uptime against the other
+    (tmp_path / "pool-7-0.json").write_text(json.dumps(info))
+    with pytest.raises(TraceError, match="pool-7-0.json: the manifest's t0_monotonic_ns is .*, not a time"):
+        read_recording(str(tmp_path), 2)
+
+
+def test_a_rotated_format_1_trace_reads_its_leases_in_flight_as_given(tmp_path: Path) -> None:
+    # mmpool before format 2 began a rotated part with its leases in flight, one short (a free of an id it
+    # never names) or one twice (an alloc of an id in flight): read as the leases the part does name
+    lines = [
+        {"t": 0.0, "op": "alloc", "id": "3", "bytes": 1000, "offset": 256},
+        {"t": 0.0, "op": "alloc", "id": "3", "bytes": 1000, "offset": 256},
+        {"t": 0.01, "op": "free", "id": "2", "tick": 1},
+        {"t": 0.05, "op": "free", "id": "3", "tick": 1},
+    ]
+    pool(tmp_path, 5, 1_000 * MS, lines, events={"rotations": 2})
+    events, rec = read_recording(str(tmp_path), 1)
+    assert list(events.op) == [0, 1] and rec.ids == ["5-0:3"]
+    [found] = compare(rec, simulate(events, layout(workers=1), record=True))
+    assert (
+        found.message
+        == "not compared with the recording: pool 5-0: the first parts of its trace are gone (--max-bytes)"
+    )

@@ -124,12 +124,20 @@ def test_max_bytes_bounds(tmp_path: Path) -> None:
     assert message == "--max-bytes: from 4096 bytes to 1TiB, not 100"
 
 
-def test_metrics_port_goes_to_the_hook(tmp_path: Path) -> None:
+def test_metrics_port_goes_to_the_process_beside_the_command_not_the_hook(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("", 0))
         port = probe.getsockname()[1]
+    environ = {**ENV, "MMPOOL_RECORD_BUFFER": "9", "MMPOOL_RECORD_METRICS_PORT": "1"}
     launch = prepare(
-        RecordRequest(str(tmp_path / "rec"), ["true"], metrics_port=port), {**ENV, "MMPOOL_RECORD_BUFFER": "9"}
+        RecordRequest(str(tmp_path / "rec"), ["true"], metrics_port=port, metrics_addr="127.0.0.1"), environ
     )
-    assert launch.environ["MMPOOL_RECORD_METRICS_PORT"] == str(port)
+    assert (launch.metrics_port, launch.metrics_addr) == (port, "127.0.0.1")
     assert launch.environ["MMPOOL_RECORD_BUFFER"] == "9"  # the user's own settings of the hook are kept
+
+
+def test_metrics_addr_is_an_address_and_needs_the_port(tmp_path: Path) -> None:
+    bad = refused(tmp_path, RecordRequest(str(tmp_path / "r"), ["true"], metrics_port=9, metrics_addr="localhost"))
+    assert bad == "--metrics-addr 'localhost': an interface's IP address (127.0.0.1, ::1, 0.0.0.0); default: every one"
+    alone = refused(tmp_path, RecordRequest(str(tmp_path / "s"), ["true"], metrics_addr="127.0.0.1"))
+    assert alone == "--metrics-addr chooses the interface of --metrics-port: give the port too"

@@ -6,8 +6,6 @@ The environment variables (the one contract between ``mmpool record``, the boots
 
 ``MMPOOL_RECORD``                 the recording's directory; unset or empty: the hook does nothing at all
 ``MMPOOL_RECORD_MAX_BYTES``       bytes per events file before it rotates (default 1 GiB)
-``MMPOOL_RECORD_METRICS_PORT``    a TCP port to serve the metrics on (unset: no server of mmpool's own;
-                                  the metrics still join ``PROMETHEUS_MULTIPROC_DIR`` when SGLang sets it)
 ``MMPOOL_RECORD_BUFFER``          events the allocating thread may queue for the writer (default 65536);
                                   when full, new events are dropped and counted, never waited for
 ``MMPOOL_RECORD_DIGESTS``         an extra digests file (JSON, the layout of ``digests.json``) for a
@@ -21,7 +19,6 @@ from dataclasses import dataclass
 
 ENV_DIR = "MMPOOL_RECORD"
 ENV_MAX_BYTES = "MMPOOL_RECORD_MAX_BYTES"
-ENV_METRICS_PORT = "MMPOOL_RECORD_METRICS_PORT"
 ENV_BUFFER = "MMPOOL_RECORD_BUFFER"
 ENV_DIGESTS = "MMPOOL_RECORD_DIGESTS"
 
@@ -32,11 +29,10 @@ DEFAULT_BUFFER = 65536
 
 @dataclass(frozen=True)
 class Config:
-    """What one process records: where, how much, and whether it serves metrics itself."""
+    """What one process records: where, how much, and the buffer."""
 
     out_dir: str
     max_bytes: int = DEFAULT_MAX_BYTES
-    metrics_port: int | None = None
     buffer: int = DEFAULT_BUFFER
     digests: str | None = None
 
@@ -64,7 +60,6 @@ def from_environ(environ: dict[str, str] | os._Environ[str] | None = None) -> Co
     return Config(
         out_dir=out_dir,
         max_bytes=_int(env, ENV_MAX_BYTES, DEFAULT_MAX_BYTES, MIN_MAX_BYTES) or DEFAULT_MAX_BYTES,
-        metrics_port=_int(env, ENV_METRICS_PORT, None, 1),
         buffer=_int(env, ENV_BUFFER, DEFAULT_BUFFER, 1) or DEFAULT_BUFFER,
         digests=env.get(ENV_DIGESTS) or None,
     )

@@ -32,6 +32,9 @@ TARGETS: dict[str, dict[str, tuple[str, ...]]] = {
     "sglang.srt.multimodal.transport.cuda_ipc": {
         "MmItemMemoryPool": ("__init__", "wrap_tensor", "cancel_proxy", "_warn_pool_full_once"),
     },
+    "sglang.srt.mem_cache.multimodal_cache": {
+        "MultiModalStaticCache": ("__init__", "get", "get_single", "set", "has", "free", "clear"),
+    },
     "sglang.srt.utils.cuda_vmm_transport_utils": {
         "CudaVmmMemoryPool": (
             "control_size",

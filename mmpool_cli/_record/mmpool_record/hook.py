@@ -8,7 +8,6 @@ absent. Standard library only: this runs in the server's own Python.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.abc
 import importlib.machinery
 import os
@@ -16,26 +15,24 @@ import sys
 import types
 from typing import Any
 
-from mmpool_record import digest, pools
-from mmpool_record.config import Config, from_environ
+from mmpool_record import caches, digest, pools
+from mmpool_record.config import from_environ
+from mmpool_record.recorder import RECORDER
+from mmpool_record.say import say
 
 IPC_POOL = "sglang.srt.multimodal.transport.memory_pool"
 IPC = "sglang.srt.multimodal.transport.cuda_ipc"
 VMM = "sglang.srt.utils.cuda_vmm_transport_utils"
+EMBEDDING_CACHE = "sglang.srt.mem_cache.multimodal_cache"
 
-_state: dict[str, Any] = {"config": None, "known": None, "originals": {}, "code_of": {}, "off": set()}
-
-
-def say(line: str) -> None:
-    """One line on stderr, never an exception."""
-    with contextlib.suppress(Exception):
-        sys.stderr.write(f"mmpool record: {line}\n")
+# what the finder has done: the digests it knows, the methods it replaced, the modules it left alone
+_state: dict[str, Any] = {"known": None, "originals": {}, "code_of": {}, "off": set()}
 
 
 def _known() -> dict[str, dict[str, dict[str, list[str]]]]:
     if _state["known"] is None:
         known = digest.load()
-        config: Config | None = _state["config"]
+        config = RECORDER.config
         if config is not None and config.digests:
             known = digest.merge(known, digest.load(config.digests))
         _state["known"] = known
@@ -85,11 +82,15 @@ def patch(module: types.ModuleType) -> None:
         why, releases = recognise(module)
         if why is not None:
             _state["off"].add(name)
-            say(f"{name}: {why}: this pool is not recorded, and runs as it would without mmpool")
+            what = "cache" if name == EMBEDDING_CACHE else "pool"
+            say(f"{name}: {why}: this {what} is not recorded, and runs as it would without mmpool")
             if name == IPC:
                 _restore(IPC_POOL)  # the cuda_ipc pool's miss is read through MmItemMemoryPool's code
             return
         _state["code_of"][name] = releases
+        for transport in ("cuda_ipc", "cuda_vmm"):
+            RECORDER.releases[transport] = code_of(transport)
+        RECORDER.releases["embedding"] = sorted(_state["code_of"].get(EMBEDDING_CACHE, []))
         if name == IPC_POOL:
             cls = module.StreamOrderedMmFeaturePool
             _keep(name, cls, ("_allocate_locked", "_release_locked", "_recycle_ready_leases_locked"))
@@ -98,6 +99,10 @@ def patch(module: types.ModuleType) -> None:
             cls = module.CudaVmmMemoryPool
             _keep(name, cls, ("_reserve_chunk", "_release_reserved_chunk", "_recycle_chunks", "_merge_chunks"))
             pools.wrap_vmm(cls)
+        elif name == EMBEDDING_CACHE:
+            cls = module.MultiModalStaticCache
+            _keep(name, cls, ("get", "get_single", "set", "free", "clear"))
+            caches.wrap_embedding(cls)
     except Exception as e:
         _restore(name)
         say(f"{name}: not recorded ({type(e).__name__}: {e})")
@@ -169,12 +174,9 @@ def install() -> None:
         return
     if config is None or any(isinstance(f, Finder) for f in sys.meta_path):
         return
-    _state["config"] = config
-    from mmpool_record import writer
-
-    writer.setup(config)
+    RECORDER.setup(config)
     sys.meta_path.insert(0, Finder())
-    for name in (IPC_POOL, IPC, VMM):  # imported before the bootstrap ran: wrap them now
+    for name in (IPC_POOL, IPC, VMM, EMBEDDING_CACHE):  # imported before the bootstrap ran: wrap them now
         if name in sys.modules:
             patch(sys.modules[name])
-    os.register_at_fork(after_in_child=writer.after_fork)
+    os.register_at_fork(after_in_child=RECORDER.after_fork)

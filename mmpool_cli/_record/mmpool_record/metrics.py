@@ -1,7 +1,7 @@
 """Live pool metrics in Prometheus' exposition format, through ``prometheus_client``.
 
-Standard library and ``prometheus_client`` (SGLang's dependency) only: it runs in the server's Python,
-called by the hook's writer thread only, never by the allocating thread::
+Standard library and ``prometheus_client`` only: it runs in the process ``mmpool record`` leaves beside
+the command (``follow.py``), never in the server's::
 
     metrics = start(config)                    # None: prometheus_client is missing (said once)
     pool = metrics.pool({"pool": "0", "transport": "cuda_ipc", "gpu": "0"}, capacity_bytes)
@@ -17,9 +17,8 @@ server has set its environment up:
   into that directory, so SGLang's own ``/metrics`` shows them: through prometheus_client's value
   class when it is in multiprocess mode (one writer per file), else (it was imported before the
   variable existed) through files of mmpool's own in the same format.
-- otherwise, with ``MMPOOL_RECORD_METRICS_PORT``: into ``<out_dir>/metrics.d``, which the process
-  that binds the port first (the one ``mmpool record`` exec'd into) serves from a daemon thread,
-  with every other process's pools and the ``mmpool_`` series of ``PROMETHEUS_MULTIPROC_DIR``.
+- otherwise, with ``--metrics-port``: into ``<out_dir>/metrics.d``, which ``follow.py`` serves on the
+  port (``metrics_serve.py``) with the ``mmpool_`` series of ``PROMETHEUS_MULTIPROC_DIR``.
 - neither: nowhere (no-op objects).
 
 Nothing here sets ``PROMETHEUS_MULTIPROC_DIR``. Importing prometheus_client first while it is unset,
@@ -29,13 +28,14 @@ if the program had imported it later. After a fork, call ``start`` again: object
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
+
+from mmpool_record.say import say
 
 PREFIX = "mmpool_"
 POOL_LABELS = ("pool", "pid", "transport", "gpu")
@@ -57,6 +57,17 @@ POOL_SERIES = (
     ("mmpool_pool_released_bytes", "counter", "Bytes the pool took back."),
     ("mmpool_pool_lease_lifetime_seconds", "histogram", "Seconds from a lease's allocation to its recycling."),
 )
+CACHE_LABELS = ("cache", "pid")
+CACHE_SERIES = (
+    ("mmpool_cache_capacity_bytes", "gauge", "Bytes the multimodal cache may hold."),
+    ("mmpool_cache_bytes", "gauge", "Bytes the multimodal cache holds."),
+    ("mmpool_cache_entries", "gauge", "Entries the multimodal cache holds."),
+    ("mmpool_cache_lookups", "counter", "Lookups of the multimodal cache."),
+    ("mmpool_cache_hits", "counter", "Lookups the multimodal cache answered."),
+    ("mmpool_cache_insertions", "counter", "Entries put in the multimodal cache."),
+    ("mmpool_cache_evictions", "counter", "Entries the multimodal cache evicted to make room."),
+    ("mmpool_cache_evicted_bytes", "counter", "Bytes the multimodal cache evicted to make room."),
+)
 HEALTH_SERIES = (
     ("mmpool_record_dropped_events", "counter", "Events the hook dropped because its buffer was full."),
     ("mmpool_record_hook_errors", "counter", "Errors inside mmpool's hook (the server was not affected)."),
@@ -69,8 +80,7 @@ def _say(message: str) -> None:
     """One line on stderr, once per process."""
     if message not in _said:
         _said.add(message)
-        with contextlib.suppress(Exception):  # a closed stderr must not reach the server
-            print(f"mmpool record: {message}", file=sys.stderr, flush=True)
+        say(message)
 
 
 def start(config: Any) -> Metrics | None:
@@ -91,12 +101,7 @@ def start(config: Any) -> Metrics | None:
         except OSError as error:  # the pools still join PROMETHEUS_MULTIPROC_DIR if the server has one
             _say(f"{private}: cannot be made ({error.strerror}): the metrics are not served on the port")
             private = None
-    metrics = Metrics(private_dir=private)
-    if private is not None:
-        from mmpool_record.metrics_serve import serve
-
-        metrics.server = serve(config.metrics_port, private)
-    return metrics
+    return Metrics(private_dir=private)
 
 
 def _mp_dir() -> str | None:
@@ -271,14 +276,48 @@ class PoolMetrics:
         self._in_flight.set(in_flight)
 
 
-class _Nowhere:
+class CacheMetrics:
+    """One multimodal cache's series (SGLang's embedding cache), kept from its records."""
+
+    def __init__(self, sink: Any, labels: Mapping[str, str], capacity_bytes: int) -> None:
+        s = {name: sink.series(name, kind, doc, labels) for name, kind, doc in CACHE_SERIES}
+        self._bytes, self._entries = s["mmpool_cache_bytes"], s["mmpool_cache_entries"]
+        self._lookups, self._hits = s["mmpool_cache_lookups"], s["mmpool_cache_hits"]
+        self._inserted, self._evicted = s["mmpool_cache_insertions"], s["mmpool_cache_evictions"]
+        self._evicted_bytes = s["mmpool_cache_evicted_bytes"]
+        s["mmpool_cache_capacity_bytes"].set(capacity_bytes)
+        for counter in (self._lookups, self._hits, self._inserted, self._evicted, self._evicted_bytes):
+            counter.inc(0)
+
+    def on_lookup(self, hit: bool) -> None:
+        """One lookup, a hit or a miss."""
+        self._lookups.inc(1)
+        if hit:
+            self._hits.inc(1)
+
+    def on_insert(self) -> None:
+        """One entry put in."""
+        self._inserted.inc(1)
+
+    def on_evict(self, entries: int, nbytes: int) -> None:
+        """What an insertion evicted to make room."""
+        self._evicted.inc(entries)
+        self._evicted_bytes.inc(nbytes)
+
+    def on_state(self, nbytes: int, entries: int) -> None:
+        """The cache's state after its latest event."""
+        self._bytes.set(nbytes)
+        self._entries.set(entries)
+
+
+class Nowhere:
     """The series of a process with nowhere to publish (no port, no multiprocess directory)."""
 
     def inc(self, amount: float) -> None: ...
     def set(self, value: float) -> None: ...
     def observe(self, amount: float) -> None: ...
 
-    def series(self, name: str, kind: str, doc: str, labels: Mapping[str, str]) -> _Nowhere:
+    def series(self, name: str, kind: str, doc: str, labels: Mapping[str, str]) -> Nowhere:
         return self
 
 
@@ -319,10 +358,15 @@ class Metrics:
         unknown = set(labels) - set(POOL_LABELS)
         if unknown:
             raise ValueError(f"unknown pool labels {sorted(unknown)}: use {POOL_LABELS}")
-        sink = self._chosen() or _Nowhere()
+        sink = self._chosen() or Nowhere()
         full = {name: str(labels.get(name, "")) for name in POOL_LABELS}
         full["pid"] = full["pid"] or str(self._pid)
         return PoolMetrics(sink, full, capacity_bytes)
+
+    def cache(self, labels: Mapping[str, str], capacity_bytes: int) -> CacheMetrics:
+        """A cache's series; ``labels``: ``cache`` (its name) and ``pid``."""
+        sink = self._chosen() or Nowhere()
+        return CacheMetrics(sink, {name: str(labels.get(name, "")) for name in CACHE_LABELS}, capacity_bytes)
 
     def dropped(self, n: int = 1) -> None:
         """``n`` events the hook dropped (its buffer was full)."""

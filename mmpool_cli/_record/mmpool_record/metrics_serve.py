@@ -1,11 +1,9 @@
-"""The port of ``mmpool record --metrics-port``: every process's pools, served by the first to bind it.
+"""The port of ``mmpool record --metrics-port``, served by the process beside the command (``follow.py``).
 
-Standard library and ``prometheus_client`` only, as ``metrics``. Each process writes its series into
-``<out_dir>/metrics.d`` (prometheus_client's multiprocess format); the process that binds the port
-(the one ``mmpool record`` exec'd into: it starts first) serves them from a daemon thread, with the
-``mmpool_`` series of ``PROMETHEUS_MULTIPROC_DIR`` when the server has one. The others find the port
-taken by a live process of the recording (``server.pid``) and say nothing; a port taken by another
-program is said once. A dead process's gauges are dropped at the next scrape, its counters stay.
+Standard library and ``prometheus_client`` only, as ``metrics``. The series are in ``<out_dir>/metrics.d``
+(prometheus_client's multiprocess format), or in the server's ``PROMETHEUS_MULTIPROC_DIR``, whose
+``mmpool_`` series are served too. A dead process's gauges are dropped at the next scrape, its
+counters stay. The server's own processes never bind it.
 """
 
 from __future__ import annotations
@@ -13,13 +11,13 @@ from __future__ import annotations
 import glob
 import importlib
 import os
+import socket
 import socketserver
 import threading
 from typing import Any
 
 from mmpool_record.metrics import PREFIX, _import_client, _mp_dir, _say
 
-SERVER_PID_FILE = "server.pid"
 _TEXT_0_0_4 = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -31,16 +29,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         pass  # alive, another user's
     return True
-
-
-def served_by_another(directory: str) -> bool:
-    """Whether a live process of this recording already serves the port (a worker sees its parent's)."""
-    try:
-        with open(os.path.join(directory, SERVER_PID_FILE)) as file:
-            pid = int(file.read().strip())
-    except (OSError, ValueError):
-        return False
-    return pid != os.getpid() and _alive(pid)
 
 
 def exposition(directory: str) -> bytes:
@@ -67,8 +55,8 @@ def exposition(directory: str) -> bytes:
     return bytes(client.generate_latest(registry))
 
 
-def serve(port: int, directory: str) -> Any:
-    """Serve ``directory``'s metrics on ``port`` from a daemon thread; None when the port is taken."""
+def serve(port: int, directory: str, addr: str = "") -> Any:
+    """Serve ``directory``'s metrics on ``addr:port`` (every interface: "") from a daemon thread; None if taken."""
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
     class Handler(BaseHTTPRequestHandler):
@@ -94,6 +82,8 @@ def serve(port: int, directory: str) -> Any:
             pass  # no line on the server's stderr per scrape
 
     class Server(HTTPServer):
+        address_family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+
         def server_bind(self) -> None:
             socketserver.TCPServer.server_bind(self)  # not HTTPServer's: its getfqdn may wait on DNS
             self.server_name, self.server_port = "", port
@@ -102,15 +92,9 @@ def serve(port: int, directory: str) -> Any:
             pass  # a client's broken connection is no concern of the server's
 
     try:
-        server = Server(("", port), Handler)
+        server = Server((addr, port), Handler)
     except OSError as error:
-        if not served_by_another(directory):
-            _say(f"port {port} cannot be served ({error.strerror}): the metrics are not served on it")
+        _say(f"port {port} cannot be served ({error.strerror}): the metrics are not served on it")
         return None
-    pid_file = os.path.join(directory, SERVER_PID_FILE)
-    with open(f"{pid_file}.{os.getpid()}", "w") as file:
-        file.write(f"{os.getpid()}\n")
-    os.replace(f"{pid_file}.{os.getpid()}", pid_file)
     threading.Thread(target=server.serve_forever, name="mmpool-record-metrics", daemon=True).start()
-    os.register_at_fork(after_in_child=server.socket.close)  # a forked worker does not hold the port
     return server

@@ -1,4 +1,4 @@
-"""The wrappers put around SGLang's pool methods: each runs the original, then queues one tuple.
+"""The wrappers put around SGLang's pool methods: each runs the original, then appends one record.
 
 What a lease is, read from SGLang 0.5.23's code (paths inside its wheel):
 
@@ -7,17 +7,19 @@ What a lease is, read from SGLang 0.5.23's code (paths inside its wheel):
   ``cuda_ipc.py:138-142``) and ends in ``_release_locked`` (279-288), which the recycler's
   ``_recycle_ready_leases_locked`` (299-322) calls for every acknowledged lease at one tick, and
   ``copy_tensor`` only when its copy fails (364-368). ``cancel_lease`` (371-) releases nothing
-  itself: it writes the acknowledgements, and the next tick gives the lease back.
+  itself: it writes the acknowledgements, and the next tick gives the lease back. The leases held
+  are ``_occupied`` (slot -> ``PoolLease``).
 * cuda_vmm (``srt/utils/cuda_vmm_transport_utils.py``): a chunk starts in ``_reserve_chunk``
   (548-565) and ends either in ``_recycle_chunks`` (618-651, inline, then ``_merge_chunks``) or in
-  ``_release_reserved_chunk`` (567-571: a failed publish or ``cancel_proxy``).
+  ``_release_reserved_chunk`` (567-571: a failed publish or ``cancel_proxy``). The chunks held are
+  ``occupied_chunks``, each exactly the size asked (``start + required_size``).
 
 Every one of these runs under the pool's lock (cuda_vmm's ``_publisher_condition`` is built on
-its ``_lock``), so the events reach the queue in the pool's own order; a cuda_ipc tick is two
-events, its start and its end, and a release between them is the tick's. In the allocating
-thread a wrapper only appends ``(kind, pool, time, ...)``: the pool object itself, its state
-looked up by the writer thread (``Registry.state``). A wrapper never raises anything of its own
-into SGLang and never waits: a failure is counted (``events.Queue.error``).
+its ``_lock``), so the records reach the buffer in the pool's own order; a cuda_ipc tick is two
+records, its start and its end, and a release between them is the tick's. In the allocating
+thread a wrapper packs ``(kind, id(pool), time, a, b, c)`` and appends it (``recorder.py``); a
+pool's first event, and an event that finds the buffer full, take ``Recorder.slow``. A wrapper
+never raises anything of its own into SGLang and never waits: a failure is counted.
 """
 
 from __future__ import annotations
@@ -26,78 +28,68 @@ import functools
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
-from mmpool_record.events import ALLOC, QUEUE, RELEASE, TICK, TICK_END, VMM, put
+from mmpool_record import recfmt
+from mmpool_record.recorder import PACK, RECORDER, Recorder
 
 MARK = "__mmpool_record__"
+ALLOC, RELEASE, TICK, TICK_END, TICK_FREE = recfmt.ALLOC, recfmt.RELEASE, recfmt.TICK, recfmt.TICK_END, recfmt.TICK_FREE
 
 
-class PoolState:
-    """One pool of this process, as the writer knows it: its index, transport and layout."""
+class IpcShape:
+    """cuda_ipc's ``StreamOrderedMmFeaturePool``, as the recorder reads it."""
 
-    __slots__ = ("pool", "transport", "index", "pid", "layout", "__weakref__")
+    transport = "cuda_ipc"
+    cache = None
 
-    def __init__(self, pool: Any, transport: str, index: int) -> None:
-        self.pool = weakref.ref(pool)
-        self.layout = layout(pool, transport)  # now, once: the pool may be gone when the writer next looks
-        self.transport = transport
-        self.index = index
-        self.pid = os.getpid()
+    @staticmethod
+    def layout(pool: Any) -> dict[str, Any]:
+        return {
+            "memory_size": int(pool.memory_size),
+            "data_start": int(pool.data_start),
+            "slots": int(pool.max_inflight_slices),
+            "consumers": int(pool.consumer_count),
+            "recycle_interval_s": float(pool._recycle_interval),
+            "transport_name": str(getattr(pool, "transport_name", "")),
+            "device": int(getattr(pool, "device_id", 0)),
+        }
 
+    @staticmethod
+    def held(pool: Any) -> list[tuple[int, int, int]]:
+        return [(int(x.nbytes), int(x.start), int(x.end)) for x in list(pool._occupied.values())]
 
-def layout(pool: Any, transport: str) -> dict[str, Any]:
-    """What the manifest says of a pool: its layout, read from the attributes SGLang's ``__init__`` sets."""
-    try:
-        out: dict[str, Any]
-        if transport == "cuda_vmm":
-            out = {"memory_size": int(pool.allocation_size), "data_start": 0, "control_bytes": int(pool.control_size)}
-        else:
-            out = {
-                "memory_size": int(pool.memory_size),
-                "data_start": int(pool.data_start),
-                "slots": int(pool.max_inflight_slices),
-            }
-        out["consumers"] = int(pool.consumer_count)
-        out["recycle_interval_s"] = float(pool._recycle_interval)
-        out["transport_name"] = str(getattr(pool, "transport_name", "CUDA VMM" if transport == "cuda_vmm" else ""))
-        out["device"] = int(getattr(pool, "device_id", getattr(pool, "device_index", 0)))
-        return out
-    except Exception as e:
-        QUEUE.error(e)
-        return {}
+    @staticmethod
+    def lock(pool: Any) -> Any:
+        return pool._lock
 
 
-class Registry:
-    """The pools this process has seen, in the order of their first event; a forked child starts anew.
+class VmmShape:
+    """cuda_vmm's ``CudaVmmMemoryPool``, as the recorder reads it."""
 
-    Keyed by the pool's ``id``, held by a weak reference: the registry never touches the pool's
-    ``__dict__`` (reading it turns CPython's inline attribute values into a dict, and SGLang's own
-    attribute reads on the pool slower), and a new pool at a dead one's address is a new pool.
-    """
+    transport = "cuda_vmm"
+    cache = None
 
-    def __init__(self) -> None:
-        self.states: list[PoolState] = []
-        self.by_id: dict[int, PoolState] = {}
-        self.lock = threading.Lock()
+    @staticmethod
+    def layout(pool: Any) -> dict[str, Any]:
+        return {
+            "memory_size": int(pool.allocation_size),
+            "data_start": 0,
+            "control_bytes": int(pool.control_size),
+            "consumers": int(pool.consumer_count),
+            "recycle_interval_s": float(pool._recycle_interval),
+            "transport_name": str(getattr(pool, "transport_name", "CUDA VMM")),
+            "device": int(getattr(pool, "device_index", 0)),
+        }
 
-    def state(self, pool: Any, transport: str) -> PoolState:
-        """The state of ``pool``; the first call registers it."""
-        st = self.by_id.get(id(pool))
-        if st is not None and st.pool() is pool:
-            return st
-        with self.lock:
-            st = self.by_id.get(id(pool))
-            if st is None or st.pool() is not pool:
-                st = PoolState(pool, transport, len(self.states))
-                self.states.append(st)
-                self.by_id[id(pool)] = st
-        return st
+    @staticmethod
+    def held(pool: Any) -> list[tuple[int, int, int]]:
+        return [(int(c.end) - int(c.start), int(c.start), int(c.end)) for c in list(pool.occupied_chunks)]
 
-
-REGISTRY = Registry()
+    @staticmethod
+    def lock(pool: Any) -> Any:
+        return pool._lock
 
 
 def _marked(fn: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
@@ -106,53 +98,74 @@ def _marked(fn: Callable[..., Any], original: Callable[..., Any]) -> Callable[..
     return fn
 
 
-def wrap_ipc(cls: Any) -> None:
+def _emitter(rec: Recorder, shape: Any) -> Callable[..., None]:
+    """Append one record for ``pool`` (the wrappers' path off the hot one: ticks)."""
+    buf, seen, slow = rec.buf, rec.seen, rec.slow
+    extend = buf.extend
+
+    def emit(pool: Any, kind: int, t: int, a: int = 0, b: int = 0, c: int = 0) -> None:
+        key = id(pool)
+        if key in seen and len(buf) < rec.limit:
+            extend(PACK(kind, key, t, a, b, c))
+        else:
+            slow(pool, shape, kind, t, a, b, c)
+
+    return emit
+
+
+def wrap_ipc(cls: Any, rec: Recorder = RECORDER) -> None:
     """Wrap ``StreamOrderedMmFeaturePool``'s allocate, release and recycle tick.
 
-    The wrappers take the methods' own parameters (the digests fix them) and append inline, with
-    the deque's ``append``, the clock and the queue bound in the closure: each lookup they save is
-    a few hundredths of a microsecond in SGLang's allocating thread. ``q.limit`` is 0 until this
-    process's first event, which takes ``q.overflow`` and starts the writer.
+    The wrappers take the methods' own parameters (the digests fix them) and append inline, the
+    buffer's ``extend``, the packer and the clock bound in the closure: each lookup they save is a
+    few hundredths of a microsecond in SGLang's allocating thread.
     """
     allocate, release, recycle = cls._allocate_locked, cls._release_locked, cls._recycle_ready_leases_locked
-    q = QUEUE
-    items = q.items
-    append, clock = items.append, time.monotonic_ns
+    buf, seen, shape = rec.buf, rec.seen, IpcShape()
+    extend, clock, slow = buf.extend, time.monotonic_ns, rec.slow
+    emit = _emitter(rec, shape)
 
     def _allocate_locked(self: Any, nbytes: int) -> Any:
         lease = allocate(self, nbytes)
         try:
-            if len(items) < q.limit:
-                append((ALLOC, self, clock(), nbytes, lease))
+            key = id(self)
+            if key in seen and len(buf) < rec.limit:
+                if lease is None:
+                    extend(PACK(ALLOC, key, clock(), nbytes, -1, -1))
+                else:
+                    extend(PACK(ALLOC, key, clock(), nbytes, lease.start, lease.end))
+            elif lease is None:
+                slow(self, shape, ALLOC, clock(), nbytes, -1, -1)
             else:
-                q.overflow((ALLOC, self, clock(), nbytes, lease))
+                slow(self, shape, ALLOC, clock(), nbytes, lease.start, lease.end)
         except Exception as e:
-            q.error(e)
+            rec.error(e)
         return lease
 
     def _release_locked(self: Any, lease: Any) -> Any:
         out = release(self, lease)  # SGLang's own refusal propagates as it would
         try:
-            if len(items) < q.limit:
-                append((RELEASE, self, clock(), lease))
+            key = id(self)
+            if key in seen and len(buf) < rec.limit:
+                extend(PACK(RELEASE, key, clock(), lease.start, lease.end, 0))
             else:
-                q.overflow((RELEASE, self, clock(), lease))
+                slow(self, shape, RELEASE, clock(), lease.start, lease.end, 0)
         except Exception as e:
-            q.error(e)
+            rec.error(e)
         return out
 
     def _recycle_ready_leases_locked(self: Any) -> Any:
         try:
-            put((TICK, self, clock(), (), ()))
+            emit(self, TICK, clock())
         except Exception as e:
-            q.error(e)
+            rec.error(e)
         try:
             return recycle(self)
         finally:
             try:
-                put((TICK_END, self, clock()))
+                emit(self, TICK_END, clock())
             except Exception as e:
-                q.error(e)
+                rec.error(e)
 
     cls._allocate_locked = _marked(_allocate_locked, allocate)
     cls._release_locked = _marked(_release_locked, release)
@@ -168,43 +181,46 @@ class _Tick:
         self.pool, self.before, self.merged = pool, before, False
 
 
-def wrap_vmm(cls: Any) -> None:
+def wrap_vmm(cls: Any, rec: Recorder = RECORDER) -> None:
     """Wrap ``CudaVmmMemoryPool``'s reserve, release, recycle tick and the tick's merge.
 
     The tick frees its chunks inline, under the lock, then merges: the merge in the recycler's
-    thread during its tick queues the tick (the chunks before and after). Outside a tick (every
-    ``_release_reserved_chunk`` merges too) the merge wrapper only finds ``ticks`` empty.
+    thread during its tick appends the tick and the chunks it freed (those held before and not
+    after). Outside a tick (every ``_release_reserved_chunk`` merges too) the merge wrapper only
+    finds ``ticks`` empty.
     """
     reserve, release = cls._reserve_chunk, cls._release_reserved_chunk
     recycle, merge = cls._recycle_chunks, cls._merge_chunks
-    q = QUEUE
-    items = q.items
-    append, clock = items.append, time.monotonic_ns
+    buf, seen, shape = rec.buf, rec.seen, VmmShape()
+    extend, clock, slow = buf.extend, time.monotonic_ns, rec.slow
+    emit = _emitter(rec, shape)
     ident = threading.get_ident
     ticks: dict[int, _Tick] = {}  # thread -> its tick in progress
     os.register_at_fork(after_in_child=ticks.clear)  # a forked child has none of its parent's threads
-    alloc, free, tick = VMM | ALLOC, VMM | RELEASE, VMM | TICK
 
     def _reserve_chunk(self: Any, required_size: int) -> Any:
         chunk = reserve(self, required_size)
         try:
-            if len(items) < q.limit:
-                append((alloc, self, clock(), required_size, chunk))
+            key = id(self)
+            if key in seen and len(buf) < rec.limit:
+                if chunk is None:
+                    extend(PACK(ALLOC, key, clock(), required_size, -1, -1))
+                else:
+                    extend(PACK(ALLOC, key, clock(), required_size, chunk.start, chunk.end))
+            elif chunk is None:
+                slow(self, shape, ALLOC, clock(), required_size, -1, -1)
             else:
-                q.overflow((alloc, self, clock(), required_size, chunk))
+                slow(self, shape, ALLOC, clock(), required_size, chunk.start, chunk.end)
         except Exception as e:
-            q.error(e)
+            rec.error(e)
         return chunk
 
     def _release_reserved_chunk(self: Any, chunk: Any) -> Any:
         out = release(self, chunk)
         try:
-            if len(items) < q.limit:
-                append((free, self, clock(), chunk))
-            else:
-                q.overflow((free, self, clock(), chunk))
+            emit(self, RELEASE, clock(), chunk.start, chunk.end)
         except Exception as e:
-            q.error(e)
+            rec.error(e)
         return out
 
     def _recycle_chunks(self: Any) -> Any:
@@ -214,16 +230,16 @@ def wrap_vmm(cls: Any) -> None:
             me = ident()
             ticks[me] = _Tick(self, tuple(self.occupied_chunks))
         except Exception as e:
-            q.error(e)
+            rec.error(e)
         try:
             return recycle(self)
         finally:
             try:
                 held = ticks.pop(me, None) if me is not None else None
                 if held is None or not held.merged:  # nothing occupied (or a failed poll): a tick that freed nothing
-                    put((tick, self, clock(), (), ()))
+                    emit(self, TICK, clock())
             except Exception as e:
-                q.error(e)
+                rec.error(e)
 
     def _merge_chunks(self: Any) -> Any:
         if ticks:
@@ -231,9 +247,14 @@ def wrap_vmm(cls: Any) -> None:
                 held = ticks.get(ident())
                 if held is not None and held.pool is self and not held.merged:
                     held.merged = True  # the tick's own merge, under the lock, right after it freed its chunks
-                    put((tick, self, clock(), held.before, tuple(self.occupied_chunks)))
+                    t = clock()
+                    emit(self, TICK, t)
+                    still = {id(c) for c in self.occupied_chunks}
+                    for chunk in held.before:
+                        if id(chunk) not in still:
+                            emit(self, TICK_FREE, t, chunk.start, chunk.end)
             except Exception as e:
-                q.error(e)
+                rec.error(e)
         return merge(self)
 
     cls._reserve_chunk = _marked(_reserve_chunk, reserve)

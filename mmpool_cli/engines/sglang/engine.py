@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mmpool_cli.core.findings import Finding
@@ -104,6 +105,11 @@ class SGLangEngine(Engine[PlanRequest, Plan]):
         from mmpool_cli.engines.sglang.caches import caches
 
         return caches(request)
+
+    def recorded_caches(self, directory: str, target: Fraction, kv_cell_bytes: int | None) -> CacheReport:
+        from mmpool_cli.engines.sglang.cache_recording import recorded_caches
+
+        return recorded_caches(directory, target, kv_cell_bytes)
 
     def settings_for_budget(self, request: PlanRequest, budget_mb: int) -> Settings | None:
         return self.plan_for_budget(request, budget_mb).settings

@@ -1,0 +1,149 @@
+"""The wrappers put around SGLang's multimodal embedding cache: each runs the original, then appends records.
+
+What the cache does, read from SGLang 0.5.23's code (``srt/mem_cache/multimodal_cache.py``):
+``MultiModalStaticCache`` is an LRU counted in bytes (``max_size``, ``current_size``) over an
+``OrderedDict`` of ``EmbeddingResult``s, keyed by SGLang's hash of an item (``get`` looks up the
+combined hash of a request's items, ``get_single`` one item's). ``set`` moves a present key to the
+front; refuses an entry larger than the cache; else evicts from the least recently used end until
+the entry fits, and inserts it (its size the tensor's storage bytes, ``_get_tensor_size``).
+``free`` takes one entry out, ``clear`` all. The scheduler drives it from one thread.
+
+The wrappers read the cache's own state around each call (its length, ``current_size``, whether the
+key is there), so what they record is what the call did, whichever release's ``set`` ran: a lookup
+(hit or miss, the entry's bytes), an insertion (the entry's bytes, or present, or not admitted) and
+the evictions it made (entries, bytes), a removal. Never raising into SGLang, never waiting; the
+records go to the process's recorder as the pools' do.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mmpool_record import recfmt
+from mmpool_record.pools import MARK
+from mmpool_record.recorder import PACK, RECORDER, Recorder
+
+LOOKUP, INSERT, EVICT, FREE = recfmt.CACHE_LOOKUP, recfmt.CACHE_INSERT, recfmt.CACHE_EVICT, recfmt.CACHE_FREE
+key64 = recfmt.key64
+
+
+class EmbeddingShape:
+    """SGLang's ``MultiModalStaticCache``, as the recorder reads it."""
+
+    transport = ""
+    cache = "embedding"
+
+    @staticmethod
+    def layout(cache: Any) -> dict[str, Any]:
+        return {recfmt.K_CACHE_BYTES: int(cache.max_size)}
+
+    @staticmethod
+    def held(cache: Any) -> list[tuple[int, int, int]]:
+        return []
+
+    @staticmethod
+    def lock(cache: Any) -> Any:
+        return None
+
+
+def _nbytes(entry: Any) -> int:
+    """An entry's bytes as SGLang counts them (``_get_tensor_size``: the tensor's storage)."""
+    return int(entry.embedding.untyped_storage().nbytes())
+
+
+def _marked(fn: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+    functools.update_wrapper(fn, original)
+    setattr(fn, MARK, True)
+    return fn
+
+
+def wrap_embedding(cls: Any, rec: Recorder = RECORDER) -> None:
+    """Wrap ``MultiModalStaticCache``'s ``get``, ``get_single``, ``set``, ``free`` and ``clear``."""
+    get, get_single, set_, free, clear = cls.get, cls.get_single, cls.set, cls.free, cls.clear
+    buf, seen, shape = rec.buf, rec.seen, EmbeddingShape()
+    extend, clock, slow = buf.extend, time.monotonic_ns, rec.slow
+
+    def emit(cache: Any, kind: int, a: int, b: int, c: int = 0) -> None:
+        key = id(cache)
+        if key in seen and len(buf) < rec.limit:
+            extend(PACK(kind, key, clock(), a, b, c))
+        else:
+            slow(cache, shape, kind, clock(), a, b, c)
+
+    def looked_up(cache: Any, key: Any, found: Any) -> None:
+        try:
+            if key is not None:
+                emit(cache, LOOKUP, key64(key), int(found is not None), 0 if found is None else _nbytes(found))
+        except Exception as e:
+            rec.error(e)
+
+    def get_wrapper(self: Any, mm_hashes: Any, *args: Any, **kwargs: Any) -> Any:
+        found = get(self, mm_hashes, *args, **kwargs)
+        try:
+            key = self.combine_hashes(mm_hashes)  # the key get looked up, as it computes it
+        except Exception as e:
+            rec.error(e)
+            return found
+        looked_up(self, key, found)
+        return found
+
+    def get_single_wrapper(self: Any, mm_hash: Any) -> Any:
+        found = get_single(self, mm_hash)
+        looked_up(self, mm_hash, found)
+        return found
+
+    def set_wrapper(self: Any, mm_hash: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            before = (len(self.mm_cache), int(self.current_size), mm_hash in self.mm_cache)
+        except Exception as e:
+            rec.error(e)
+            return set_(self, mm_hash, *args, **kwargs)
+        out = set_(self, mm_hash, *args, **kwargs)
+        try:
+            count, size, had = before
+            now = self.mm_cache.get(mm_hash)
+            nbytes = -1 if now is None else 0 if had else _nbytes(now)
+            emit(self, INSERT, key64(mm_hash), nbytes, int(self.current_size))
+            evicted = count + (nbytes > 0) - len(self.mm_cache)
+            if evicted > 0:
+                emit(self, EVICT, evicted, size + max(nbytes, 0) - int(self.current_size))
+        except Exception as e:
+            rec.error(e)
+        return out
+
+    def free_wrapper(self: Any, mm_hash: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            size = int(self.current_size)
+        except Exception as e:
+            rec.error(e)
+            return free(self, mm_hash, *args, **kwargs)
+        out = free(self, mm_hash, *args, **kwargs)
+        try:
+            if size != int(self.current_size):
+                emit(self, FREE, key64(mm_hash), size - int(self.current_size))
+        except Exception as e:
+            rec.error(e)
+        return out
+
+    def clear_wrapper(self: Any) -> Any:
+        try:
+            size = int(self.current_size)
+        except Exception as e:
+            rec.error(e)
+            return clear(self)
+        out = clear(self)
+        try:
+            if size:
+                emit(self, FREE, 0, size)
+        except Exception as e:
+            rec.error(e)
+        return out
+
+    cls.get = _marked(get_wrapper, get)
+    cls.get_single = _marked(get_single_wrapper, get_single)
+    cls.set = _marked(set_wrapper, set_)
+    cls.free = _marked(free_wrapper, free)
+    cls.clear = _marked(clear_wrapper, clear)

@@ -1,0 +1,101 @@
+"""SGLang's embedding cache as ``mmpool record`` recorded it, replayed at other sizes.
+
+The records say what the server's ``MultiModalStaticCache`` did at its own size
+(``simulate.cache_recorded`` turns them into the scheduler's lookups); each point of the curve is an
+exact replay of those lookups in the server's order (``cache_replay.replay``), the recorded size
+among them, where the replay makes the hits that were recorded. A size is set in whole MiB
+(``SGLANG_VLM_CACHE_SIZE_MB``), as for traffic (``caches.py``). Pure core: standard library only.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from mmpool_cli.core.units import MiB
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.errors import MmpoolError
+from mmpool_cli.simulate.cache_curve import Curve
+from mmpool_cli.simulate.cache_recorded import RecordedCache, recorded_lookups
+from mmpool_cli.simulate.cache_replay import REPLAYED, bisect_setting, never_evicts, replay, replay_many
+from mmpool_cli.simulate.cache_report import CacheNote, CacheReport, CacheResult, Recommendation, hits_needed
+from mmpool_cli.simulate.record_stream import read_caches
+from mmpool_cli.simulate.trace import MAX_EVENTS
+
+POINTS = 64  # the curve's points, each a replay
+
+
+def recorded_caches(directory: str, target: Fraction, kv_cell_bytes: int | None) -> CacheReport:
+    """Every embedding cache the recording at ``directory`` holds, replayed at its size and others."""
+    traces = read_caches(directory, MAX_EVENTS)
+    if not traces:
+        raise MmpoolError(
+            f"{directory}: no cache-*.json: the recording holds no multimodal cache (a recording made before mmpool "
+            "recorded SGLang's embedding cache, or a server that never made one)"
+        )
+    recorded = [recorded_lookups(t.info, t.events) for t in traces]
+    results, notes = [], []
+    for rec in recorded:
+        if rec.name != "embedding":
+            raise MmpoolError(f"cache {rec.where}: a {rec.name!r} cache; mmpool replays SGLang's embedding cache")
+        result = _result(rec, target, kv_cell_bytes)
+        results.append(result)
+        replayed = result.hits
+        if replayed != rec.hits:  # the replay's rules are not what the server did: say so, never hide it
+            notes.append(
+                CacheNote(
+                    "cache-replay-differs",
+                    "warning",
+                    f"cache {rec.where}: the replay at the recorded {rec.size_bytes:,} B makes {replayed:,} hits; "
+                    f"the server made {rec.hits:,}",
+                )
+            )
+    return CacheReport(engine=f"SGLang {versions.NEWEST}", source=directory, caches=results, notes=notes)
+
+
+def _result(rec: RecordedCache, target: Fraction, kv_cell_bytes: int | None) -> CacheResult:
+    lk, size = rec.lookups, rec.size_bytes
+    top = never_evicts(lk) if not rec.unsized else size  # past the recorded size an unsized entry decides
+    points = sorted({top * k // POINTS for k in range(POINTS + 1)} | {size})
+    curve = _points(rec, points)
+    need = hits_needed(curve, target)
+    top_mb = top // MiB if rec.unsized else -(-top // MiB)  # a setting whose replay the records answer
+    rec_bytes: Recommendation | None = None
+    if need > 0 and top_mb > 0 and replay(lk, top_mb * MiB)[0] >= need:
+        mb = bisect_setting(lambda n: replay(lk, n)[0], need, lambda m: m * MiB, top_mb)
+        cost = {"gpu_bytes_per_rank": mb * MiB}
+        if kv_cell_bytes:
+            cost["kv_tokens_per_rank"] = mb * MiB // kv_cell_bytes
+        rec_bytes = Recommendation(mb * MiB, f"SGLANG_VLM_CACHE_SIZE_MB={mb}", cost)
+        if mb * MiB < top and mb * MiB not in points:  # the recommendation's own replay, shown with the rest
+            curve = _points(rec, sorted({*points, mb * MiB}))
+    notes = []
+    if rec.unsized:
+        notes.append(
+            f"{rec.unsized:,} entries were larger than the recorded {size:,} B (never admitted, their bytes not "
+            "recorded): the curve stops at the recorded size"
+        )
+    if rec.joined:
+        notes.append(
+            f"{rec.joined:,} of {rec.batches:,} batches hold a hit followed by another lookup with no store between: "
+            "the records do not say where such a batch of hits ended, so it is read as one with the next; exact "
+            "at the recorded size; at other sizes the hits may differ from what the server would make"
+        )
+    return CacheResult(
+        name="embedding",
+        engine="sglang",
+        title=f"embedding cache (GPU, scheduler) {rec.where}",
+        size_bytes=size,
+        size_origin=f"recorded: {size:,} B (SGLANG_VLM_CACHE_SIZE_MB as the server had it)",
+        curve=curve,
+        work_unit="embedding bytes",
+        target=target,
+        recommendation=rec_bytes,
+        notes=notes,
+        method=REPLAYED,
+    )
+
+
+def _points(rec: RecordedCache, points: list[int]) -> Curve:
+    """The curve at ``points`` only, each an exact replay of the recorded lookups."""
+    got = replay_many(rec.lookups, points)
+    return Curve(len(rec.lookups.keys), tuple((p, *g) for p, g in zip(points, got, strict=True)))
