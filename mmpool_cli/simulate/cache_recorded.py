@@ -11,6 +11,9 @@ their keys) and counted (``joined``) so that a report can say where other sizes 
 entry's bytes are those its hit or its insertion recorded; an entry never admitted (larger than the
 cache) has no bytes on record, so where there is one the replay stops at the recorded size, past
 which its bytes would decide.
+SGLang's preprocess cache (a tokenizer process's) is driven the same way by the Qwen-VL processor: a
+request's items looked up (hits by ``get_if_present``, then one miss per distinct item missed), then
+each computed miss stored; it reads nothing back, and bounds its entries too (``max_entries``).
 Neutral: knows no engine; standard library only.
 """
 
@@ -28,7 +31,7 @@ from mmpool_cli.simulate.trace import TraceError
 class RecordedCache:
     """One recorded cache: its size, its traffic's lookups, and the hits it made at its size."""
 
-    name: str  # recfmt.CACHES: "embedding"
+    name: str  # recfmt.CACHES: "embedding" or "preprocess"
     where: str  # "<pid>-<n>", as the manifest names it
     size_bytes: int  # SGLang's max_size when it was recorded
     lookups: Lookups
@@ -45,6 +48,11 @@ def recorded_lookups(info: dict[str, Any], events: list[tuple[int, int, int, int
     size = info.get(recfmt.K_CACHE_BYTES)
     if type(size) is not int or size < 0:
         raise TraceError(f"cache {where}: the manifest's {recfmt.K_CACHE_BYTES} is {size!r}, not a size in bytes")
+    name = str(info.get(recfmt.K_CACHE, ""))
+    entries = info.get(recfmt.K_CACHE_ENTRIES, 0)
+    if type(entries) is not int or entries < 0:
+        raise TraceError(f"cache {where}: the manifest's {recfmt.K_CACHE_ENTRIES} is {entries!r}, not a count")
+    reads_back = name == "embedding"  # the scheduler reads a stored embedding back; the processor does not
     ids: dict[int, int] = {}
     bytes_of: dict[int, int] = {}
     keys: list[int] = []
@@ -56,7 +64,7 @@ def recorded_lookups(info: dict[str, Any], events: list[tuple[int, int, int, int
     stored: int | None = None  # the key the record before stored, whose hit is SGLang's read-back
     for _t, kind, a, b, c in events:
         if kind == recfmt.CACHE_LOOKUP:
-            if b and stored == a:
+            if b and stored == a and reads_back:
                 stored = None
                 continue
             stored = None
@@ -93,10 +101,10 @@ def recorded_lookups(info: dict[str, Any], events: list[tuple[int, int, int, int
     unsized = len(ids) - len(bytes_of)
     ones = [1] * len(keys)
     return RecordedCache(
-        name=str(info.get(recfmt.K_CACHE, "")),
+        name=name,
         where=where,
         size_bytes=size,
-        lookups=Lookups(keys, sizes, ones, sizes, groups),
+        lookups=Lookups(keys, sizes, ones, sizes, groups, max_entries=entries),
         hits=hits,
         unsized=unsized,
         batches=batch,
