@@ -25,7 +25,7 @@ from test_preprocess_cache import pytestmark as needed  # noqa: E402
 from test_preprocess_cache import tree  # noqa: E402
 
 from mmpool_cli.simulate.cache_recorded import recorded_lookups  # noqa: E402
-from mmpool_cli.simulate.cache_replay import replay  # noqa: E402
+from mmpool_cli.simulate.cache_replay import Lookups, replay  # noqa: E402
 from mmpool_cli.simulate.record_stream import read_caches  # noqa: E402
 
 SIZE = 1 << 20
@@ -121,7 +121,10 @@ def test_a_recorded_preprocess_cache_replays_as_the_class_does_at_every_size(tmp
     [trace] = read_caches(str(out), 10**6)
     rec = recorded_lookups(trace.info, trace.events)
     assert rec.lookups.max_entries == entries and len(rec.lookups.keys) == len(batches)
-    assert replay(rec.lookups, SIZE)[0] == truth["hits"]
+    lk = rec.lookups
+    told = Lookups(lk.keys, lk.sizes, lk.weights, lk.work, batches, max_entries=entries)
+    for size in (SIZE // 4, 600_000, 2 * SIZE, 8 * SIZE):  # what the class itself makes at that size
+        assert replay(told, size)[0] == hits_at(src, size, entries), size
     assert cache["curve"][-1]["size_bytes"] > SIZE
     if entries == 8192:
         assert cache["curve"][-1]["hits"] > truth["hits"]

@@ -178,8 +178,9 @@ def wrap_preprocess(cls: Any, rec: Recorder = RECORDER) -> None:
 
     What the class does (SGLang 0.5.18-0.5.23, ``srt/multimodal/cache/preprocess_cache.py``): an LRU of
     ``_Entry(value, size_bytes)`` bounded by ``max_size_bytes`` and ``max_entries``; ``get`` counts a hit or a
-    miss; ``get_if_present`` counts a hit only (an absent key is not a miss; a rejected entry may be taken
-    out); ``lookup_or_claim_many`` counts a hit or a miss per key (a rejected entry taken out first); ``put``
+    miss; ``get_if_present`` counts a hit only (an absent key is not a miss: recorded with bytes -1, which no
+    series counts, for the order of a request's items; a rejected entry may be taken out);
+    ``lookup_or_claim_many`` counts a hit or a miss per key (a rejected entry taken out first); ``put``
     takes out a present key's entry, evicts from the least recently used end while the bytes or the entries
     would pass their bound, and inserts (its bytes ``estimate_cache_size_bytes`` unless given), or refuses an
     entry larger than the cache, a disabled cache's, or a computation older than a ``clear``. The records are
@@ -227,8 +228,9 @@ def wrap_preprocess(cls: Any, rec: Recorder = RECORDER) -> None:
         try:
             if found is not None and before is not None:
                 emit(self, LOOKUP, text_key(key), 1, int(before.size_bytes))
-            else:
-                taken(self, key, before)  # rejected and taken out; an absent key is no lookup to the class
+            else:  # rejected (taken out) or absent: no lookup to the class; kept (bytes -1) for the order
+                taken(self, key, before)
+                emit(self, LOOKUP, text_key(key), 0, -1)
         except Exception as e:
             rec.error(e)
         return found

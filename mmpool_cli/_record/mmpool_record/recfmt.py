@@ -48,7 +48,7 @@ END = 8  # (events dropped, hook errors, 0): the process ended cleanly; the last
 # a multimodal cache's records: ``pool`` is the cache object's id, ``key`` SGLang's hash of the item (or
 # of a request's items, combined), as a signed 64-bit number
 CACHE_REGISTER = 9  # (cache index, cache kind: an index of CACHES, 0)
-CACHE_LOOKUP = 10  # (key, 1 a hit / 0 a miss, the entry's bytes on a hit)
+CACHE_LOOKUP = 10  # (key, 1 a hit / 0 a miss, the entry's bytes on a hit; -1: a look the cache does not count)
 CACHE_INSERT = (
     11  # (key, the entry's bytes; 0: already there, moved to the front; -1: not admitted, the cache's bytes after)
 )
