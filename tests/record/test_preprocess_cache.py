@@ -104,7 +104,7 @@ def tree(root: Path) -> Path:
     return root
 
 
-def recorded(tmp_path: Path, entries: int) -> tuple[dict, Path]:
+def recorded(tmp_path: Path, entries: int, size: int = SIZE) -> tuple[dict, Path]:
     src, out = tree(tmp_path / "tree"), tmp_path / "rec"
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -113,7 +113,7 @@ def recorded(tmp_path: Path, entries: int) -> tuple[dict, Path]:
     env["PYTHONPATH"] = str(src)
     record = [sys.executable, "-m", "mmpool_cli", "record", "--out", str(out), "--metrics-port", str(port), "--"]
     done = subprocess.run(
-        [*record, sys.executable, str(src / "program.py"), str(SIZE), str(entries)],
+        [*record, sys.executable, str(src / "program.py"), str(size), str(entries)],
         capture_output=True,
         text=True,
         env=env,
@@ -168,3 +168,9 @@ def test_the_preprocess_caches_records_and_series_are_what_it_did(tmp_path: Path
         ("mmpool_cache_evictions_total", "preprocess"): truth["evictions"],
         ("mmpool_cache_evicted_bytes_total", "preprocess"): evicted_bytes,
     }
+
+
+def test_a_disabled_preprocess_cache_records_nothing(tmp_path: Path) -> None:
+    truth, out = recorded(tmp_path, 8192, size=0)  # Qwen-VL's default: 0 MiB, the cache off
+    assert (truth["hits"], truth["misses"], truth["entries"]) == (0, 0, 0)  # it counts nothing either
+    assert read_caches(str(out), 10**6) == []

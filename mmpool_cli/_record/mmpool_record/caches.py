@@ -230,7 +230,8 @@ def wrap_preprocess(cls: Any, rec: Recorder = RECORDER) -> None:
                 emit(self, LOOKUP, text_key(key), 1, int(before.size_bytes))
             else:  # rejected (taken out) or absent: no lookup to the class; kept (bytes -1) for the order
                 taken(self, key, before)
-                emit(self, LOOKUP, text_key(key), 0, -1)
+                if self.max_size_bytes > 0:  # a disabled cache (the Qwen-VL default) records nothing
+                    emit(self, LOOKUP, text_key(key), 0, -1)
         except Exception as e:
             rec.error(e)
         return found
@@ -263,6 +264,8 @@ def wrap_preprocess(cls: Any, rec: Recorder = RECORDER) -> None:
         out = put(self, key, *args, **kwargs)
         try:
             count, size, old = before
+            if self.max_size_bytes <= 0:  # disabled: refused before it looks at anything
+                return out
             entry = self._entries.get(key) if out else None
             if entry is None:
                 emit(self, INSERT, text_key(key), -1, int(self.current_size_bytes))
