@@ -185,6 +185,8 @@ def wrap_preprocess(cls: Any, rec: Recorder = RECORDER) -> None:
     would pass their bound, and inserts (its bytes ``estimate_cache_size_bytes`` unless given), or refuses an
     entry larger than the cache, a disabled cache's, or a computation older than a ``clear``. The records are
     read from the entries around each call: hits and misses as the class counts them, with the entry's bytes.
+    The processor calls it from the tokenizer's event loop (``complete_miss`` after its executor's work is
+    awaited), one thread, so what changed around a call is that call's doing.
     """
     get, present, claim, put, pop, clear = (
         cls.get,
