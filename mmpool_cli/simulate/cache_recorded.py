@@ -11,6 +11,10 @@ their keys) and counted (``joined``) so that a report can say where other sizes 
 entry's bytes are those its hit or its insertion recorded; an entry never admitted (larger than the
 cache) has no bytes on record, so where there is one the replay stops at the recorded size, past
 which its bytes would decide.
+SGLang's preprocess cache (a tokenizer process's) is driven the same way by the Qwen-VL processor: a
+request's items looked up (``get_if_present``), then one miss per distinct item missed, then each
+computed miss stored; the records keep the request's order (``request_order``); an image repeated in a
+request is one batch still; it reads nothing back, and bounds its entries too (``max_entries``).
 Neutral: knows no engine; standard library only.
 """
 
@@ -28,7 +32,7 @@ from mmpool_cli.simulate.trace import TraceError
 class RecordedCache:
     """One recorded cache: its size, its traffic's lookups, and the hits it made at its size."""
 
-    name: str  # recfmt.CACHES: "embedding"
+    name: str  # recfmt.CACHES: "embedding" or "preprocess"
     where: str  # "<pid>-<n>", as the manifest names it
     size_bytes: int  # SGLang's max_size when it was recorded
     lookups: Lookups
@@ -45,6 +49,14 @@ def recorded_lookups(info: dict[str, Any], events: list[tuple[int, int, int, int
     size = info.get(recfmt.K_CACHE_BYTES)
     if type(size) is not int or size < 0:
         raise TraceError(f"cache {where}: the manifest's {recfmt.K_CACHE_BYTES} is {size!r}, not a size in bytes")
+    name = str(info.get(recfmt.K_CACHE, ""))
+    entries = info.get(recfmt.K_CACHE_ENTRIES, 0)
+    if type(entries) is not int or entries < 0:
+        raise TraceError(f"cache {where}: the manifest's {recfmt.K_CACHE_ENTRIES} is {entries!r}, not a count")
+    reads_back = name == "embedding"  # the scheduler reads a stored embedding back; the processor does not
+    weights = [1] * len(events)
+    if name == "preprocess":
+        events, weights = request_order(events)
     ids: dict[int, int] = {}
     bytes_of: dict[int, int] = {}
     keys: list[int] = []
@@ -54,13 +66,14 @@ def recorded_lookups(info: dict[str, Any], events: list[tuple[int, int, int, int
     hit_before = False  # a hit earlier in this batch: a batch of hits only may have ended there
     in_batch: set[int] = set()
     stored: int | None = None  # the key the record before stored, whose hit is SGLang's read-back
-    for _t, kind, a, b, c in events:
+    ones: list[int] = []
+    for (_t, kind, a, b, c), weight in zip(events, weights, strict=True):
         if kind == recfmt.CACHE_LOOKUP:
-            if b and stored == a:
+            if b and stored == a and reads_back:
                 stored = None
                 continue
             stored = None
-            if storing or a in in_batch:
+            if storing or (a in in_batch and reads_back):  # the processor looks a repeated image up again
                 batch, storing, in_batch, hit_before = batch + 1, False, set(), False
             elif hit_before:
                 joined.add(batch)
@@ -69,6 +82,7 @@ def recorded_lookups(info: dict[str, Any], events: list[tuple[int, int, int, int
             key = ids.setdefault(a, len(ids))
             keys.append(key)
             groups.append(batch)
+            ones.append(weight)
             if b:
                 hits += 1
                 bytes_of[key] = c
@@ -91,14 +105,48 @@ def recorded_lookups(info: dict[str, Any], events: list[tuple[int, int, int, int
         # an eviction comes between an insertion and its read-back: it changes nothing here
     sizes = [bytes_of.get(k, size + 1) for k in keys]  # never admitted at any size up to the recorded one
     unsized = len(ids) - len(bytes_of)
-    ones = [1] * len(keys)
     return RecordedCache(
-        name=str(info.get(recfmt.K_CACHE, "")),
+        name=name,
         where=where,
         size_bytes=size,
-        lookups=Lookups(keys, sizes, ones, sizes, groups),
+        lookups=Lookups(keys, sizes, ones, sizes, groups, max_entries=entries),
         hits=hits,
         unsized=unsized,
         batches=batch,
         joined=len(joined),
     )
+
+
+Event = tuple[int, int, int, int, int]
+
+
+def request_order(events: list[Event]) -> tuple[list[Event], list[int]]:
+    """A preprocess cache's records with each miss where the request had its item, and the hits each
+    lookup counts where it hits: the processor looks every item up (``get_if_present``: an absent one is
+    a look the class does not count, recorded with bytes -1) before it claims the distinct misses
+    together (``lookup_or_claim_many``: one counted miss each). Each counted lookup takes its key's first
+    such look of the request and counts a hit for each (an image twice in a request is two hits where it
+    hits); the looks themselves are dropped."""
+    out: list[Event | None] = []
+    weight: list[int] = []
+    slot: dict[int, int] = {}  # key -> the place of its first uncounted look in this request
+    for ev in events:
+        _t, kind, a, b, c = ev
+        if kind == recfmt.CACHE_LOOKUP:
+            if b == 0 and c == -1:
+                if a in slot and out[slot[a]] is None:
+                    weight[slot[a]] += 1
+                else:
+                    slot[a] = len(out)
+                    out.append(None)
+                    weight.append(1)
+                continue
+            if a in slot and out[slot[a]] is None:
+                out[slot[a]] = ev
+                continue
+        else:
+            slot = {}  # a store (or a removal) ends the request's lookups
+        out.append(ev)
+        weight.append(1)
+    kept = [i for i, ev in enumerate(out) if ev is not None]
+    return [out[i] for i in kept], [weight[i] for i in kept]  # type: ignore[misc]

@@ -68,3 +68,37 @@ def test_records_the_replay_cannot_follow_are_refused(
 ) -> None:
     with pytest.raises(TraceError, match=message):
         recorded_lookups(info, events)
+
+
+PRE = {"cache": "preprocess", "pid": 5, "pool": 1, "max_bytes": 100, "max_entries": 2}
+
+
+def test_a_preprocess_requests_misses_take_their_items_places_and_count_each_repeat() -> None:
+    got = recorded_lookups(
+        PRE,
+        rec(
+            (L, 1, 0, -1),  # request 1: images 1, 2, 1, all absent (looks the class does not count)
+            (L, 2, 0, -1),
+            (L, 1, 0, -1),
+            (L, 1, 0, 0),  # the distinct misses claimed: one counted miss each
+            (L, 2, 0, 0),
+            (INS, 1, 30, 30),
+            (INS, 2, 30, 60),
+            (L, 3, 0, -1),  # request 2: images 3, 2; 2 a hit, recorded before 3's claimed miss
+            (L, 2, 1, 30),
+            (L, 3, 0, 0),
+            (INS, 3, 30, 60),  # the bound on entries evicts 1, not the bytes
+            (E, 1, 30, 0),
+            (L, 2, 1, 30),  # a hit right after a store: a read-back is only the scheduler's
+        ),
+    )
+    assert list(got.lookups.keys) == [0, 1, 2, 1, 1]  # 3 before 2, as request 2 had them
+    assert list(got.lookups.weights) == [2, 1, 1, 1, 1]  # image 1 twice in request 1: two hits where it hits
+    assert list(got.lookups.groups) == [1, 1, 2, 2, 3] and got.lookups.max_entries == 2
+    assert got.hits == 2 and len(got.lookups.keys) == 5  # the class's own counts: 2 hits, 3 misses
+    assert replay(got.lookups, 100)[0] == 2  # its entries bound evicts 1 (not 2, hit since)
+
+
+def test_a_preprocess_manifests_bound_on_entries_must_be_a_count() -> None:
+    with pytest.raises(TraceError, match="max_entries"):
+        recorded_lookups({**PRE, "max_entries": "8192"}, [])

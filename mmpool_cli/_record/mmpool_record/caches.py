@@ -18,6 +18,7 @@ records go to the process's recorder as the pools' do.
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -146,4 +147,173 @@ def wrap_embedding(cls: Any, rec: Recorder = RECORDER) -> None:
     cls.get_single = _marked(get_single_wrapper, get_single)
     cls.set = _marked(set_wrapper, set_)
     cls.free = _marked(free_wrapper, free)
+    cls.clear = _marked(clear_wrapper, clear)
+
+
+class PreprocessShape(EmbeddingShape):
+    """SGLang's ``MultimodalPreprocessCache`` (a tokenizer process's host RAM), as the recorder reads it."""
+
+    cache = "preprocess"
+
+    @staticmethod
+    def layout(cache: Any) -> dict[str, Any]:
+        return {recfmt.K_CACHE_BYTES: int(cache.max_size_bytes), recfmt.K_CACHE_ENTRIES: int(cache.max_entries)}
+
+
+def text_key(key: Any) -> int:
+    """The preprocess cache's key (an artifact key, a string) as a record holds it: 64 bits of its blake2b,
+    the same in every process (Python's ``hash`` of a string is not)."""
+    if isinstance(key, int):
+        return key64(key)
+    data = key.encode() if isinstance(key, str) else bytes(key) if isinstance(key, (bytes, bytearray)) else None
+    if data is None:
+        return key64(hash(key))
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
+
+
+def wrap_preprocess(cls: Any, rec: Recorder = RECORDER) -> None:
+    """Wrap ``MultimodalPreprocessCache``'s ``get``, ``get_if_present``, ``lookup_or_claim_many``, ``put``,
+    ``pop`` and ``clear``; its other methods reach the cache through these (``get_or_compute``: ``get`` and
+    ``put``; ``complete_miss``: ``put``).
+
+    What the class does (SGLang 0.5.18-0.5.23, ``srt/multimodal/cache/preprocess_cache.py``): an LRU of
+    ``_Entry(value, size_bytes)`` bounded by ``max_size_bytes`` and ``max_entries``; ``get`` counts a hit or a
+    miss; ``get_if_present`` counts a hit only (an absent key is not a miss: recorded with bytes -1, which no
+    series counts, for the order of a request's items; a rejected entry may be taken out);
+    ``lookup_or_claim_many`` counts a hit or a miss per key (a rejected entry taken out first); ``put``
+    takes out a present key's entry, evicts from the least recently used end while the bytes or the entries
+    would pass their bound, and inserts (its bytes ``estimate_cache_size_bytes`` unless given), or refuses an
+    entry larger than the cache, a disabled cache's, or a computation older than a ``clear``. The records are
+    read from the entries around each call: hits and misses as the class counts them, with the entry's bytes.
+    The processor calls it from the tokenizer's event loop (``complete_miss`` after its executor's work is
+    awaited), one thread, so what changed around a call is that call's doing.
+    """
+    get, present, claim, put, pop, clear = (
+        cls.get,
+        cls.get_if_present,
+        cls.lookup_or_claim_many,
+        cls.put,
+        cls.pop,
+        cls.clear,
+    )
+    buf, seen, shape = rec.buf, rec.seen, PreprocessShape()
+    extend, clock, slow = buf.extend, time.monotonic_ns, rec.slow
+
+    def emit(cache: Any, kind: int, a: int, b: int, c: int = 0) -> None:
+        key = id(cache)
+        if key in seen and len(buf) < rec.limit:
+            extend(PACK(kind, key, clock(), a, b, c))
+        else:
+            slow(cache, shape, kind, clock(), a, b, c)
+
+    def taken(cache: Any, key: Any, entry: Any) -> None:
+        """``entry`` (there before the call) taken out by it: a removal."""
+        if entry is not None and cache._entries.get(key) is not entry:
+            emit(cache, FREE, text_key(key), int(entry.size_bytes))
+
+    def get_wrapper(self: Any, key: Any) -> Any:
+        found = get(self, key)
+        try:
+            entry = self._entries.get(key) if found is not None else None
+            emit(self, LOOKUP, text_key(key), int(found is not None), 0 if entry is None else int(entry.size_bytes))
+        except Exception as e:
+            rec.error(e)
+        return found
+
+    def present_wrapper(self: Any, key: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            before = self._entries.get(key)
+        except Exception as e:
+            rec.error(e)
+            return present(self, key, *args, **kwargs)
+        found = present(self, key, *args, **kwargs)
+        try:
+            if found is not None and before is not None:
+                emit(self, LOOKUP, text_key(key), 1, int(before.size_bytes))
+            else:  # rejected (taken out) or absent: no lookup to the class; kept (bytes -1) for the order
+                taken(self, key, before)
+                if self.max_size_bytes > 0:  # a disabled cache (the Qwen-VL default) records nothing
+                    emit(self, LOOKUP, text_key(key), 0, -1)
+        except Exception as e:
+            rec.error(e)
+        return found
+
+    def claim_wrapper(self: Any, keys: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            before = [self._entries.get(k) for k in keys]
+        except Exception as e:
+            rec.error(e)
+            return claim(self, keys, *args, **kwargs)
+        out = claim(self, keys, *args, **kwargs)
+        try:
+            if self.max_size_bytes > 0:  # a disabled cache counts nothing
+                for key, entry, got in zip(keys, before, out, strict=True):
+                    if getattr(got, "hit", False):
+                        emit(self, LOOKUP, text_key(key), 1, int(entry.size_bytes) if entry is not None else 0)
+                    else:
+                        taken(self, key, entry)
+                        emit(self, LOOKUP, text_key(key), 0, 0)
+        except Exception as e:
+            rec.error(e)
+        return out
+
+    def put_wrapper(self: Any, key: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            before = (len(self._entries), int(self.current_size_bytes), self._entries.get(key))
+        except Exception as e:
+            rec.error(e)
+            return put(self, key, *args, **kwargs)
+        out = put(self, key, *args, **kwargs)
+        try:
+            count, size, old = before
+            if self.max_size_bytes <= 0:  # disabled: refused before it looks at anything
+                return out
+            entry = self._entries.get(key) if out else None
+            if entry is None:
+                emit(self, INSERT, text_key(key), -1, int(self.current_size_bytes))
+                return out
+            nbytes = int(entry.size_bytes)
+            if old is not None:  # put takes the present entry out first, then inserts the new one
+                emit(self, FREE, text_key(key), int(old.size_bytes))
+                count, size = count - 1, size - int(old.size_bytes)
+            emit(self, INSERT, text_key(key), nbytes, int(self.current_size_bytes))
+            evicted = count + 1 - len(self._entries)
+            if evicted > 0:
+                emit(self, EVICT, evicted, size + nbytes - int(self.current_size_bytes))
+        except Exception as e:
+            rec.error(e)
+        return out
+
+    def pop_wrapper(self: Any, key: Any) -> Any:
+        try:
+            before = self._entries.get(key)
+        except Exception as e:
+            rec.error(e)
+            return pop(self, key)
+        out = pop(self, key)
+        try:
+            taken(self, key, before)
+        except Exception as e:
+            rec.error(e)
+        return out
+
+    def clear_wrapper(self: Any) -> Any:
+        try:
+            size = int(self.current_size_bytes)
+        except Exception as e:
+            rec.error(e)
+            return clear(self)
+        out = clear(self)
+        try:
+            if size:
+                emit(self, FREE, 0, size)
+        except Exception as e:
+            rec.error(e)
+        return out
+
+    cls.get = _marked(get_wrapper, get)
+    cls.get_if_present = _marked(present_wrapper, present)
+    cls.lookup_or_claim_many = _marked(claim_wrapper, claim)
+    cls.put = _marked(put_wrapper, put)
+    cls.pop = _marked(pop_wrapper, pop)
     cls.clear = _marked(clear_wrapper, clear)

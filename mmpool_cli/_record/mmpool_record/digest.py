@@ -35,6 +35,21 @@ TARGETS: dict[str, dict[str, tuple[str, ...]]] = {
     "sglang.srt.mem_cache.multimodal_cache": {
         "MultiModalStaticCache": ("__init__", "get", "get_single", "set", "has", "free", "clear"),
     },
+    "sglang.srt.multimodal.cache.preprocess_cache": {
+        "MultimodalPreprocessCache": (
+            "__init__",
+            "enabled",
+            "get",
+            "get_if_present",
+            "put",
+            "pop",
+            "clear",
+            "get_or_compute",
+            "_compute_shared_value",
+            "lookup_or_claim_many",
+            "complete_miss",
+        ),
+    },
     "sglang.srt.utils.cuda_vmm_transport_utils": {
         "CudaVmmMemoryPool": (
             "control_size",

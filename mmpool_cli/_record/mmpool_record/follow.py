@@ -67,6 +67,8 @@ class _Cache:
 
     def record(self, kind: int, a: int, b: int, c: int) -> None:
         if kind == recfmt.CACHE_LOOKUP:
+            if c < 0:  # a look the cache does not count (the preprocess cache's absent get_if_present)
+                return
             self.series.on_lookup(bool(b))
         elif kind == recfmt.CACHE_INSERT:
             if b > 0:

@@ -24,6 +24,7 @@ IPC_POOL = "sglang.srt.multimodal.transport.memory_pool"
 IPC = "sglang.srt.multimodal.transport.cuda_ipc"
 VMM = "sglang.srt.utils.cuda_vmm_transport_utils"
 EMBEDDING_CACHE = "sglang.srt.mem_cache.multimodal_cache"
+PREPROCESS_CACHE = "sglang.srt.multimodal.cache.preprocess_cache"
 
 # what the finder has done: the digests it knows, the methods it replaced, the modules it left alone
 _state: dict[str, Any] = {"known": None, "originals": {}, "code_of": {}, "off": set()}
@@ -82,7 +83,7 @@ def patch(module: types.ModuleType) -> None:
         why, releases = recognise(module)
         if why is not None:
             _state["off"].add(name)
-            what = "cache" if name == EMBEDDING_CACHE else "pool"
+            what = "cache" if name in (EMBEDDING_CACHE, PREPROCESS_CACHE) else "pool"
             say(f"{name}: {why}: this {what} is not recorded, and runs as it would without mmpool")
             if name == IPC:
                 _restore(IPC_POOL)  # the cuda_ipc pool's miss is read through MmItemMemoryPool's code
@@ -91,6 +92,7 @@ def patch(module: types.ModuleType) -> None:
         for transport in ("cuda_ipc", "cuda_vmm"):
             RECORDER.releases[transport] = code_of(transport)
         RECORDER.releases["embedding"] = sorted(_state["code_of"].get(EMBEDDING_CACHE, []))
+        RECORDER.releases["preprocess"] = sorted(_state["code_of"].get(PREPROCESS_CACHE, []))
         if name == IPC_POOL:
             cls = module.StreamOrderedMmFeaturePool
             _keep(name, cls, ("_allocate_locked", "_release_locked", "_recycle_ready_leases_locked"))
@@ -103,6 +105,10 @@ def patch(module: types.ModuleType) -> None:
             cls = module.MultiModalStaticCache
             _keep(name, cls, ("get", "get_single", "set", "free", "clear"))
             caches.wrap_embedding(cls)
+        elif name == PREPROCESS_CACHE:
+            cls = module.MultimodalPreprocessCache
+            _keep(name, cls, ("get", "get_if_present", "lookup_or_claim_many", "put", "pop", "clear"))
+            caches.wrap_preprocess(cls)
     except Exception as e:
         _restore(name)
         say(f"{name}: not recorded ({type(e).__name__}: {e})")
@@ -176,7 +182,8 @@ def install() -> None:
         return
     RECORDER.setup(config)
     sys.meta_path.insert(0, Finder())
-    for name in (IPC_POOL, IPC, VMM, EMBEDDING_CACHE):  # imported before the bootstrap ran: wrap them now
+    # imported before the bootstrap ran: wrap them now
+    for name in (IPC_POOL, IPC, VMM, EMBEDDING_CACHE, PREPROCESS_CACHE):
         if name in sys.modules:
             patch(sys.modules[name])
     os.register_at_fork(after_in_child=RECORDER.after_fork)

@@ -8,8 +8,8 @@ A recording is a directory:
 ``recording.json``              the run (``mmpool record`` writes it before the command starts)
 ``pool-<pid>-<n>.json``         one manifest per pool: release, transport, layout, recycle interval;
                                 format 2 names the process's event stream (``stream``)
-``cache-<pid>-<n>.json``        one manifest per multimodal cache (SGLang's embedding cache): its
-                                name, its size in bytes, the stream its events are in
+``cache-<pid>-<n>.json``        one manifest per multimodal cache (SGLang's embedding cache, the
+                                preprocess cache): its name, its size in bytes, the stream its events are in
 ``<stream>.<part>.bin``         format 2: a process's events, fixed-size binary records, in parts of
                                 about ``--max-bytes``; every part begins with the pools' registrations
                                 and the leases they hold, so each part reads alone
@@ -48,7 +48,7 @@ END = 8  # (events dropped, hook errors, 0): the process ended cleanly; the last
 # a multimodal cache's records: ``pool`` is the cache object's id, ``key`` SGLang's hash of the item (or
 # of a request's items, combined), as a signed 64-bit number
 CACHE_REGISTER = 9  # (cache index, cache kind: an index of CACHES, 0)
-CACHE_LOOKUP = 10  # (key, 1 a hit / 0 a miss, the entry's bytes on a hit)
+CACHE_LOOKUP = 10  # (key, 1 a hit / 0 a miss, the entry's bytes on a hit; -1: a look the cache does not count)
 CACHE_INSERT = (
     11  # (key, the entry's bytes; 0: already there, moved to the front; -1: not admitted, the cache's bytes after)
 )
@@ -81,6 +81,7 @@ K_EVENTS = "events"  # format 1: counts by kind ("rotations" among them)
 K_PROMETHEUS_DIR = "prometheus_multiproc_dir"  # the server's PROMETHEUS_MULTIPROC_DIR, where metrics join it
 K_CACHE = "cache"  # a cache manifest: its name, one of CACHES
 K_CACHE_BYTES = "max_bytes"  # a cache manifest: the cache's size in bytes (SGLang's max_size)
+K_CACHE_ENTRIES = "max_entries"  # a cache manifest: its bound on entries, where it has one (the preprocess cache)
 CACHE_GLOB = "cache-*.json"
 REQUIRED = (K_FORMAT, K_TRANSPORT, K_LAYOUT, K_INTERVAL, K_T0)
 

@@ -1,10 +1,13 @@
-"""SGLang's embedding cache as ``mmpool record`` recorded it, replayed at other sizes.
+"""SGLang's embedding and preprocess caches as ``mmpool record`` recorded them, replayed at other sizes.
 
-The records say what the server's ``MultiModalStaticCache`` did at its own size
+The records say what the server's ``MultiModalStaticCache`` (or a tokenizer process's
+``MultimodalPreprocessCache``) did at its own size
 (``simulate.cache_recorded`` turns them into the scheduler's lookups); each point of the curve is an
 exact replay of those lookups in the server's order (``cache_replay.replay``), the recorded size
 among them, where the replay makes the hits that were recorded. A size is set in whole MiB
-(``SGLANG_VLM_CACHE_SIZE_MB``), as for traffic (``caches.py``). Pure core: standard library only.
+(``SGLANG_VLM_CACHE_SIZE_MB``; ``--mm-preprocess-cache-size-mb``, split evenly among the tokenizer
+processes, one preprocess cache each in the recording), as for traffic (``caches.py``). Pure core:
+standard library only.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ POINTS = 64  # the curve's points, each a replay
 
 
 def recorded_caches(directory: str, target: Fraction, kv_cell_bytes: int | None) -> CacheReport:
-    """Every embedding cache the recording at ``directory`` holds, replayed at its size and others."""
+    """Every embedding and preprocess cache the recording at ``directory`` holds, replayed at its size and others."""
     traces = read_caches(directory, MAX_EVENTS)
     if not traces:
         raise MmpoolError(
@@ -34,10 +37,13 @@ def recorded_caches(directory: str, target: Fraction, kv_cell_bytes: int | None)
         )
     recorded = [recorded_lookups(t.info, t.events) for t in traces]
     results, notes = [], []
+    workers = max(1, sum(rec.name == "preprocess" for rec in recorded))  # the tokenizer processes
     for rec in recorded:
-        if rec.name != "embedding":
-            raise MmpoolError(f"cache {rec.where}: a {rec.name!r} cache; mmpool replays SGLang's embedding cache")
-        result = _result(rec, target, kv_cell_bytes)
+        if rec.name not in ("embedding", "preprocess"):
+            raise MmpoolError(
+                f"cache {rec.where}: a {rec.name!r} cache; mmpool replays SGLang's embedding and preprocess caches"
+            )
+        result = _result(rec, target, kv_cell_bytes, 1 if rec.name == "embedding" else workers)
         results.append(result)
         replayed = result.hits
         if replayed != rec.hits:  # the replay's rules are not what the server did: say so, never hide it
@@ -52,22 +58,40 @@ def recorded_caches(directory: str, target: Fraction, kv_cell_bytes: int | None)
     return CacheReport(engine=f"SGLang {versions.NEWEST}", source=directory, caches=results, notes=notes)
 
 
-def _result(rec: RecordedCache, target: Fraction, kv_cell_bytes: int | None) -> CacheResult:
+def _result(rec: RecordedCache, target: Fraction, kv_cell_bytes: int | None, workers: int) -> CacheResult:
+    """One cache's curve and setting; a preprocess cache's setting is for all ``workers`` (each gets
+    its ``// workers`` share, as SGLang splits it)."""
     lk, size = rec.lookups, rec.size_bytes
+    embedding = rec.name == "embedding"
+    share = 1 if embedding else workers
+
+    def per(mb: int) -> int:  # the bytes a setting gives this cache
+        return mb * MiB // share
+
     top = never_evicts(lk) if not rec.unsized else size  # past the recorded size an unsized entry decides
     points = sorted({top * k // POINTS for k in range(POINTS + 1)} | {size})
     curve = _points(rec, points)
     need = hits_needed(curve, target)
-    top_mb = top // MiB if rec.unsized else -(-top // MiB)  # a setting whose replay the records answer
+    # a setting whose replay the records answer: the largest giving at most ``top`` where an entry is
+    # unsized, else the smallest giving at least ``top``
+    top_mb = ((top + 1) * share - 1) // MiB if rec.unsized else -(-top * share // MiB)
     rec_bytes: Recommendation | None = None
-    if need > 0 and top_mb > 0 and replay(lk, top_mb * MiB)[0] >= need:
-        mb = bisect_setting(lambda n: replay(lk, n)[0], need, lambda m: m * MiB, top_mb)
-        cost = {"gpu_bytes_per_rank": mb * MiB}
-        if kv_cell_bytes:
-            cost["kv_tokens_per_rank"] = mb * MiB // kv_cell_bytes
-        rec_bytes = Recommendation(mb * MiB, f"SGLANG_VLM_CACHE_SIZE_MB={mb}", cost)
-        if mb * MiB < top and mb * MiB not in points:  # the recommendation's own replay, shown with the rest
-            curve = _points(rec, sorted({*points, mb * MiB}))
+    if need > 0 and top_mb > 0 and replay(lk, per(top_mb))[0] >= need:
+        mb = bisect_setting(lambda n: replay(lk, n)[0], need, per, top_mb)
+        nbytes = per(mb)
+        if embedding:
+            cost = {"gpu_bytes_per_rank": nbytes}
+            if kv_cell_bytes:
+                cost["kv_tokens_per_rank"] = nbytes // kv_cell_bytes
+            rec_bytes = Recommendation(nbytes, f"SGLANG_VLM_CACHE_SIZE_MB={mb}", cost)
+        else:
+            rec_bytes = Recommendation(
+                nbytes,
+                f"--mm-preprocess-cache-size-mb {mb}",
+                {"host_bytes_per_tokenizer_process": nbytes, "host_bytes_all_processes": nbytes * workers},
+            )
+        if nbytes < top and nbytes not in points:  # the recommendation's own replay, shown with the rest
+            curve = _points(rec, sorted({*points, nbytes}))
     notes = []
     if rec.unsized:
         notes.append(
@@ -80,14 +104,19 @@ def _result(rec: RecordedCache, target: Fraction, kv_cell_bytes: int | None) -> 
             "the records do not say where such a batch of hits ended, so it is read as one with the next; exact "
             "at the recorded size; at other sizes the hits may differ from what the server would make"
         )
+    if embedding:
+        title, origin, unit = "embedding cache (GPU, scheduler)", "SGLANG_VLM_CACHE_SIZE_MB", "embedding bytes"
+    else:
+        title, origin = "preprocess cache (host, tokenizer process)", "--mm-preprocess-cache-size-mb"
+        unit, origin = "preprocessed bytes", f"{origin} // {workers} tokenizer process{'es' if workers > 1 else ''}"
     return CacheResult(
-        name="embedding",
+        name=rec.name,
         engine="sglang",
-        title=f"embedding cache (GPU, scheduler) {rec.where}",
+        title=f"{title} {rec.where}",
         size_bytes=size,
-        size_origin=f"recorded: {size:,} B (SGLANG_VLM_CACHE_SIZE_MB as the server had it)",
+        size_origin=f"recorded: {size:,} B ({origin} as the server had it)",
         curve=curve,
-        work_unit="embedding bytes",
+        work_unit=unit,
         target=target,
         recommendation=rec_bytes,
         notes=notes,
