@@ -61,10 +61,9 @@ def _marked(fn: Callable[..., Any], original: Callable[..., Any]) -> Callable[..
     return fn
 
 
-def wrap_embedding(cls: Any, rec: Recorder = RECORDER) -> None:
-    """Wrap ``MultiModalStaticCache``'s ``get``, ``get_single``, ``set``, ``free`` and ``clear``."""
-    get, get_single, set_, free, clear = cls.get, cls.get_single, cls.set, cls.free, cls.clear
-    buf, seen, shape = rec.buf, rec.seen, EmbeddingShape()
+def _emitter(rec: Recorder, shape: Any) -> Callable[..., None]:
+    """The one way a cache's wrappers append a record: straight to the buffer once the cache is known."""
+    buf, seen = rec.buf, rec.seen
     extend, clock, slow = buf.extend, time.monotonic_ns, rec.slow
 
     def emit(cache: Any, kind: int, a: int, b: int, c: int = 0) -> None:
@@ -73,6 +72,34 @@ def wrap_embedding(cls: Any, rec: Recorder = RECORDER) -> None:
             extend(PACK(kind, key, clock(), a, b, c))
         else:
             slow(cache, shape, kind, clock(), a, b, c)
+
+    return emit
+
+
+def _clearing(rec: Recorder, emit: Callable[..., None], clear: Callable[..., Any], size_attr: str) -> Any:
+    """A wrapper of ``clear`` recording the bytes it took out (the cache's ``size_attr`` before it) as one removal."""
+
+    def clear_wrapper(self: Any) -> Any:
+        try:
+            size = int(getattr(self, size_attr))
+        except Exception as e:
+            rec.error(e)
+            return clear(self)
+        out = clear(self)
+        try:
+            if size:
+                emit(self, FREE, 0, size)
+        except Exception as e:
+            rec.error(e)
+        return out
+
+    return clear_wrapper
+
+
+def wrap_embedding(cls: Any, rec: Recorder = RECORDER) -> None:
+    """Wrap ``MultiModalStaticCache``'s ``get``, ``get_single``, ``set``, ``free`` and ``clear``."""
+    get, get_single, set_, free, clear = cls.get, cls.get_single, cls.set, cls.free, cls.clear
+    emit = _emitter(rec, EmbeddingShape())
 
     def looked_up(cache: Any, key: Any, found: Any) -> None:
         try:
@@ -129,20 +156,7 @@ def wrap_embedding(cls: Any, rec: Recorder = RECORDER) -> None:
             rec.error(e)
         return out
 
-    def clear_wrapper(self: Any) -> Any:
-        try:
-            size = int(self.current_size)
-        except Exception as e:
-            rec.error(e)
-            return clear(self)
-        out = clear(self)
-        try:
-            if size:
-                emit(self, FREE, 0, size)
-        except Exception as e:
-            rec.error(e)
-        return out
-
+    clear_wrapper = _clearing(rec, emit, clear, "current_size")
     cls.get = _marked(get_wrapper, get)
     cls.get_single = _marked(get_single_wrapper, get_single)
     cls.set = _marked(set_wrapper, set_)
@@ -196,15 +210,7 @@ def wrap_preprocess(cls: Any, rec: Recorder = RECORDER) -> None:
         cls.pop,
         cls.clear,
     )
-    buf, seen, shape = rec.buf, rec.seen, PreprocessShape()
-    extend, clock, slow = buf.extend, time.monotonic_ns, rec.slow
-
-    def emit(cache: Any, kind: int, a: int, b: int, c: int = 0) -> None:
-        key = id(cache)
-        if key in seen and len(buf) < rec.limit:
-            extend(PACK(kind, key, clock(), a, b, c))
-        else:
-            slow(cache, shape, kind, clock(), a, b, c)
+    emit = _emitter(rec, PreprocessShape())
 
     def taken(cache: Any, key: Any, entry: Any) -> None:
         """``entry`` (there before the call) taken out by it: a removal."""
@@ -297,20 +303,7 @@ def wrap_preprocess(cls: Any, rec: Recorder = RECORDER) -> None:
             rec.error(e)
         return out
 
-    def clear_wrapper(self: Any) -> Any:
-        try:
-            size = int(self.current_size_bytes)
-        except Exception as e:
-            rec.error(e)
-            return clear(self)
-        out = clear(self)
-        try:
-            if size:
-                emit(self, FREE, 0, size)
-        except Exception as e:
-            rec.error(e)
-        return out
-
+    clear_wrapper = _clearing(rec, emit, clear, "current_size_bytes")
     cls.get = _marked(get_wrapper, get)
     cls.get_if_present = _marked(present_wrapper, present)
     cls.lookup_or_claim_many = _marked(claim_wrapper, claim)
