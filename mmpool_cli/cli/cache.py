@@ -12,7 +12,7 @@ import typer
 
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
-from mmpool_cli.cli.options import FormatOpt, OutputFormat, told
+from mmpool_cli.cli.options import FormatOpt, OutputFormat, check_plot, told
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, AssumeVideoOpt, SourceChoice, convert
 from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options_sharing
 from mmpool_cli.core.bounds import MAX_WORKERS
@@ -222,7 +222,7 @@ def _run_recorded(
     if not 1 <= tp <= MAX_WORKERS:
         raise MmpoolError(f"--tp {tp}: from 1 to {MAX_WORKERS}")
     if plot is not None:
-        _check_plot(plot)
+        check_plot(plot)
     cell = None
     if model is not None:  # the KV tokens the recommended size costs, from a model directory
         from mmpool_cli.workload.hf import resolve
@@ -276,7 +276,7 @@ def _run(
         )
     target = _target(target_text)
     if plot is not None:
-        _check_plot(plot)
+        check_plot(plot)
     if trace_file is not None and (assume_image or assume_video):
         raise MmpoolError("--assume-image and --assume-video size a log's URLs; a --trace carries its own sizes")
     family, settings = resolve_model(model, {}, {}, engine_name)
@@ -324,14 +324,3 @@ def _run(
         engine_name,
     )
 
-
-def _check_plot(path: str) -> None:
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix not in (".svg", ".png"):
-        raise MmpoolError(f"--plot {path}: the file name must end in .svg or .png (the format is taken from it)")
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:
-        raise MmpoolError(
-            "--plot needs matplotlib: pip install matplotlib (or, from an mmpool checkout, pip install '.[plot]')"
-        )

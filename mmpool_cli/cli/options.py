@@ -325,3 +325,16 @@ def environment(
     from mmpool_cli.inputs.dotenv import assemble
 
     return assemble(None if no_process_env else os.environ, env_file or [], env or [])
+
+
+def check_plot(path: str) -> None:
+    """Refuse a --plot FILE whose format cannot be drawn, or drawn here (no matplotlib), before any work."""
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in (".svg", ".png"):
+        raise MmpoolError(f"--plot {path}: the file name must end in .svg or .png (the format is taken from it)")
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise MmpoolError(
+            "--plot needs matplotlib: pip install matplotlib (or, from an mmpool checkout, pip install '.[plot]')"
+        )

@@ -16,6 +16,7 @@ from mmpool_cli.cli.options import (
     EngineOpt,
     FormatOpt,
     OutputFormat,
+    check_plot,
     only_sglang,
     told,
     with_options,
@@ -207,7 +208,7 @@ def _simulate(
     if o.events and o.output is not OutputFormat.json:
         raise MmpoolError("--events needs --format json")
     if o.plot is not None:
-        _check_plot(o.plot)
+        check_plot(o.plot)
     target = rate_arg("--target-fallback", o.target_fallback)
     if not 0 < o.idle_timeout <= MAX_SECONDS:
         raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_SECONDS}, not {o.idle_timeout}")
@@ -328,17 +329,6 @@ def _kv_unknown(model: str | None) -> str:
         "whose config.json has it"
     )
 
-
-def _check_plot(path: str) -> None:
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix not in (".svg", ".png"):
-        raise MmpoolError(f"--plot {path}: the file name must end in .svg or .png (the format is taken from it)")
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:
-        raise MmpoolError(
-            "--plot needs matplotlib: pip install matplotlib (or, from an mmpool checkout, pip install '.[plot]')"
-        )
 
 
 def _check_pooled(load: Any) -> None:
