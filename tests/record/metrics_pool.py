@@ -11,6 +11,9 @@ import glob
 import importlib.util
 import json
 import os
+import socket
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -90,3 +93,25 @@ def assert_the_pools(got: dict[str, float], out: Path, truth: Path, size: int) -
     }
     # a lease lives until the recycler's first tick after its consumers' acknowledgement (at most 0.2 s here)
     assert 0 < lifetimes < hits * (0.2 + 0.05 + 1.0)
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now, for ``--metrics-port``."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_program(src: Path, *args: str, record: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``src/program.py`` with ``src`` first on its path, plain or under ``mmpool record --out record``."""
+    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
+    head = [] if record is None else [sys.executable, "-m", "mmpool_cli", "record", "--out", str(record), "--"]
+    return subprocess.run(
+        [*head, sys.executable, str(src / "program.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )

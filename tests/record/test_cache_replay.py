@@ -12,7 +12,6 @@ records say only where a store ends a batch (docs/record.md).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -78,18 +77,8 @@ print(json.dumps(truth))
 """
 
 
-def run(src: Path, *args: str, record: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    head = [] if record is None else [sys.executable, "-m", "mmpool_cli", "record", "--out", str(record), "--"]
-    return subprocess.run(
-        [*head, sys.executable, str(src / "program.py"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=mp.ROOT,
-        timeout=300,
-        check=False,
-    )
+
+run = mp.run_program
 
 
 def hits_at(src: Path, size: int, large: str) -> int:

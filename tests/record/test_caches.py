@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -81,9 +80,7 @@ def tree(root: Path) -> Path:
 
 def test_the_embedding_caches_records_and_series_are_what_it_did(tmp_path: Path) -> None:
     src, out = tree(tmp_path / "tree"), tmp_path / "rec"
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = mp.free_port()
     env = {k: v for k, v in os.environ.items() if k.lower() != "prometheus_multiproc_dir"}
     env["PYTHONPATH"] = str(src)
     record = [sys.executable, "-m", "mmpool_cli", "record", "--out", str(out), "--metrics-port", str(port), "--"]
