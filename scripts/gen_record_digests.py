@@ -1,9 +1,10 @@
-"""Write ``mmpool_cli/_record/mmpool_record/digests.json`` from SGLang wheels (or their unpacked trees).
+"""Write ``mmpool_cli/_record/mmpool_record/digests.json`` from SGLang's and vLLM's wheels (or unpacked trees).
 
-    python scripts/gen_record_digests.py /work/cache/sglang/sglang-0.5.23-*.whl [more wheels or dirs]
+    python scripts/gen_record_digests.py sglang-0.5.1*.whl sglang-0.5.2*.whl vllm-0.3*.whl
 
-Each wheel's release is read from its file name (a directory: from its ``*.dist-info``). Only the
-methods' digests are written, never SGLang's code.
+Every release the hook knows is given at once (the file is written whole). Each wheel's release is
+read from its file name (a directory: from its ``*.dist-info``). Only the methods' digests are
+written, never the engines' code.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def _sources(path: str) -> tuple[str, dict[str, str]]:
     """The release and ``module -> source`` of a wheel or an unpacked tree."""
     files = {module: module.replace(".", "/") + ".py" for module in TARGETS}
     if os.path.isdir(path):
-        info = glob.glob(os.path.join(path, "sglang-*.dist-info"))
-        release = re.sub(r"^sglang-|\.dist-info$", "", os.path.basename(info[0])) if info else "unknown"
+        info = glob.glob(os.path.join(path, "sglang-*.dist-info")) + glob.glob(os.path.join(path, "vllm-*.dist-info"))
+        release = re.sub(r"^(sglang|vllm)-|\.dist-info$", "", os.path.basename(info[0])) if info else "unknown"
         found = {}
         for module, rel in files.items():
             full = os.path.join(path, rel)

@@ -114,8 +114,8 @@ def cache(
     (tokens), the launch's flags read as 'plan --engine vllm' reads them.
     """
     with reported():
-        _refuse_other_engines(engine_name, told(ctx))
         recording = trace_file is not None and trace_file != "-" and os.path.isdir(trace_file)
+        _refuse_other_engines(engine_name, told(ctx), recording)
         if recording:
             assert trace_file is not None
             report = _run_recorded(trace_file, engine_name, told(ctx), model, tp, target, plot)
@@ -167,14 +167,22 @@ def cache(
     raise typer.Exit(EXIT_OK if all(meets(c) for c in report.caches) else EXIT_BELOW_TARGET)
 
 
-def _refuse_other_engines(engine_name: str, given: dict[str, str]) -> None:
-    """A usage error for a flag that means nothing for the engine chosen (or an unknown engine)."""
+def _refuse_other_engines(engine_name: str, given: dict[str, str], recording: bool = False) -> None:
+    """A usage error for a flag that means nothing for the engine chosen (or an unknown engine); with a
+    recording, for a vLLM flag, which sizes a launch that the recording already holds."""
     from mmpool_cli.engines import REGISTRY
 
     if engine_name not in REGISTRY:
         raise MmpoolError(f"--engine {engine_name}: choose one of {', '.join(sorted(REGISTRY))}")
     vllm_only = {"window", *(f.name for f in dataclasses.fields(VllmOptions) if f.name != "gpu_name")}
     for name, flag in given.items():
+        if recording and engine_name == "vllm" and (name in vllm_only or name == "model"):
+            raise MmpoolError(
+                f"{flag} describes a launch or its model; a recording of vLLM carries its caches' sizes and its "
+                "entries' bytes"
+            )
+        if recording and name == "plot":
+            continue  # a recording's report is drawn for either engine
         if engine_name == "vllm" and name in SGLANG_ONLY:
             raise MmpoolError(f"{flag} is for --engine sglang: {SGLANG_ONLY[name]}")
         if engine_name != "vllm" and name in vllm_only:

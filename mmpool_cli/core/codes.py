@@ -158,6 +158,8 @@ NEUTRAL = CodeRegistry(
         ),
         Code("cache-url-key", Severity.info, "http(s) URLs are never fetched: the same URL is taken as the same item"),
         Code("cache-replay-differs", Severity.warning, "a recorded cache's replay at its own size misses its hits"),
+        Code("encoder-cache-recorded", Severity.info, "what a recorded vLLM encoder cache did at its budget"),
+        Code("encoder-cache-waits", Severity.warning, "a recorded vLLM encoder cache made items wait for room"),
     ],
 )
 

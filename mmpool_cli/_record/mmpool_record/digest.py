@@ -15,6 +15,8 @@ import json
 import os
 import textwrap
 
+# a vLLM processor-cache sender's methods the recording wraps or relies on
+VLLM_SENDER = ("__init__", "is_cached_item", "get_and_update_item", "touch_sender_cache_item", "clear_cache")
 # module -> class -> the methods whose code the recording relies on (wrapped or only read)
 TARGETS: dict[str, dict[str, tuple[str, ...]]] = {
     "sglang.srt.multimodal.transport.memory_pool": {
@@ -48,6 +50,32 @@ TARGETS: dict[str, dict[str, tuple[str, ...]]] = {
             "_compute_shared_value",
             "lookup_or_claim_many",
             "complete_miss",
+        ),
+    },
+    # vLLM's processor cache: 0.30.0 has it in one module, 0.31.0 and later in a package of three
+    "vllm.multimodal.cache": {
+        "BaseMultiModalCache": ("cache_if_fits",),
+        "BaseMultiModalProcessorCache": ("is_cached",),
+        "MultiModalProcessorOnlyCache": VLLM_SENDER,
+        "MultiModalProcessorSenderCache": (*VLLM_SENDER, "invalidate"),
+        "ShmObjectStoreSenderCache": VLLM_SENDER,
+    },
+    "vllm.multimodal.cache.base": {
+        "BaseMultiModalCache": ("cache_if_fits",),
+        "BaseMultiModalProcessorCache": ("is_cached",),
+        "MultiModalProcessorOnlyCache": VLLM_SENDER,
+    },
+    "vllm.multimodal.cache.lru": {"LruKeyReplicatedSenderCache": (*VLLM_SENDER, "invalidate")},
+    "vllm.multimodal.cache.shm": {"ShmObjectStoreSenderCache": VLLM_SENDER},
+    "vllm.v1.core.encoder_cache_manager": {
+        "EncoderCacheManager": (
+            "__init__",
+            "reset",
+            "check_and_update_cache",
+            "can_allocate",
+            "allocate",
+            "free_encoder_input",
+            "free",
         ),
     },
     "sglang.srt.utils.cuda_vmm_transport_utils": {

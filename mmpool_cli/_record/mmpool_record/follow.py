@@ -59,6 +59,19 @@ class _Pool:
         self.series.on_state(leased, max(largest, self.high - at), len(ranges))
 
 
+CACHE_KINDS = frozenset(
+    (
+        recfmt.CACHE_LOOKUP,
+        recfmt.CACHE_INSERT,
+        recfmt.CACHE_EVICT,
+        recfmt.CACHE_FREE,
+        recfmt.CACHE_REQUEST,
+        recfmt.CACHE_WAIT,
+        recfmt.CACHE_UNREF,
+    )
+)
+
+
 class _Cache:
     """One multimodal cache's state as its records tell it: its bytes and entries."""
 
@@ -81,6 +94,10 @@ class _Cache:
         elif kind == recfmt.CACHE_FREE:
             self.nbytes -= b
             self.entries = 0 if a == 0 else self.entries - 1
+        elif kind == recfmt.CACHE_WAIT:
+            self.series.on_wait()
+        else:  # CACHE_REQUEST, CACHE_UNREF: the cache's bytes and entries are as they were
+            return
         self.series.on_state(self.nbytes, max(self.entries, 0))
 
 
@@ -148,11 +165,12 @@ class Follower:
             self.at.setdefault(stream, (0, 0))
             if cache:
                 labels = {"cache": str(info[recfmt.K_CACHE]), "pid": str(info[recfmt.K_PID])}
-                size = int(info[recfmt.K_CACHE_BYTES])
+                size, unit = int(info[recfmt.K_CACHE_BYTES]), str(info.get(recfmt.K_CACHE_UNIT) or "bytes")
                 if self.metrics is not None:
-                    self.caches[(stream, index)] = _Cache(self.metrics.cache(labels, size))
+                    self.caches[(stream, index)] = _Cache(self.metrics.cache(labels, size, unit))
                 else:
-                    self.caches[(stream, index)] = _Cache(_metrics.CacheMetrics(_metrics.Nowhere(), labels, size))
+                    unseen = _metrics.CacheMetrics(_metrics.Nowhere(), labels, size, unit)
+                    self.caches[(stream, index)] = _Cache(unseen)
                 continue
             labels = {
                 "pool": str(index),
@@ -200,7 +218,7 @@ class Follower:
             if cache is not None:
                 self.cache_keys[(stream, key)] = cache
             return
-        if kind in (recfmt.CACHE_LOOKUP, recfmt.CACHE_INSERT, recfmt.CACHE_EVICT, recfmt.CACHE_FREE):
+        if kind in CACHE_KINDS:
             found = self.cache_keys.get((stream, key))
             if found is not None:
                 found.record(kind, a, b, c)

@@ -1,4 +1,5 @@
-"""The import hook: when SGLang's pool modules are imported, recognise their code and wrap it.
+"""The import hook: when SGLang's pool and cache modules, or vLLM's cache modules, are imported, recognise
+their code and wrap it.
 
 A meta-path finder lets the module's own loader run it, then checks every target method's digest
 (``digest.py``) against ``digests.json``. Known code is wrapped (``pools.py``); any unknown method
@@ -15,7 +16,7 @@ import sys
 import types
 from typing import Any
 
-from mmpool_record import caches, digest, pools
+from mmpool_record import caches, caches_vllm, digest, pools
 from mmpool_record.config import from_environ
 from mmpool_record.recorder import RECORDER
 from mmpool_record.say import say
@@ -25,6 +26,14 @@ IPC = "sglang.srt.multimodal.transport.cuda_ipc"
 VMM = "sglang.srt.utils.cuda_vmm_transport_utils"
 EMBEDDING_CACHE = "sglang.srt.mem_cache.multimodal_cache"
 PREPROCESS_CACHE = "sglang.srt.multimodal.cache.preprocess_cache"
+VLLM_CACHE = "vllm.multimodal.cache"  # 0.30.0: the processor cache's one module (later a package)
+VLLM_BASE = "vllm.multimodal.cache.base"
+VLLM_LRU = "vllm.multimodal.cache.lru"
+VLLM_SHM = "vllm.multimodal.cache.shm"
+VLLM_PROCESSOR = (VLLM_CACHE, VLLM_BASE, VLLM_LRU, VLLM_SHM)
+VLLM_ENCODER = "vllm.v1.core.encoder_cache_manager"
+CACHE_MODULES = (EMBEDDING_CACHE, PREPROCESS_CACHE, *VLLM_PROCESSOR, VLLM_ENCODER)
+ALL = (IPC_POOL, IPC, VMM, EMBEDDING_CACHE, PREPROCESS_CACHE, *VLLM_PROCESSOR, VLLM_ENCODER)
 
 # what the finder has done: the digests it knows, the methods it replaced, the modules it left alone
 _state: dict[str, Any] = {"known": None, "originals": {}, "code_of": {}, "off": set()}
@@ -80,10 +89,12 @@ def patch(module: types.ModuleType) -> None:
     try:
         if name == IPC and IPC_POOL in _state["off"]:
             return  # said once already, for the pool it builds on
+        if name == VLLM_CACHE and hasattr(module, "__path__"):
+            return  # 0.31.0 and later: the package; its modules are recognised one by one
         why, releases = recognise(module)
         if why is not None:
             _state["off"].add(name)
-            what = "cache" if name in (EMBEDDING_CACHE, PREPROCESS_CACHE) else "pool"
+            what = "cache" if name in CACHE_MODULES else "pool"
             say(f"{name}: {why}: this {what} is not recorded, and runs as it would without mmpool")
             if name == IPC:
                 _restore(IPC_POOL)  # the cuda_ipc pool's miss is read through MmItemMemoryPool's code
@@ -93,6 +104,8 @@ def patch(module: types.ModuleType) -> None:
             RECORDER.releases[transport] = code_of(transport)
         RECORDER.releases["embedding"] = sorted(_state["code_of"].get(EMBEDDING_CACHE, []))
         RECORDER.releases["preprocess"] = sorted(_state["code_of"].get(PREPROCESS_CACHE, []))
+        RECORDER.releases["vllm_processor"] = _common(VLLM_PROCESSOR)
+        RECORDER.releases["vllm_encoder"] = sorted(_state["code_of"].get(VLLM_ENCODER, []))
         if name == IPC_POOL:
             cls = module.StreamOrderedMmFeaturePool
             _keep(name, cls, ("_allocate_locked", "_release_locked", "_recycle_ready_leases_locked"))
@@ -109,6 +122,21 @@ def patch(module: types.ModuleType) -> None:
             cls = module.MultimodalPreprocessCache
             _keep(name, cls, ("get", "get_if_present", "lookup_or_claim_many", "put", "pop", "clear"))
             caches.wrap_preprocess(cls)
+        elif name in VLLM_PROCESSOR:
+            if name in (VLLM_CACHE, VLLM_BASE):
+                base = module.BaseMultiModalProcessorCache
+                _keep(name, base, ("is_cached",))
+                caches_vllm.wrap_is_cached(base)
+            for cls_name, cache_type in caches_vllm.SENDERS.items():
+                cls = getattr(module, cls_name, None)
+                if cls_name in digest.TARGETS[name] and isinstance(cls, type):
+                    own = tuple(m for m in ("get_and_update_item", "clear_cache", "invalidate") if m in cls.__dict__)
+                    _keep(name, cls, own)
+                    caches_vllm.wrap_processor(cls, cache_type)
+        elif name == VLLM_ENCODER:
+            cls = module.EncoderCacheManager
+            _keep(name, cls, ("check_and_update_cache", "can_allocate", "allocate", "free_encoder_input", "reset"))
+            caches_vllm.wrap_encoder(cls)
     except Exception as e:
         _restore(name)
         say(f"{name}: not recorded ({type(e).__name__}: {e})")
@@ -117,18 +145,21 @@ def patch(module: types.ModuleType) -> None:
 def code_of(transport: str) -> list[str]:
     """The releases whose code the pools of ``transport`` matched."""
     modules = (IPC_POOL, IPC) if transport == "cuda_ipc" else (VMM,)
+    return _common(modules)
+
+
+def _common(modules: tuple[str, ...]) -> list[str]:
+    """The releases whose code every one of ``modules`` that was recognised matched."""
     found = [set(_state["code_of"][m]) for m in modules if m in _state["code_of"]]
     return sorted(set.intersection(*found)) if found else []
 
 
 def _keep(name: str, cls: type, methods: tuple[str, ...]) -> None:
-    _state["originals"][name] = (cls, {m: cls.__dict__[m] for m in methods})
+    _state["originals"].setdefault(name, []).append((cls, {m: cls.__dict__[m] for m in methods}))
 
 
 def _restore(name: str) -> None:
-    kept = _state["originals"].pop(name, None)
-    if kept is not None:
-        cls, methods = kept
+    for cls, methods in _state["originals"].pop(name, []):
         for method, fn in methods.items():
             setattr(cls, method, fn)
 
@@ -183,7 +214,7 @@ def install() -> None:
     RECORDER.setup(config)
     sys.meta_path.insert(0, Finder())
     # imported before the bootstrap ran: wrap them now
-    for name in (IPC_POOL, IPC, VMM, EMBEDDING_CACHE, PREPROCESS_CACHE):
+    for name in ALL:
         if name in sys.modules:
             patch(sys.modules[name])
     os.register_at_fork(after_in_child=RECORDER.after_fork)

@@ -67,7 +67,14 @@ CACHE_SERIES = (
     ("mmpool_cache_insertions", "counter", "Entries put in the multimodal cache."),
     ("mmpool_cache_evictions", "counter", "Entries the multimodal cache evicted to make room."),
     ("mmpool_cache_evicted_bytes", "counter", "Bytes the multimodal cache evicted to make room."),
+    ("mmpool_cache_waits", "counter", "Items the multimodal cache had no room for (vLLM's encoder cache: they wait)."),
 )
+# vLLM's encoder cache counts encoder tokens: its sizes are series of their own, never mixed with bytes
+TOKEN_SERIES = {
+    "mmpool_cache_capacity_bytes": ("mmpool_cache_capacity_tokens", "Encoder tokens the multimodal cache may hold."),
+    "mmpool_cache_bytes": ("mmpool_cache_tokens", "Encoder tokens the multimodal cache holds."),
+    "mmpool_cache_evicted_bytes": ("mmpool_cache_evicted_tokens", "Encoder tokens the multimodal cache evicted."),
+}
 HEALTH_SERIES = (
     ("mmpool_record_dropped_events", "counter", "Events the hook dropped because its buffer was full."),
     ("mmpool_record_hook_errors", "counter", "Errors inside mmpool's hook (the server was not affected)."),
@@ -277,17 +284,26 @@ class PoolMetrics:
 
 
 class CacheMetrics:
-    """One multimodal cache's series (SGLang's embedding cache), kept from its records."""
+    """One multimodal cache's series, kept from its records; ``unit`` "tokens" for vLLM's encoder cache, whose
+    sizes go to the ``_tokens`` series (``TOKEN_SERIES``) instead of the ``_bytes`` ones."""
 
-    def __init__(self, sink: Any, labels: Mapping[str, str], capacity_bytes: int) -> None:
-        s = {name: sink.series(name, kind, doc, labels) for name, kind, doc in CACHE_SERIES}
+    def __init__(self, sink: Any, labels: Mapping[str, str], capacity_bytes: int, unit: str = "bytes") -> None:
+        s = {}
+        for name, kind, doc in CACHE_SERIES:
+            shown, shown_doc = TOKEN_SERIES.get(name, (name, doc)) if unit == "tokens" else (name, doc)
+            s[name] = sink.series(shown, kind, shown_doc, labels)
         self._bytes, self._entries = s["mmpool_cache_bytes"], s["mmpool_cache_entries"]
         self._lookups, self._hits = s["mmpool_cache_lookups"], s["mmpool_cache_hits"]
         self._inserted, self._evicted = s["mmpool_cache_insertions"], s["mmpool_cache_evictions"]
         self._evicted_bytes = s["mmpool_cache_evicted_bytes"]
+        self._waits = s["mmpool_cache_waits"]
         s["mmpool_cache_capacity_bytes"].set(capacity_bytes)
-        for counter in (self._lookups, self._hits, self._inserted, self._evicted, self._evicted_bytes):
+        for counter in (self._lookups, self._hits, self._inserted, self._evicted, self._evicted_bytes, self._waits):
             counter.inc(0)
+
+    def on_wait(self) -> None:
+        """An item the cache had no room for."""
+        self._waits.inc(1)
 
     def on_lookup(self, hit: bool) -> None:
         """One lookup, a hit or a miss."""
@@ -363,10 +379,10 @@ class Metrics:
         full["pid"] = full["pid"] or str(self._pid)
         return PoolMetrics(sink, full, capacity_bytes)
 
-    def cache(self, labels: Mapping[str, str], capacity_bytes: int) -> CacheMetrics:
-        """A cache's series; ``labels``: ``cache`` (its name) and ``pid``."""
+    def cache(self, labels: Mapping[str, str], capacity_bytes: int, unit: str = "bytes") -> CacheMetrics:
+        """A cache's series; ``labels``: ``cache`` (its name) and ``pid``; ``unit``: what its sizes count."""
         sink = self._chosen() or Nowhere()
-        return CacheMetrics(sink, {name: str(labels.get(name, "")) for name in CACHE_LABELS}, capacity_bytes)
+        return CacheMetrics(sink, {name: str(labels.get(name, "")) for name in CACHE_LABELS}, capacity_bytes, unit)
 
     def dropped(self, n: int = 1) -> None:
         """``n`` events the hook dropped (its buffer was full)."""

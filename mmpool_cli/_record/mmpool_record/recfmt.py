@@ -9,7 +9,8 @@ A recording is a directory:
 ``pool-<pid>-<n>.json``         one manifest per pool: release, transport, layout, recycle interval;
                                 format 2 names the process's event stream (``stream``)
 ``cache-<pid>-<n>.json``        one manifest per multimodal cache (SGLang's embedding cache, the
-                                preprocess cache): its name, its size in bytes, the stream its events are in
+                                preprocess cache; vLLM's processor cache, its encoder cache): its name,
+                                its size (bytes; the encoder cache's in tokens), the stream its events are in
 ``<stream>.<part>.bin``         format 2: a process's events, fixed-size binary records, in parts of
                                 about ``--max-bytes``; every part begins with the pools' registrations
                                 and the leases they hold, so each part reads alone
@@ -54,9 +55,13 @@ CACHE_INSERT = (
 )
 CACHE_EVICT = 12  # (entries, bytes, 0): what the insertion before it evicted (least recently used first)
 CACHE_FREE = 13  # (key, bytes, 0): an entry taken out by SGLang (``free``); a ``clear``: key 0, every entry's bytes
-KINDS = frozenset(range(REGISTER, CACHE_FREE + 1))
+# vLLM's caches (``size`` below is bytes for the processor cache, encoder tokens for the encoder cache)
+CACHE_REQUEST = 14  # (items, 0, 0): a request's items are looked up next (vLLM's ``is_cached`` of its hashes)
+CACHE_WAIT = 15  # (key, size, free size): the encoder cache could not make room for the item (``can_allocate``)
+CACHE_UNREF = 16  # (key, size, 0): no request holds the entry any more; it stays, evicted only when room is needed
+KINDS = frozenset(range(REGISTER, CACHE_UNREF + 1))
 TRANSPORTS = ("cuda_ipc", "cuda_vmm")
-CACHES = ("embedding", "preprocess")
+CACHES = ("embedding", "preprocess", "vllm_processor", "vllm_encoder")
 
 # pool manifest keys
 K_FORMAT = "format"
@@ -82,6 +87,12 @@ K_PROMETHEUS_DIR = "prometheus_multiproc_dir"  # the server's PROMETHEUS_MULTIPR
 K_CACHE = "cache"  # a cache manifest: its name, one of CACHES
 K_CACHE_BYTES = "max_bytes"  # a cache manifest: the cache's size in bytes (SGLang's max_size)
 K_CACHE_ENTRIES = "max_entries"  # a cache manifest: its bound on entries, where it has one (the preprocess cache)
+K_CACHE_UNIT = (
+    "unit"  # a cache manifest: what its sizes count, "bytes" (absent: bytes) or "tokens" (vLLM's encoder cache)
+)
+K_CACHE_TYPE = "cache_type"  # vLLM's processor cache: "processor_only", "lru" or "shm" (the sender's class)
+K_MAX_OBJECT = "max_object_bytes"  # vLLM's shm processor cache: the largest object its ring takes
+K_VLLM = "vllm"  # a vLLM cache's manifest: the installed vLLM's version
 CACHE_GLOB = "cache-*.json"
 REQUIRED = (K_FORMAT, K_TRANSPORT, K_LAYOUT, K_INTERVAL, K_T0)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from mmpool_cli._record.mmpool_record import recfmt
 from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.errors import MmpoolError
@@ -35,6 +36,10 @@ def recorded_caches(directory: str, target: Fraction, kv_cell_bytes: int | None)
             f"{directory}: no cache-*.json: the recording holds no multimodal cache (a recording made before mmpool "
             "recorded SGLang's embedding cache, or a server that never made one)"
         )
+    for t in traces:
+        name = str(t.info.get(recfmt.K_CACHE, ""))
+        if name.startswith("vllm_"):
+            raise MmpoolError(f"{directory}: the recording holds vLLM's {name[5:]} cache: give --engine vllm")
     recorded = [recorded_lookups(t.info, t.events) for t in traces]
     results, notes = [], []
     workers = max(1, sum(rec.name == "preprocess" for rec in recorded))  # the tokenizer processes

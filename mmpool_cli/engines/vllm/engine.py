@@ -14,7 +14,10 @@ from mmpool_cli.engines.vllm import versions
 from mmpool_cli.engines.vllm.request import VllmPlan, VllmRequest
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
     from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
+    from mmpool_cli.simulate.cache_report import CacheReport
     from mmpool_cli.simulate.sim_report import PoolSetup
 
 ENV_BACKEND = "VLLM_VIDEO_LOADER_BACKEND"
@@ -121,6 +124,11 @@ class VllmEngine(Engine[VllmRequest, VllmPlan]):
         )
         plan = make_plan(with_env(req, environ))
         return FileResult(path="launch command", kind="launch", findings=findings + plan.findings, plan=plan)
+
+    def recorded_caches(self, directory: str, target: Fraction, kv_cell_bytes: int | None) -> CacheReport:
+        from mmpool_cli.engines.vllm.cache_recording import recorded_caches
+
+        return recorded_caches(directory, target)  # the processor cache is host RAM: no KV figure
 
     def plan(self, request: VllmRequest) -> VllmPlan:
         from mmpool_cli.engines.vllm.plan import make_plan

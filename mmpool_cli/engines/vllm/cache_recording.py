@@ -1,0 +1,282 @@
+"""vLLM's processor and encoder caches as ``mmpool record`` recorded them; the processor cache replayed at other sizes.
+
+The records (``mmpool_record.caches_vllm``) are what each API process's sender did at its own size,
+in the order vLLM called it: where a request's items begin (``is_cached``), a lookup per item (a hit or
+a miss, vLLM's own counters), the entry stored and what it evicted. A request is the lookups after a
+run of ``is_cached`` calls (one per modality), as many as their hashes; a lookup past them (vLLM's
+``input_processor`` storing items processed outside it) is a request of its own. An entry's bytes are
+those its hit or its insertion recorded. Each API process has its own cache of the size set, so the
+curve at a size is the sum of every sender's replay at it (``processor_replay``, vLLM's rules of the
+recorded release); the recorded size is one of its points, where the replay makes the hits vLLM
+counted, and a report says so where it does not. An entry never stored (larger than the cache, or a
+ring full of items it may not free) has no bytes on record: the curve then stops at the recorded size.
+
+The encoder cache's records are summed (lookups, hits, items that waited for room, the peak it held);
+its admissions at another budget follow the scheduler, which the recording does not hold at that
+budget: the report says to replay the traffic for them. Pure core: standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from mmpool_cli._record.mmpool_record import recfmt
+from mmpool_cli.engines.vllm import processor_cache, processor_replay, versions
+from mmpool_cli.engines.vllm.gib import bytes_of
+from mmpool_cli.engines.vllm.plan import _gib_for
+from mmpool_cli.engines.vllm.processor_cache import DataParallel
+from mmpool_cli.errors import MmpoolError
+from mmpool_cli.simulate.cache_curve import Curve
+from mmpool_cli.simulate.cache_replay import REPLAYED
+from mmpool_cli.simulate.cache_report import CacheNote, CacheReport, CacheResult, Recommendation, hits_needed
+from mmpool_cli.simulate.record_stream import CacheTrace, read_caches
+from mmpool_cli.simulate.trace import MAX_EVENTS
+
+POINTS = 64  # the curve's points, each a replay
+NAMES = ("vllm_processor", "vllm_encoder")
+
+
+@dataclass
+class RecordedSender:
+    """One API process's processor cache: its requests (items' keys), entries' bytes and vLLM's counts."""
+
+    where: str
+    cache_type: processor_replay.Layout
+    size_bytes: int
+    max_object: int
+    release: str
+    requests: list[list[str]] = field(default_factory=list)
+    sizes: dict[str, int] = field(default_factory=dict)
+    unsized: set[str] = field(default_factory=set)
+    hits: int = 0
+    lookups: int = 0
+
+
+def _where(info: dict[str, Any]) -> str:
+    return f"{info.get(recfmt.K_PID)}-{info.get(recfmt.K_POOL)}"
+
+
+def _release(info: dict[str, Any]) -> str:
+    """The release whose rules the replay applies: the newest the recorded code matched."""
+    code_of = [str(v) for v in info.get(recfmt.K_CODE_OF) or [] if str(v) in versions.known()]
+    return max(code_of, key=processor_replay.version_key) if code_of else versions.NEWEST
+
+
+def sender(trace: CacheTrace) -> RecordedSender:
+    """One recorded sender as the requests ``processor_replay`` drives.
+
+    >>> from mmpool_cli._record.mmpool_record import recfmt as r
+    >>> t = CacheTrace({r.K_CACHE_BYTES: 10, r.K_CACHE_TYPE: "lru", r.K_PID: 1, r.K_POOL: 0})
+    >>> t.events += [(0, r.CACHE_REQUEST, 2, 0, 0), (1, r.CACHE_LOOKUP, 5, 0, 0), (2, r.CACHE_INSERT, 5, 4, 4),
+    ...              (3, r.CACHE_LOOKUP, 5, 1, 4), (4, r.CACHE_LOOKUP, 6, 0, 0)]
+    >>> s = sender(t); s.requests, s.sizes, s.hits, s.lookups
+    ([['5', '5'], ['6']], {'5': 4}, 1, 3)
+    """
+    info = trace.info
+    try:
+        kind = str(info.get(recfmt.K_CACHE_TYPE))
+        if kind not in ("processor_only", "lru", "shm"):
+            raise ValueError(kind)
+        rec = RecordedSender(
+            _where(info),
+            kind,  # type: ignore[arg-type]
+            int(info[recfmt.K_CACHE_BYTES]),
+            int(info.get(recfmt.K_MAX_OBJECT) or 128 << 20),
+            _release(info),
+        )
+    except (KeyError, TypeError, ValueError):
+        raise MmpoolError(f"cache {_where(info)}: not a manifest of vLLM's processor cache") from None
+    expected = 0  # the items the current request's is_cached calls announced, not yet looked up
+    announcing = False
+    current: list[str] | None = None
+    for _, kind_, a, b, c in trace.events:
+        if kind_ == recfmt.CACHE_REQUEST:
+            if not announcing:
+                current, expected = [], 0
+                rec.requests.append(current)
+            expected += a
+            announcing = True
+        elif kind_ == recfmt.CACHE_LOOKUP:
+            announcing = False
+            key = str(a)
+            if current is None or expected <= 0:
+                current, expected = [], 1
+                rec.requests.append(current)
+            current.append(key)
+            expected -= 1
+            rec.lookups += 1
+            if b:
+                rec.hits += 1
+                if c > 0:
+                    rec.sizes[key] = c
+        elif kind_ == recfmt.CACHE_INSERT:
+            if b > 0:
+                rec.sizes[str(a)] = b
+            elif b < 0:
+                rec.unsized.add(str(a))
+    rec.requests = [r for r in rec.requests if r]
+    rec.unsized -= rec.sizes.keys()
+    return rec
+
+
+def _replay(senders: list[RecordedSender], size: int) -> tuple[int, int]:
+    """(hits, processed bytes saved) of every sender at ``size`` bytes each."""
+    hits = saved = 0
+    if size <= 0:  # no cache (vLLM's 0 GiB turns it off)
+        return hits, saved
+    for s in senders:
+        # an item never stored is larger than any size the curve asks at (it stops at the recorded size)
+        sizes = dict.fromkeys(s.unsized, max(s.size_bytes, s.max_object) + 1) | s.sizes
+        r = processor_replay.replay(
+            s.requests, sizes, size, s.cache_type, max_object=s.max_object, release=s.release, work=sizes
+        )
+        hits, saved = hits + r.total_hits, saved + r.saved
+    return hits, saved
+
+
+def _host_bytes(kind: str, cache_bytes: int, processes: int) -> int:
+    """The host RAM a launch with ``cache_bytes`` per cache takes, laid out as recorded."""
+    dp = (
+        DataParallel(size=max(2, processes), api_server_count=processes) if kind == "processor_only" else DataParallel()
+    )
+    return processor_cache.plan(cache_bytes, "shm" if kind == "shm" else "lru", dp).host_bytes
+
+
+def _processor(senders: list[RecordedSender], target: Fraction) -> tuple[CacheResult, list[CacheNote]]:
+    first = senders[0]
+    size = first.size_bytes
+    unsized = sum(len(s.unsized) for s in senders)
+    everything = sum(sum(s.sizes.values()) for s in senders) * (2 if first.cache_type == "shm" else 1)
+    top = size if unsized else max(everything, size)
+    points = sorted({top * k // POINTS for k in range(POINTS + 1)} | {size})
+    seen: dict[int, tuple[int, int]] = {}
+
+    def run(c: int) -> tuple[int, int]:
+        if c not in seen:
+            seen[c] = _replay(senders, c)
+        return seen[c]
+
+    curve = Curve(sum(s.lookups for s in senders), tuple((p, *run(p)) for p in points))
+    need = hits_needed(curve, target)
+    recommendation = None
+    if need > 0:
+        i = next(i for i, p in enumerate(points) if run(p)[0] >= need)
+        lo, hi = (points[i - 1] + 1 if i else 1), points[i]
+        while lo < hi and _gib_for(lo) != _gib_for(hi):  # the setting has 4 digits of GiB: stop where both agree
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if run(mid)[0] >= need else (mid + 1, hi)
+        text = _gib_for(hi)
+        setting = bytes_of(float(text))
+        if run(setting)[0] >= need:
+            cost = {"hits": run(setting)[0], "host_bytes": _host_bytes(first.cache_type, setting, len(senders))}
+            recommendation = Recommendation(setting, f"--mm-processor-cache-gb {text}", cost)
+            if setting not in points and setting <= top:
+                points = sorted({*points, setting})
+                curve = Curve(curve.lookups, tuple((p, *run(p)) for p in points))
+    notes = [
+        f"replayed with vLLM {first.release}'s rules ({first.cache_type}); each API process has its own cache of the "
+        f"size set: the curve is the sum of {len(senders)} sender(s) replayed at each size",
+    ]
+    if unsized:
+        notes.append(
+            f"{unsized:,} item(s) were never stored at the recorded {size:,} B (their bytes are not on record): "
+            "the curve stops at the recorded size"
+        )
+    result = CacheResult(
+        name="processor",
+        engine="vllm",
+        title=f"processor cache (host RAM, {first.cache_type}) {', '.join(s.where for s in senders)}",
+        size_bytes=size,
+        size_origin=f"recorded: {size:,} B per API process (--mm-processor-cache-gb as the server had it)",
+        curve=curve,
+        work_unit="processed bytes",
+        target=target,
+        recommendation=recommendation,
+        lookups=curve.lookups,
+        notes=notes,
+        method=REPLAYED,
+    )
+    found = []
+    recorded = sum(s.hits for s in senders)
+    if result.hits != recorded:  # the replay's rules are not what vLLM did: say so, never hide it
+        found.append(
+            CacheNote(
+                "cache-replay-differs",
+                "warning",
+                f"vLLM's processor cache: the replay at the recorded {size:,} B makes {result.hits:,} hits; "
+                f"vLLM counted {recorded:,}",
+            )
+        )
+    return result, found
+
+
+def _encoder(trace: CacheTrace) -> list[CacheNote]:
+    """The encoder cache's recorded figures, as notes."""
+    lookups = hits = waits = evicted = peak = 0
+    for _, kind, a, b, c in trace.events:
+        if kind == recfmt.CACHE_LOOKUP:
+            lookups, hits = lookups + 1, hits + (b > 0)
+        elif kind == recfmt.CACHE_WAIT:
+            waits += 1
+        elif kind == recfmt.CACHE_EVICT:
+            evicted += a
+        elif kind == recfmt.CACHE_INSERT:
+            peak = max(peak, c)
+    budget = int(trace.info.get(recfmt.K_CACHE_BYTES) or 0)
+    where = _where(trace.info)
+    notes = [
+        CacheNote(
+            "encoder-cache-recorded",
+            "info",
+            f"vLLM's encoder cache {where}: a budget of {budget:,} tokens; {lookups:,} lookups, {hits:,} found "
+            f"cached; entries evicted: {evicted:,}; at most {peak:,} tokens held. Its admissions at another budget "
+            "follow the scheduler, which the recording holds at this one only: for a curve, replay the traffic "
+            "(mmpool cache --engine vllm --from LOG or --trace TRACE)",
+        )
+    ]
+    if waits:
+        notes.append(
+            CacheNote(
+                "encoder-cache-waits",
+                "warning",
+                f"vLLM's encoder cache {where}: {waits:,} time(s) an item waited for room at {budget:,} tokens "
+                "(raise --max-num-batched-tokens)",
+            )
+        )
+    return notes
+
+
+def recorded_caches(directory: str, target: Fraction) -> CacheReport:
+    """vLLM's processor caches (replayed at their size and others) and encoder caches (their figures) in the
+    recording at ``directory``.
+
+    Raises:
+        MmpoolError: a recording without vLLM's caches, or with SGLang's.
+    """
+    traces = read_caches(directory, MAX_EVENTS)
+    ours = [t for t in traces if t.info.get(recfmt.K_CACHE) in NAMES]
+    if len(ours) != len(traces):
+        raise MmpoolError(f"{directory}: the recording holds SGLang's caches: give --engine sglang")
+    if not ours:
+        raise MmpoolError(
+            f"{directory}: no cache-*.json: the recording holds no multimodal cache of vLLM (a recording made before "
+            "mmpool recorded vLLM's caches, or a server whose caches are off)"
+        )
+    senders = [sender(t) for t in ours if t.info.get(recfmt.K_CACHE) == "vllm_processor"]
+    caches, notes = [], []
+    if senders:
+        kinds = {(s.cache_type, s.size_bytes) for s in senders}
+        if len(kinds) > 1:
+            raise MmpoolError(f"{directory}: processor caches of different types or sizes: {sorted(kinds)}")
+        senders = [s for s in senders if s.lookups]
+        if senders:
+            result, found = _processor(senders, target)
+            caches.append(result)
+            notes += found
+    for t in ours:
+        if t.info.get(recfmt.K_CACHE) == "vllm_encoder":
+            notes += _encoder(t)
+    version = next((str(t.info[recfmt.K_VLLM]) for t in ours if t.info.get(recfmt.K_VLLM)), versions.NEWEST)
+    return CacheReport(engine=f"vLLM {version}", source=directory, caches=caches, notes=notes)
