@@ -67,8 +67,9 @@ CACHE_SERIES = (
     ("mmpool_cache_insertions", "counter", "Entries put in the multimodal cache."),
     ("mmpool_cache_evictions", "counter", "Entries the multimodal cache evicted to make room."),
     ("mmpool_cache_evicted_bytes", "counter", "Bytes the multimodal cache evicted to make room."),
-    ("mmpool_cache_waits", "counter", "Items the multimodal cache had no room for (vLLM's encoder cache: they wait)."),
 )
+# vLLM's encoder cache only: an item it has no room for waits
+WAITS = ("mmpool_cache_waits", "counter", "Items vLLM's encoder cache had no room for (they wait).")
 # vLLM's encoder cache counts encoder tokens: its sizes are series of their own, never mixed with bytes
 TOKEN_SERIES = {
     "mmpool_cache_capacity_bytes": ("mmpool_cache_capacity_tokens", "Encoder tokens the multimodal cache may hold."),
@@ -296,13 +297,13 @@ class CacheMetrics:
         self._lookups, self._hits = s["mmpool_cache_lookups"], s["mmpool_cache_hits"]
         self._inserted, self._evicted = s["mmpool_cache_insertions"], s["mmpool_cache_evictions"]
         self._evicted_bytes = s["mmpool_cache_evicted_bytes"]
-        self._waits = s["mmpool_cache_waits"]
+        self._waits = sink.series(*WAITS, labels) if unit == "tokens" else Nowhere()
         s["mmpool_cache_capacity_bytes"].set(capacity_bytes)
         for counter in (self._lookups, self._hits, self._inserted, self._evicted, self._evicted_bytes, self._waits):
             counter.inc(0)
 
     def on_wait(self) -> None:
-        """An item the cache had no room for."""
+        """An item the cache had no room for (vLLM's encoder cache)."""
         self._waits.inc(1)
 
     def on_lookup(self, hit: bool) -> None:
