@@ -118,7 +118,7 @@ def cache(
         _refuse_other_engines(engine_name, told(ctx), recording)
         if recording:
             assert trace_file is not None
-            report = _run_recorded(trace_file, engine_name, told(ctx), model, tp, target, plot)
+            report = _run_recorded(trace_file, engine_name, told(ctx), model, tp, target, plot, window)
     if recording:
         from mmpool_cli.render.caches import cache_text, meets, to_json
 
@@ -176,7 +176,7 @@ def _refuse_other_engines(engine_name: str, given: dict[str, str], recording: bo
         raise MmpoolError(f"--engine {engine_name}: choose one of {', '.join(sorted(REGISTRY))}")
     vllm_only = {"window", *(f.name for f in dataclasses.fields(VllmOptions) if f.name != "gpu_name")}
     for name, flag in given.items():
-        if recording and engine_name == "vllm" and (name in vllm_only or name == "model"):
+        if recording and engine_name == "vllm" and (name in vllm_only - {"window"} or name == "model"):
             raise MmpoolError(
                 f"{flag} describes a launch or its model; a recording of vLLM carries its caches' sizes and its "
                 "entries' bytes"
@@ -216,7 +216,14 @@ def _run_vllm(
 
 
 def _run_recorded(
-    directory: str, engine_name: str, given: dict[str, str], model: str | None, tp: int, target: str, plot: str | None
+    directory: str,
+    engine_name: str,
+    given: dict[str, str],
+    model: str | None,
+    tp: int,
+    target: str,
+    plot: str | None,
+    window: int,
 ) -> CacheReport:
     """``--trace REC_DIR``: the caches the recording holds, at their recorded size and others."""
     from mmpool_cli.usecases.cache import recorded
@@ -238,7 +245,11 @@ def _run_recorded(
 
         resolved = resolve(model)
         cell = None if resolved.kv is None else cell_bytes(resolved.kv, tp, 2)[0]
-    return recorded(directory, _target(target), cell, engine_name)
+    if engine_name == "vllm":
+        from mmpool_cli.usecases.cache_vllm import check_window
+
+        check_window(window)
+    return recorded(directory, _target(target), cell, engine_name, window)
 
 
 def _target(text: str) -> Fraction:
@@ -331,4 +342,3 @@ def _run(
         ),
         engine_name,
     )
-

@@ -110,9 +110,12 @@ class Engine(ABC, Generic[RequestT, PlanT]):
 
         raise MmpoolError(f"mmpool sizes no multimodal caches of {self.title} yet")
 
-    def recorded_caches(self, directory: str, target: Fraction, kv_cell_bytes: int | None) -> CacheReport:
+    def recorded_caches(
+        self, directory: str, target: Fraction, kv_cell_bytes: int | None, window: int = 1
+    ) -> CacheReport:
         """The multimodal caches a recording of ``mmpool record`` holds, replayed at their recorded size and
-        others; ``MmpoolError`` (or ``TraceError``) for a recording that holds none or cannot be replayed."""
+        others (``window``: vLLM's encoder cache, the requests assumed to hold entries at once);
+        ``MmpoolError`` (or ``TraceError``) for a recording that holds none or cannot be replayed."""
         from mmpool_cli.errors import MmpoolError
 
         raise MmpoolError(f"mmpool replays no recorded caches of {self.title}")

@@ -29,23 +29,24 @@ def write_cache_plot(report: CacheReport, path: str) -> None:
     matplotlib.rcParams["svg.hashsalt"] = SIGNATURE
     fig, axes = plt.subplots(len(report.caches), 1, figsize=(9, 3.2 * len(report.caches)), squeeze=False)
     for ax, c in zip(axes[:, 0], report.caches, strict=True):
-        xs = [s / MiB for s, _, _ in c.curve.steps]
+        scale = MiB if c.unit == "bytes" else 1  # the encoder cache's sizes are tokens
+        xs = [s / scale for s, _, _ in c.curve.steps]
         ys = [h for _, h, _ in c.curve.steps]
         if c.method == ONE_PASS:  # exact at every size: a step function
             ax.step(xs, ys, where="post", color="C0", linewidth=1.6, label=f"hits ({c.method})")
         else:  # exact at its points only
             ax.plot(xs, ys, "o-", color="C0", linewidth=1, markersize=3, label=f"hits ({c.method})")
-        ax.axvline(c.size_bytes / MiB, color="C3", linestyle="--", linewidth=1, label="deployment")
+        ax.axvline(c.size_bytes / scale, color="C3", linestyle="--", linewidth=1, label="deployment")
         if c.recommendation is not None:
             ax.axvline(
-                c.recommendation.size_bytes / MiB,
+                c.recommendation.size_bytes / scale,
                 color="C2",
                 linestyle=":",
                 linewidth=1.4,
                 label=f"recommended ({c.recommendation.setting})",
             )
         ax.set_title(f"{report.engine}: {c.title}", fontsize=10)
-        ax.set_xlabel("cache size (MiB)")
+        ax.set_xlabel("cache size (MiB)" if c.unit == "bytes" else "cache size (encoder tokens)")
         ax.set_ylabel("hits")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")

@@ -25,6 +25,10 @@ def to_json(report: CacheReport) -> str:
     return json.dumps({"schema": SCHEMA, "verdict": verdict(report), **report.to_data()}, indent=2) + "\n"
 
 
+def _size(n: int, unit: str) -> str:
+    return f"{n:,} tokens" if unit == "tokens" else _bytes(n)
+
+
 def _bytes(n: int) -> str:
     if n % MiB == 0:
         return f"{n:,} B ({n // MiB:,} MiB)"
@@ -45,7 +49,9 @@ def _sizes(c: CacheResult) -> list[int]:
     out = {0, top, c.size_bytes}
     if c.recommendation is not None:
         out.add(c.recommendation.size_bytes)
-    if c.method != ONE_PASS:  # only the replayed points are known, and every size from the last (nothing evicted)
+    if (
+        c.method != ONE_PASS or c.unit != "bytes"
+    ):  # only the replayed points are known, and every size from the last (nothing evicted)
         points = [s for s, _, _ in c.curve.steps]
         step = max(1, -(-len(points) // CURVE_ROWS))
         return sorted({s for s in out if s in points or s >= top} | set(points[::step]) | {top})
@@ -63,11 +69,11 @@ def cache_text(report: CacheReport) -> str:
         hits, work = c.hits, c.work_saved
         unbounded, unbounded_work = c.curve.unbounded
         lines.append(c.title)
-        lines.append(f"  size            {_bytes(c.size_bytes)}  [{c.size_origin}]")
+        lines.append(f"  size            {_size(c.size_bytes, c.unit)}  [{c.size_origin}]")
         lines.append(f"  lookups         {c.counted_lookups:,}")
         lines.append(f"  hits            {hits:,} ({_pct(hits, c.counted_lookups)})")
         lines.append(f"  {c.work_unit + ' saved':<15} {work:,}")
-        top = _bytes(c.curve.steps[-1][0])
+        top = _size(c.curve.steps[-1][0], c.unit)
         lines.append(f"  unbounded       {unbounded:,} hits, {unbounded_work:,} {c.work_unit} saved, at {top}")
         rec = c.recommendation
         if rec is None:
@@ -75,9 +81,9 @@ def cache_text(report: CacheReport) -> str:
         else:
             at = c.curve.at(rec.size_bytes)[0]
             cost = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in rec.cost.items())
+            goal = f"target {c.target}% of {unbounded:,}" if c.meets is None else "the smallest where no request waits"
             lines.append(
-                f"  recommended     {rec.setting}: {_bytes(rec.size_bytes)}, {at:,} hits "
-                f"(target {c.target}% of {unbounded:,}); costs {cost}"
+                f"  recommended     {rec.setting}: {_size(rec.size_bytes, c.unit)}, {at:,} hits ({goal}); costs {cost}"
             )
         lines.append(f"  curve           size → hits ({c.method})")
         for size in _sizes(c):
@@ -88,7 +94,7 @@ def cache_text(report: CacheReport) -> str:
             if rec is not None and size == rec.size_bytes:
                 mark.append("recommended")
             tail = f"  ← {', '.join(mark)}" if mark else ""
-            lines.append(f"    {_bytes(size):<34} {h:>12,}{tail}")
+            lines.append(f"    {_size(size, c.unit):<34} {h:>12,}{tail}")
         lines.extend(f"  note: {n}" for n in c.notes)
     lines.extend(f"{n.severity}: [{n.code}] {n.message}" for n in report.notes)
     return "\n".join(lines) + "\n"

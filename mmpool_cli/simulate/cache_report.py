@@ -71,6 +71,10 @@ class CacheResult:
     # how the curve was made: "one pass, exact" (a step function, exact at every size) or "replayed at
     # each point" (each point its own exact replay; the deployment's size is one of them)
     method: str = ONE_PASS
+    # whether the deployment's size meets the cache's own goal, where that is not a share of the hits
+    # (vLLM's encoder cache: no request waits); None: the hits' target decides
+    meets: bool | None = None
+    unit: str = "bytes"  # what its sizes count: "bytes", or "tokens" (vLLM's encoder cache: its JSON says size_tokens)
 
     @property
     def hits(self) -> int:
@@ -81,7 +85,10 @@ class CacheResult:
         return self.curve.at(self.size_bytes)[1] if self.size_bytes > 0 else 0
 
     def meets_target(self) -> bool:
-        """Whether the hits at the deployment's size reach the target share of the unbounded hits."""
+        """Whether the hits at the deployment's size reach the target share of the unbounded hits (or,
+        where ``meets`` is set, the cache's own goal)."""
+        if self.meets is not None:
+            return self.meets
         return self.hits >= hits_needed(self.curve, self.target)
 
     @property
@@ -92,7 +99,7 @@ class CacheResult:
         """The cache as JSON-safe data: the shape every engine's caches share."""
         unbounded_hits, unbounded_work = self.curve.unbounded
         rec = self.recommendation
-        return {
+        data = {
             "name": self.name,
             "engine": self.engine,
             "size_bytes": self.size_bytes,
@@ -112,6 +119,13 @@ class CacheResult:
             "recommended_cost": None if rec is None else dict(rec.cost),
             "notes": list(self.notes),
         }
+        if self.unit == "tokens":  # never a count of tokens under a name that says bytes
+            renamed = {"size_bytes": "size_tokens", "unbounded_bytes": "unbounded_tokens"}
+            renamed["recommended_bytes"] = "recommended_tokens"
+            data = {renamed.get(k, k): v for k, v in data.items()}
+            data["curve"] = [{"size_tokens": s, "hits": h, "work_saved": w} for s, h, w in self.curve.steps]
+            data["unit"] = "tokens"
+        return data
 
 
 def hits_needed(curve: Curve, target: Fraction) -> int:

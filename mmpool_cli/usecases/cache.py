@@ -92,10 +92,12 @@ def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
     return engine(engine_name).caches(request)
 
 
-def recorded(directory: str, target: Fraction, kv_cell_bytes: int | None, engine_name: str = DEFAULT) -> CacheReport:
+def recorded(
+    directory: str, target: Fraction, kv_cell_bytes: int | None, engine_name: str = DEFAULT, window: int = 1
+) -> CacheReport:
     """The caches a recording of ``mmpool record`` holds, replayed at their recorded size and others.
 
     Raises:
         MmpoolError: a recording without caches, or records the replay cannot follow (exit 2).
     """
-    return engine(engine_name).recorded_caches(directory, target, kv_cell_bytes)
+    return engine(engine_name).recorded_caches(directory, target, kv_cell_bytes, window)

@@ -19,6 +19,12 @@ SCHEMA_VERSION = 1
 MAX_WINDOW = 4096
 
 
+def check_window(window: int) -> None:
+    """``MmpoolError`` for an ``--encoder-window`` out of bounds (the same bound for traffic and recordings)."""
+    if not 1 <= window <= MAX_WINDOW:
+        raise MmpoolError(f"--encoder-window {window}: give 1 to {MAX_WINDOW} requests holding encoder entries at once")
+
+
 def vllm_caches(
     files: Sequence[str],
     request: VllmRequest,
@@ -39,8 +45,7 @@ def vllm_caches(
         raise MmpoolError(
             "give the traffic: --from FILE (OpenAI chat-completions bodies) or --trace FILE, one of the two"
         )
-    if not 1 <= window <= MAX_WINDOW:
-        raise MmpoolError(f"--encoder-window {window}: give 1 to {MAX_WINDOW} requests holding encoder entries at once")
+    check_window(window)
     if trace is not None:
         traffic = cache_traffic.from_items(trace[1], trace[0])
     else:

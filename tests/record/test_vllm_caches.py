@@ -101,7 +101,7 @@ def test_a_recording_of_vllms_caches_replays_to_vllms_own_hits(tmp_path: Path, k
     )
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(done.stdout)
-    [cache] = report["caches"]
+    cache, encoder_result = report["caches"]
     assert (cache["name"], cache["size_bytes"]) == ("processor", SIZE)
     assert (cache["hits"], cache["lookups"]) == (sum(s["hits"] for s in senders), sum(s["total"] for s in senders))
     assert not [n for n in report["findings"] if n["code"] == "cache-replay-differs"]
@@ -116,6 +116,14 @@ def test_a_recording_of_vllms_caches_replays_to_vllms_own_hits(tmp_path: Path, k
     assert (len(lookups), sum(e[3] for e in lookups)) == (enc["lookups"], enc["hits"])
     assert len(counted(encoder.events, recfmt.CACHE_WAIT)) == enc["waits"] > 0
     assert (len(inserted), max(e[4] for e in inserted)) == (enc["allocated"], enc["peak"])
+    # and replayed at other budgets over the requests the processor caches saw, in tokens
+    assert (encoder_result["name"], encoder_result["unit"], encoder_result["size_tokens"]) == (
+        "encoder",
+        "tokens",
+        BUDGET,
+    )
+    assert encoder_result["recommended_setting"] == f"--max-num-batched-tokens {encoder_result['recommended_tokens']}"
+    assert len(encoder_result["curve"]) > 10 and "size_bytes" not in encoder_result
     codes = {n["code"] for n in report["findings"]}
     assert {"encoder-cache-recorded", "encoder-cache-waits"} <= codes
 

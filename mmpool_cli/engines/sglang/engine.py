@@ -106,7 +106,9 @@ class SGLangEngine(Engine[PlanRequest, Plan]):
 
         return caches(request)
 
-    def recorded_caches(self, directory: str, target: Fraction, kv_cell_bytes: int | None) -> CacheReport:
+    def recorded_caches(
+        self, directory: str, target: Fraction, kv_cell_bytes: int | None, window: int = 1
+    ) -> CacheReport:
         from mmpool_cli.engines.sglang.cache_recording import recorded_caches
 
         return recorded_caches(directory, target, kv_cell_bytes)

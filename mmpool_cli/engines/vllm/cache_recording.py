@@ -23,7 +23,7 @@ from fractions import Fraction
 from typing import Any
 
 from mmpool_cli._record.mmpool_record import recfmt
-from mmpool_cli.engines.vllm import processor_cache, processor_replay, versions
+from mmpool_cli.engines.vllm import encoder_replay, processor_cache, processor_replay, versions
 from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for
 from mmpool_cli.engines.vllm.processor_cache import DataParallel
@@ -48,6 +48,7 @@ class RecordedSender:
     max_object: int
     release: str
     requests: list[list[str]] = field(default_factory=list)
+    times: list[int] = field(default_factory=list)  # each request's first record (ns, the host's monotonic clock)
     sizes: dict[str, int] = field(default_factory=dict)
     unsized: set[str] = field(default_factory=set)
     hits: int = 0
@@ -91,11 +92,12 @@ def sender(trace: CacheTrace) -> RecordedSender:
     expected = 0  # the items the current request's is_cached calls announced, not yet looked up
     announcing = False
     current: list[str] | None = None
-    for _, kind_, a, b, c in trace.events:
+    for t, kind_, a, b, c in trace.events:
         if kind_ == recfmt.CACHE_REQUEST:
             if not announcing:
                 current, expected = [], 0
                 rec.requests.append(current)
+                rec.times.append(t)
             expected += a
             announcing = True
         elif kind_ == recfmt.CACHE_LOOKUP:
@@ -104,6 +106,7 @@ def sender(trace: CacheTrace) -> RecordedSender:
             if current is None or expected <= 0:
                 current, expected = [], 1
                 rec.requests.append(current)
+                rec.times.append(t)
             current.append(key)
             expected -= 1
             rec.lookups += 1
@@ -116,7 +119,8 @@ def sender(trace: CacheTrace) -> RecordedSender:
                 rec.sizes[str(a)] = b
             elif b < 0:
                 rec.unsized.add(str(a))
-    rec.requests = [r for r in rec.requests if r]
+    kept = [(t, r) for t, r in zip(rec.times, rec.requests, strict=True) if r]
+    rec.times, rec.requests = [t for t, _ in kept], [r for _, r in kept]
     rec.unsized -= rec.sizes.keys()
     return rec
 
@@ -248,7 +252,87 @@ def _encoder(trace: CacheTrace) -> list[CacheNote]:
     return notes
 
 
-def recorded_caches(directory: str, target: Fraction) -> CacheReport:
+def _encoder_result(trace: CacheTrace, senders: list[RecordedSender], window: int) -> tuple[CacheResult, list[str]]:
+    """The encoder cache replayed at other budgets over the requests the processor caches saw (in the order
+    they reached them), each item's tokens as the encoder cache recorded them; None-free: the caller
+    checks there are requests."""
+    budget = int(trace.info.get(recfmt.K_CACHE_BYTES) or 0)
+    tokens: dict[str, int] = {}
+    recorded_hits = 0
+    for _, kind, a, b, c in trace.events:
+        if kind == recfmt.CACHE_INSERT and b > 0:
+            tokens[str(a)] = b
+        elif kind == recfmt.CACHE_LOOKUP and b:
+            recorded_hits += 1
+            if c > 0:
+                tokens[str(a)] = c
+        elif kind == recfmt.CACHE_WAIT:  # an item it had no room for: its tokens, even if never held
+            tokens.setdefault(str(a), b)
+    timed = sorted((t, n, keys) for n, s in enumerate(senders) for t, keys in zip(s.times, s.requests, strict=True))
+    requests, dropped = [], 0
+    for _, _, keys in timed:
+        known = [k for k in keys if k in tokens]
+        dropped += len(keys) - len(known)
+        if known:
+            requests.append(known)
+    seen: dict[int, encoder_replay.EncoderReplay] = {}
+
+    def run(size: int) -> encoder_replay.EncoderReplay:
+        if size not in seen:
+            seen[size] = encoder_replay.replay(requests, tokens, size, window)
+        return seen[size]
+
+    used = {k for keys in requests for k in keys}
+    biggest, total = max(tokens[k] for k in used), sum(tokens[k] for k in used)
+    lo, hi = biggest, max(total, biggest)
+    while lo < hi:  # no wait at one budget means the same admissions at every larger one
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if run(mid).waited or run(mid).refused else (lo, mid)
+    smallest = lo
+    least = min(tokens[k] for k in used)
+    points = sorted({least + (total - least) * k // (POINTS // 2) for k in range(POINTS // 2 + 1)} | {0})
+    points = sorted({*points, budget, smallest})
+    curve = Curve(
+        sum(len(keys) for keys in requests),
+        tuple((p, run(p).hits, run(p).saved) if p > 0 else (0, 0, 0) for p in points),
+    )
+    at = run(budget) if budget > 0 else None
+    notes = [
+        f"replayed over the {len(requests):,} requests the processor caches recorded, in the order they reached "
+        f"them; assumed: {encoder_replay.ASSUMED.format(window=window)} (--encoder-window)",
+        f"recommended: the smallest budget where no request waits for space ({smallest:,} tokens)",
+    ]
+    if dropped:
+        notes.append(f"{dropped:,} item(s) the encoder cache never saw (their tokens are not on record): left out")
+    if at is not None:
+        notes.append(
+            f"at the recorded {budget:,} tokens the replay has {len(at.waited):,} request(s) waiting, "
+            f"{len(at.refused):,} refused (an item larger than the budget) and {at.hits:,} hits; the scheduler's "
+            f"own order (its chunked prefills and their steps) made {recorded_hits:,} lookups hit: they differ "
+            "where its order is not the replay's"
+        )
+    origin = "max(--max-num-batched-tokens, the largest item)"
+    result = CacheResult(
+        name="encoder",
+        engine="vllm",
+        title=f"encoder cache (tokens, engine core) {_where(trace.info)}",
+        size_bytes=budget,
+        size_origin=f"recorded: {budget:,} tokens ({origin} as the server had it)",
+        curve=curve,
+        work_unit="encoder tokens",
+        target=Fraction(100),
+        recommendation=Recommendation(
+            smallest, f"--max-num-batched-tokens {smallest}", {"encoder_tokens_per_worker": smallest}
+        ),
+        notes=notes,
+        method=REPLAYED,
+        unit="tokens",
+        meets=at is not None and not at.waited and not at.refused,
+    )
+    return result, notes
+
+
+def recorded_caches(directory: str, target: Fraction, window: int = 1) -> CacheReport:
     """vLLM's processor caches (replayed at their size and others) and encoder caches (their figures) in the
     recording at ``directory``.
 
@@ -278,5 +362,7 @@ def recorded_caches(directory: str, target: Fraction) -> CacheReport:
     for t in ours:
         if t.info.get(recfmt.K_CACHE) == "vllm_encoder":
             notes += _encoder(t)
+            if senders and any(k == recfmt.CACHE_INSERT for _, k, _, _, _ in t.events):
+                caches.append(_encoder_result(t, senders, window)[0])
     version = next((str(t.info[recfmt.K_VLLM]) for t in ours if t.info.get(recfmt.K_VLLM)), versions.NEWEST)
     return CacheReport(engine=f"vLLM {version}", source=directory, caches=caches, notes=notes)

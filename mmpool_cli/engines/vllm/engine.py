@@ -125,10 +125,12 @@ class VllmEngine(Engine[VllmRequest, VllmPlan]):
         plan = make_plan(with_env(req, environ))
         return FileResult(path="launch command", kind="launch", findings=findings + plan.findings, plan=plan)
 
-    def recorded_caches(self, directory: str, target: Fraction, kv_cell_bytes: int | None) -> CacheReport:
+    def recorded_caches(
+        self, directory: str, target: Fraction, kv_cell_bytes: int | None, window: int = 1
+    ) -> CacheReport:
         from mmpool_cli.engines.vllm.cache_recording import recorded_caches
 
-        return recorded_caches(directory, target)  # the processor cache is host RAM: no KV figure
+        return recorded_caches(directory, target, window)  # the processor cache is host RAM: no KV figure
 
     def plan(self, request: VllmRequest) -> VllmPlan:
         from mmpool_cli.engines.vllm.plan import make_plan
