@@ -21,6 +21,7 @@ from typing import Any
 
 from mmpool_record import metrics as _metrics
 from mmpool_record import recfmt
+from mmpool_record.metrics_caches import CacheMetrics
 from mmpool_record.say import say
 
 POLL_S = 0.5
@@ -169,7 +170,7 @@ class Follower:
                 if self.metrics is not None:
                     self.caches[(stream, index)] = _Cache(self.metrics.cache(labels, size, unit))
                 else:
-                    unseen = _metrics.CacheMetrics(_metrics.Nowhere(), labels, size, unit)
+                    unseen = CacheMetrics(_metrics.Nowhere(), labels, size, unit)
                     self.caches[(stream, index)] = _Cache(unseen)
                 continue
             labels = {
