@@ -41,10 +41,10 @@ pytestmark = [
 ]
 
 
-def run(kind: str, size: int, out: Path | None = None, port: int | None = None) -> dict[str, object]:
+def run(kind: str, size: int, out: Path | None = None, port: int | None = None, src: Path = SRC) -> dict[str, object]:
     """The program's counts, run plain or under ``mmpool record --out out`` (serving its series at ``port``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_") and k.lower() != "prometheus_multiproc_dir"}
-    env |= {"PYTHONPATH": f"{SRC}{os.pathsep}{DEPS}", "CUDA_VISIBLE_DEVICES": "", "VLLM_TARGET_DEVICE": "cpu"}
+    env |= {"PYTHONPATH": f"{src}{os.pathsep}{DEPS}", "CUDA_VISIBLE_DEVICES": "", "VLLM_TARGET_DEVICE": "cpu"}
     head = [] if out is None else [sys.executable, "-m", "mmpool_cli", "record", "--out", str(out)]
     head += [] if port is None else ["--metrics-port", str(port)]
     head += [] if out is None else ["--"]
@@ -167,3 +167,27 @@ def test_the_caches_series_are_what_vllms_caches_did(tmp_path: Path) -> None:
     assert got[("mmpool_cache_insertions_total", "vllm_encoder")] == enc["allocated"]
     # the encoder cache's sizes are tokens: never a _bytes series
     assert not [name for name, cache in got if cache == "vllm_encoder" and "bytes" in name]
+
+
+@pytest.mark.parametrize("release", ["0.30.0", "0.31.0", "0.32.0", "0.33.0"])
+def test_every_release_is_recognised_and_replays_to_its_own_hits(tmp_path: Path, release: str) -> None:
+    """The older releases' unpacked wheels beside 0.34.0's (as scripts/gen_vllm_tables.py keeps them)."""
+    src = SRC.parent.parent / release / "src"
+    if not (src / "vllm" / "v1" / "core" / "encoder_cache_manager.py").is_file():
+        pytest.skip(f"vLLM {release}'s unpacked wheel is not beside 0.34.0's ({src})")
+    out = tmp_path / "rec"
+    truth = run("lru", SIZE, out, src=src)
+    [sender] = truth["senders"]  # type: ignore[misc]
+    done = subprocess.run(
+        [sys.executable, "-m", "mmpool_cli", "cache", "--engine", "vllm", "--trace", str(out), "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+    report = json.loads(done.stdout)
+    # its rules: those of the releases whose code the hook recognised (here no vLLM is installed to name one)
+    code_of = {str(r) for c in read_caches(str(out), 10**6) for r in c.info[recfmt.K_CODE_OF]}
+    assert release in code_of and report["engine"].removeprefix("vLLM ") in code_of
+    assert (report["caches"][0]["hits"], report["caches"][0]["lookups"]) == (sender["hits"], sender["total"])

@@ -37,8 +37,13 @@ def setup(scripts: str) -> None:
     logging.disable(logging.CRITICAL)
     V.torch = importlib.import_module("torch")
     V.envs = importlib.import_module("vllm.envs")
-    V.factories = importlib.import_module("vllm.multimodal.cache.factories")
-    V.MissError = importlib.import_module("vllm.multimodal.cache.base").MultiModalCacheMissError
+    try:
+        V.factories = importlib.import_module("vllm.multimodal.cache.factories")
+        V.MissError = importlib.import_module("vllm.multimodal.cache.base").MultiModalCacheMissError
+    except ImportError:  # 0.30.0: one module, the factories are the registry's methods
+        V.factories = importlib.import_module("vllm.multimodal").MULTIMODAL_REGISTRY
+        V.factories.supports_multimodal_inputs = lambda model_config: True  # the stand-in config's model is multimodal
+        V.MissError = importlib.import_module("vllm.multimodal.cache").MultiModalCacheMissError
     V.inputs = importlib.import_module("vllm.multimodal.inputs")
     V.merge = importlib.import_module("vllm.multimodal.processing.processor").BaseMultiModalProcessor._merge_mm_kwargs
     V.EncoderCacheManager = importlib.import_module("vllm.v1.core.encoder_cache_manager").EncoderCacheManager
@@ -106,7 +111,7 @@ def drive(kind: str, capacity: int, api: int, part: int) -> dict[str, int]:
                         proc_self, cache, hashes, is_cached, {"image": missing}, {"image": [[] for _ in missing]}
                     )
                 finally:
-                    cache.release_sender_touches()
+                    getattr(cache, "release_sender_touches", lambda: None)()  # 0.32.0 and later
             except AssertionError:  # vLLM fails a request whose cached item its own inserts evicted
                 failed += 1
                 continue

@@ -53,6 +53,7 @@ class RecordedSender:
     unsized: set[str] = field(default_factory=set)
     hits: int = 0
     lookups: int = 0
+    clears: int = 0  # clear_cache calls (vLLM's reset of the caches): the replay goes on from a full cache
 
 
 def _where(info: dict[str, Any]) -> str:
@@ -60,8 +61,17 @@ def _where(info: dict[str, Any]) -> str:
 
 
 def _release(info: dict[str, Any]) -> str:
-    """The release whose rules the replay applies: the newest the recorded code matched."""
+    """The release whose rules the replay applies: the server's vLLM where its code is that release's (its
+    processor drives the cache too, and changed where the cache's code did not), else the newest release
+    the recorded code matched.
+
+    >>> _release({"code_of": ["0.33.0", "0.34.0"], "vllm": "0.33.0"}), _release({"code_of": ["0.33.0", "0.34.0"]})
+    ('0.33.0', '0.34.0')
+    """
     code_of = [str(v) for v in info.get(recfmt.K_CODE_OF) or [] if str(v) in versions.known()]
+    installed = str(info.get(recfmt.K_VLLM) or "")
+    if installed in code_of:
+        return installed
     return max(code_of, key=processor_replay.version_key) if code_of else versions.NEWEST
 
 
@@ -119,6 +129,8 @@ def sender(trace: CacheTrace) -> RecordedSender:
                 rec.sizes[str(a)] = b
             elif b < 0:
                 rec.unsized.add(str(a))
+        elif kind_ == recfmt.CACHE_FREE and a == 0:
+            rec.clears += 1
     kept = [(t, r) for t, r in zip(rec.times, rec.requests, strict=True) if r]
     rec.times, rec.requests = [t for t, _ in kept], [r for _, r in kept]
     rec.unsized -= rec.sizes.keys()
@@ -183,6 +195,12 @@ def _processor(senders: list[RecordedSender], target: Fraction) -> tuple[CacheRe
         f"replayed with vLLM {first.release}'s rules ({first.cache_type}); each API process has its own cache of the "
         f"size set: the curve is the sum of {len(senders)} sender(s) replayed at each size",
     ]
+    clears = sum(s.clears for s in senders)
+    if clears:
+        notes.append(
+            f"the server cleared the cache {clears:,} time(s) (vLLM's cache reset); the replay does not: after "
+            "a clear its hits may differ from the server's"
+        )
     if unsized:
         notes.append(
             f"{unsized:,} item(s) were never stored at the recorded {size:,} B (their bytes are not on record): "
@@ -364,5 +382,4 @@ def recorded_caches(directory: str, target: Fraction, window: int = 1) -> CacheR
             notes += _encoder(t)
             if senders and any(k == recfmt.CACHE_INSERT for _, k, _, _, _ in t.events):
                 caches.append(_encoder_result(t, senders, window)[0])
-    version = next((str(t.info[recfmt.K_VLLM]) for t in ours if t.info.get(recfmt.K_VLLM)), versions.NEWEST)
-    return CacheReport(engine=f"vLLM {version}", source=directory, caches=caches, notes=notes)
+    return CacheReport(engine=f"vLLM {_release(ours[0].info)}", source=directory, caches=caches, notes=notes)
