@@ -174,15 +174,30 @@ class PreprocessShape(EmbeddingShape):
         return {recfmt.K_CACHE_BYTES: int(cache.max_size_bytes), recfmt.K_CACHE_ENTRIES: int(cache.max_entries)}
 
 
+_KEYS: dict[Any, int] = {}  # text_key's answers: a cache's keys recur (that is what it is for)
+KEYS_MAX = 16384  # then it starts again: bounded, a few MiB at most
+
+
 def text_key(key: Any) -> int:
-    """The preprocess cache's key (an artifact key, a string) as a record holds it: 64 bits of its blake2b,
-    the same in every process (Python's ``hash`` of a string is not)."""
+    """A string key (SGLang's preprocess cache's artifact key, vLLM's ``mm_hash``) as a record holds it: 64
+    bits of its blake2b, the same in every process (Python's ``hash`` of a string is not). Remembered for
+    the next lookup of the same key: a blake2b costs about a microsecond, a dictionary's lookup a tenth."""
+    try:
+        found = _KEYS.get(key)
+    except TypeError:  # unhashable
+        found = None
+    if found is not None:
+        return found
     if isinstance(key, int):
         return key64(key)
     data = key.encode() if isinstance(key, str) else bytes(key) if isinstance(key, (bytes, bytearray)) else None
     if data is None:
         return key64(hash(key))
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
+    value = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
+    if len(_KEYS) >= KEYS_MAX:
+        _KEYS.clear()
+    _KEYS[key] = value
+    return value
 
 
 def wrap_preprocess(cls: Any, rec: Recorder = RECORDER) -> None:

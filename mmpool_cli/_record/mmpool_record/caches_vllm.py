@@ -18,7 +18,8 @@ What the caches do, read from vLLM 0.30-0.34's code:
 
 The records are read from each cache's own state around the call, so they are what the call did:
 ``CACHE_REQUEST`` for each ``is_cached`` (where a request's items begin), a lookup per
-``get_and_update_item`` (hit or miss, the entry's bytes), the insertion and the evictions it made; for
+``get_and_update_item`` (hit or miss; bytes 0: an entry's are its insertion's), the insertion and the
+evictions it made; for
 the encoder cache a lookup per ``check_and_update_cache``, an insertion per ``allocate``, the evictions
 and refusals of ``can_allocate``, an unreference per entry left unreferenced. Keys are vLLM's
 ``mm_hash`` strings, as ``text_key`` holds them. Never raising into vLLM, never waiting.
@@ -82,6 +83,14 @@ class EncoderShape(EmbeddingShape):
         return {recfmt.K_CACHE_BYTES: int(cache.cache_size), recfmt.K_CACHE_UNIT: "tokens", recfmt.K_VLLM: _vllm()}
 
 
+def _lru_has(cache: Any, key: Any) -> bool:
+    return key in cache._cache  # is_cached_item's own test, without its call (0.30-0.34 alike)
+
+
+def _ring_has(cache: Any, key: Any) -> bool:
+    return key in cache._shm_cache.key_index  # is_cached_item's: the ring's is_cached
+
+
 def _lru_state(cache: Any) -> tuple[int, int]:
     return len(cache._cache), int(cache._cache.currsize)
 
@@ -111,14 +120,15 @@ def wrap_processor(cls: Any, cache_type: str, rec: Recorder = RECORDER) -> None:
     8-byte header; the state's bytes are the ring's occupied span).
     """
     emit = _emitter(rec, ProcessorShape(cache_type))
-    state, size = (_ring_state, _ring_size) if cache_type == "shm" else (_lru_state, _lru_size)
+    has, state, size = (
+        (_ring_has, _ring_state, _ring_size) if cache_type == "shm" else (_lru_has, _lru_state, _lru_size)
+    )
     update, clear = cls.get_and_update_item, cls.clear_cache
 
     def update_wrapper(self: Any, mm_item: Any, mm_hash: Any) -> Any:
         try:
-            had = bool(self.is_cached_item(mm_hash))  # does not move the entry
-            count, used = state(self)
-            nbytes = size(self, mm_hash) if had else 0
+            had = has(self, mm_hash)  # does not move the entry
+            count, used = (0, 0) if had else state(self)  # a hit evicts nothing
         except Exception as e:
             rec.error(e)
             return update(self, mm_item, mm_hash)
@@ -126,16 +136,16 @@ def wrap_processor(cls: Any, cache_type: str, rec: Recorder = RECORDER) -> None:
             out = update(self, mm_item, mm_hash)
         except BaseException:
             try:  # vLLM counted the query before it failed (a request whose cached item is gone)
-                emit(self, LOOKUP, text_key(mm_hash), int(had), nbytes)
+                emit(self, LOOKUP, text_key(mm_hash), int(had), 0)
             except Exception as e:
                 rec.error(e)
             raise
         try:
             key = text_key(mm_hash)
-            emit(self, LOOKUP, key, int(had), nbytes)
+            emit(self, LOOKUP, key, int(had), 0)  # a hit's bytes are its insertion's, recorded before it
             if not had:
                 now_count, now_used = state(self)
-                stored = bool(self.is_cached_item(mm_hash))
+                stored = has(self, mm_hash)
                 nbytes = size(self, mm_hash) if stored else -1
                 emit(self, INSERT, key, nbytes, now_used)
                 evicted = count + stored - now_count
@@ -167,14 +177,14 @@ def wrap_processor(cls: Any, cache_type: str, rec: Recorder = RECORDER) -> None:
 
         def invalidate_wrapper(self: Any, mm_hash: Any) -> Any:
             try:
-                had = bool(self.is_cached_item(mm_hash))
+                had = has(self, mm_hash)
                 nbytes = size(self, mm_hash) if had else 0
             except Exception as e:
                 rec.error(e)
                 return invalidate(self, mm_hash)
             out = invalidate(self, mm_hash)
             try:
-                if had and not self.is_cached_item(mm_hash):
+                if had and not has(self, mm_hash):
                     emit(self, FREE, text_key(mm_hash), nbytes)
             except Exception as e:
                 rec.error(e)
@@ -220,9 +230,7 @@ def wrap_encoder(cls: Any, rec: Recorder = RECORDER) -> None:
     def check_wrapper(self: Any, request: Any, input_id: int) -> Any:
         out = check(self, request, input_id)
         try:
-            mm_hash = request.mm_features[input_id].identifier
-            tokens = int(request.get_num_encoder_embeds(input_id)) if out else 0
-            emit(self, LOOKUP, text_key(mm_hash), int(bool(out)), tokens)
+            emit(self, LOOKUP, text_key(request.mm_features[input_id].identifier), int(bool(out)), 0)
         except Exception as e:
             rec.error(e)
         return out
