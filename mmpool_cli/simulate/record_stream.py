@@ -244,15 +244,7 @@ def read_caches(directory: str, max_events: int) -> list[CacheTrace]:
         except (OSError, ValueError, KeyError, TypeError):
             raise TraceError(f"{path}: not a cache manifest of mmpool record") from None
         found.setdefault(stream, {})[index] = CacheTrace(info)
-    kinds = (
-        recfmt.CACHE_LOOKUP,
-        recfmt.CACHE_INSERT,
-        recfmt.CACHE_EVICT,
-        recfmt.CACHE_FREE,
-        recfmt.CACHE_REQUEST,
-        recfmt.CACHE_WAIT,
-        recfmt.CACHE_UNREF,
-    )
+    kinds = recfmt.CACHE_KINDS
     count = 0
     for stream, caches in found.items():
         by_key: dict[int, CacheTrace] = {}

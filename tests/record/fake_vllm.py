@@ -12,10 +12,13 @@ which has no vLLM, runs the hook's vLLM path with it (``test_vllm_caches`` runs 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-RECORD_DIR = Path(__file__).resolve().parents[2] / "mmpool_cli" / "_record"
+ROOT = Path(__file__).resolve().parents[2]
+RECORD_DIR = ROOT / "mmpool_cli" / "_record"
 
 BASE = """
 from collections import OrderedDict
@@ -260,3 +263,17 @@ def digests(root: Path) -> Path:
     path = root / "digests.json"
     path.write_text(json.dumps({"format": 1, "modules": known}))
     return path
+
+
+def replayed(out: Path) -> dict[str, Any]:
+    """The JSON report of ``mmpool cache --engine vllm --trace out`` (exit 0 or 1: it printed a report)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mmpool_cli", "cache", "--engine", "vllm", "--trace", str(out), "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]

@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fake_vllm  # noqa: E402
+
 from mmpool_cli._record.mmpool_record import recfmt
 from mmpool_cli.engines.vllm import cache_recording
 from mmpool_cli.simulate.record_stream import read_caches
@@ -91,16 +94,7 @@ def test_a_recording_of_vllms_caches_replays_to_vllms_own_hits(tmp_path: Path, k
         assert (len(lookups), sum(e[3] for e in lookups)) == (s["total"], s["hits"])  # vLLM's make_stats
 
     # the recording replayed by mmpool cache: at the recorded size, vLLM's hits
-    done = subprocess.run(
-        [sys.executable, "-m", "mmpool_cli", "cache", "--engine", "vllm", "--trace", str(out), "--format", "json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode in (0, 1), done.stderr
-    report = json.loads(done.stdout)
+    report = fake_vllm.replayed(out)
     cache, encoder_result = report["caches"]
     assert (cache["name"], cache["size_bytes"]) == ("processor", SIZE)
     assert (cache["hits"], cache["lookups"]) == (sum(s["hits"] for s in senders), sum(s["total"] for s in senders))
@@ -178,15 +172,7 @@ def test_every_release_is_recognised_and_replays_to_its_own_hits(tmp_path: Path,
     out = tmp_path / "rec"
     truth = run("lru", SIZE, out, src=src)
     [sender] = truth["senders"]  # type: ignore[misc]
-    done = subprocess.run(
-        [sys.executable, "-m", "mmpool_cli", "cache", "--engine", "vllm", "--trace", str(out), "--format", "json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
-    report = json.loads(done.stdout)
+    report = fake_vllm.replayed(out)
     # its rules: those of the releases whose code the hook recognised (here no vLLM is installed to name one)
     code_of = {str(r) for c in read_caches(str(out), 10**6) for r in c.info[recfmt.K_CODE_OF]}
     assert release in code_of and report["engine"].removeprefix("vLLM ") in code_of

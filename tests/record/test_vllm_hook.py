@@ -61,16 +61,7 @@ def test_the_stand_ins_are_recorded_and_replay_to_their_own_hits(tmp_path: Path)
     assert (len(enc), sum(e[3] for e in enc)) == (truth["encoder"]["lookups"], truth["encoder"]["hits"])
     assert encoder.info[recfmt.K_CACHE_UNIT] == "tokens"
 
-    shown = subprocess.run(
-        [sys.executable, "-m", "mmpool_cli", "cache", "--engine", "vllm", "--trace", str(out), "--format", "json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
-    assert shown.returncode in (0, 1), shown.stderr
-    report = json.loads(shown.stdout)
+    report = fake_vllm.replayed(out)
     processor_result, encoder_result = report["caches"]
     assert (processor_result["hits"], processor_result["lookups"]) == (truth["hits"], truth["total"])
     assert not [n for n in report["findings"] if n["code"] == "cache-replay-differs"]

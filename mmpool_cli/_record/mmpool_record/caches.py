@@ -76,12 +76,12 @@ def _emitter(rec: Recorder, shape: Any) -> Callable[..., None]:
     return emit
 
 
-def _clearing(rec: Recorder, emit: Callable[..., None], clear: Callable[..., Any], size_attr: str) -> Any:
-    """A wrapper of ``clear`` recording the bytes it took out (the cache's ``size_attr`` before it) as one removal."""
+def _clearing(rec: Recorder, emit: Callable[..., None], clear: Callable[..., Any], held: Callable[[Any], int]) -> Any:
+    """A wrapper of ``clear`` (or a reset) recording what it took out (``held(cache)`` before it) as one removal."""
 
     def clear_wrapper(self: Any) -> Any:
         try:
-            size = int(getattr(self, size_attr))
+            size = held(self)
         except Exception as e:
             rec.error(e)
             return clear(self)
@@ -156,7 +156,7 @@ def wrap_embedding(cls: Any, rec: Recorder = RECORDER) -> None:
             rec.error(e)
         return out
 
-    clear_wrapper = _clearing(rec, emit, clear, "current_size")
+    clear_wrapper = _clearing(rec, emit, clear, lambda cache: int(cache.current_size))
     cls.get = _marked(get_wrapper, get)
     cls.get_single = _marked(get_single_wrapper, get_single)
     cls.set = _marked(set_wrapper, set_)
@@ -318,7 +318,7 @@ def wrap_preprocess(cls: Any, rec: Recorder = RECORDER) -> None:
             rec.error(e)
         return out
 
-    clear_wrapper = _clearing(rec, emit, clear, "current_size_bytes")
+    clear_wrapper = _clearing(rec, emit, clear, lambda cache: int(cache.current_size_bytes))
     cls.get = _marked(get_wrapper, get)
     cls.get_if_present = _marked(present_wrapper, present)
     cls.lookup_or_claim_many = _marked(claim_wrapper, claim)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mmpool_record import recfmt
-from mmpool_record.caches import EVICT, FREE, INSERT, LOOKUP, EmbeddingShape, _emitter, _marked, text_key
+from mmpool_record.caches import EVICT, FREE, INSERT, LOOKUP, EmbeddingShape, _clearing, _emitter, _marked, text_key
 from mmpool_record.pools import MARK
 from mmpool_record.recorder import RECORDER, Recorder
 
@@ -156,20 +156,7 @@ def wrap_processor(cls: Any, cache_type: str, rec: Recorder = RECORDER) -> None:
             rec.error(e)
         return out
 
-    def clear_wrapper(self: Any) -> Any:
-        try:
-            used = state(self)[1]
-        except Exception as e:
-            rec.error(e)
-            return clear(self)
-        out = clear(self)
-        try:
-            if used:
-                emit(self, FREE, 0, used)
-        except Exception as e:
-            rec.error(e)
-        return out
-
+    clear_wrapper = _clearing(rec, emit, clear, lambda cache: state(cache)[1])
     cls.get_and_update_item = _marked(update_wrapper, update)
     cls.clear_cache = _marked(clear_wrapper, clear)
     if "invalidate" in cls.__dict__:
@@ -285,20 +272,7 @@ def wrap_encoder(cls: Any, rec: Recorder = RECORDER) -> None:
             rec.error(e)
         return out
 
-    def reset_wrapper(self: Any) -> Any:
-        try:
-            used = int(self.cache_size) - int(self.num_free_slots)
-        except Exception as e:
-            rec.error(e)
-            return reset(self)
-        out = reset(self)
-        try:
-            if used:
-                emit(self, FREE, 0, used)
-        except Exception as e:
-            rec.error(e)
-        return out
-
+    reset_wrapper = _clearing(rec, emit, reset, lambda cache: int(cache.cache_size) - int(cache.num_free_slots))
     cls.check_and_update_cache = _marked(check_wrapper, check)
     cls.can_allocate = _marked(can_wrapper, can)
     cls.allocate = _marked(alloc_wrapper, alloc)

@@ -60,19 +60,6 @@ class _Pool:
         self.series.on_state(leased, max(largest, self.high - at), len(ranges))
 
 
-CACHE_KINDS = frozenset(
-    (
-        recfmt.CACHE_LOOKUP,
-        recfmt.CACHE_INSERT,
-        recfmt.CACHE_EVICT,
-        recfmt.CACHE_FREE,
-        recfmt.CACHE_REQUEST,
-        recfmt.CACHE_WAIT,
-        recfmt.CACHE_UNREF,
-    )
-)
-
-
 class _Cache:
     """One multimodal cache's state as its records tell it: its bytes and entries."""
 
@@ -219,7 +206,7 @@ class Follower:
             if cache is not None:
                 self.cache_keys[(stream, key)] = cache
             return
-        if kind in CACHE_KINDS:
+        if kind in recfmt.CACHE_KINDS:
             found = self.cache_keys.get((stream, key))
             if found is not None:
                 found.record(kind, a, b, c)

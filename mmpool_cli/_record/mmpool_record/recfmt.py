@@ -60,6 +60,7 @@ CACHE_REQUEST = 14  # (items, 0, 0): a request's items are looked up next (vLLM'
 CACHE_WAIT = 15  # (key, size, free size): the encoder cache could not make room for the item (``can_allocate``)
 CACHE_UNREF = 16  # (key, size, 0): no request holds the entry any more; it stays, evicted only when room is needed
 KINDS = frozenset(range(REGISTER, CACHE_UNREF + 1))
+CACHE_KINDS = frozenset(range(CACHE_LOOKUP, CACHE_UNREF + 1))  # a cache's records but its registration
 TRANSPORTS = ("cuda_ipc", "cuda_vmm")
 CACHES = ("embedding", "preprocess", "vllm_processor", "vllm_encoder")
 
