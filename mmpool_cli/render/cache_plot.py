@@ -5,11 +5,8 @@ deterministic and carries a ``mmpool cache`` description, so that only a file mm
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 from mmpool_cli.core.units import MiB
-from mmpool_cli.errors import MmpoolError
+from mmpool_cli.render.plot import refuse_foreign, save_figure
 from mmpool_cli.simulate.cache_replay import ONE_PASS
 from mmpool_cli.simulate.cache_report import CacheReport
 
@@ -17,16 +14,13 @@ SIGNATURE = "mmpool cache"
 
 
 def write_cache_plot(report: CacheReport, path: str) -> None:
-    """Draw every cache's curve into ``path`` (.svg or .png), atomically."""
+    """Draw every cache's curve into ``path`` (.svg or .png), atomically (``plot.save_figure``)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fmt = os.path.splitext(path)[1].lower().lstrip(".")
-    if os.path.exists(path) and not _ours(path):
-        raise MmpoolError(f"--plot {path}: the file exists and mmpool did not draw it; remove it or pick another name")
-    matplotlib.rcParams["svg.hashsalt"] = SIGNATURE
+    refuse_foreign(path, SIGNATURE)
     fig, axes = plt.subplots(len(report.caches), 1, figsize=(9, 3.2 * len(report.caches)), squeeze=False)
     for ax, c in zip(axes[:, 0], report.caches, strict=True):
         scale = MiB if c.unit == "bytes" else 1  # the encoder cache's sizes are tokens
@@ -51,29 +45,7 @@ def write_cache_plot(report: CacheReport, path: str) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    metadata = (
-        {"Date": None, "Creator": None, "Description": SIGNATURE}
-        if fmt == "svg"
-        else {"Software": None, "Description": SIGNATURE}
-    )
-    fd, tmp = tempfile.mkstemp(prefix=".mmpool-plot-", suffix="." + fmt, dir=os.path.dirname(os.path.abspath(path)))
     try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format=fmt, metadata=metadata)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        save_figure(fig, path, SIGNATURE)
     finally:
         plt.close(fig)
-
-
-def _ours(path: str) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return SIGNATURE.encode() in f.read(1 << 16)
-    except OSError:
-        return False

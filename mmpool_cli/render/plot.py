@@ -282,24 +282,25 @@ def write_plot(report: SimulationReport, path: str) -> None:
     save_figure(build_figure(report), path)
 
 
-def refuse_foreign(path: str) -> None:
-    """A usage error when ``path`` exists and mmpool did not draw it (checked before any drawing)."""
-    if os.path.exists(path) and not _ours(path):
+def refuse_foreign(path: str, signature: str = SIGNATURE) -> None:
+    """A usage error when ``path`` exists and mmpool did not draw it (checked before any drawing);
+    ``signature``: the command whose drawings may be replaced (``save_figure``'s)."""
+    if os.path.exists(path) and not _ours(path, signature):
         raise MmpoolError(f"--plot {path}: the file exists and mmpool did not draw it; remove it or pick another name")
 
 
-def save_figure(fig: Any, path: str) -> None:
-    """Write a matplotlib figure to ``path`` (its format from the name), deterministic and signed as mmpool's,
-    replacing the file at once (never half-written)."""
+def save_figure(fig: Any, path: str, signature: str = SIGNATURE) -> None:
+    """Write a matplotlib figure to ``path`` (its format from the name), deterministic and signed as
+    ``signature`` (the command that drew it), replacing the file at once (never half-written)."""
     import matplotlib
 
     fmt = os.path.splitext(path)[1].lower().lstrip(".")
-    refuse_foreign(path)
-    matplotlib.rcParams["svg.hashsalt"] = SIGNATURE
+    refuse_foreign(path, signature)
+    matplotlib.rcParams["svg.hashsalt"] = signature
     metadata = (
-        {"Date": None, "Creator": None, "Description": SIGNATURE}
+        {"Date": None, "Creator": None, "Description": signature}
         if fmt == "svg"
-        else {"Software": None, "Description": SIGNATURE}
+        else {"Software": None, "Description": signature}
     )
     folder = os.path.dirname(os.path.abspath(path))
     try:
@@ -318,9 +319,9 @@ def save_figure(fig: Any, path: str) -> None:
         raise MmpoolError(f"--plot {path}: cannot write it ({e.strerror})") from None
 
 
-def _ours(path: str) -> bool:
+def _ours(path: str, signature: str) -> bool:
     try:
         with open(path, "rb") as f:
-            return SIGNATURE.encode() in f.read(1 << 16)
+            return signature.encode() in f.read(1 << 16)
     except OSError:
         return False
