@@ -45,15 +45,6 @@ SENDERS = {
 }
 
 
-def _vllm() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("vllm")
-    except Exception:
-        return None
-
-
 class ProcessorShape(EmbeddingShape):
     """A sender of vLLM's processor cache, as the recorder reads it."""
 
@@ -63,7 +54,7 @@ class ProcessorShape(EmbeddingShape):
         self.cache_type = cache_type
 
     def layout(self, cache: Any) -> dict[str, Any]:  # type: ignore[override]
-        out: dict[str, Any] = {recfmt.K_CACHE_TYPE: self.cache_type, recfmt.K_VLLM: _vllm()}
+        out: dict[str, Any] = {recfmt.K_CACHE_TYPE: self.cache_type}
         if self.cache_type == "shm":
             store = cache._shm_cache
             out[recfmt.K_CACHE_BYTES] = int(store.ring_buffer.data_buffer_size)
@@ -80,7 +71,7 @@ class EncoderShape(EmbeddingShape):
 
     @staticmethod
     def layout(cache: Any) -> dict[str, Any]:
-        return {recfmt.K_CACHE_BYTES: int(cache.cache_size), recfmt.K_CACHE_UNIT: "tokens", recfmt.K_VLLM: _vllm()}
+        return {recfmt.K_CACHE_BYTES: int(cache.cache_size), recfmt.K_CACHE_UNIT: "tokens"}
 
 
 def _lru_has(cache: Any, key: Any) -> bool:

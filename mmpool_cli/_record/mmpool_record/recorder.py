@@ -67,11 +67,12 @@ class Pool:
         self.name = name  # its manifest's file name
 
 
-def _sglang() -> str | None:
+def _version(dist: str) -> str | None:
+    """The installed version of ``dist`` (``sglang``, ``vllm``), None where it is not installed as a package."""
     try:
         from importlib.metadata import version
 
-        return version("sglang")
+        return version(dist)
     except Exception:
         return None
 
@@ -150,7 +151,7 @@ class Recorder:
             recfmt.K_STREAM: self.stream,
             recfmt.K_PID: self.pid,
             recfmt.K_POOL: index,
-            recfmt.K_SGLANG: _sglang(),
+            recfmt.K_SGLANG: _version("sglang"),
             recfmt.K_CODE_OF: self.releases.get(shape.transport, []),
             recfmt.K_TRANSPORT: shape.transport,
             recfmt.K_ENV: {k: os.environ[k] for k in _ENV if k in os.environ},
@@ -175,13 +176,14 @@ class Recorder:
     def _register_cache(self, cache: Any, shape: Shape, key: int, t: int) -> None:
         assert shape.cache is not None
         index = len(self.caches)
+        engine = recfmt.K_VLLM if shape.cache.startswith("vllm_") else recfmt.K_SGLANG
         manifest = {
             recfmt.K_FORMAT: recfmt.FORMAT_STREAM,
             recfmt.K_STREAM: self.stream,
             recfmt.K_PID: self.pid,
             recfmt.K_POOL: index,
             recfmt.K_CACHE: shape.cache,
-            recfmt.K_SGLANG: _sglang(),
+            engine: _version(engine),  # the cache's engine: recfmt.K_SGLANG or recfmt.K_VLLM
             recfmt.K_CODE_OF: self.releases.get(shape.cache, []),
             recfmt.K_PROMETHEUS_DIR: os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None,
             recfmt.K_T0: t,
