@@ -159,6 +159,29 @@ def unpacked(version: str, cache: Path) -> Path:
     return src
 
 
+def run_on_vllm(
+    python: str, deps: Path, cache: Path, version: str, constants: dict[str, object], child: str, timeout: int
+) -> dict:
+    """Run ``child`` (the text of a program) on vLLM ``version``'s unpacked wheel, on the CPU, with ``deps``
+    and the interpreter's transformers: ``SCRIPTS``, ``VLLM`` and ``TRANSFORMERS`` (their folders) and
+    ``constants`` are set before it; it prints one JSON object, returned."""
+    src = unpacked(version, cache)
+    transformers_dir = subprocess.run(
+        [python, "-c", "import transformers, os; print(os.path.dirname(transformers.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    head = {"SCRIPTS": str(Path(__file__).resolve().parent), "VLLM": str(src), "TRANSFORMERS": transformers_dir}
+    code = "\n".join([*(f"{name} = {value!r}" for name, value in {**head, **constants}.items()), child])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    env |= {"PYTHONPATH": f"{src}{os.pathsep}{deps}", "CUDA_VISIBLE_DEVICES": "", "VLLM_TARGET_DEVICE": "cpu"}
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, cwd=str(src), timeout=timeout)
+    if proc.returncode != 0:
+        raise SystemExit(f"running vLLM {version}'s code failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout)
+
+
 def dump_parser(python: str, deps: Path | None, src: Path, probes: list[list[str]], fresh: bool) -> dict:
     """Run ``vllm_dump.py`` on one unpacked wheel: its options and the probes' outcomes (cached)."""
     key = hashlib.sha256(DUMP.read_bytes() + json.dumps(probes).encode() + python.encode()).hexdigest()[:16]

@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -268,30 +266,10 @@ def main() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import gen_vllm_tables
 
-    src = gen_vllm_tables.unpacked(args.version, args.cache)
-    transformers_dir = subprocess.run(
-        [args.python, "-c", "import transformers, os; print(os.path.dirname(transformers.__file__))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    code = "\n".join(
-        [
-            f"SCRIPTS = {str(Path(__file__).resolve().parent)!r}",
-            f"VLLM = {str(src)!r}",
-            f"TRANSFORMERS = {transformers_dir!r}",
-            "MAX_OBJECT_MB = 128",
-            CHILD,
-        ]
+    found = gen_vllm_tables.run_on_vllm(
+        args.python, args.deps, args.cache, args.version, {"MAX_OBJECT_MB": 128}, CHILD, timeout=1800
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    env |= {"PYTHONPATH": f"{src}{os.pathsep}{args.deps}", "CUDA_VISIBLE_DEVICES": "", "VLLM_TARGET_DEVICE": "cpu"}
-    proc = subprocess.run(
-        [args.python, "-c", code], capture_output=True, text=True, env=env, cwd=str(src), timeout=1800
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"running vLLM's caches failed:\n{proc.stderr[-4000:]}")
-    data = {"generator": "scripts/record_vllm_cache_fixtures.py", "vllm": args.version, **json.loads(proc.stdout)}
+    data = {"generator": "scripts/record_vllm_cache_fixtures.py", "vllm": args.version, **found}
     args.out.write_text(json.dumps(data, separators=(",", ":")) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -394,36 +392,19 @@ def main() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import gen_vllm_tables
 
-    src = gen_vllm_tables.unpacked(args.version, args.cache)
-    transformers_dir = subprocess.run(
-        [args.python, "-c", "import transformers, os; print(os.path.dirname(transformers.__file__))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    code = "\n".join(
-        [
-            f"SCRIPTS = {str(Path(__file__).resolve().parent)!r}",
-            f"VLLM = {str(src)!r}",
-            f"TRANSFORMERS = {transformers_dir!r}",
-            f"GIB_TEXTS = {GIB_TEXTS!r}",
-            f"PROCESS_COUNTS = {PROCESS_COUNTS!r}",
-            f"IMAGES = {IMAGES!r}",
-            f"SEQ_LENS = {SEQ_LENS!r}",
-            f"VIDEOS = {VIDEOS!r}",
-            f"VIDEO_SPECS = {VIDEO_SPECS!r}",
-            f"VIDEO_KWARGS = {VIDEO_KWARGS!r}",
-            f"GPUS = {GPUS!r}",
-            f"API_ARGVS = {API_ARGVS!r}",
-            CHILD,
-        ]
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    env |= {"PYTHONPATH": f"{src}{os.pathsep}{args.deps}", "CUDA_VISIBLE_DEVICES": "", "VLLM_TARGET_DEVICE": "cpu"}
-    proc = subprocess.run([args.python, "-c", code], capture_output=True, text=True, env=env, cwd=str(src), timeout=900)
-    if proc.returncode != 0:
-        raise SystemExit(f"running vLLM's functions failed:\n{proc.stderr[-4000:]}")
-    data = {"generator": "scripts/record_vllm_fixtures.py", "vllm": args.version, **json.loads(proc.stdout)}
+    constants = {
+        "GIB_TEXTS": GIB_TEXTS,
+        "PROCESS_COUNTS": PROCESS_COUNTS,
+        "IMAGES": IMAGES,
+        "SEQ_LENS": SEQ_LENS,
+        "VIDEOS": VIDEOS,
+        "VIDEO_SPECS": VIDEO_SPECS,
+        "VIDEO_KWARGS": VIDEO_KWARGS,
+        "GPUS": GPUS,
+        "API_ARGVS": API_ARGVS,
+    }
+    found = gen_vllm_tables.run_on_vllm(args.python, args.deps, args.cache, args.version, constants, CHILD, timeout=900)
+    data = {"generator": "scripts/record_vllm_fixtures.py", "vllm": args.version, **found}
     OUT.write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}", file=sys.stderr)
     return 0
