@@ -30,7 +30,6 @@ import json
 import platform
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -132,16 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     from mmpool_record import pools
     from mmpool_record.recorder import RECORDER
     from record_publish import reference_wrappers
-    from record_sglang_load import load
+    from record_sglang_load import load_one_process
 
-    ipc, vmm, memory_pool = load(
-        Path(args.sglang),
-        Path(tempfile.mkdtemp(prefix="sglang-src-")),
-        tp_rank=0,
-        tp_size=1,
-        workers=1,
-        transport="cuda_ipc",
-    )
+    ipc, vmm, memory_pool = load_one_process(Path(args.sglang))
     RECORDER.limit = 1 << 40  # open, without a stream: the buffer is emptied between blocks
     report = {"python": sys.version.split()[0], "machine": platform.machine(), "processor": platform.processor()}
     for name, cls, wrap, make, module in (

@@ -31,7 +31,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,16 +40,9 @@ MiB = 1 << 20
 def run(args: argparse.Namespace) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import torch
-    from record_sglang_load import load
+    from record_sglang_load import load_one_process
 
-    ipc, _vmm, memory_pool = load(
-        Path(args.sglang),
-        Path(tempfile.mkdtemp(prefix="sglang-src-")),
-        tp_rank=0,
-        tp_size=1,
-        workers=1,
-        transport="cuda_ipc",
-    )
+    ipc, _vmm, memory_pool = load_one_process(Path(args.sglang))
     if args.cpu:
         from record_hook import new_ipc_pool
 

@@ -39,7 +39,6 @@ import json
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -225,16 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import torch
-    from record_sglang_load import load
+    from record_sglang_load import load_one_process
 
-    ipc, vmm, memory_pool = load(
-        Path(args.sglang),
-        Path(tempfile.mkdtemp(prefix="sglang-src-")),
-        tp_rank=0,
-        tp_size=1,
-        workers=1,
-        transport="cuda_ipc",
-    )
+    ipc, vmm, memory_pool = load_one_process(Path(args.sglang))
     torch.cuda.set_device(0)
     classes = (memory_pool.StreamOrderedMmFeaturePool, ipc.MmItemMemoryPool, vmm.CudaVmmMemoryPool)
     wrappers = find_wrappers(classes)

@@ -32,6 +32,7 @@ import importlib
 import logging
 import os
 import sys
+import tempfile
 import types
 import zipfile
 from pathlib import Path
@@ -121,3 +122,10 @@ def load(source: Path, dest: Path, *, tp_rank: int, tp_size: int, workers: int, 
     vmm = importlib.import_module("sglang.srt.utils.cuda_vmm_transport_utils")
     pool = importlib.import_module("sglang.srt.multimodal.transport.memory_pool")
     return ipc, vmm, pool
+
+
+def load_one_process(source: Path):
+    """``load`` as one process of a one-GPU server sees it (rank 0 of 1, one tokenizer worker, cuda_ipc),
+    SGLang's files extracted into a new temporary folder: the set-up of the single-process benchmarks."""
+    dest = Path(tempfile.mkdtemp(prefix="sglang-src-"))
+    return load(source, dest, tp_rank=0, tp_size=1, workers=1, transport="cuda_ipc")
