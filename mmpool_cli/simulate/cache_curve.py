@@ -28,11 +28,12 @@ same algorithm compiled; ``tests/simulate/test_cache_curve.py`` keeps the two eq
 
 from __future__ import annotations
 
-import os
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
+
+from mmpool_cli.simulate.native import compiled
 
 INF = 1 << 62  # "no end": larger than any cache size
 MAX_LOOKUPS = 1 << 31  # what one pass takes (the compiled kernel indexes lookups with 32 bits)
@@ -71,17 +72,7 @@ class Curve:
         return self.steps[-1][0] if hits <= self.steps[-1][1] else INF
 
 
-def _load() -> ModuleType | None:
-    if os.environ.get("MMPOOL_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from mmpool_cli.simulate import _stackdist
-    except ImportError:
-        return None
-    return _stackdist
-
-
-FAST: ModuleType | None = _load()
+FAST: ModuleType | None = compiled("_stackdist")
 
 
 def lru_curve(

@@ -7,18 +7,20 @@ Neutral: knows no engine; standard library only.
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
 
-def _load() -> ModuleType | None:
+def compiled(name: str) -> ModuleType | None:
+    """The compiled module ``mmpool_cli.simulate.<name>`` (``_fastsim``, ``_stackdist``), or None where it
+    was not built or ``MMPOOL_PURE_PYTHON`` asks for the pure-Python code."""
     if os.environ.get("MMPOOL_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from mmpool_cli.simulate import _fastsim
+        return importlib.import_module(f"mmpool_cli.simulate.{name}")
     except ImportError:
         return None
-    return _fastsim
 
 
-FAST: ModuleType | None = _load()
+FAST: ModuleType | None = compiled("_fastsim")

@@ -196,6 +196,6 @@ def test_reader_across_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 def test_pure_python_is_chosen_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MMPOOL_PURE_PYTHON", "1")
-    assert native._load() is None
+    assert native.compiled("_fastsim") is None and native.compiled("_stackdist") is None
     monkeypatch.setenv("MMPOOL_PURE_PYTHON", "0")
-    assert native._load() is FAST
+    assert native.compiled("_fastsim") is FAST
