@@ -79,14 +79,19 @@ def _manifest(path: str) -> dict[str, Any]:
     return info
 
 
-def read_pools(path: str, max_events: int = MAX_EVENTS) -> list[PoolTrace]:
-    """Every pool of the recording at ``path`` as its trace, in the order the pools started; each file read once."""
+def _pool_manifests(path: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """The recording's pool manifests: their files, sorted, and what each holds; TraceError if none or too many."""
     manifests = sorted(glob.glob(os.path.join(glob.escape(path), recfmt.POOL_GLOB)))
     if not manifests:
         raise TraceError(f"{path}: no pool-*.json: not a recording of mmpool record, or no pool was recorded")
     if len(manifests) > MAX_POOLS:
         raise TraceError(f"{path}: {len(manifests)} pools; mmpool reads at most {MAX_POOLS}")
-    infos = [_manifest(m) for m in manifests]
+    return manifests, [_manifest(m) for m in manifests]
+
+
+def read_pools(path: str, max_events: int = MAX_EVENTS) -> list[PoolTrace]:
+    """Every pool of the recording at ``path`` as its trace, in the order the pools started; each file read once."""
+    manifests, infos = _pool_manifests(path)
     transports = {p[recfmt.K_TRANSPORT] for p in infos}
     if len(transports) > 1:
         raise TraceError(f"{path}: pools of both transports ({', '.join(sorted(transports))}); record one server")
@@ -256,11 +261,6 @@ def _shown(offset: object) -> str:
 
 def layout_of(path: str, granularity: int = DEFAULT_GRANULARITY) -> RecordedLayout:
     """The recording's own layout, from its manifests alone (before its traces are read); TraceError if none."""
-    manifests = sorted(glob.glob(os.path.join(glob.escape(path), recfmt.POOL_GLOB)))
-    if not manifests:
-        raise TraceError(f"{path}: no pool-*.json: not a recording of mmpool record, or no pool was recorded")
-    if len(manifests) > MAX_POOLS:
-        raise TraceError(f"{path}: {len(manifests)} pools; mmpool reads at most {MAX_POOLS}")
-    pools = [_manifest(m) for m in manifests]
+    pools = _pool_manifests(path)[1]
     pools.sort(key=lambda p: (p[recfmt.K_T0], p.get(recfmt.K_PID, 0), p.get(recfmt.K_POOL, 0)))
     return of_pools(pools, granularity)
