@@ -24,6 +24,7 @@ from typing import Any
 
 from mmpool_cli._record.mmpool_record import recfmt
 from mmpool_cli.engines.vllm import encoder_replay, processor_cache, processor_replay, versions
+from mmpool_cli.engines.vllm.caches import smallest_reaching, smallest_without_wait
 from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for
 from mmpool_cli.engines.vllm.processor_cache import DataParallel
@@ -178,12 +179,9 @@ def _processor(senders: list[RecordedSender], target: Fraction) -> tuple[CacheRe
     need = hits_needed(curve, target)
     recommendation = None
     if need > 0:
-        i = next(i for i, p in enumerate(points) if run(p)[0] >= need)
-        lo, hi = (points[i - 1] + 1 if i else 1), points[i]
-        while lo < hi and _gib_for(lo) != _gib_for(hi):  # the setting has 4 digits of GiB: stop where both agree
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if run(mid)[0] >= need else (mid + 1, hi)
-        text = _gib_for(hi)
+        # the setting has 4 digits of GiB: the search stops where both ends give the same one
+        smallest = smallest_reaching(lambda c: run(c)[0], points, need, lambda lo, hi: _gib_for(lo) == _gib_for(hi))
+        text = _gib_for(smallest)
         setting = bytes_of(float(text))
         if run(setting)[0] >= need:
             cost = {"hits": run(setting)[0], "host_bytes": _host_bytes(first.cache_type, setting, len(senders))}
@@ -302,11 +300,7 @@ def _encoder_result(trace: CacheTrace, senders: list[RecordedSender], window: in
 
     used = {k for keys in requests for k in keys}
     biggest, total = max(tokens[k] for k in used), sum(tokens[k] for k in used)
-    lo, hi = biggest, max(total, biggest)
-    while lo < hi:  # no wait at one budget means the same admissions at every larger one
-        mid = (lo + hi) // 2
-        lo, hi = (mid + 1, hi) if run(mid).waited or run(mid).refused else (lo, mid)
-    smallest = lo
+    smallest = smallest_without_wait(run, biggest, total)
     least = min(tokens[k] for k in used)
     points = sorted({least + (total - least) * k // (POINTS // 2) for k in range(POINTS // 2 + 1)} | {0})
     points = sorted({*points, budget, smallest})

@@ -97,7 +97,7 @@ def _tokens(req: VllmRequest, traffic: ImageTraffic) -> tuple[eb.QwenVision, dic
     return vision, tokens
 
 
-def _smallest_reaching(
+def smallest_reaching(
     run: Callable[[int], int], points: list[int], need: int, same: Callable[[int, int], bool] | None = None
 ) -> int:
     """The smallest grid point with at least ``need`` hits, lowered by bisection towards the point before
@@ -112,6 +112,17 @@ def _smallest_reaching(
         else:
             lo = mid + 1
     return hi
+
+
+def smallest_without_wait(run: Callable[[int], encoder_replay.EncoderReplay], lo: int, hi: int) -> int:
+    """The smallest encoder budget from ``lo`` to ``hi`` (one where no request waits) at which no request
+    waits or is refused: exact by bisection, since no wait at one budget means the same admissions at
+    every larger one."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        probe = run(mid)
+        lo, hi = (mid + 1, hi) if probe.waited or probe.refused else (lo, mid)
+    return lo
 
 
 def processor_entry(
@@ -161,7 +172,7 @@ def processor_entry(
     recommendation = None
     if unbounded.total_hits:
         # the setting is a float of GiB in 4 digits: the search stops where both ends give the same one
-        smallest = _smallest_reaching(
+        smallest = smallest_reaching(
             lambda c: run(c).total_hits, points, need, lambda lo, hi: _gib_for(lo) == _gib_for(hi)
         )
         text = _gib_for(smallest)
@@ -259,15 +270,7 @@ def encoder_entry(
 
     biggest = max(tokens.values())
     total = sum(tokens.values())  # at this budget nothing is ever evicted, and nothing waits
-    lo, hi = biggest, min(total, _window_peak(traffic.requests, tokens, window))
-    while lo < hi:
-        mid = (lo + hi) // 2
-        probe = run(mid)
-        if probe.waited or probe.refused:
-            lo = mid + 1
-        else:
-            hi = mid
-    recommended = lo
+    recommended = smallest_without_wait(run, biggest, min(total, _window_peak(traffic.requests, tokens, window)))
     curve = [(c, run(c)) for c in grid(biggest, total, CURVE_POINTS // 2)]
     unbounded = run(total)
     at = run(budget) if budget is not None else None

@@ -89,8 +89,8 @@ def test_the_smallest_size_reaching_the_target_is_searched_within_the_first_grid
     def run(c: int) -> int:  # not monotone: 25..36 lose a hit that 14..24 had
         return 5 if c >= 37 else 2 if c >= 25 else 3 if c >= 14 else 1
 
-    assert caches._smallest_reaching(run, points, 3) == 14
-    assert caches._smallest_reaching(run, points, 5) == 37
+    assert caches.smallest_reaching(run, points, 3) == 14
+    assert caches.smallest_reaching(run, points, 5) == 37
 
 
 def test_a_traces_items_replay_as_the_bodies_they_came_from(traffic):
