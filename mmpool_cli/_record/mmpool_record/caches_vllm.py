@@ -27,15 +27,14 @@ and refusals of ``can_allocate``, an unreference per entry left unreferenced. Ke
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from mmpool_record import recfmt
 from mmpool_record.caches import EVICT, FREE, INSERT, LOOKUP, EmbeddingShape, _clearing, _emitter, _marked, text_key
-from mmpool_record.pools import MARK
 from mmpool_record.recorder import RECORDER, Recorder
 
 REQUEST, WAIT, UNREF = recfmt.CACHE_REQUEST, recfmt.CACHE_WAIT, recfmt.CACHE_UNREF
+EMIT = "__mmpool_emit__"  # a wrapped get_and_update_item's attribute: its sender's emitter
 # the processor cache's sender classes, by the type vLLM's --mm-processor-cache-type gives
 SENDERS = {
     "MultiModalProcessorOnlyCache": "processor_only",
@@ -149,6 +148,7 @@ def wrap_processor(cls: Any, cache_type: str, rec: Recorder = RECORDER) -> None:
 
     clear_wrapper = _clearing(rec, emit, clear, lambda cache: state(cache)[1])
     cls.get_and_update_item = _marked(update_wrapper, update)
+    setattr(cls.get_and_update_item, EMIT, emit)  # where is_cached finds it
     cls.clear_cache = _marked(clear_wrapper, clear)
     if "invalidate" in cls.__dict__:
         invalidate = cls.invalidate
@@ -175,16 +175,13 @@ def wrap_is_cached(cls: Any, rec: Recorder = RECORDER) -> None:
     """Wrap ``BaseMultiModalProcessorCache.is_cached``: the processor asks it of a request's hashes (per
     modality) before it looks any of them up, so it marks where a request's items begin."""
     is_cached = cls.is_cached
-    emitters: dict[str, Callable[..., None]] = {}
 
     def is_cached_wrapper(self: Any, mm_hashes: Any) -> Any:
         out = is_cached(self, mm_hashes)
         try:
-            cache_type = SENDERS.get(type(self).__name__)  # a sender whose lookups are recorded
-            if cache_type is not None and getattr(type(self).get_and_update_item, MARK, False):
-                emit = emitters.get(cache_type)
-                if emit is None:
-                    emit = emitters[cache_type] = _emitter(rec, ProcessorShape(cache_type))
+            # the emitter of this sender's recorded lookups; none where its class is not wrapped
+            emit = getattr(type(self).get_and_update_item, EMIT, None)
+            if emit is not None:
                 emit(self, REQUEST, len(out), 0)
         except Exception as e:
             rec.error(e)
