@@ -14,7 +14,7 @@ import random
 import sys
 import time
 
-from mmpool_cli.caches.replay import Lookups, never_evicts, one_pass_sizes, replay, replay_many
+from mmpool_cli.caches.replay import Lookups, never_evicts, one_pass, replay, replay_many
 from mmpool_cli.core.workers import default_jobs
 from mmpool_cli.engines.sglang.caches import REPLAY_POINTS
 
@@ -43,7 +43,7 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     distinct = int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
     lk = lookups(n, distinct)
-    assert one_pass_sizes(lk) is None  # multi-turn chats: replayed at each point
+    assert one_pass(lk) is None  # multi-turn chats: replayed at each point
     top = never_evicts(lk)
     start = time.perf_counter()
     hits, _ = replay(lk, top // 2)

@@ -96,7 +96,9 @@ def lru_curve(
     are then used hits first and misses after (SGLang's order), taken as the order of the smallest
     size each hits at. That order is exact at every size where the batch's hits come before its
     misses in the batch (its re-sent items first, its new ones last); elsewhere it is the nearest one
-    stack can hold (docs/caches.md says where the curve is exact).
+    stack can hold (docs/caches.md says where the curve is exact). A key looked up again in its batch
+    hits where its first lookup does (give the repeat weight 0 where the engine does not count it)
+    and is used once, in the place of its first lookup.
     """
     if groups is not None and len(groups) != len(keys):
         raise ValueError("groups must have one entry per lookup")
@@ -258,7 +260,8 @@ def _intervals(
     of a smaller class counts, none of a larger one, and at most one of class ``j`` (two would
     outweigh ``C``): so the class sums and the two smallest sizes of each class settle every size.
     The lookups of one group (``groups[i]`` equal and adjacent) all see the cache as it was before
-    the group; then its keys are used, those that hit at smaller sizes first (see ``lru_curve``).
+    the group; then its keys are used, those that hit at smaller sizes first (see ``lru_curve``), a
+    key looked up twice in the group once, in the place of its first lookup.
     """
     limit = max_entries if max_entries > 0 else INF
     events: dict[int, list[int]] = {}
@@ -271,7 +274,11 @@ def _intervals(
 
     def use() -> None:
         nonlocal t, n, classes
+        placed: set[int] = set()  # a key looked up twice in the group is placed once, at its first lookup
         for _, _, key, s in sorted(pending):
+            if key in placed:
+                continue
+            placed.add(key)
             if t == n:  # out of times: renumber the live keys in order, and grow where they crowd it
                 live = sorted(where.items(), key=lambda kv: kv[1])
                 n = max(n, 4 * len(live))

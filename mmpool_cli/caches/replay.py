@@ -8,18 +8,26 @@ entry's bytes are its own, plus, where the batch's misses are cut from one tenso
 keeps a view of it (``shared``), the shared bytes of every miss stored from that batch: then an
 entry's size depends on which items missed, so on the cache's size.
 
-``one_pass_sizes`` says when ``curve.lru_curve`` (one pass for every size) gives exactly
-these hits: every entry's bytes fixed, and every batch used in one order at every size. Otherwise
-each size is its own replay (``replay``), linear in the lookups. Neutral: knows no engine;
-standard library only.
+A key looked up twice in a batch is looked up again (``again``: where its first lookup hit, the
+repeat hits and moves it again; SGLang's preprocess cache) or only where its first lookup missed
+(SGLang's embedding cache: the repeat then misses, and where the first hit it is no lookup at all).
+
+``one_pass`` says when ``curve.lru_curve`` (one pass for every size) gives exactly these hits:
+every entry's bytes fixed, and every batch used in one order at every size. Otherwise each size is
+its own replay (``replay``), linear in the lookups, compiled in ``_stackdist.replay`` where it was
+built (the Python code is the reference; ``tests/caches/test_replay.py`` keeps the two equal).
+Neutral: knows no engine; standard library only.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+
+from mmpool_cli.caches.curve import FAST
 
 ONE_PASS = "one pass, exact"
 REPLAYED = "replayed at each point"
@@ -29,18 +37,38 @@ REPLAYED = "replayed at each point"
 class Lookups:
     """A cache's lookups in the engine's order; adjacent lookups with one ``groups`` id are one batch."""
 
-    keys: Sequence[int]  # dense ids; a key looked up twice in a batch misses twice, and is stored once
+    keys: Sequence[int]  # dense ids; a key looked up twice in a batch is stored once
     sizes: Sequence[int]  # an entry's own bytes
     weights: Sequence[int]  # the hits a hit counts
     work: Sequence[int]  # what a hit saves, per weight
     groups: Sequence[int]
     shared: Sequence[int] | None = None  # bytes each stored miss adds to every entry stored from its batch
     max_entries: int = 0  # 0: no bound on the entries
+    # a repeat in a batch is looked up again (True), or only where the batch's first lookup of it missed
+    again: bool = True
 
     @cached_property
     def batches(self) -> list[tuple[int, int]]:
         """Each batch's lookups, ``[i, j)``, found once for every replay."""
         return list(_batches(self.groups))
+
+    @cached_property
+    def repeats(self) -> bool:
+        """Whether a batch looks a key up twice."""
+        return any(len(set(self.keys[i:j])) != j - i for i, j in self.batches)
+
+    @cached_property
+    def columns(self) -> tuple[array[int], ...]:
+        """The lookups as the compiled replay reads them (int64 arrays), made once for every replay."""
+        empty = array("q")
+        return (
+            *(_int64(xs) for xs in (self.keys, self.sizes, self.weights, self.work, self.groups)),
+            empty if self.shared is None else _int64(self.shared),
+        )
+
+
+def _int64(xs: Sequence[int]) -> array[int]:
+    return xs if isinstance(xs, array) and xs.typecode == "q" else array("q", xs)
 
 
 def _batches(groups: Sequence[int]) -> Iterator[tuple[int, int]]:
@@ -55,21 +83,53 @@ def _batches(groups: Sequence[int]) -> Iterator[tuple[int, int]]:
 
 def replay(lk: Lookups, size: int) -> tuple[int, int]:
     """``(hits, work saved)`` of a cache of ``size`` bytes over the lookups, batch by batch."""
+    hits, work, _ = replay_counts(lk, size)
+    return hits, work
+
+
+def replay_counts(lk: Lookups, size: int, native: bool | None = None) -> tuple[int, int, int]:
+    """``(hits, work saved, lookups made)`` at ``size`` bytes: the lookups' weight, less the repeats a
+    batch does not look up where its first lookup hit. ``native`` None: the compiled replay where built."""
+    if native is None:
+        native = FAST is not None
+    if native:
+        if FAST is None:
+            raise RuntimeError("the compiled cache replay is not built")
+        return _native(lk, [size])[0]
+    return _replay(lk, size)
+
+
+def _native(lk: Lookups, sizes: Sequence[int]) -> list[tuple[int, int, int]]:
+    assert FAST is not None
+    keys, nbytes, weights, work, groups, shared = lk.columns
+    got = FAST.replay(keys, nbytes, weights, work, groups, shared, lk.max_entries, lk.again, _int64(sizes))
+    return list(got)
+
+
+def _replay(lk: Lookups, size: int) -> tuple[int, int, int]:
     cache: OrderedDict[int, int] = OrderedDict()
-    used = hits = work = 0
-    cap = lk.max_entries
+    used = hits = work = made = 0
+    cap, again = lk.max_entries, lk.again
     keys, sizes, weights, saves, shared = lk.keys, lk.sizes, lk.weights, lk.work, lk.shared
     move, evict = cache.move_to_end, cache.popitem
     for i, j in lk.batches:
         missed: dict[int, int] = {}  # key -> its first lookup of the batch
+        looked: set[int] = set()
         for k in range(i, j):
             key = keys[k]
+            first = key not in looked
+            looked.add(key)
             if key in cache:  # a key looked up twice is moved twice: its last lookup orders it
+                if not (first or again):
+                    continue  # its first lookup hit: the engine does not look it up again
                 move(key)
+                made += weights[k]
                 hits += weights[k]
                 work += weights[k] * saves[k]
-            elif key not in missed:
-                missed[key] = k
+            else:
+                made += weights[k]
+                if first:
+                    missed[key] = k
         if not missed:
             continue
         extra = 0 if shared is None else sum(shared[k] for k in missed.values())
@@ -81,7 +141,7 @@ def replay(lk: Lookups, size: int) -> tuple[int, int]:
                 used -= evict(last=False)[1]
             cache[key] = s
             used += s
-    return hits, work
+    return hits, work, made
 
 
 PARALLEL_FROM = 1 << 22  # lookups x points below which one process is quicker than forking workers
@@ -92,11 +152,21 @@ def _replay_shared(size: int) -> tuple[int, int]:
     return replay(_SHARED["lookups"], size)
 
 
-def replay_many(lk: Lookups, sizes: Sequence[int], jobs: int | None = None) -> list[tuple[int, int]]:
-    """``replay`` at each of ``sizes``, in order: spread over forked workers, one a core, where it pays."""
+NATIVE_THREADS_FROM = 1 << 20  # lookups x points below which one thread is quicker than several
+
+
+def replay_many(
+    lk: Lookups, sizes: Sequence[int], jobs: int | None = None, native: bool | None = None
+) -> list[tuple[int, int]]:
+    """``replay`` at each of ``sizes``, in order, spread over the cores where it pays: the compiled replay
+    in threads (it releases the GIL), the Python one in forked workers."""
     from mmpool_cli.core.workers import default_jobs
 
     slots = min(default_jobs() if jobs is None else jobs, len(sizes))
+    if native is None:
+        native = FAST is not None
+    if native:
+        return [(h, w) for h, w, _ in _native_many(lk, sizes, slots)]
     import multiprocessing  # here: a small replay never needs it
 
     if slots <= 1 or len(lk.keys) * len(sizes) < PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
@@ -112,6 +182,21 @@ def replay_many(lk: Lookups, sizes: Sequence[int], jobs: int | None = None) -> l
         _SHARED.clear()
 
 
+def _native_many(lk: Lookups, sizes: Sequence[int], slots: int) -> list[tuple[int, int, int]]:
+    if slots <= 1 or len(lk.keys) * len(sizes) < NATIVE_THREADS_FROM:
+        return _native(lk, sizes)
+    from concurrent.futures import ThreadPoolExecutor
+
+    _ = lk.columns  # made once, before the threads share it
+    shares = [list(sizes[s::slots]) for s in range(slots)]  # interleaved: the points cost about the same
+    with ThreadPoolExecutor(slots) as pool:
+        parts = list(pool.map(lambda share: _native(lk, share), shares))
+    out: list[tuple[int, int, int]] = [(0, 0, 0)] * len(sizes)
+    for s, part in enumerate(parts):
+        out[s::slots] = part
+    return out
+
+
 def never_evicts(lk: Lookups) -> int:
     """A size from which no entry is ever evicted for its bytes: every key at the most it can take."""
     most: dict[int, int] = {}
@@ -122,35 +207,51 @@ def never_evicts(lk: Lookups) -> int:
     return sum(most.values())
 
 
-def one_pass_sizes(lk: Lookups) -> list[int] | None:
-    """Each lookup's entry bytes where one pass is exact for these lookups, else None.
+@dataclass(frozen=True)
+class OnePass:
+    """What ``curve.lru_curve`` takes where one pass is exact: each lookup's entry bytes and the
+    hits it counts (0 for a repeat the engine looks up only where it misses)."""
+
+    sizes: list[int]
+    weights: list[int]
+
+
+def one_pass(lk: Lookups) -> OnePass | None:
+    """The one pass's sizes and weights where it is exact for these lookups, else None.
 
     One pass holds one order of use for all sizes, and one size per key. Both hold when, in every
-    batch, at most one key was looked up before and it comes first (it is used first whether it
-    hits or misses; the rest miss at every size, in the batch's order), and, where a batch shares
-    bytes, a batch of several keys holds only keys looked up in no other batch (so every entry's
-    bytes are the same at every size).
+    batch, at most one distinct key was looked up before and it comes first (it is used first whether
+    it hits or misses; the rest miss at every size, stored in the order of their first lookup), and,
+    where a batch shares bytes, a batch of several distinct keys holds only keys looked up in no other
+    batch (so every entry's bytes are the same at every size). A repeat in a batch sees the cache its
+    first lookup saw: it hits where that one does (``again``) or never (it is then made only where the
+    first missed, and counts no hit), and moves nothing the batch's order does not already hold.
     """
     batches_of: Counter[int] = Counter()
     if lk.shared is not None:
         for i, j in _batches(lk.groups):
             batches_of.update(set(lk.keys[i:j]))
     seen: set[int] = set()
-    out: list[int] = []
+    sizes: list[int] = []
+    weights: list[int] = []
     for i, j in _batches(lk.groups):
-        keys = lk.keys[i:j]
-        if len(set(keys)) != j - i:
-            return None
-        if any(k in seen for k in keys[1:]):
+        by_key: dict[int, int] = {}  # key -> the batch's first lookup of it, in order
+        for k in range(i, j):
+            by_key.setdefault(lk.keys[k], k)
+        distinct = list(by_key)
+        if any(key in seen for key in distinct[1:]):
             return None
         extra = 0
         if lk.shared is not None:
-            if j - i > 1 and any(batches_of[k] > 1 for k in keys):
+            if len(distinct) > 1 and any(batches_of[key] > 1 for key in distinct):
                 return None
-            extra = sum(lk.shared[i:j])
-        out.extend(lk.sizes[k] + extra for k in range(i, j))
-        seen.update(keys)
-    return out
+            extra = sum(lk.shared[k] for k in by_key.values())
+        for k in range(i, j):
+            sizes.append(lk.sizes[k] + extra)
+            repeat = by_key[lk.keys[k]] != k
+            weights.append(0 if repeat and not lk.again else lk.weights[k])
+        seen.update(distinct)
+    return OnePass(sizes, weights)
 
 
 def first_setting(

@@ -174,7 +174,7 @@ static int times_grow(Times *T, int64_t nb) {
     return 0;
 }
 
-typedef struct { int64_t where, size; } Key; /* a key's time of last lookup (-1: none yet) and size */
+typedef struct { int64_t where, size, placed; } Key; /* a key's time of last lookup (-1: none yet), size, last group placed */
 typedef struct { int64_t *at; int32_t *ref; int64_t len, cap; } Events; /* ref: lookup+1, negated at an end */
 
 /* large buffers in huge pages where the system offers them on request: hundreds of MB of events are
@@ -335,7 +335,7 @@ static PyObject *curve(PyObject *self, PyObject *args) {
     ks = malloc((size_t)nkeys * sizeof(Key));
     pend = malloc((size_t)(n ? n : 1) * sizeof(Pending));
     if (!ks || !pend) { PyErr_NoMemory(); goto done; }
-    for (int64_t k = 0; k < nkeys; k++) { ks[k].where = -1; ks[k].size = -1; }
+    for (int64_t k = 0; k < nkeys; k++) { ks[k].where = -1; ks[k].size = -1; ks[k].placed = -1; }
     for (int j = 0; j < 64; j++) T.slot[j] = -1;
     for (int64_t i = 0; i < n; i++) {
         if (sizes[i] < 0 || sizes[i] >= INF) {
@@ -355,11 +355,15 @@ static PyObject *curve(PyObject *self, PyObject *args) {
     while (loclass < 63 && T.slot[loclass] < 0) loclass++;
     for (int64_t i = 0; i <= n; i++) {
         if (npend && (i == n || !groups || groups[i] != groups[i - 1])) {
-            /* the group's keys are used now: those that hit at smaller sizes first */
+            /* the group's keys are used now: those that hit at smaller sizes first, a key looked up
+             * twice in the group placed once, at its first lookup (both see the cache before the group) */
             if (npend > 1) qsort(pend, (size_t)npend, sizeof(Pending), pending_order);
             for (int64_t p = 0; p < npend; p++) {
+                int64_t key = pend[p].key, group = i; /* i: where the group ends, one a group */
+                if (ks[key].placed == group) continue;
+                ks[key].placed = group;
                 if (t == T.cap && renumber(&T, ks, &t, nlive)) { PyErr_NoMemory(); goto done; }
-                int64_t key = pend[p].key, prev = ks[key].where;
+                int64_t prev = ks[key].where;
                 if (prev >= 0) times_drop(&T, prev);
                 else nlive++;
                 int cx = bits(ks[key].size);
@@ -477,8 +481,138 @@ done:
     return result;
 }
 
+/* The compiled twin of cache_replay._replay: an LRU counted in bytes replayed at each of ``points``,
+ * batch by batch, in the order engines drive it (every lookup of a batch, then its distinct misses
+ * stored in the order of their first lookup, each evicting from the least recently used end until it
+ * fits; an entry larger than the cache is not admitted; ``max_entries`` > 0 bounds the entries; an
+ * entry's bytes are its own plus the ``shared`` bytes of every miss stored from its batch). A repeat of
+ * a key in a batch is looked up again (``again``: a hit is moved and counted again) or only where the
+ * batch's first lookup of it missed (``again`` 0: it misses). The GIL is released while it replays, so
+ * that threads replay different points side by side.
+ *
+ * replay(keys, sizes, weights, work, groups, shared, max_entries, again, points)
+ *   -> ((hits, work, lookups made), ...) one a point; int64 buffers in (groups, shared empty: none). */
+typedef struct {
+    int64_t n, nkeys;
+    const int64_t *keys, *sizes, *w, *u, *groups, *shared;
+    int64_t cap;
+    int again;
+    int32_t *prev, *next, *stamp, *miss; /* the LRU list by key; a key's last batch; a batch's misses */
+    int64_t *bytes;                       /* a cached key's entry bytes, -1 where it is not cached */
+} Lru;
+
+static void lru_at(Lru *L, int64_t size, int64_t out[3]) {
+    int64_t nk = L->nkeys, used = 0, count = 0, hits = 0, work = 0, made = 0;
+    int32_t head = -1, tail = -1;
+    for (int64_t k = 0; k < nk; k++) { L->bytes[k] = -1; L->stamp[k] = -1; }
+    for (int64_t i = 0, b = 0; i < L->n; b++) {
+        int64_t j = i + 1;
+        if (L->groups) while (j < L->n && L->groups[j] == L->groups[i]) j++;
+        int64_t nmiss = 0, extra = 0;
+        for (int64_t k = i; k < j; k++) {
+            int64_t key = L->keys[k];
+            int first = L->stamp[key] != (int32_t)b;
+            L->stamp[key] = (int32_t)b;
+            if (L->bytes[key] >= 0) {
+                if (!first && !L->again) continue; /* its first lookup hit: not looked up again */
+                made += L->w[k];
+                hits += L->w[k];
+                work += L->w[k] * L->u[k];
+                if (tail != key) { /* to the recent end */
+                    int32_t p = L->prev[key], q = L->next[key];
+                    if (p >= 0) L->next[p] = q; else head = q;
+                    L->prev[q] = p; /* q exists: key is not the tail */
+                    L->prev[key] = tail; L->next[key] = -1;
+                    L->next[tail] = (int32_t)key;
+                    tail = (int32_t)key;
+                }
+            } else {
+                made += L->w[k];
+                if (first) {
+                    L->miss[nmiss++] = (int32_t)k;
+                    if (L->shared) extra = extra + L->shared[k] < INF ? extra + L->shared[k] : INF;
+                }
+            }
+        }
+        for (int64_t m = 0; m < nmiss; m++) {
+            int64_t k = L->miss[m], key = L->keys[k], s = L->sizes[k] + extra < INF ? L->sizes[k] + extra : INF;
+            if (s > size) continue;
+            while (head >= 0 && (used + s > size || (L->cap && count >= L->cap))) {
+                int32_t old = head;
+                head = L->next[old];
+                if (head >= 0) L->prev[head] = -1; else tail = -1;
+                used -= L->bytes[old];
+                L->bytes[old] = -1;
+                count--;
+            }
+            L->bytes[key] = s;
+            L->prev[key] = tail; L->next[key] = -1;
+            if (tail >= 0) L->next[tail] = (int32_t)key; else head = (int32_t)key;
+            tail = (int32_t)key;
+            used += s;
+            count++;
+        }
+        i = j;
+    }
+    out[0] = hits; out[1] = work; out[2] = made;
+}
+
+static PyObject *replay(PyObject *self, PyObject *args) {
+    Py_buffer kb, sb, wb, ub, gb, hb, pb;
+    long long max_entries;
+    int again;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*Lpy*", &kb, &sb, &wb, &ub, &gb, &hb, &max_entries, &again, &pb)) return NULL;
+    PyObject *result = NULL;
+    Lru L;
+    memset(&L, 0, sizeof L);
+    int64_t n = kb.len / 8, npoints = pb.len / 8, *outs = NULL;
+    const int64_t *points = pb.buf;
+    if (sb.len != kb.len || wb.len != kb.len || ub.len != kb.len || (gb.len && gb.len != kb.len) ||
+        (hb.len && hb.len != kb.len) || kb.len % 8 || pb.len % 8 || n >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "keys, sizes, weights, work (groups, shared): one int64 each per lookup");
+        goto done;
+    }
+    L.n = n; L.keys = kb.buf; L.sizes = sb.buf; L.w = wb.buf; L.u = ub.buf;
+    L.groups = gb.len ? gb.buf : NULL; L.shared = hb.len ? hb.buf : NULL;
+    L.cap = max_entries > 0 ? max_entries : 0; L.again = again;
+    L.nkeys = 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (L.keys[i] < 0 || L.keys[i] >= n || L.sizes[i] < 0 || L.sizes[i] >= INF || (L.shared && (L.shared[i] < 0 || L.shared[i] >= INF))) {
+            PyErr_SetString(PyExc_ValueError, "a key outside 0..n-1, or a size outside 0..2**62");
+            goto done;
+        }
+        if (L.keys[i] >= L.nkeys) L.nkeys = L.keys[i] + 1;
+    }
+    for (int64_t p = 0; p < npoints; p++)
+        if (points[p] < 0 || points[p] >= INF) { PyErr_SetString(PyExc_ValueError, "a point outside 0..2**62"); goto done; }
+    L.prev = malloc((size_t)L.nkeys * sizeof(int32_t));
+    L.next = malloc((size_t)L.nkeys * sizeof(int32_t));
+    L.stamp = malloc((size_t)L.nkeys * sizeof(int32_t));
+    L.miss = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    L.bytes = malloc((size_t)L.nkeys * sizeof(int64_t));
+    outs = malloc((size_t)(npoints ? npoints : 1) * 3 * sizeof(int64_t));
+    if (!L.prev || !L.next || !L.stamp || !L.miss || !L.bytes || !outs) { PyErr_NoMemory(); goto done; }
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t p = 0; p < npoints; p++) lru_at(&L, points[p], outs + 3 * p);
+    Py_END_ALLOW_THREADS
+    result = PyTuple_New((Py_ssize_t)npoints);
+    if (!result) goto done;
+    for (int64_t p = 0; p < npoints; p++) {
+        PyObject *t = Py_BuildValue("(LLL)", (long long)outs[3 * p], (long long)outs[3 * p + 1], (long long)outs[3 * p + 2]);
+        if (!t) { Py_CLEAR(result); goto done; }
+        PyTuple_SET_ITEM(result, (Py_ssize_t)p, t);
+    }
+done:
+    free(L.prev); free(L.next); free(L.stamp); free(L.miss); free(L.bytes); free(outs);
+    PyBuffer_Release(&kb); PyBuffer_Release(&sb); PyBuffer_Release(&wb); PyBuffer_Release(&ub);
+    PyBuffer_Release(&gb); PyBuffer_Release(&hb); PyBuffer_Release(&pb);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"curve", curve, METH_VARARGS, "curve(keys, sizes, weights, work, groups, max_entries) -> ((size, hits, work), ...)"},
+    {"replay", replay, METH_VARARGS,
+     "replay(keys, sizes, weights, work, groups, shared, max_entries, again, points) -> ((hits, work, lookups), ...)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,3 +1,15 @@
 def curve(
     keys: bytes, sizes: bytes, weights: bytes, work: bytes, groups: bytes, max_entries: int, /
 ) -> tuple[bytes, bytes, bytes]: ...
+def replay(
+    keys: bytes,
+    sizes: bytes,
+    weights: bytes,
+    work: bytes,
+    groups: bytes,
+    shared: bytes,
+    max_entries: int,
+    again: bool,
+    points: bytes,
+    /,
+) -> tuple[tuple[int, int, int], ...]: ...

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mmpool_cli.caches.curve import FAST, lru_curve
 from mmpool_cli.caches.replay import (
@@ -12,8 +14,10 @@ from mmpool_cli.caches.replay import (
     bisect_setting,
     first_setting,
     never_evicts,
-    one_pass_sizes,
+    one_pass,
     replay,
+    replay_counts,
+    replay_many,
 )
 
 
@@ -58,9 +62,9 @@ def test_one_pass_equals_the_replay_at_every_size_where_it_says_it_is_exact(seed
     rng = random.Random(seed)
     shared = seed % 2 == 1
     lk = _batched(rng, 60, exact=True, shared=shared)
-    sizes = one_pass_sizes(lk)
-    assert sizes is not None
-    curve = lru_curve(lk.keys, sizes, lk.weights, lk.work, max_entries=lk.max_entries)
+    exact = one_pass(lk)
+    assert exact is not None
+    curve = lru_curve(lk.keys, exact.sizes, exact.weights, lk.work, groups=lk.groups, max_entries=lk.max_entries)
     for size in range(never_evicts(lk) + 2):
         assert curve.at(size) == replay(lk, size), size
 
@@ -70,7 +74,7 @@ def test_one_pass_is_refused_where_a_batch_reorders(native: bool) -> None:
     # batch 1 is a new key then a re-used one: at 4 B the re-used one misses and is stored last (so it
     # hits in batch 2), where it hits it is used first; no single order holds both
     lk = Lookups(keys=[2, 3, 0, 2, 2], sizes=[3, 3, 2, 3, 3], weights=[1] * 5, work=[0] * 5, groups=[0, 0, 1, 1, 2])
-    assert one_pass_sizes(lk) is None
+    assert one_pass(lk) is None
     assert replay(lk, 4) == (1, 0)
     wrong = lru_curve(lk.keys, lk.sizes, lk.weights, lk.work, groups=lk.groups, native=native)
     assert wrong.at(4) != replay(lk, 4)
@@ -87,7 +91,7 @@ def test_shared_bytes_depend_on_what_missed() -> None:
         groups=[0, 1, 2, 2, 3],
         shared=[100, 150, 100, 100, 100],
     )
-    assert one_pass_sizes(lk) is None
+    assert one_pass(lk) is None
     assert replay(lk, 160) == (0, 0)  # batch 2's entries (210 B) are not admitted
     assert replay(lk, 210) == (1, 1)  # 0 was evicted by 2: both miss, 1 stored at 210 B, hits in batch 3
     assert replay(lk, 270) == (2, 2)  # 0 and 2 both held: 0 hits, 1 stored at 110 B
@@ -135,3 +139,122 @@ def test_replays_spread_over_workers_give_the_same_points(monkeypatch: pytest.Mo
     assert cache_replay.replay_many(lk, sizes) == alone  # small: in this process
     monkeypatch.setattr(cache_replay, "PARALLEL_FROM", 0)
     assert cache_replay.replay_many(lk, sizes, jobs=2) == alone
+
+
+@st.composite
+def batched_lookups(draw: st.DrawFn, one_pass_shape: bool) -> Lookups:
+    """Batches of keys with repeats inside a batch, either rule for them, sizes, shared bytes and bounds.
+
+    With ``one_pass_shape`` each batch is at most one key seen before, first, then new keys, then
+    repeats of the batch's own keys (where bytes are shared, several keys only when none comes back)."""
+    shared = draw(st.booleans())
+    keys: list[int] = []
+    groups: list[int] = []
+    seen: list[int] = []
+    fresh = 0
+    for g in range(draw(st.integers(0, 25))):
+        batch: list[int] = []
+        width = draw(st.integers(1, 4))
+        if seen and draw(st.booleans()) and not (one_pass_shape and shared and width > 1):
+            batch.append(draw(st.sampled_from(seen)))
+        while len(set(batch)) < width:
+            if not one_pass_shape and seen and draw(st.booleans()):
+                batch.append(draw(st.sampled_from(seen)))
+            else:
+                batch.append(fresh)
+                fresh += 1
+        for _ in range(draw(st.integers(0, 2))):  # the same item again in the request
+            batch.append(draw(st.sampled_from(batch)))
+        if not (one_pass_shape and shared and len(set(batch)) > 1):
+            seen.extend(k for k in dict.fromkeys(batch) if k not in seen)
+        keys.extend(batch)
+        groups.extend([g] * len(batch))
+    size_of = {k: draw(st.sampled_from([0, 1, 2, 3, 5, 8, 40])) for k in set(keys)}
+    n = len(keys)
+    return Lookups(
+        keys=keys,
+        sizes=[size_of[k] for k in keys],
+        weights=draw(st.lists(st.integers(1, 3), min_size=n, max_size=n)),
+        work=draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)),
+        groups=groups,
+        shared=[size_of[k] + 1 for k in keys] if shared else None,
+        max_entries=draw(st.sampled_from([0, 0, 2, 3])),
+        again=draw(st.booleans()),
+    )
+
+
+@pytest.mark.skipif(FAST is None, reason="the compiled kernel is not built")
+@settings(max_examples=300, deadline=None)
+@given(batched_lookups(one_pass_shape=False), st.integers(0, 60))
+def test_compiled_replay_equals_python_on_every_traffic_shape(lk: Lookups, size: int) -> None:
+    # multi-image batches, re-sent items anywhere in a batch, an item twice in a batch (either rule),
+    # shared bytes, the entry bound, entries larger than the cache: the compiled replay is the Python one
+    sizes = [size, size + 7, never_evicts(lk)]
+    python = [replay_counts(lk, s, native=False) for s in sizes]
+    assert [replay_counts(lk, s, native=True) for s in sizes] == python
+    assert replay_many(lk, sizes, jobs=1, native=True) == [(h, w) for h, w, _ in python]
+
+
+@pytest.mark.parametrize("native", [False, True] if FAST is not None else [False])
+@settings(max_examples=200, deadline=None)
+@given(lk=batched_lookups(one_pass_shape=True))
+def test_one_pass_with_repeats_equals_the_replay_at_every_size(native: bool, lk: Lookups) -> None:
+    # an item twice in a request (counted again where its first lookup hit, or looked up only where it
+    # missed): one pass stays exact, every size equal to a replay
+    exact = one_pass(lk)
+    assert exact is not None
+    curve = lru_curve(
+        lk.keys, exact.sizes, exact.weights, lk.work, groups=lk.groups, max_entries=lk.max_entries, native=native
+    )
+    for size in range(never_evicts(lk) + 2):
+        assert curve.at(size) == replay(lk, size), size
+
+
+def test_a_repeat_after_a_miss_is_a_lookup_and_after_a_hit_none() -> None:
+    # batch 0 stores a; batch 1 is [a, b, a, b]: a hits (its repeat is not looked up where it hit),
+    # b misses and its repeat is looked up and misses again (SGLang's per-image path)
+    lk = Lookups(
+        keys=[0, 0, 1, 0, 1], sizes=[1] * 5, weights=[1] * 5, work=[2] * 5, groups=[0, 1, 1, 1, 1], again=False
+    )
+    assert lk.repeats
+    for native in [False, True] if FAST is not None else [False]:
+        assert replay_counts(lk, 5, native=native) == (1, 2, 4)  # a, a, b, b looked up: the repeat of a not
+        assert replay_counts(lk, 0, native=native) == (0, 0, 5)  # nothing held: every lookup made, all miss
+    again = Lookups(keys=lk.keys, sizes=lk.sizes, weights=lk.weights, work=lk.work, groups=lk.groups)
+    assert replay_counts(again, 5, native=False) == (2, 4, 5)  # the preprocess cache's rule: a hits twice
+    exact = one_pass(lk)
+    assert exact is not None and exact.weights == [1, 1, 1, 0, 0]
+
+
+@pytest.mark.skipif(FAST is None, reason="the compiled kernel is not built")
+def test_compiled_replays_in_threads_give_the_points_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mmpool_cli.simulate import cache_replay
+
+    lk = _batched(random.Random(8), 300, exact=False, shared=False)
+    sizes = list(range(0, never_evicts(lk) + 5, 3))
+    alone = [replay(lk, size) for size in sizes]
+    monkeypatch.setattr(cache_replay, "NATIVE_THREADS_FROM", 0)
+    assert replay_many(lk, sizes, jobs=3, native=True) == alone
+    assert replay_many(lk, sizes, jobs=3, native=False) == [replay_counts(lk, s, native=False)[:2] for s in sizes]
+
+
+@pytest.mark.skipif(FAST is None, reason="the compiled kernel is not built")
+@pytest.mark.parametrize(
+    ("keys", "sizes", "shared", "points"),
+    [([0, 2], [1, 1], None, [4]), ([0, -1], [1, 1], None, [4]), ([0, 1], [1, -3], None, [4]), ([0], [1], [-1], [4])],
+)
+def test_compiled_replay_refuses_keys_and_sizes_out_of_range(
+    keys: list[int], sizes: list[int], shared: list[int] | None, points: list[int]
+) -> None:
+    lk = Lookups(
+        keys=keys,
+        sizes=sizes,
+        weights=[1] * len(keys),
+        work=[0] * len(keys),
+        groups=list(range(len(keys))),
+        shared=shared,
+    )
+    with pytest.raises(ValueError, match="a key outside"):
+        replay_counts(lk, points[0], native=True)
+    with pytest.raises(ValueError, match="a point outside"):
+        replay_counts(Lookups([0], [1], [1], [0], [0]), -1, native=True)

@@ -30,8 +30,9 @@ Pure core: standard library only.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 
 from mmpool_cli.caches.curve import Curve, lru_curve
 from mmpool_cli.caches.replay import (
@@ -41,8 +42,9 @@ from mmpool_cli.caches.replay import (
     bisect_setting,
     first_setting,
     never_evicts,
-    one_pass_sizes,
+    one_pass,
     replay,
+    replay_counts,
     replay_many,
 )
 from mmpool_cli.caches.report import (
@@ -84,9 +86,12 @@ class _Lookups:
     unique: int = 0  # lookups SGLang counts as one miss each (the preprocess cache)
     shared: list[int] | None = None  # bytes each miss adds to every entry of its batch (one batch tensor)
     max_entries: int = 0
+    again: bool = True  # a repeat in a batch looked up again (True), or only where its first lookup missed
 
     def neutral(self) -> Lookups:
-        return Lookups(self.keys, self.sizes, self.weights, self.work, self.groups, self.shared, self.max_entries)
+        return Lookups(
+            self.keys, self.sizes, self.weights, self.work, self.groups, self.shared, self.max_entries, self.again
+        )
 
 
 def large_hopper(gpu_name: str) -> bool:
@@ -242,7 +247,9 @@ class _Ids:
 
 def _embedding_lookups(req: CacheRequest, tokens: list[int], width: int) -> _Lookups:
     ids = _Ids()
-    out = _Lookups([], [], [], [], [])
+    # _batch_encode_per_image_misses: an item seen earlier in the batch is looked up again only where its
+    # first lookup missed (it is then not yet stored, and misses again)
+    out = _Lookups([], [], [], [], [], again=False)
     batch = 0
     for group in _requests(req.items):
         for kind in ("image", "video"):  # managers/mm_utils.py embed_mm_inputs: one modality at a time
@@ -308,7 +315,7 @@ def _result(
     max_entries: int,
 ) -> CacheResult:
     lk = looks.neutral()
-    sizes = one_pass_sizes(lk)
+    exact = one_pass(lk)
     workers = 1 if name == "embedding" else max(req.workers, 1)
 
     def size_of(mb: int) -> int:
@@ -318,26 +325,24 @@ def _result(
         return -(-(nbytes * workers) // MiB)
 
     rec: Recommendation | None = None
-    if sizes is not None:
-        curve = lru_curve(looks.keys, sizes, looks.weights, looks.work, max_entries=max_entries)
+    if exact is not None:
+        curve = lru_curve(
+            looks.keys, exact.sizes, exact.weights, looks.work, groups=looks.groups, max_entries=max_entries
+        )
         method = ONE_PASS
         need = hits_needed(curve, req.target)
         mb = first_setting(curve.steps, need, setting_of, size_of) if need > 0 else None
     else:
         method = REPLAYED
-        top = never_evicts(lk)
-        points = {top * k // REPLAY_POINTS for k in range(REPLAY_POINTS + 1)} | ({size} if size < top else set())
-        curve = _points(lk, points)
-        need = hits_needed(curve, req.target)
-        mb = bisect_setting(lambda n: replay(lk, n)[0], need, size_of, setting_of(top)) if need > 0 else None
-        if mb is not None and size_of(mb) < top:
-            curve = _points(lk, points | {size_of(mb)})  # the recommendation's own replay, shown with the rest
+        curve, mb = replayed_curve(lk, size, req.target, size_of, setting_of)
     if mb is not None and mb > 0:
         rec = _recommend(req, name, mb)
     lookups = None
     if name == "preprocess":  # SGLang counts a hit per image, a miss per distinct image missed
         hits, distinct_hits = curve.at(size) if size > 0 else (0, 0)
         lookups = hits + looks.unique - distinct_hits if size > 0 else 0
+    elif lk.repeats and not lk.again:  # a repeat is a lookup where its first one missed: at this size
+        lookups = replay_counts(lk, size)[2]
     return CacheResult(
         name=name,
         engine="sglang",
@@ -351,6 +356,24 @@ def _result(
         lookups=lookups,
         method=method,
     )
+
+
+def replayed_curve(
+    lk: Lookups, size: int, target: Fraction, size_of: Callable[[int], int], setting_of: Callable[[int], int]
+) -> tuple[Curve, int | None]:
+    """The curve where one pass is not exact, each point its own replay: ``REPLAY_POINTS + 1`` sizes
+    evenly from 0 to the size that never evicts, the deployment's ``size`` and the recommendation's; and
+    the recommended setting (None where nothing hits), found by bisection over the settings.
+    ``size_of(m)`` is a setting's bytes, ``setting_of(n)`` the smallest setting of at least ``n`` bytes."""
+    top = never_evicts(lk)
+    points = {top * k // REPLAY_POINTS for k in range(REPLAY_POINTS + 1)} | ({size} if size < top else set())
+    curve = _points(lk, points)
+    need = hits_needed(curve, target)
+    mb = bisect_setting(lambda n: replay(lk, n)[0], need, size_of, setting_of(top)) if need > 0 else None
+    if mb is not None and size_of(mb) < top and size_of(mb) not in points:  # its own replay, shown with the rest
+        at = size_of(mb)
+        curve = Curve(curve.lookups, tuple(sorted((*curve.steps, (at, *replay(lk, at))))))
+    return curve, mb
 
 
 def _points(lk: Lookups, points: set[int]) -> Curve:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mmpool_cli.caches.replay import ONE_PASS, REPLAYED, one_pass_sizes, replay
+from mmpool_cli.caches.replay import ONE_PASS, REPLAYED, one_pass, replay
 from mmpool_cli.caches.report import CacheItem
 from mmpool_cli.engines.sglang import caches as rules
 from mmpool_cli.engines.sglang.caches import caches, embedding_size, large_hopper, preprocess_size
@@ -83,7 +83,7 @@ def test_reported_curve_equals_sglang_at_every_point(name: str) -> None:
         for size in sizes:
             assert cache.curve.at(size)[0] == replay(lk, size)[0], (cache.name, size)
         if cache.method == REPLAYED:
-            assert one_pass_sizes(lk) is None
+            assert one_pass(lk) is None
             assert cache.size_bytes in sizes
         assert cache.curve.unbounded[0] == max(sc["embedding" if cache.name == "embedding" else "preprocess"]["hits"])
 
