@@ -18,7 +18,11 @@ Two rules the engines' caches add are kept exactly:
   by walking a segment tree over the lookups' times that holds the sum, count, largest and smallest
   size of the keys last used there;
 * a bound on the number of entries (``max_entries``): ``x`` also needs at most ``max_entries - 1``
-  such keys in between.
+  such keys in between;
+* a batch (a request's items) looks all its keys up before it stores any, then holds its hits in
+  the order of their lookups and its misses after them: an order of each size. The keys used after
+  the batch count whole; the batch's own keys count where they follow ``x`` at that size, which
+  their own hit intervals in the batch tell: the sizes split into pieces of one order each.
 
 Lookups carry a weight (the hits they count) and a work figure (what a hit saves, e.g. encoder
 tokens). The result is a step function: ``steps[i] = (size, hits, work)`` holds from ``size`` up to
@@ -29,7 +33,7 @@ same algorithm compiled; ``tests/caches/test_curve.py`` keeps the two equal.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -83,6 +87,7 @@ def lru_curve(
     *,
     groups: Sequence[int] | None = None,
     max_entries: int = 0,
+    again: bool = True,
     native: bool | None = None,
 ) -> Curve:
     """The exact hit curve of byte-counted LRU lookups: ``keys[i]`` (dense ids from 0) of ``sizes[i]`` bytes.
@@ -92,13 +97,13 @@ def lru_curve(
     A key keeps the size of its first lookup (an entry's bytes do not change while it is cached).
 
     ``groups``: adjacent lookups with one group id are one batch, as engines look up a request's items
-    before they store any (every lookup sees the cache as it was before the batch); the batch's keys
-    are then used hits first and misses after (SGLang's order), taken as the order of the smallest
-    size each hits at. That order is exact at every size where the batch's hits come before its
-    misses in the batch (its re-sent items first, its new ones last); elsewhere it is the nearest one
-    stack can hold (docs/caches.md says where the curve is exact). A key looked up again in its batch
-    hits where its first lookup does (give the repeat weight 0 where the engine does not count it)
-    and is used once, in the place of its first lookup.
+    before they store any: every lookup sees the cache as it was before the batch; then its hits are
+    used in the order of their lookups (``again``: a repeat's lookup moves a hit again; else a key's
+    first), then its misses stored in the order of their first lookup. Which keys hit depends on the
+    size, so the batch leaves its keys in an order of each size: a later lookup of one of them counts
+    the batch's keys that follow it there, size by size (exact for every order of lookups). A key
+    looked up again in its batch hits where its first lookup does (give the repeat weight 0 where
+    the engine does not count it).
     """
     if groups is not None and len(groups) != len(keys):
         raise ValueError("groups must have one entry per lookup")
@@ -119,11 +124,12 @@ def lru_curve(
             _int64(work) if work is not None else array("q", bytes(8 * n)),
             b"" if groups is None else _int64(groups),
             max_entries,
+            again,
         )
         return Curve(sum(wq), steps)
     w = list(weights) if weights is not None else [1] * n
     u = list(work) if work is not None else [0] * n
-    return Curve(sum(w), _steps(_intervals(keys, sizes, w, u, max_entries, groups)))
+    return Curve(sum(w), _steps(_intervals(keys, sizes, w, u, max_entries, groups, again)))
 
 
 def _int64(xs: Sequence[int]) -> array[int]:
@@ -218,17 +224,16 @@ class _Class:
 
 
 class _Emit:
-    """Hit intervals of one lookup into the events, adjacent ones joined."""
+    """Hit intervals of one lookup into the events, adjacent ones joined; ``got`` keeps them."""
 
     def __init__(self, events: dict[int, list[int]], dh: int, dw: int) -> None:
         self.events, self.dh, self.dw = events, dh, dw
         self.lo = self.hi = -1
-        self.first = INF  # the smallest size it hits at
+        self.got: list[tuple[int, int]] = []
 
     def add(self, lo: int, hi: int) -> None:
         if lo >= hi:
             return
-        self.first = min(self.first, lo)
         if lo == self.hi:
             self.hi = hi
             return
@@ -238,12 +243,83 @@ class _Emit:
     def flush(self) -> None:
         if self.lo < 0:
             return
+        self.got.append((self.lo, self.hi))
         for at, sign in ((self.lo, 1), (self.hi, -1)):
             if at < INF:
                 e = self.events.setdefault(at, [0, 0])
                 e[0] += sign * self.dh
                 e[1] += sign * self.dw
         self.lo = self.hi = -1
+
+
+def _inside(size: int, hits: Sequence[tuple[int, int]]) -> bool:
+    return any(lo <= size < hi for lo, hi in hits)
+
+
+def _walk(
+    emit: _Emit,
+    s: int,
+    after: dict[int, tuple[int, int]],
+    least: Callable[[int], tuple[int, int]],
+    limit: int,
+    a: int = 0,
+    b: int = INF,
+) -> None:
+    """The sizes in ``[a, b)`` where a key of ``s`` bytes hits, given the bytes and count of each size
+    class used since (``after``) and the two smallest sizes of a class (``least``).
+
+    At a size ``C`` in class ``j``'s range ``[2**(j-1), 2**j)`` every key of a smaller class counts,
+    none of a larger one, and at most one of class ``j`` (two would outweigh ``C``)."""
+
+    def add(lo: int, hi: int) -> None:
+        emit.add(max(lo, a), min(hi, b))
+
+    cx = _cls(s)
+    top = max((j for j, (_, k) in after.items() if k), default=-1)
+    base, used = s, 1  # bytes and entries counted at the sizes of the class being walked
+    for j in range(min(cx, top + 1)):
+        sj, kj = after.get(j, (0, 0))
+        base, used = base + sj, used + kj
+    for j in range(cx, top + 1):
+        sj, kj = after.get(j, (0, 0))
+        lo, hi = max(s, (1 << j) >> 1), 1 << j
+        if j == 0:  # empty entries: all of them count
+            if used + kj <= limit:
+                add(lo, hi)
+        elif kj == 0:
+            if used <= limit:
+                add(max(lo, base), hi)
+        elif base < hi and hi > a and lo < b:
+            m1, m2 = least(j)
+            if used <= limit:
+                add(max(lo, base), min(m1, hi))
+            if used + 1 <= limit:
+                add(max(m1, base + m1), min(m2, hi))
+        base, used = base + sj, used + kj
+    if used <= limit:
+        add(max(base, (1 << top) if top >= cx else 0), INF)
+
+
+class _Later:
+    """The two smallest sizes of each class among the keys last used in ``lo .. hi - 1``, found once."""
+
+    def __init__(self, classes: dict[int, _Class], lo: int, hi: int) -> None:
+        self.classes, self.lo, self.hi = classes, lo, hi
+        self.memo: dict[int, tuple[int, int]] = {}
+
+    def __call__(self, j: int) -> tuple[int, int]:
+        if j not in self.memo:
+            self.memo[j] = self.classes[j].two_least(self.lo, self.hi) if j in self.classes else (INF, INF)
+        return self.memo[j]
+
+
+@dataclass
+class _Placed:
+    """A key as its last batch left it: whether and where in the batch's order it went, at each size."""
+
+    hits: list[tuple[int, int]]  # the sizes where its lookup in that batch hit
+    hit_at: int  # its place among the batch's hits (the lookup that moved it last)
+    miss_at: int  # its place among the batch's misses (its first lookup)
 
 
 def _intervals(
@@ -253,83 +329,111 @@ def _intervals(
     u: Sequence[int],
     max_entries: int,
     groups: Sequence[int] | None = None,
+    again: bool = True,
 ) -> dict[int, list[int]]:
     """Each lookup's hit intervals of sizes, as +/- events of (hits, work) at their ends.
 
-    Between two lookups of ``x``, at a size ``C`` in class ``j``'s range ``[2**(j-1), 2**j)`` every key
-    of a smaller class counts, none of a larger one, and at most one of class ``j`` (two would
-    outweigh ``C``): so the class sums and the two smallest sizes of each class settle every size.
-    The lookups of one group (``groups[i]`` equal and adjacent) all see the cache as it was before
-    the group; then its keys are used, those that hit at smaller sizes first (see ``lru_curve``), a
-    key looked up twice in the group once, in the place of its first lookup.
+    The keys used since ``x``'s previous batch count whole (``_walk``). The other keys of that batch,
+    still last used there, count where they follow ``x`` in the order the batch left at that size:
+    its hits in the order of their lookups (``again``: a repeat's moves the key again), then its
+    misses in the order of their first lookup. Which keys hit there is known (their intervals), so
+    the sizes split into pieces where that order is one, each walked with the keys it puts after ``x``.
     """
     limit = max_entries if max_entries > 0 else INF
     events: dict[int, list[int]] = {}
     n = max(64, 2 * min(len(keys), 1 << 16))
     classes: dict[int, _Class] = {}
     where: dict[int, int] = {}  # key -> time of its last lookup
+    batch_at: list[int] = [-1] * n  # time -> the batch that used it
+    key_at: list[int] = [-1] * n
+    placed: dict[int, _Placed] = {}
     size_of: dict[int, int] = {}
-    pending: list[tuple[int, int, int, int]] = []  # (first size it hits at, lookup, key, size)
+    pending: dict[int, tuple[int, int, list[tuple[int, int]]]] = {}  # key -> (first lookup, last, hit sizes)
     t = 0
+    batch = 0
 
     def use() -> None:
-        nonlocal t, n, classes
-        placed: set[int] = set()  # a key looked up twice in the group is placed once, at its first lookup
-        for _, _, key, s in sorted(pending):
-            if key in placed:
-                continue
-            placed.add(key)
+        nonlocal t, n, classes, batch_at, key_at
+        for key, (first, last, hits) in pending.items():  # in the order of their first lookup
             if t == n:  # out of times: renumber the live keys in order, and grow where they crowd it
                 live = sorted(where.items(), key=lambda kv: kv[1])
                 n = max(n, 4 * len(live))
                 classes = {}
-                for new, (k, _) in enumerate(live):
+                new_batch, new_key = [-1] * n, [-1] * n
+                for new, (k, old) in enumerate(live):
+                    new_batch[new], new_key[new] = batch_at[old], k
                     where[k] = new
                     classes.setdefault(_cls(size_of[k]), _Class(n)).put(new, size_of[k], 1)
+                batch_at, key_at = new_batch, new_key
                 t = len(live)
+            s = size_of[key]
             prev = where.get(key)
             if prev is not None:
                 classes[_cls(s)].put(prev, s, -1)
             classes.setdefault(_cls(s), _Class(n)).put(t, s, 1)
             where[key] = t
+            batch_at[t], key_at[t] = batch, key
+            placed[key] = _Placed(hits, last if again else first, first)
             t += 1
         pending.clear()
 
     for i, key in enumerate(keys):
         if pending and (groups is None or groups[i] != groups[i - 1]):
             use()
+            batch += 1
         s = size_of.setdefault(key, sizes[i])
-        prev = where.get(key)
-        cx = _cls(s)
-        first = INF
-        if prev is not None:
+        if key in pending:  # looked up again in its batch: it sees what its first lookup saw
+            first, _, hits = pending[key]
+            pending[key] = (first, i, hits)
             emit = _Emit(events, w[i], w[i] * u[i])
-            after = {j: c.after(prev) for j, c in classes.items()}
-            top = max((j for j, (_, k) in after.items() if k), default=-1)
-            base, used = s, 1  # bytes and entries counted at the sizes of the class being walked
-            for j in range(min(cx, top + 1)):
-                sj, kj = after.get(j, (0, 0))
-                base, used = base + sj, used + kj
-            for j in range(cx, top + 1):
-                sj, kj = after.get(j, (0, 0))
-                lo, hi = max(s, (1 << j) >> 1), 1 << j
-                if j == 0:  # empty entries: all of them count
-                    if used + kj <= limit:
-                        emit.add(lo, hi)
-                elif kj == 0:
-                    if used <= limit:
-                        emit.add(max(lo, base), hi)
-                elif base < hi:
-                    m1, m2 = classes[j].two_least(prev + 1, t)
-                    if used <= limit:
-                        emit.add(max(lo, base), min(m1, hi))
-                    if used + 1 <= limit:
-                        emit.add(max(m1, base + m1), min(m2, hi))
-                base, used = base + sj, used + kj
-            if used <= limit:
-                emit.add(max(base, (1 << top) if top >= cx else 0), INF)
+            for lo, hi in hits:
+                emit.add(lo, hi)
             emit.flush()
-            first = emit.first
-        pending.append((first, i, key, s))
+            continue
+        prev = where.get(key)
+        emit = _Emit(events, w[i], w[i] * u[i])
+        if prev is not None:
+            g = batch_at[prev]
+            end = prev + 1
+            while end < t and batch_at[end] == g:
+                end += 1
+            start = prev
+            while start > 0 and batch_at[start - 1] == g:
+                start -= 1
+            others = [key_at[p] for p in range(start, end) if p != prev and where.get(key_at[p]) == p]
+            after = {j: c.after(end - 1) for j, c in classes.items()}
+            later = _Later(classes, end, t)
+            if not others:
+                _walk(emit, s, after, later, limit)
+            else:
+                me = placed[key]
+                cuts = sorted({c for k in (key, *others) for iv in placed[k].hits for c in iv if 0 < c < INF})
+                for a, b in zip([0, *cuts], [*cuts, INF], strict=True):
+                    hit = _inside(a, me.hits)
+                    behind: list[int] = []  # the batch's keys after this one at the sizes a .. b - 1
+                    for k in others:
+                        pk = placed[k]
+                        k_hit = _inside(a, pk.hits)
+                        if (hit and (not k_hit or pk.hit_at > me.hit_at)) or (
+                            not hit and not k_hit and pk.miss_at > me.miss_at
+                        ):
+                            behind.append(k)
+                    sums = dict(after)
+                    for k in behind:
+                        j = _cls(size_of[k])
+                        sj, kj = sums.get(j, (0, 0))
+                        sums[j] = (sj + size_of[k], kj + 1)
+
+                    def least(j: int, behind: list[int] = behind, later: _Later = later) -> tuple[int, int]:
+                        m1, m2 = later(j)
+                        for k in behind:
+                            if _cls(size_of[k]) == j:
+                                z = size_of[k]
+                                m1, m2 = (z, m1) if z < m1 else (m1, min(m2, z))
+                        return m1, m2
+
+                    _walk(emit, s, sums, least, limit, a, b)
+        emit.flush()
+        pending[key] = (i, i, emit.got)
     use()
     return events

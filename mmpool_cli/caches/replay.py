@@ -26,10 +26,12 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import groupby
 
 from mmpool_cli.caches.curve import FAST
 
 ONE_PASS = "one pass, exact"
+ONE_PASS_BATCH = 32  # distinct keys a batch may hold for one pass (more: replayed at each point)
 REPLAYED = "replayed at each point"
 
 
@@ -72,11 +74,9 @@ def _int64(xs: Sequence[int]) -> array[int]:
 
 
 def _batches(groups: Sequence[int]) -> Iterator[tuple[int, int]]:
-    i, n = 0, len(groups)
-    while i < n:
-        j = i + 1
-        while j < n and groups[j] == groups[i]:
-            j += 1
+    i = 0
+    for _, run in groupby(groups):
+        j = i + len(list(run))
         yield i, j
         i = j
 
@@ -212,45 +212,46 @@ class OnePass:
     """What ``curve.lru_curve`` takes where one pass is exact: each lookup's entry bytes and the
     hits it counts (0 for a repeat the engine looks up only where it misses)."""
 
-    sizes: list[int]
-    weights: list[int]
+    sizes: Sequence[int]
+    weights: Sequence[int]
 
 
 def one_pass(lk: Lookups) -> OnePass | None:
     """The one pass's sizes and weights where it is exact for these lookups, else None.
 
-    One pass holds one order of use for all sizes, and one size per key. Both hold when, in every
-    batch, at most one distinct key was looked up before and it comes first (it is used first whether
-    it hits or misses; the rest miss at every size, stored in the order of their first lookup), and,
-    where a batch shares bytes, a batch of several distinct keys holds only keys looked up in no other
-    batch (so every entry's bytes are the same at every size). A repeat in a batch sees the cache its
-    first lookup saw: it hits where that one does (``again``) or never (it is then made only where the
-    first missed, and counts no hit), and moves nothing the batch's order does not already hold.
+    One pass follows each batch's order at every size (its hits in the order of their lookups, then
+    its misses in the order of their first), so it is exact for every order of lookups; it needs one
+    size per key. Where a batch shares bytes, an entry's bytes depend on which keys missed with it:
+    one size holds only where a batch of several distinct keys holds keys looked up in no other batch.
+    A batch of more than ``ONE_PASS_BATCH`` distinct keys is replayed instead (each later lookup of
+    one of them walks the batch's order piece by piece: quadratic in the batch). A repeat in a batch
+    sees the cache its first lookup saw: it hits where that one does (``again``) or never (it is then
+    made only where the first missed, and counts no hit).
     """
+    narrow = max((j - i for i, j in lk.batches), default=0) <= ONE_PASS_BATCH
+    if lk.shared is None and narrow and (lk.again or not lk.repeats):
+        return OnePass(lk.sizes, lk.weights)  # the lookups as they are: the common case, taken quickly
     batches_of: Counter[int] = Counter()
     if lk.shared is not None:
         for i, j in _batches(lk.groups):
             batches_of.update(set(lk.keys[i:j]))
-    seen: set[int] = set()
     sizes: list[int] = []
     weights: list[int] = []
     for i, j in _batches(lk.groups):
         by_key: dict[int, int] = {}  # key -> the batch's first lookup of it, in order
         for k in range(i, j):
             by_key.setdefault(lk.keys[k], k)
-        distinct = list(by_key)
-        if any(key in seen for key in distinct[1:]):
+        if len(by_key) > ONE_PASS_BATCH:
             return None
         extra = 0
         if lk.shared is not None:
-            if len(distinct) > 1 and any(batches_of[key] > 1 for key in distinct):
+            if len(by_key) > 1 and any(batches_of[key] > 1 for key in by_key):
                 return None
             extra = sum(lk.shared[k] for k in by_key.values())
         for k in range(i, j):
             sizes.append(lk.sizes[k] + extra)
             repeat = by_key[lk.keys[k]] != k
             weights.append(0 if repeat and not lk.again else lk.weights[k])
-        seen.update(distinct)
     return OnePass(sizes, weights)
 
 

@@ -1,9 +1,9 @@
 /* The compiled twin of caches/curve.py's _intervals and _steps: the exact hit curve of a byte-counted LRU
  * (entries larger than the cache not admitted, an optional bound on entries) from one pass.
  *
- * curve(keys, sizes, weights, work, groups, max_entries) -> ((size, hits, work), ...): int64 buffers in
- * (groups empty: every lookup its own group), the step function out. Keys are dense ids in [0, n). The Python code
- * (caches/curve.py) is the reference; tests/caches/test_curve.py keeps the two equal.
+ * curve(keys, sizes, weights, work, groups, max_entries, again) -> ((size, hits, work), ...): int64 buffers
+ * in (groups empty: every lookup its own group), the step function out. Keys are dense ids in [0, n). The Python code
+ * (caches/curve.py) is the reference; tests/caches/test_curve.py and test_replay.py keep the two equal.
  */
 #define PY_SSIZE_T_CLEAN
 #define _DEFAULT_SOURCE /* madvise */
@@ -31,6 +31,7 @@ typedef struct {
     int64_t *size;      /* per time */
     int8_t *cls;        /* per time */
     int32_t *key;       /* per time */
+    int32_t *grp;       /* per time: the group that used it (kept for a dead time until renumbering) */
     int64_t *fw;        /* (nb + 1) nodes x k classes x nf fields */
     int64_t *mn[64];    /* per class: 2 nb nodes, leaf nb + b the smallest size of block b */
     int64_t total[64], count[64];
@@ -39,9 +40,9 @@ typedef struct {
 static int bits(int64_t x) { return x ? 64 - __builtin_clzll((unsigned long long)x) : 0; }
 
 static void times_free(Times *T) {
-    free(T->size); free(T->cls); free(T->key); free(T->fw);
+    free(T->size); free(T->cls); free(T->key); free(T->grp); free(T->fw);
     for (int j = 0; j < 64; j++) { free(T->mn[j]); T->mn[j] = NULL; }
-    T->size = NULL; T->cls = NULL; T->key = NULL; T->fw = NULL;
+    T->size = NULL; T->cls = NULL; T->key = NULL; T->grp = NULL; T->fw = NULL;
 }
 
 /* Without a bound on entries a class's count in the window matters only as zero or not, which its
@@ -169,12 +170,34 @@ static int times_grow(Times *T, int64_t nb) {
     int32_t *k = realloc(T->key, (size_t)cap * sizeof(int32_t));
     if (!k) return -1;
     T->key = k;
-    for (int64_t p = T->cap; p < cap; p++) T->cls[p] = -1;
+    int32_t *g = realloc(T->grp, (size_t)cap * sizeof(int32_t));
+    if (!g) return -1;
+    T->grp = g;
+    for (int64_t p = T->cap; p < cap; p++) { T->cls[p] = -1; T->grp[p] = -1; }
     T->cap = cap; T->nb = nb;
     return 0;
 }
 
-typedef struct { int64_t where, size, placed; } Key; /* a key's time of last lookup (-1: none yet), size, last group placed */
+/* A key: the time of its last lookup (-1: none yet) and its size; as its last group left it, the sizes
+ * where its lookup there hit (niv intervals [lo, hi) in iv) and its places among that group's hits and
+ * misses; and, while the group being looked up holds it, its slot there (pg: that group's first lookup). */
+typedef struct {
+    int64_t where, size, hit_at, miss_at, pg, ps;
+    int64_t *iv;
+    int32_t niv, ivcap;
+} Key;
+typedef struct { int64_t *v; int64_t len, cap; } Ivs; /* intervals, two int64 each */
+
+static int ivs_add(Ivs *a, int64_t lo, int64_t hi) {
+    if (a->len + 2 > a->cap) {
+        int64_t cap = a->cap ? 2 * a->cap : 64;
+        int64_t *v = realloc(a->v, (size_t)cap * sizeof(int64_t));
+        if (!v) return -1;
+        a->v = v; a->cap = cap;
+    }
+    a->v[a->len++] = lo; a->v[a->len++] = hi;
+    return 0;
+}
 typedef struct { int64_t *at; int32_t *ref; int64_t len, cap; } Events; /* ref: lookup+1, negated at an end */
 
 /* large buffers in huge pages where the system offers them on request: hundreds of MB of events are
@@ -206,11 +229,12 @@ static int ev_add(Events *e, int64_t at, int32_t ref) {
     return 0;
 }
 
-typedef struct { Events *e; int64_t lo, hi; int32_t ref; int64_t first; } Emit;
+typedef struct { Events *e; int64_t lo, hi; int32_t ref; Ivs *got; } Emit; /* got: the intervals, kept */
 
 static int emit_flush(Emit *m) {
     if (m->lo < 0) return 0;
-    int r = ev_add(m->e, m->lo, m->ref);
+    int r = ivs_add(m->got, m->lo, m->hi);
+    if (!r) r = ev_add(m->e, m->lo, m->ref);
     if (!r && m->hi < INF) r = ev_add(m->e, m->hi, -m->ref);
     m->lo = m->hi = -1;
     return r;
@@ -218,7 +242,6 @@ static int emit_flush(Emit *m) {
 
 static int emit_add(Emit *m, int64_t lo, int64_t hi) {
     if (lo >= hi) return 0;
-    if (lo < m->first) m->first = lo;
     if (lo == m->hi) { m->hi = hi; return 0; }
     if (emit_flush(m)) return -1;
     m->lo = lo; m->hi = hi;
@@ -259,24 +282,18 @@ static int ev_sort(Events *e) {
     return 0;
 }
 
-typedef struct { int64_t first, index, key; } Pending;
-
-static int pending_order(const void *a, const void *b) {
-    const Pending *x = a, *y = b;
-    if (x->first != y->first) return x->first < y->first ? -1 : 1;
-    return x->index < y->index ? -1 : x->index > y->index;
-}
+typedef struct { int64_t key, first, last, off, cnt; } Pending; /* a key's lookups in the group, its intervals */
 
 /* out of times: renumber the live keys in time order (times only move down), and grow to twice them */
 static int renumber(Times *T, Key *ks, int64_t *t, int64_t nlive) {
     int64_t m = 0;
     for (int64_t p = 0; p < T->cap; p++) {
         if (T->cls[p] < 0) continue;
-        T->size[m] = T->size[p]; T->cls[m] = T->cls[p]; T->key[m] = T->key[p];
+        T->size[m] = T->size[p]; T->cls[m] = T->cls[p]; T->key[m] = T->key[p]; T->grp[m] = T->grp[p];
         ks[T->key[m]].where = m;
         m++;
     }
-    for (int64_t p = m; p < T->cap; p++) T->cls[p] = -1;
+    for (int64_t p = m; p < T->cap; p++) { T->cls[p] = -1; T->grp[p] = -1; }
     int64_t nb = T->nb;
     while (nb * B < 2 * nlive) nb *= 2;
     if (nb != T->nb && times_grow(T, nb)) return -1;
@@ -304,27 +321,123 @@ static PyObject *steps_tuple(const int64_t *oa, const int64_t *oh, const int64_t
     return out;
 }
 
+/* The two smallest sizes of class j among the keys used after a lookup's window (the times last + 1 ..
+ * t - 1: the rest of a block read directly, the later blocks from the trees), found once a lookup and
+ * class; and the keys of the previous group that follow the looked-up key at the sizes being walked. */
+typedef struct {
+    const Times *T;
+    int64_t last, end, bp; /* the window's first block bp, read directly up to end */
+    int scanned;           /* the window ends inside that block */
+    int64_t m1[64], m2[64];
+    uint64_t have;
+    const int64_t *behind; /* sizes */
+    int64_t nbehind;
+} Least;
+
+static void least_of(Least *L, int j, int64_t *m1, int64_t *m2) {
+    if (!(L->have >> j & 1)) {
+        int64_t a = INF, b = INF;
+        for (int64_t p = L->last + 1; p < L->end; p++) if (L->T->cls[p] == j) two_keep(L->T->size[p], &a, &b);
+        if (!L->scanned) blocks_two_least(L->T, j, L->bp + 1, L->T->nb, &a, &b);
+        L->m1[j] = a; L->m2[j] = b;
+        L->have |= (uint64_t)1 << j;
+    }
+    *m1 = L->m1[j]; *m2 = L->m2[j];
+    for (int64_t q = 0; q < L->nbehind; q++) if (bits(L->behind[q]) == j) two_keep(L->behind[q], m1, m2);
+}
+
+/* The sizes in [a, b) where a key of s bytes hits, given the bytes (as) and count (ak) of each class
+ * lo .. hi of the keys counted since its lookup: at a size C in class j's range [2^(j-1), 2^j) every
+ * key of a smaller class counts, none of a larger one, and at most one of class j (two outweigh C). */
+static int walk(Emit *em, int64_t s, const int64_t *as, const int64_t *ak, int lo, int hi, int64_t limit, Least *L,
+                int64_t a, int64_t b) {
+    int cx = bits(s), top = -1;
+    for (int j = hi; j >= lo; j--) if (ak[j]) { top = j; break; }
+    int64_t base = s, used = 1;
+    for (int j = lo; j < (cx < top + 1 ? cx : top + 1); j++) { base += as[j]; used += ak[j]; }
+#define CLIP(x, y) emit_add(em, (x) > a ? (x) : a, (y) < b ? (y) : b)
+    for (int j = cx; j <= top; j++) {
+        int64_t jlo = ((int64_t)1 << j) >> 1, jhi = (int64_t)1 << j;
+        if (s > jlo) jlo = s;
+        int r = 0;
+        if (j == 0) {
+            if (used + ak[j] <= limit) r = CLIP(jlo, jhi);
+        } else if (ak[j] == 0) {
+            if (used <= limit) r = CLIP(jlo > base ? jlo : base, jhi);
+        } else if (base < jhi && jhi > a && jlo < b) {
+            int64_t m1, m2;
+            least_of(L, j, &m1, &m2);
+            if (used <= limit) r = CLIP(jlo > base ? jlo : base, m1 < jhi ? m1 : jhi);
+            if (!r && used + 1 <= limit) r = CLIP(m1 > base + m1 ? m1 : base + m1, m2 < jhi ? m2 : jhi);
+        }
+        if (r) return -1;
+        base += as[j]; used += ak[j];
+    }
+    if (used <= limit) {
+        int64_t from = top >= cx ? (int64_t)1 << top : 0;
+        if (CLIP(base > from ? base : from, INF)) return -1;
+    }
+#undef CLIP
+    return 0;
+}
+
+static int inside(int64_t c, const int64_t *iv, int32_t niv) {
+    for (int32_t q = 0; q < niv; q++) if (iv[2 * q] <= c && c < iv[2 * q + 1]) return 1;
+    return 0;
+}
+
+/* whether key O of a group follows key K in the order the group left at size c: where K hit, the
+ * group's misses and the hits looked up after it; where it missed, the misses first looked up after it */
+static int member(const Key *K, const Key *O, int64_t c) {
+    int hit = inside(c, K->iv, K->niv), oh = inside(c, O->iv, O->niv);
+    return (hit && (!oh || O->hit_at > K->hit_at)) || (!hit && !oh && O->miss_at > K->miss_at);
+}
+
+/* the keys of ``others`` that follow K at size c: their mask (the first 64), and where ``bs`` is given,
+ * the classes' bytes and counts ``as``/``ak`` with theirs added */
+static uint64_t behind_of(const Key *K, const Key *ks, const int64_t *others, int64_t nothers, int64_t c,
+                          const int64_t *as, const int64_t *ak, int lo, int hi, int64_t *bs, int64_t *bk) {
+    uint64_t mask = 0;
+    if (bs) for (int j = lo; j <= hi; j++) { bs[j] = as[j]; bk[j] = ak[j]; }
+    for (int64_t o = 0; o < nothers; o++) {
+        const Key *O = &ks[others[o]];
+        if (!member(K, O, c)) continue;
+        if (o < 64) mask |= (uint64_t)1 << o;
+        if (bs) { int j = bits(O->size); bs[j] += O->size; bk[j]++; }
+    }
+    return mask;
+}
+
+static int cmp64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static PyObject *curve(PyObject *self, PyObject *args) {
     Py_buffer kb, sb, wb, ub, gb;
     long long max_entries;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*L", &kb, &sb, &wb, &ub, &gb, &max_entries)) return NULL;
+    int again;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*Lp", &kb, &sb, &wb, &ub, &gb, &max_entries, &again)) return NULL;
     PyObject *result = NULL;
     int64_t n = kb.len / 8;
     const int64_t *keys = kb.buf, *sizes = sb.buf, *w = wb.buf, *u = ub.buf, *groups = gb.len ? gb.buf : NULL;
     int64_t limit = max_entries > 0 ? max_entries : INF;
     Key *ks = NULL;
+    int64_t nkeys = 0;
     Pending *pend = NULL;
     int64_t npend = 0;
     Times T;
     memset(&T, 0, sizeof T);
     int64_t acc[128];
     Events ev = {0};
+    Ivs got = {0}, pendiv = {0}; /* a lookup's intervals; the group's, until it is used */
+    int64_t *others = NULL, *cuts = NULL, *behind = NULL, nbuf = 0; /* a previous group's keys, its pieces */
     if (sb.len != kb.len || wb.len != kb.len || ub.len != kb.len || (gb.len && gb.len != kb.len) || kb.len % 8 ||
         n >= INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "keys, sizes, weights and work: one int64 each per lookup");
         goto done;
     }
-    int64_t nkeys = 1; /* keys are checked here once: the pass indexes ks with them unchecked */
+    nkeys = 1; /* keys are checked here once: the pass indexes ks with them unchecked */
     for (int64_t i = 0; i < n; i++) {
         if (keys[i] < 0 || keys[i] >= n) {
             PyErr_SetString(PyExc_ValueError, "a key outside 0..n-1, or a size outside 0..2**62");
@@ -332,10 +445,10 @@ static PyObject *curve(PyObject *self, PyObject *args) {
         }
         if (keys[i] >= nkeys) nkeys = keys[i] + 1;
     }
-    ks = malloc((size_t)nkeys * sizeof(Key));
+    ks = calloc((size_t)nkeys, sizeof(Key));
     pend = malloc((size_t)(n ? n : 1) * sizeof(Pending));
     if (!ks || !pend) { PyErr_NoMemory(); goto done; }
-    for (int64_t k = 0; k < nkeys; k++) { ks[k].where = -1; ks[k].size = -1; ks[k].placed = -1; }
+    for (int64_t k = 0; k < nkeys; k++) { ks[k].where = -1; ks[k].size = -1; ks[k].pg = -1; }
     for (int j = 0; j < 64; j++) T.slot[j] = -1;
     for (int64_t i = 0; i < n; i++) {
         if (sizes[i] < 0 || sizes[i] >= INF) {
@@ -350,28 +463,39 @@ static PyObject *curve(PyObject *self, PyObject *args) {
     T.nf = limit < INF ? 2 : 1;
     /* few blocks at first (renumbering, linear, doubles them as the live keys need) */
     if (times_grow(&T, 4) || times_index(&T)) { PyErr_NoMemory(); goto done; }
-    int64_t t = 0, nlive = 0;
+    int64_t t = 0, nlive = 0, gs = 0; /* gs: the group's first lookup */
+    int32_t group = 0;                /* the groups used so far */
     int hiclass = 0, loclass = 0; /* the classes seen so far lie in loclass .. hiclass */
     while (loclass < 63 && T.slot[loclass] < 0) loclass++;
     for (int64_t i = 0; i <= n; i++) {
         if (npend && (i == n || !groups || groups[i] != groups[i - 1])) {
-            /* the group's keys are used now: those that hit at smaller sizes first, a key looked up
-             * twice in the group placed once, at its first lookup (both see the cache before the group) */
-            if (npend > 1) qsort(pend, (size_t)npend, sizeof(Pending), pending_order);
+            /* the group's keys are used now, in the order of their first lookup (where each lies in the
+             * group's order at each size is kept with it: its intervals and places) */
             for (int64_t p = 0; p < npend; p++) {
-                int64_t key = pend[p].key, group = i; /* i: where the group ends, one a group */
-                if (ks[key].placed == group) continue;
-                ks[key].placed = group;
                 if (t == T.cap && renumber(&T, ks, &t, nlive)) { PyErr_NoMemory(); goto done; }
-                int64_t prev = ks[key].where;
+                int64_t key = pend[p].key, prev = ks[key].where;
+                Key *K = &ks[key];
                 if (prev >= 0) times_drop(&T, prev);
                 else nlive++;
-                int cx = bits(ks[key].size);
+                int cx = bits(K->size);
                 if (cx > hiclass) hiclass = cx;
-                times_put(&T, t, (int32_t)key, ks[key].size);
-                ks[key].where = t++;
+                times_put(&T, t, (int32_t)key, K->size);
+                T.grp[t] = group;
+                K->where = t++;
+                if (pend[p].cnt > K->ivcap) {
+                    int64_t *v = realloc(K->iv, (size_t)pend[p].cnt * 2 * sizeof(int64_t));
+                    if (!v) { PyErr_NoMemory(); goto done; }
+                    K->iv = v; K->ivcap = (int32_t)pend[p].cnt;
+                }
+                if (pend[p].cnt) memcpy(K->iv, pendiv.v + pend[p].off, (size_t)pend[p].cnt * 2 * sizeof(int64_t));
+                K->niv = (int32_t)pend[p].cnt;
+                K->hit_at = again ? pend[p].last : pend[p].first;
+                K->miss_at = pend[p].first;
             }
             npend = 0;
+            pendiv.len = 0;
+            group++;
+            gs = i;
         }
         if (i == n) break;
         if (i + 32 < n) __builtin_prefetch(&ks[keys[i + 32]]);
@@ -380,26 +504,54 @@ static PyObject *curve(PyObject *self, PyObject *args) {
             if (q < T.cap) { __builtin_prefetch(&T.size[q]); __builtin_prefetch(&T.cls[q]); }
         }
         int64_t key = keys[i];
-        if (ks[key].size < 0) ks[key].size = sizes[i];
-        int64_t s = ks[key].size, prev = ks[key].where;
-        int cx = bits(s);
-        Emit em = {&ev, -1, -1, (int32_t)(i + 1), INF};
+        Key *K = &ks[key];
+        if (K->size < 0) K->size = sizes[i];
+        if (K->pg == gs) { /* looked up again in its group: it sees what its first lookup saw */
+            Pending *P = &pend[K->ps];
+            P->last = i;
+            for (int64_t q = 0; q < P->cnt; q++) {
+                int64_t lo = pendiv.v[P->off + 2 * q], hi = pendiv.v[P->off + 2 * q + 1];
+                if (ev_add(&ev, lo, (int32_t)(i + 1)) || (hi < INF && ev_add(&ev, hi, -(int32_t)(i + 1)))) {
+                    PyErr_NoMemory(); goto done;
+                }
+            }
+            continue;
+        }
+        int64_t s = K->size, prev = K->where;
+        got.len = 0;
+        Emit em = {&ev, -1, -1, (int32_t)(i + 1), &got};
         if (prev >= 0) {
-            /* the keys used since: the rest of prev's block read directly, the later blocks from the trees */
+            /* the previous group's times around prev; its other keys still last used there */
+            int32_t g = T.grp[prev];
+            int64_t gend = prev + 1, gbeg = prev, nothers = 0;
+            while (gend < t && T.grp[gend] == g) gend++;
+            while (gbeg > 0 && T.grp[gbeg - 1] == g) gbeg--;
+            if (gend - gbeg > nbuf) {
+                int64_t m = 2 * (gend - gbeg), *o = realloc(others, (size_t)m * sizeof(int64_t)),
+                        *c = o ? realloc(cuts, (size_t)m * sizeof(int64_t)) : NULL;
+                if (o) others = o;
+                if (c) cuts = c;
+                int64_t *h = c ? realloc(behind, (size_t)m * sizeof(int64_t)) : NULL;
+                if (h) behind = h;
+                if (!o || !c || !h) { PyErr_NoMemory(); goto done; }
+                nbuf = m;
+            }
+            for (int64_t p = gbeg; p < gend; p++) if (p != prev && T.cls[p] >= 0) others[nothers++] = T.key[p];
+            int64_t last = gend - 1;
+            /* the keys used since: the rest of last's block read directly, the later blocks from the trees */
             int64_t as_[65], ak_[65], *as = as_ + 1, *ak = ak_ + 1; /* as[-1], ak[-1]: the empty times' */
-            int top = -1;
             as[-1] = ak[-1] = 0;
             for (int j = loclass; j <= hiclass; j++) as[j] = ak[j] = 0;
-            int64_t bp = prev / B, end = (bp + 1) * B < t ? (bp + 1) * B : t;
+            int64_t bp = last / B, end = (bp + 1) * B < t ? (bp + 1) * B : t;
             int scanned = end == t;
-            if (scanned || end - prev - 1 <= prev - bp * B + 1) {
-                for (int64_t p = prev + 1; p < end; p++) { /* no branch: an empty time counts in as[-1] */
+            if (scanned || end - last - 1 <= last - bp * B + 1) {
+                for (int64_t p = last + 1; p < end; p++) { /* no branch: an empty time counts in as[-1] */
                     int j = T.cls[p];
                     as[j] += T.size[p]; ak[j]++;
                 }
                 if (!scanned) times_prefix(&T, bp, acc);
-            } else { /* the shorter side of prev's block: its start to prev, taken from what follows it */
-                for (int64_t p = bp * B; p <= prev; p++) {
+            } else { /* the shorter side of last's block: its start to last, taken from what follows it */
+                for (int64_t p = bp * B; p <= last; p++) {
                     int j = T.cls[p];
                     as[j] -= T.size[p]; ak[j]--;
                 }
@@ -416,37 +568,78 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                         ak[j] = as[j] > 0; /* zero or not is all that counts without a bound */
                     } else ak[0] += T.count[0] - acc[T.slot[0]];
                 }
-            for (int j = hiclass; j >= loclass; j--) if (ak[j]) { top = j; break; }
-            int64_t base = s, used = 1;
-            for (int j = loclass; j < (cx < top + 1 ? cx : top + 1); j++) { base += as[j]; used += ak[j]; }
-            for (int j = cx; j <= top; j++) {
-                int64_t lo = ((int64_t)1 << j) >> 1, hi = (int64_t)1 << j;
-                if (s > lo) lo = s;
-                int r = 0;
-                if (j == 0) {
-                    if (used + ak[j] <= limit) r = emit_add(&em, lo, hi);
-                } else if (ak[j] == 0) {
-                    if (used <= limit) r = emit_add(&em, lo > base ? lo : base, hi);
-                } else if (base < hi) {
-                    int64_t m1 = INF, m2 = INF;
-                    for (int64_t p = prev + 1; p < end; p++) if (T.cls[p] == j) two_keep(T.size[p], &m1, &m2);
-                    if (!scanned) blocks_two_least(&T, j, bp + 1, T.nb, &m1, &m2);
-                    if (used <= limit) r = emit_add(&em, lo > base ? lo : base, m1 < hi ? m1 : hi);
-                    if (!r && used + 1 <= limit)
-                        r = emit_add(&em, m1 > base + m1 ? m1 : base + m1, m2 < hi ? m2 : hi);
+            Least L = {&T, last, end, bp, scanned, {0}, {0}, 0, behind, 0};
+            if (!nothers) {
+                if (walk(&em, s, as, ak, loclass, hiclass, limit, &L, 0, INF)) { PyErr_NoMemory(); goto done; }
+            } else {
+                /* the sizes in pieces where the previous group's order is one: at each, its keys that follow
+                 * this one (its hits by their lookups, then its misses by their first) count as well */
+                int64_t ncuts = 0;
+                for (int64_t q = -1; q < nothers; q++) {
+                    const Key *O = q < 0 ? K : &ks[others[q]];
+                    for (int32_t r = 0; r < 2 * O->niv; r++) {
+                        int64_t c = O->iv[r];
+                        if (c > s && c < INF) { /* below s it never hits: those ends change nothing */
+                            if (ncuts == nbuf) { /* more ends than times: grow (rare) */
+                                int64_t *c2 = realloc(cuts, (size_t)(2 * nbuf) * sizeof(int64_t));
+                                if (!c2) { PyErr_NoMemory(); goto done; }
+                                cuts = c2;
+                                int64_t *o2 = realloc(others, (size_t)(2 * nbuf) * sizeof(int64_t));
+                                if (!o2) { PyErr_NoMemory(); goto done; }
+                                others = o2;
+                                int64_t *h2 = realloc(behind, (size_t)(2 * nbuf) * sizeof(int64_t));
+                                if (!h2) { PyErr_NoMemory(); goto done; }
+                                behind = h2;
+                                nbuf *= 2;
+                            }
+                            cuts[ncuts++] = c;
+                        }
+                    }
                 }
-                if (r) { PyErr_NoMemory(); goto done; }
-                base += as[j]; used += ak[j];
-            }
-            if (used <= limit) {
-                int64_t from = top >= cx ? (int64_t)1 << top : 0;
-                if (emit_add(&em, base > from ? base : from, INF)) { PyErr_NoMemory(); goto done; }
+                if (ncuts > 32) qsort(cuts, (size_t)ncuts, sizeof(int64_t), cmp64);
+                else /* a few: in place, without qsort's calls */
+                    for (int64_t r = 1; r < ncuts; r++) {
+                        int64_t c = cuts[r], z = r;
+                        for (; z > 0 && cuts[z - 1] > c; z--) cuts[z] = cuts[z - 1];
+                        cuts[z] = c;
+                    }
+                /* below s it never hits; adjacent pieces that put the same keys after it (told apart by a
+                 * mask where there are at most 64 of them) are walked as one */
+                int64_t pa = -1, pb = -1;
+                uint64_t pmask = 0;
+                for (int64_t q = -1; q <= ncuts; q++) {
+                    int64_t a = q < 0 ? s : q < ncuts ? cuts[q] : INF, b = q + 1 < ncuts ? cuts[q + 1] : INF;
+                    uint64_t mask = 0;
+                    if (q < ncuts) {
+                        if (a >= b) continue;
+                        if (nothers <= 64) mask = behind_of(K, ks, others, nothers, a, NULL, NULL, 0, 0, NULL, NULL);
+                        if (pa >= 0 && a == pb && nothers <= 64 && mask == pmask) { pb = b; continue; }
+                    }
+                    if (pa >= 0) {
+                        int64_t bs[65], bk[65];
+                        L.nbehind = 0;
+                        behind_of(K, ks, others, nothers, pa, as, ak, loclass, hiclass, bs, bk);
+                        for (int64_t o = 0; o < nothers; o++) /* the sizes of those that follow, for least_of */
+                            if (member(K, &ks[others[o]], pa)) behind[L.nbehind++] = ks[others[o]].size;
+                        L.behind = behind;
+                        if (walk(&em, s, bs, bk, loclass, hiclass, limit, &L, pa, pb)) { PyErr_NoMemory(); goto done; }
+                    }
+                    pa = a; pb = b; pmask = mask;
+                }
             }
             if (emit_flush(&em)) { PyErr_NoMemory(); goto done; }
         }
-        pend[npend].first = em.first;
-        pend[npend].index = i;
-        pend[npend++].key = key;
+        Pending *P = &pend[npend];
+        P->key = key; P->first = i; P->last = i; P->off = pendiv.len; P->cnt = got.len / 2;
+        for (int64_t q = 0; q < got.len; q++) {
+            if (pendiv.len == pendiv.cap) {
+                int64_t cap = pendiv.cap ? 2 * pendiv.cap : 64, *v = realloc(pendiv.v, (size_t)cap * sizeof(int64_t));
+                if (!v) { PyErr_NoMemory(); goto done; }
+                pendiv.v = v; pendiv.cap = cap;
+            }
+            pendiv.v[pendiv.len++] = got.v[q];
+        }
+        K->pg = gs; K->ps = npend++;
     }
     if (ev_sort(&ev)) { PyErr_NoMemory(); goto done; }
     /* the step function: (size, hits, work) at each size where it changes */
@@ -475,13 +668,14 @@ static PyObject *curve(PyObject *self, PyObject *args) {
     result = steps_tuple(oa, oh, ow, m);
     free(oa); free(oh); free(ow);
 done:
-    free(ks); free(pend); free(ev.at); free(ev.ref);
+    if (ks) for (int64_t k = 0; k < nkeys; k++) free(ks[k].iv);
+    free(ks); free(pend); free(ev.at); free(ev.ref); free(got.v); free(pendiv.v); free(others); free(cuts); free(behind);
     times_free(&T);
     PyBuffer_Release(&kb); PyBuffer_Release(&sb); PyBuffer_Release(&wb); PyBuffer_Release(&ub); PyBuffer_Release(&gb);
     return result;
 }
 
-/* The compiled twin of cache_replay._replay: an LRU counted in bytes replayed at each of ``points``,
+/* The compiled twin of caches/replay.py's _replay: an LRU counted in bytes replayed at each of ``points``,
  * batch by batch, in the order engines drive it (every lookup of a batch, then its distinct misses
  * stored in the order of their first lookup, each evicting from the least recently used end until it
  * fits; an entry larger than the cache is not admitted; ``max_entries`` > 0 bounds the entries; an
@@ -610,7 +804,8 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"curve", curve, METH_VARARGS, "curve(keys, sizes, weights, work, groups, max_entries) -> ((size, hits, work), ...)"},
+    {"curve", curve, METH_VARARGS,
+     "curve(keys, sizes, weights, work, groups, max_entries, again) -> ((size, hits, work), ...)"},
     {"replay", replay, METH_VARARGS,
      "replay(keys, sizes, weights, work, groups, shared, max_entries, again, points) -> ((hits, work, lookups), ...)"},
     {NULL, NULL, 0, NULL},

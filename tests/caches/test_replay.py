@@ -64,20 +64,36 @@ def test_one_pass_equals_the_replay_at_every_size_where_it_says_it_is_exact(seed
     lk = _batched(rng, 60, exact=True, shared=shared)
     exact = one_pass(lk)
     assert exact is not None
-    curve = lru_curve(lk.keys, exact.sizes, exact.weights, lk.work, groups=lk.groups, max_entries=lk.max_entries)
+    curve = lru_curve(
+        lk.keys, exact.sizes, exact.weights, lk.work, groups=lk.groups, max_entries=lk.max_entries, again=lk.again
+    )
     for size in range(never_evicts(lk) + 2):
         assert curve.at(size) == replay(lk, size), size
 
 
 @pytest.mark.parametrize("native", [False, True] if FAST is not None else [False])
-def test_one_pass_is_refused_where_a_batch_reorders(native: bool) -> None:
+def test_one_pass_follows_a_batch_that_reorders(native: bool) -> None:
     # batch 1 is a new key then a re-used one: at 4 B the re-used one misses and is stored last (so it
-    # hits in batch 2), where it hits it is used first; no single order holds both
+    # hits in batch 2), where it hits it is used first; the batch leaves an order of each size, and one
+    # pass counts what follows the key in the order of that size
     lk = Lookups(keys=[2, 3, 0, 2, 2], sizes=[3, 3, 2, 3, 3], weights=[1] * 5, work=[0] * 5, groups=[0, 0, 1, 1, 2])
-    assert one_pass(lk) is None
+    exact = one_pass(lk)
+    assert exact is not None
     assert replay(lk, 4) == (1, 0)
-    wrong = lru_curve(lk.keys, lk.sizes, lk.weights, lk.work, groups=lk.groups, native=native)
-    assert wrong.at(4) != replay(lk, 4)
+    curve = lru_curve(lk.keys, exact.sizes, exact.weights, lk.work, groups=lk.groups, native=native)
+    for size in range(12):
+        assert curve.at(size) == replay(lk, size), size
+
+
+def test_one_pass_is_refused_where_bytes_are_shared_or_a_batch_is_wide() -> None:
+    from mmpool_cli.caches.replay import ONE_PASS_BATCH
+
+    lk = Lookups(keys=[0, 0, 1], sizes=[1] * 3, weights=[1] * 3, work=[0] * 3, groups=[0, 1, 1], shared=[1] * 3)
+    assert one_pass(lk) is None  # 0 is in two batches, one of them of two keys: its bytes depend on 1's
+    wide = list(range(ONE_PASS_BATCH + 1))
+    assert one_pass(Lookups(wide, [1] * len(wide), [1] * len(wide), [0] * len(wide), [0] * len(wide))) is None
+    wide.pop()
+    assert one_pass(Lookups(wide, [1] * len(wide), [1] * len(wide), [0] * len(wide), [0] * len(wide))) is not None
 
 
 def test_shared_bytes_depend_on_what_missed() -> None:
@@ -204,7 +220,39 @@ def test_one_pass_with_repeats_equals_the_replay_at_every_size(native: bool, lk:
     exact = one_pass(lk)
     assert exact is not None
     curve = lru_curve(
-        lk.keys, exact.sizes, exact.weights, lk.work, groups=lk.groups, max_entries=lk.max_entries, native=native
+        lk.keys,
+        exact.sizes,
+        exact.weights,
+        lk.work,
+        groups=lk.groups,
+        max_entries=lk.max_entries,
+        again=lk.again,
+        native=native,
+    )
+    for size in range(never_evicts(lk) + 2):
+        assert curve.at(size) == replay(lk, size), size
+
+
+@pytest.mark.parametrize("native", [False, True] if FAST is not None else [False])
+@settings(max_examples=300, deadline=None)
+@given(lk=batched_lookups(one_pass_shape=False))
+def test_one_pass_equals_the_replay_at_every_size_on_every_traffic_shape(native: bool, lk: Lookups) -> None:
+    # multi-image batches re-sending any of their keys anywhere, an item twice in a batch (either rule),
+    # the entry bound, entries larger than the cache: wherever one pass says it is exact (every batch
+    # without shared bytes), each size of the curve is a replay at that size
+    exact = one_pass(lk)
+    assert exact is not None or lk.shared is not None
+    if exact is None:
+        return
+    curve = lru_curve(
+        lk.keys,
+        exact.sizes,
+        exact.weights,
+        lk.work,
+        groups=lk.groups,
+        max_entries=lk.max_entries,
+        again=lk.again,
+        native=native,
     )
     for size in range(never_evicts(lk) + 2):
         assert curve.at(size) == replay(lk, size), size

@@ -327,7 +327,13 @@ def _result(
     rec: Recommendation | None = None
     if exact is not None:
         curve = lru_curve(
-            looks.keys, exact.sizes, exact.weights, looks.work, groups=looks.groups, max_entries=max_entries
+            looks.keys,
+            exact.sizes,
+            exact.weights,
+            looks.work,
+            groups=looks.groups,
+            max_entries=max_entries,
+            again=looks.again,
         )
         method = ONE_PASS
         need = hits_needed(curve, req.target)
