@@ -276,7 +276,7 @@ def test_a_repeat_after_a_miss_is_a_lookup_and_after_a_hit_none() -> None:
 
 @pytest.mark.skipif(FAST is None, reason="the compiled kernel is not built")
 def test_compiled_replays_in_threads_give_the_points_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mmpool_cli.simulate import cache_replay
+    from mmpool_cli.caches import replay as cache_replay
 
     lk = _batched(random.Random(8), 300, exact=False, shared=False)
     sizes = list(range(0, never_evicts(lk) + 5, 3))
