@@ -102,8 +102,8 @@ def lru_curve(
     first), then its misses stored in the order of their first lookup. Which keys hit depends on the
     size, so the batch leaves its keys in an order of each size: a later lookup of one of them counts
     the batch's keys that follow it there, size by size (exact for every order of lookups). A key
-    looked up again in its batch hits where its first lookup does (give the repeat weight 0 where
-    the engine does not count it).
+    looked up again in its batch hits where its first lookup does (``again``), or never (the engine
+    looks it up again only where the first missed).
     """
     if groups is not None and len(groups) != len(keys):
         raise ValueError("groups must have one entry per lookup")
@@ -385,6 +385,8 @@ def _intervals(
         if key in pending:  # looked up again in its batch: it sees what its first lookup saw
             first, _, hits = pending[key]
             pending[key] = (first, i, hits)
+            if not again:  # looked up only where the first lookup missed: it misses
+                continue
             emit = _Emit(events, w[i], w[i] * u[i])
             for lo, hi in hits:
                 emit.add(lo, hi)

@@ -207,37 +207,26 @@ def never_evicts(lk: Lookups) -> int:
     return sum(most.values())
 
 
-@dataclass(frozen=True)
-class OnePass:
-    """What ``curve.lru_curve`` takes where one pass is exact: each lookup's entry bytes and the
-    hits it counts (0 for a repeat the engine looks up only where it misses)."""
-
-    sizes: Sequence[int]
-    weights: Sequence[int]
-
-
-def one_pass(lk: Lookups) -> OnePass | None:
-    """The one pass's sizes and weights where it is exact for these lookups, else None.
+def one_pass(lk: Lookups) -> Sequence[int] | None:
+    """Each lookup's entry bytes for ``curve.lru_curve`` where one pass is exact for these lookups,
+    else None.
 
     One pass follows each batch's order at every size (its hits in the order of their lookups, then
     its misses in the order of their first), so it is exact for every order of lookups; it needs one
     size per key. Where a batch shares bytes, an entry's bytes depend on which keys missed with it:
     one size holds only where a batch of several distinct keys holds keys looked up in no other batch.
     A batch of more than ``ONE_PASS_BATCH`` distinct keys is replayed instead (each later lookup of
-    one of them walks the batch's order piece by piece: quadratic in the batch). A repeat in a batch
-    sees the cache its first lookup saw: it hits where that one does (``again``) or never (it is then
-    made only where the first missed, and counts no hit).
+    one of them walks the batch's order piece by piece: quadratic in the batch).
     """
-    narrow = max((j - i for i, j in lk.batches), default=0) <= ONE_PASS_BATCH
-    if lk.shared is None and narrow and (lk.again or not lk.repeats):
-        return OnePass(lk.sizes, lk.weights)  # the lookups as they are: the common case, taken quickly
+    widest = max((j - i for i, j in lk.batches), default=0)
+    if lk.shared is None and widest <= ONE_PASS_BATCH:
+        return lk.sizes  # the common case, taken quickly
     batches_of: Counter[int] = Counter()
     if lk.shared is not None:
-        for i, j in _batches(lk.groups):
+        for i, j in lk.batches:
             batches_of.update(set(lk.keys[i:j]))
     sizes: list[int] = []
-    weights: list[int] = []
-    for i, j in _batches(lk.groups):
+    for i, j in lk.batches:
         by_key: dict[int, int] = {}  # key -> the batch's first lookup of it, in order
         for k in range(i, j):
             by_key.setdefault(lk.keys[k], k)
@@ -248,11 +237,8 @@ def one_pass(lk: Lookups) -> OnePass | None:
             if len(by_key) > 1 and any(batches_of[key] > 1 for key in by_key):
                 return None
             extra = sum(lk.shared[k] for k in by_key.values())
-        for k in range(i, j):
-            sizes.append(lk.sizes[k] + extra)
-            repeat = by_key[lk.keys[k]] != k
-            weights.append(0 if repeat and not lk.again else lk.weights[k])
-    return OnePass(sizes, weights)
+        sizes.extend(lk.sizes[k] + extra for k in range(i, j))
+    return sizes
 
 
 def first_setting(

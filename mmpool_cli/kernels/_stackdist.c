@@ -509,7 +509,7 @@ static PyObject *curve(PyObject *self, PyObject *args) {
         if (K->pg == gs) { /* looked up again in its group: it sees what its first lookup saw */
             Pending *P = &pend[K->ps];
             P->last = i;
-            for (int64_t q = 0; q < P->cnt; q++) {
+            for (int64_t q = 0; again && q < P->cnt; q++) { /* not again: looked up only where it missed */
                 int64_t lo = pendiv.v[P->off + 2 * q], hi = pendiv.v[P->off + 2 * q + 1];
                 if (ev_add(&ev, lo, (int32_t)(i + 1)) || (hi < INF && ev_add(&ev, hi, -(int32_t)(i + 1)))) {
                     PyErr_NoMemory(); goto done;

@@ -328,8 +328,8 @@ def _result(
     if exact is not None:
         curve = lru_curve(
             looks.keys,
-            exact.sizes,
-            exact.weights,
+            exact,
+            looks.weights,
             looks.work,
             groups=looks.groups,
             max_entries=max_entries,
