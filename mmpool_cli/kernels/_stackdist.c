@@ -386,28 +386,6 @@ static int inside(int64_t c, const int64_t *iv, int32_t niv) {
     return 0;
 }
 
-/* whether key O of a group follows key K in the order the group left at size c: where K hit, the
- * group's misses and the hits looked up after it; where it missed, the misses first looked up after it */
-static int member(const Key *K, const Key *O, int64_t c) {
-    int hit = inside(c, K->iv, K->niv), oh = inside(c, O->iv, O->niv);
-    return (hit && (!oh || O->hit_at > K->hit_at)) || (!hit && !oh && O->miss_at > K->miss_at);
-}
-
-/* the keys of ``others`` that follow K at size c: their mask (the first 64), and where ``bs`` is given,
- * the classes' bytes and counts ``as``/``ak`` with theirs added */
-static uint64_t behind_of(const Key *K, const Key *ks, const int64_t *others, int64_t nothers, int64_t c,
-                          const int64_t *as, const int64_t *ak, int lo, int hi, int64_t *bs, int64_t *bk) {
-    uint64_t mask = 0;
-    if (bs) for (int j = lo; j <= hi; j++) { bs[j] = as[j]; bk[j] = ak[j]; }
-    for (int64_t o = 0; o < nothers; o++) {
-        const Key *O = &ks[others[o]];
-        if (!member(K, O, c)) continue;
-        if (o < 64) mask |= (uint64_t)1 << o;
-        if (bs) { int j = bits(O->size); bs[j] += O->size; bk[j]++; }
-    }
-    return mask;
-}
-
 static int cmp64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return x < y ? -1 : x > y;
@@ -531,7 +509,7 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                         *c = o ? realloc(cuts, (size_t)m * sizeof(int64_t)) : NULL;
                 if (o) others = o;
                 if (c) cuts = c;
-                int64_t *h = c ? realloc(behind, (size_t)m * sizeof(int64_t)) : NULL;
+                int64_t *h = c ? realloc(behind, (size_t)(2 * m) * sizeof(int64_t)) : NULL;
                 if (h) behind = h;
                 if (!o || !c || !h) { PyErr_NoMemory(); goto done; }
                 nbuf = m;
@@ -587,7 +565,7 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                                 int64_t *o2 = realloc(others, (size_t)(2 * nbuf) * sizeof(int64_t));
                                 if (!o2) { PyErr_NoMemory(); goto done; }
                                 others = o2;
-                                int64_t *h2 = realloc(behind, (size_t)(2 * nbuf) * sizeof(int64_t));
+                                int64_t *h2 = realloc(behind, (size_t)(4 * nbuf) * sizeof(int64_t));
                                 if (!h2) { PyErr_NoMemory(); goto done; }
                                 behind = h2;
                                 nbuf *= 2;
@@ -603,28 +581,48 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                         for (; z > 0 && cuts[z - 1] > c; z--) cuts[z] = cuts[z - 1];
                         cuts[z] = c;
                     }
-                /* below s it never hits; adjacent pieces that put the same keys after it (told apart by a
-                 * mask where there are at most 64 of them) are walked as one */
-                int64_t pa = -1, pb = -1;
+                /* the pieces from s up (below s it never hits); adjacent pieces that put the same keys after
+                 * it (told apart by a mask where there are at most 64 of them) are walked as one */
+                int64_t bs[2][65], bk[2][65], nbh[2] = {0, 0}, pa = -1, pb = -1;
                 uint64_t pmask = 0;
+                int cur = 0; /* bs[cur], bk[cur], behind + cur * nbuf: the piece being merged */
+                /* from the size of everything counted, the group's keys with it, every size hits */
+                int64_t upper = s, upcount = 1 + nothers;
+                for (int j = loclass; j <= hiclass; j++) { upper += as[j]; upcount += ak[j]; }
+                for (int64_t o = 0; o < nothers; o++) upper += ks[others[o]].size;
                 for (int64_t q = -1; q <= ncuts; q++) {
                     int64_t a = q < 0 ? s : q < ncuts ? cuts[q] : INF, b = q + 1 < ncuts ? cuts[q + 1] : INF;
+                    int nx = 1 - cur, rest = q < ncuts && a >= upper && upcount <= limit;
                     uint64_t mask = 0;
-                    if (q < ncuts) {
+                    if (q < ncuts && !rest) {
                         if (a >= b) continue;
-                        if (nothers <= 64) mask = behind_of(K, ks, others, nothers, a, NULL, NULL, 0, 0, NULL, NULL);
+                        int hit = inside(a, K->iv, K->niv);
+                        int64_t *hs = bs[nx], *hk = bk[nx], *hb = behind + nx * nbuf;
+                        nbh[nx] = 0;
+                        for (int j = loclass; j <= hiclass; j++) { hs[j] = as[j]; hk[j] = ak[j]; }
+                        for (int64_t o = 0; o < nothers; o++) {
+                            const Key *O = &ks[others[o]];
+                            int oh = inside(a, O->iv, O->niv);
+                            if ((hit && (!oh || O->hit_at > K->hit_at)) || (!hit && !oh && O->miss_at > K->miss_at)) {
+                                int j = bits(O->size);
+                                hs[j] += O->size; hk[j]++;
+                                hb[nbh[nx]++] = O->size;
+                                if (o < 64) mask |= (uint64_t)1 << o;
+                            }
+                        }
                         if (pa >= 0 && a == pb && nothers <= 64 && mask == pmask) { pb = b; continue; }
                     }
                     if (pa >= 0) {
-                        int64_t bs[65], bk[65];
-                        L.nbehind = 0;
-                        behind_of(K, ks, others, nothers, pa, as, ak, loclass, hiclass, bs, bk);
-                        for (int64_t o = 0; o < nothers; o++) /* the sizes of those that follow, for least_of */
-                            if (member(K, &ks[others[o]], pa)) behind[L.nbehind++] = ks[others[o]].size;
-                        L.behind = behind;
-                        if (walk(&em, s, bs, bk, loclass, hiclass, limit, &L, pa, pb)) { PyErr_NoMemory(); goto done; }
+                        L.behind = behind + cur * nbuf; L.nbehind = nbh[cur];
+                        if (walk(&em, s, bs[cur], bk[cur], loclass, hiclass, limit, &L, pa, pb)) {
+                            PyErr_NoMemory(); goto done;
+                        }
                     }
-                    pa = a; pb = b; pmask = mask;
+                    if (rest) {
+                        if (emit_add(&em, a, INF)) { PyErr_NoMemory(); goto done; }
+                        break;
+                    }
+                    pa = a; pb = b; pmask = mask; cur = nx;
                 }
             }
             if (emit_flush(&em)) { PyErr_NoMemory(); goto done; }
