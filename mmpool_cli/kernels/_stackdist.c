@@ -178,14 +178,16 @@ static int times_grow(Times *T, int64_t nb) {
     return 0;
 }
 
-/* A key: the time of its last lookup (-1: none yet) and its size; as its last group left it, the sizes
- * where its lookup there hit (niv intervals [lo, hi) in iv) and its places among that group's hits and
- * misses; and, while the group being looked up holds it, its slot there (pg: that group's first lookup). */
+typedef struct { int64_t where, size; } Key; /* a key's time of last lookup (-1: none yet) and size */
+/* What groups need of a key, apart (every lookup reads Key; only grouped lookups read this): as its last
+ * group left it, the sizes where its lookup there hit (niv intervals [lo, hi) in iv) and its places among
+ * that group's hits and misses; while the group being looked up holds it, its slot there (pg: that
+ * group's first lookup). */
 typedef struct {
-    int64_t where, size, hit_at, miss_at, pg, ps;
+    int64_t hit_at, miss_at, pg, ps;
     int64_t *iv;
     int32_t niv, ivcap;
-} Key;
+} Kx;
 typedef struct { int64_t *v; int64_t len, cap; } Ivs; /* intervals, two int64 each */
 
 static int ivs_add(Ivs *a, int64_t lo, int64_t hi) {
@@ -401,6 +403,7 @@ static PyObject *curve(PyObject *self, PyObject *args) {
     const int64_t *keys = kb.buf, *sizes = sb.buf, *w = wb.buf, *u = ub.buf, *groups = gb.len ? gb.buf : NULL;
     int64_t limit = max_entries > 0 ? max_entries : INF;
     Key *ks = NULL;
+    Kx *kx = NULL;
     int64_t nkeys = 0;
     Pending *pend = NULL;
     int64_t npend = 0;
@@ -423,10 +426,12 @@ static PyObject *curve(PyObject *self, PyObject *args) {
         }
         if (keys[i] >= nkeys) nkeys = keys[i] + 1;
     }
-    ks = calloc((size_t)nkeys, sizeof(Key));
+    ks = malloc((size_t)nkeys * sizeof(Key));
+    if (groups) kx = calloc((size_t)nkeys, sizeof(Kx));
+    if (groups && !kx) { PyErr_NoMemory(); goto done; }
     pend = malloc((size_t)(n ? n : 1) * sizeof(Pending));
     if (!ks || !pend) { PyErr_NoMemory(); goto done; }
-    for (int64_t k = 0; k < nkeys; k++) { ks[k].where = -1; ks[k].size = -1; ks[k].pg = -1; }
+    for (int64_t k = 0; k < nkeys; k++) { ks[k].where = -1; ks[k].size = -1; if (kx) kx[k].pg = -1; }
     for (int j = 0; j < 64; j++) T.slot[j] = -1;
     for (int64_t i = 0; i < n; i++) {
         if (sizes[i] < 0 || sizes[i] >= INF) {
@@ -460,15 +465,17 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                 times_put(&T, t, (int32_t)key, K->size);
                 T.grp[t] = group;
                 K->where = t++;
-                if (pend[p].cnt > K->ivcap) {
-                    int64_t *v = realloc(K->iv, (size_t)pend[p].cnt * 2 * sizeof(int64_t));
+                if (!kx) continue; /* every lookup its own group: no key of it is ever another's */
+                Kx *X = &kx[key];
+                if (pend[p].cnt > X->ivcap) {
+                    int64_t *v = realloc(X->iv, (size_t)pend[p].cnt * 2 * sizeof(int64_t));
                     if (!v) { PyErr_NoMemory(); goto done; }
-                    K->iv = v; K->ivcap = (int32_t)pend[p].cnt;
+                    X->iv = v; X->ivcap = (int32_t)pend[p].cnt;
                 }
-                if (pend[p].cnt) memcpy(K->iv, pendiv.v + pend[p].off, (size_t)pend[p].cnt * 2 * sizeof(int64_t));
-                K->niv = (int32_t)pend[p].cnt;
-                K->hit_at = again ? pend[p].last : pend[p].first;
-                K->miss_at = pend[p].first;
+                if (pend[p].cnt) memcpy(X->iv, pendiv.v + pend[p].off, (size_t)pend[p].cnt * 2 * sizeof(int64_t));
+                X->niv = (int32_t)pend[p].cnt;
+                X->hit_at = again ? pend[p].last : pend[p].first;
+                X->miss_at = pend[p].first;
             }
             npend = 0;
             pendiv.len = 0;
@@ -483,9 +490,10 @@ static PyObject *curve(PyObject *self, PyObject *args) {
         }
         int64_t key = keys[i];
         Key *K = &ks[key];
+        Kx *X = kx ? &kx[key] : NULL;
         if (K->size < 0) K->size = sizes[i];
-        if (K->pg == gs) { /* looked up again in its group: it sees what its first lookup saw */
-            Pending *P = &pend[K->ps];
+        if (X && X->pg == gs) { /* looked up again in its group: it sees what its first lookup saw */
+            Pending *P = &pend[X->ps];
             P->last = i;
             for (int64_t q = 0; again && q < P->cnt; q++) { /* not again: looked up only where it missed */
                 int64_t lo = pendiv.v[P->off + 2 * q], hi = pendiv.v[P->off + 2 * q + 1];
@@ -554,7 +562,7 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                  * this one (its hits by their lookups, then its misses by their first) count as well */
                 int64_t ncuts = 0;
                 for (int64_t q = -1; q < nothers; q++) {
-                    const Key *O = q < 0 ? K : &ks[others[q]];
+                    const Kx *O = q < 0 ? X : &kx[others[q]];
                     for (int32_t r = 0; r < 2 * O->niv; r++) {
                         int64_t c = O->iv[r];
                         if (c > s && c < INF) { /* below s it never hits: those ends change nothing */
@@ -596,17 +604,18 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                     uint64_t mask = 0;
                     if (q < ncuts && !rest) {
                         if (a >= b) continue;
-                        int hit = inside(a, K->iv, K->niv);
+                        int hit = inside(a, X->iv, X->niv);
                         int64_t *hs = bs[nx], *hk = bk[nx], *hb = behind + nx * nbuf;
                         nbh[nx] = 0;
                         for (int j = loclass; j <= hiclass; j++) { hs[j] = as[j]; hk[j] = ak[j]; }
                         for (int64_t o = 0; o < nothers; o++) {
-                            const Key *O = &ks[others[o]];
+                            const Kx *O = &kx[others[o]];
+                            int64_t z = ks[others[o]].size;
                             int oh = inside(a, O->iv, O->niv);
-                            if ((hit && (!oh || O->hit_at > K->hit_at)) || (!hit && !oh && O->miss_at > K->miss_at)) {
-                                int j = bits(O->size);
-                                hs[j] += O->size; hk[j]++;
-                                hb[nbh[nx]++] = O->size;
+                            if ((hit && (!oh || O->hit_at > X->hit_at)) || (!hit && !oh && O->miss_at > X->miss_at)) {
+                                int j = bits(z);
+                                hs[j] += z; hk[j]++;
+                                hb[nbh[nx]++] = z;
                                 if (o < 64) mask |= (uint64_t)1 << o;
                             }
                         }
@@ -629,7 +638,7 @@ static PyObject *curve(PyObject *self, PyObject *args) {
         }
         Pending *P = &pend[npend];
         P->key = key; P->first = i; P->last = i; P->off = pendiv.len; P->cnt = got.len / 2;
-        for (int64_t q = 0; q < got.len; q++) {
+        for (int64_t q = 0; kx && q < got.len; q++) { /* kept for the group's keys' later lookups */
             if (pendiv.len == pendiv.cap) {
                 int64_t cap = pendiv.cap ? 2 * pendiv.cap : 64, *v = realloc(pendiv.v, (size_t)cap * sizeof(int64_t));
                 if (!v) { PyErr_NoMemory(); goto done; }
@@ -637,7 +646,8 @@ static PyObject *curve(PyObject *self, PyObject *args) {
             }
             pendiv.v[pendiv.len++] = got.v[q];
         }
-        K->pg = gs; K->ps = npend++;
+        if (X) { X->pg = gs; X->ps = npend; }
+        npend++;
     }
     if (ev_sort(&ev)) { PyErr_NoMemory(); goto done; }
     /* the step function: (size, hits, work) at each size where it changes */
@@ -666,8 +676,8 @@ static PyObject *curve(PyObject *self, PyObject *args) {
     result = steps_tuple(oa, oh, ow, m);
     free(oa); free(oh); free(ow);
 done:
-    if (ks) for (int64_t k = 0; k < nkeys; k++) free(ks[k].iv);
-    free(ks); free(pend); free(ev.at); free(ev.ref); free(got.v); free(pendiv.v); free(others); free(cuts); free(behind);
+    if (kx) for (int64_t k = 0; k < nkeys; k++) free(kx[k].iv);
+    free(ks); free(kx); free(pend); free(ev.at); free(ev.ref); free(got.v); free(pendiv.v); free(others); free(cuts); free(behind);
     times_free(&T);
     PyBuffer_Release(&kb); PyBuffer_Release(&sb); PyBuffer_Release(&wb); PyBuffer_Release(&ub); PyBuffer_Release(&gb);
     return result;
