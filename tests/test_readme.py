@@ -112,6 +112,25 @@ def test_the_readme_has_console_examples() -> None:
     assert {e.command.split()[1] for e in readme} >= {"plan", "validate", "check", "simulate"}
 
 
+def test_the_first_line_says_what_the_tool_is_for() -> None:
+    """The README's tagline, the package's description and the CLI's help are one sentence, naming both engines."""
+    import tomllib
+
+    tagline = README.read_text(encoding="utf-8").split("\n")[2].strip("*")
+    description = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["description"]
+    from mmpool_cli.cli.app import TAGLINE
+
+    assert tagline == description == TAGLINE
+    assert all(word in tagline.lower() for word in ("sglang", "vllm", "plan", "check", "simulate", "record")), tagline
+
+
+def test_where_to_go_next_lists_every_reference_page() -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Where to go next") :]
+    for page in ("docs/caches.md", "docs/curve.md"):
+        assert f"]({page})" in section, page
+
+
 def test_the_readme_is_short_and_the_reference_is_in_docs() -> None:
     lines = README.read_text(encoding="utf-8").count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines: move reference text to a page of docs/"
