@@ -107,7 +107,7 @@ def test_auto_detects_bodies_and_refuses_what_it_cannot_tell(tmp_path: Path) -> 
     other = tmp_path / "notes.txt"
     other.write_text("hello\n")
     fam = family("qwen2.5-vl")
-    with pytest.raises(TrafficError, match="give --from sglang-log or --from openai"):
+    with pytest.raises(TrafficError, match="give --from-format sglang-log or --from-format openai"):
         convert(Options(fam, dict(fam.settings), "auto", [str(other)]))
 
 
