@@ -17,12 +17,19 @@ _SINGULAR = {"requests": "request", "lines": "line", "items": "item", "images": 
 
 
 def counted(n: int, phrase: str) -> str:
-    """``n`` before ``phrase``, whose first word, a plural noun, is made singular when ``n`` is 1.
+    """``n`` before ``phrase``, whose noun (a plural noun among its first two words) is made singular when
+    ``n`` is 1; a phrase without one (``unrelated to requests``) is kept as it is.
 
-    >>> counted(1, "requests without images"), counted(3, "requests without images"), counted(1, "blank")
-    ('1 request without images', '3 requests without images', '1 blank')
+    >>> counted(1, "requests without images"), counted(3, "requests without images"), counted(1, "video items")
+    ('1 request without images', '3 requests without images', '1 video item')
+    >>> counted(1, "unrelated to requests")
+    '1 unrelated to requests'
     """
-    first, space, rest = phrase.partition(" ")
-    if n == 1 and first in _SINGULAR:
-        phrase = _SINGULAR[first] + space + rest
+    if n == 1:
+        words = phrase.split(" ")
+        for i, word in enumerate(words[:2]):
+            if word in _SINGULAR:
+                words[i] = _SINGULAR[word]
+                phrase = " ".join(words)
+                break
     return f"{n:,} {phrase}"

@@ -71,7 +71,7 @@ def test_human_table_and_plot(run_line, tmp_path: Path) -> None:
     argv = ["mmpool", "cache", "--model", "qwen2.5-vl", "--hidden-size", "3584", "--from", log, "--plot", str(plot)]
     result = run_line([*argv, "--mm-preprocess-cache-size-mb", "4"])
     assert result.exit_code == 0, result.output
-    assert "embedding cache (GPU, scheduler)" in result.stdout and "← deployment" in result.stdout
+    assert "Embedding cache (GPU, scheduler)" in result.stdout and "← deployment" in result.stdout
     assert b"mmpool cache" in plot.read_bytes()
 
 
