@@ -5,52 +5,36 @@ from __future__ import annotations
 import dataclasses
 import os
 from decimal import Decimal, InvalidOperation
-from enum import StrEnum
 from fractions import Fraction
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mmpool_cli.cli.app import app, emit, epilog, reported
-from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
-from mmpool_cli.cli.options import (
-    SGLANG_PANEL,
-    FormatOpt,
-    OutputFormat,
-    PanelledCommand,
-    check_plot,
-    told,
+from mmpool_cli.cli.cache_options import (
+    SGLANG_ONLY,
+    AssumeVideoOpt,
+    ExitZeroOpt,
+    FromFormatOpt,
+    HiddenSizeOpt,
+    LogFormat,
+    PlotOpt,
+    PreprocessMbOpt,
+    TpOpt,
+    WorkersOpt,
 )
+from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
+from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand, check_plot, told
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, SourceChoice, convert
 from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options_sharing
 from mmpool_cli.core.bounds import MAX_WORKERS
 from mmpool_cli.errors import EXIT_BELOW_TARGET, EXIT_OK, MmpoolError
 
 if TYPE_CHECKING:
-    from mmpool_cli.simulate.cache_report import CacheReport
+    from mmpool_cli.caches.report import CacheReport
 
 MAX_PREPROCESS_MB = 1 << 30  # 1 PiB of host RAM: beyond any machine
 MAX_HIDDEN = 1 << 20
-# the command's flags for SGLang's caches only, with what to do instead under --engine vllm
-SGLANG_ONLY = {
-    "hidden_size": "vLLM's caches take their sizes from the model's processor",
-    "preprocess_mb": "vLLM's processor cache is --mm-processor-cache-gb",
-    "workers": "vLLM's API processes are --api-server-count",
-    "tp": "vLLM's is --tensor-parallel-size",
-    "assume_video": "vLLM's replay sizes images only (--assume-image)",
-    "from_format": "vLLM's replay reads OpenAI bodies",
-    "plot": "with --engine vllm the curve is in the output (--format json gives every point)",
-}
-
-
-class LogFormat(StrEnum):
-    """``--from-format``: the logs whose items carry their data (bench_serving's random images never repeat)."""
-
-    auto = SourceChoice.auto.value
-    sglang_log = SourceChoice.sglang_log.value
-    openai = SourceChoice.openai.value
-
-
 @app.command(
     cls=PanelledCommand,
     short_help="Hits of the engine's multimodal caches over real traffic, at every size, and the size to set.",
@@ -62,7 +46,7 @@ class LogFormat(StrEnum):
             "mmpool cache --engine vllm --model qwen2.5-vl --api-server-count 2 --trace prod.jsonl --format json",
         ],
         "0 every cache reaches its target at the deployment's size; 1 one does not (an off cache whose "
-        "traffic would hit, or one too small; the report is printed, its status 'below_target'; --exit-zero "
+        "traffic would hit, or one too small; the report is printed, its JSON status 'fail'; --exit-zero "
         "makes it 0); 2 usage error, or input that cannot be sized (nothing on stdout); 70 internal error.",
     ),
 )
@@ -88,44 +72,11 @@ def cache(
     engine_name: Annotated[
         str, typer.Option("--engine", metavar="NAME", help="The engine: sglang or vllm.")
     ] = "sglang",
-    hidden_size: Annotated[
-        int | None,
-        typer.Option(
-            "--hidden-size",
-            metavar="N",
-            help="The text model's hidden size (default: --model DIR's config).",
-            rich_help_panel=SGLANG_PANEL,
-        ),
-    ] = None,
-    preprocess_mb: Annotated[
-        int | None,
-        typer.Option(
-            "--mm-preprocess-cache-size-mb",
-            metavar="MB",
-            help="As given to SGLang (default: the processor's own).",
-            rich_help_panel=SGLANG_PANEL,
-        ),
-    ] = None,
-    workers: Annotated[
-        int,
-        typer.Option(
-            "--workers", metavar="N", help="--tokenizer-worker-num of the server.", rich_help_panel=SGLANG_PANEL
-        ),
-    ] = 1,
-    tp: Annotated[
-        int,
-        typer.Option(
-            "--tp", metavar="N", help="--tp-size of the server (the KV cost per rank).", rich_help_panel=SGLANG_PANEL
-        ),
-    ] = 1,
-    from_format: Annotated[
-        LogFormat,
-        typer.Option(
-            "--from-format",
-            help="The --from files' format, as 'trace' and 'simulate' read them (auto: sniffed).",
-            rich_help_panel=SGLANG_PANEL,
-        ),
-    ] = LogFormat.auto,
+    hidden_size: HiddenSizeOpt = None,
+    preprocess_mb: PreprocessMbOpt = None,
+    workers: WorkersOpt = 1,
+    tp: TpOpt = 1,
+    from_format: FromFormatOpt = LogFormat.auto,
     gpu_name: Annotated[
         str | None,
         typer.Option(
@@ -138,34 +89,11 @@ def cache(
         str, typer.Option("--target-hits", metavar="PCT", help="Recommend the smallest size with PCT% of all hits.")
     ] = "99",
     assume_image: AssumeImageOpt = None,
-    assume_video: Annotated[
-        str | None,
-        typer.Option(
-            "--assume-video",
-            metavar="WxH:SECONDS:FPS",
-            help="What http(s) video URLs are taken to be (never fetched); or WxH:FRAMES@FPS.",
-            rich_help_panel=SGLANG_PANEL,
-        ),
-    ] = None,
-    plot: Annotated[
-        str | None,
-        typer.Option(
-            "--plot",
-            metavar="FILE",
-            help="Draw hits against size (.svg or .png; matplotlib): SGLang's caches, or a recording of either "
-            "engine; refused with --engine vllm --from/--trace FILE, whose report holds its curve.",
-        ),
-    ] = None,
+    assume_video: AssumeVideoOpt = None,
+    plot: PlotOpt = None,
     window: EncoderWindowOpt = 1,
     fmt: FormatOpt = OutputFormat.human,
-    exit_zero: Annotated[
-        bool,
-        typer.Option(
-            "--exit-zero",
-            envvar="MMPOOL_EXIT_ZERO",
-            help="Exit 0 even where a cache is below its target (usage errors stay 2).",
-        ),
-    ] = False,
+    exit_zero: ExitZeroOpt = False,
 ) -> None:
     """Replay each multimodal cache of the engine over the traffic, as the engine drives it.
 
@@ -281,7 +209,7 @@ def _run_vllm(
         target = _target(target_text)
         trace = None
         if trace_file is not None:
-            from mmpool_cli.simulate.cache_trace import read_items
+            from mmpool_cli.caches.from_trace import read_items
 
             trace = (trace_file, [(i.request, i.kind, i.key, i.nbytes) for i in read_items(trace_file)])
     met = cache_vllm.run(
@@ -381,7 +309,7 @@ def _run(
     resolved = resolve(model or "")
     cell = None if resolved.kv is None else cell_bytes(resolved.kv, tp, 2)[0]
     if trace_file is not None:
-        from mmpool_cli.simulate.cache_trace import read_items
+        from mmpool_cli.caches.from_trace import read_items
 
         items, source = read_items(trace_file), trace_file
     else:

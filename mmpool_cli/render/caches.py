@@ -13,12 +13,12 @@ from typing import Any
 
 from rich.console import Group, RenderableType
 
+from mmpool_cli.caches.replay import ONE_PASS
+from mmpool_cli.caches.report import CacheReport, CacheResult
 from mmpool_cli.core.units import MiB, format_size
 from mmpool_cli.core.words import count
 from mmpool_cli.render.human import Laid, paragraph
 from mmpool_cli.render.layout import Rows, Span
-from mmpool_cli.simulate.cache_replay import ONE_PASS
-from mmpool_cli.simulate.cache_report import CacheReport, CacheResult
 
 SCHEMA_VERSION = 1
 CURVE_ROWS = 12  # the curve's sizes beside the deployment's and the recommended one
