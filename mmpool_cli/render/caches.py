@@ -78,7 +78,7 @@ def cache_rows(c: CacheResult) -> list[tuple[str, str]]:
     else:
         lookups = c.counted_lookups
         share = f" ({_pct(c.hits, lookups)})" if lookups else ""
-        rows.append(("hits", f"{c.hits:,} of {lookups:,} lookups{share}"))
+        rows.append(("hits", f"{c.hits:,} of {count(lookups, 'lookup')}{share}"))
         rows.append(("saved", f"{c.work_saved:,} {c.work_unit}"))
     top = _size(c.curve.steps[-1][0], c.unit)
     rows.append(("never evicting", f"{count(unbounded, 'hit')}, {unbounded_work:,} {c.work_unit} saved, from {top}"))

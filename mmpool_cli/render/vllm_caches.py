@@ -60,14 +60,14 @@ def caches_text(report: dict[str, Any]) -> RenderableType:
     rows = [
         ("layout", f"{pc['layout']}, {count(pc['api_processes'], 'API process', 'API processes')}"),
         ("size", format_size(pc["size_bytes"]) + f"  [{pc['size_origin']}]"),
-        ("hits", f"{pc['hits']:,} of {pc['lookups']:,} lookups ({pc['unbounded_hits']:,} if it never evicted)"),
+        ("hits", f"{pc['hits']:,} of {count(pc['lookups'], 'lookup')} ({pc['unbounded_hits']:,} if it never evicted)"),
     ]
     if pc["recommended_bytes"] is not None:
         cost = pc["recommended_cost"]
         rows += [
             (
                 f"{pc['target_hits_percent']}% of those",
-                format_size(pc["recommended_bytes"]) + f"  [{cost['hits']:,} hits]",
+                format_size(pc["recommended_bytes"]) + f"  [{count(cost['hits'], 'hit')}]",
             ),
             ("setting", pc["recommended_setting"]),
             ("host RAM then", format_size(cost["host_bytes"]) + f"  [now up to {pc['host_bytes']:,} B]"),
@@ -79,7 +79,7 @@ def caches_text(report: dict[str, Any]) -> RenderableType:
     size = "unknown" if enc["size_tokens"] is None else f"{enc['size_tokens']:,} tokens"
     rows = [
         ("budget", size),
-        ("hits", f"{enc['hits']:,} of {enc['lookups']:,} items shared from the cache"),
+        ("hits", f"{enc['hits']:,} of {count(enc['lookups'], 'item')} shared from the cache"),
         ("waited", f"{count(len(enc['waited_requests']), 'request')}; refused {len(enc['refused_requests']):,}"),
         ("peak", "unknown" if enc["occupancy_peak_tokens"] is None else f"{enc['occupancy_peak_tokens']:,} tokens"),
         ("smallest with no wait", f"{enc['recommended_tokens']:,} tokens"),

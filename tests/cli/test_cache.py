@@ -153,3 +153,10 @@ def test_below_target_is_1_and_exit_zero_keeps_the_report(run_line, monkeypatch:
     assert run_line([*argv, "--format", "json"]).exit_code == 0
     refused = run_line([*argv, "--target-hits", "101", "--exit-zero"])
     assert (refused.exit_code, refused.stdout) == (2, "")
+
+
+def test_one_of_anything_is_said_in_the_singular(run_line, tmp_path: Path) -> None:
+    log = _bodies(tmp_path, [_png_url((56, 56))])
+    argv = ["mmpool", "cache", "--model", "qwen2.5-vl", "--hidden-size", "3584", "--from", log]
+    out = " ".join(run_line([*argv, "--mm-preprocess-cache-size-mb", "4"]).stdout.split())
+    assert "0 of 1 lookup (0.00%)" in out and "1 lookups" not in out
