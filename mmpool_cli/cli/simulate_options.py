@@ -158,7 +158,7 @@ class RunOptions:
     idle_timeout: float
     output: OutputFormat
     plot: str | None = None
-    search_limit: str = DEFAULT_SEARCH_LIMIT
+    search_limit: str | None = None  # None: DEFAULT_SEARCH_LIMIT, or --curve's own bound for its mark alone
     executor: ExecutorChoice = ExecutorChoice.local
     ray_address: str | None = None
     # traffic to read (simulate --from, as mmpool trace converts it)

@@ -101,6 +101,7 @@ def smallest_budget(
     progress: Progress | None = None,
     max_events: int | None = None,
     early_stop: bool = True,
+    known: Sequence[Trial] = (),
 ) -> BudgetSearch:
     """Search the whole-MiB budgets from ``lowest`` to ``highest`` (those SGLang and plan accept).
 
@@ -109,7 +110,9 @@ def smallest_budget(
     answer is the candidate so far, ``exact`` False, with the budgets checked in ``checked_mb`` and
     the work left in ``undecided``/``more_events``. The trials run on ``executor`` (this process and
     ``jobs`` forked workers by default); which trials run depends on neither. ``early_stop`` False
-    replays every trial whole (the same answer, at more cost).
+    replays every trial whole (the same answer, at more cost). ``known``: trials already replayed over
+    the same events and pools (the curve's), taken as this search's own; an exact answer is the same
+    with or without them, and they count in ``spent_events`` but not against ``max_events``.
     """
     events = as_events(events)  # once: every trial replays the same columns
     no_miss = no_miss_budget(events, layouts, lowest, highest)
@@ -117,6 +120,7 @@ def smallest_budget(
     search = BudgetSearch(target, basis, method, None, lowest, top_mb=top, no_miss_mb=no_miss)
     run_on = LocalExecutor(jobs) if executor is None else executor
     with Evaluator(events, layouts, top, run_on, progress, no_miss) as ev:
+        ev.seed(known)
 
         def meets(mb: int) -> bool:
             return ev.get(mb).rate(basis) <= target
