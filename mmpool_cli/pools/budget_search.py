@@ -153,7 +153,7 @@ def smallest_budget(
                 ev.walk(lowest, estimate)
             except SearchLimit:
                 search.smallest_mb = estimate
-                search.checked_mb = (_decided_down(ev, estimate, lowest), estimate)
+                search.checked_mb = (_decided_down(ev, estimate, lowest, basis, target), estimate)
                 return unproven(lowest, estimate)
             search.smallest_mb = next(mb for mb in range(lowest, estimate + 1) if meets(mb))
             return done()
@@ -176,7 +176,7 @@ def smallest_budget(
             safe = _safe_below(ev, lowest_meeting, safe, top, basis, target)
         except SearchLimit:
             search.smallest_mb = safe  # safe as stated; a lower one is not ruled out
-            search.checked_mb = (_decided_down(ev, safe, lowest), search.upper_mb)
+            search.checked_mb = (_decided_down(ev, safe, lowest, basis, target), search.upper_mb)
             return unproven(lowest, search.upper_mb)
         search.smallest_mb = safe
         search.upper_mb = min(2 * safe, top)
@@ -228,9 +228,13 @@ def _decided_up(ev: Evaluator, mb: int, basis: Basis, target: Fraction) -> int:
         mb = max(mb + 1, min(tr.same_until_mb, ev.cap))
 
 
-def _decided_down(ev: Evaluator, mb: int, lowest: int) -> int:
-    """The first budget of the run down from ``mb`` that is decided."""
-    while mb > lowest and ev.known(mb - 1) is not None:
+def _decided_down(ev: Evaluator, mb: int, lowest: int, basis: Basis, target: Fraction) -> int:
+    """The first budget of the run down from ``mb`` that is decided and meets the target (a decided failure
+    below ends it: ``checked_mb`` says that every budget of it meets the target)."""
+    while mb > lowest:
+        tr = ev.known(mb - 1)
+        if tr is None or tr.rate(basis) > target:
+            break
         mb -= 1
     return mb
 
