@@ -116,7 +116,7 @@ def pool_curve_figure(report: SimulationReport) -> Any:
     if search is not None and search.smallest_mb is not None and bound is not None:
         # not proven: drawn apart from a proven mark (another colour, broken), with how far the proof got
         label = f"smallest safe budget: {search.smallest_mb} MiB ({search.method}, NOT PROVEN)"
-        marks.append(Mark(search.smallest_mb, label, color="darkorange", linestyle="-."))
+        marks.append(Mark(search.smallest_mb, label, color="magenta", linestyle="-."))
         notes.append(_wrapped(f"not proven: {bound}"))
     elif search is not None and search.smallest_mb is not None:
         label = f"smallest safe budget: {search.smallest_mb} MiB ({search.method})"
