@@ -200,9 +200,10 @@ def _read_trace(trace: TraceSource, workers: int, requests: bool) -> tuple[dict[
 
 def _limit_events(request: SimulateRequest, trace_events: int) -> int | None:
     """The search limit in replayed events: as given, or so many whole replays of the trace; for the mark of
-    ``--curve`` alone (``curve_proof``), the larger of ``CURVE_PROOF_EVENTS`` and the curve's own replays."""
+    ``--curve`` alone (``curve_proof``), the larger of ``CURVE_PROOF_EVENTS`` and half the curve's replays
+    (with the bisection's, the mark then costs about what the curve does)."""
     if request.curve_proof and request.curve is not None:
-        return max(CURVE_PROOF_EVENTS, request.curve.points * trace_events)
+        return max(CURVE_PROOF_EVENTS, request.curve.points * trace_events // 2)
     if request.search_limit is None:
         return None
     count, unit = request.search_limit

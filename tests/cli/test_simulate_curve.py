@@ -92,8 +92,8 @@ def test_the_mark_of_the_curve_alone_is_proven_within_about_the_curve_s_own_cost
     base = ["mmpool", "simulate", "--trace", str(trace), "--workers", "2", "--curve", "--format", "json"]
     events = len(trace.read_text().splitlines())
     limits = {
-        (): max(10_000_000, 64 * events),  # at least 10M events, else the curve's points in whole replays
-        ("--curve-points", "1000"): max(10_000_000, 1000 * events),
+        (): max(10_000_000, 32 * events),  # at least 10M events, else half the curve's points in whole replays
+        ("--curve-points", "1000"): max(10_000_000, 500 * events),
         ("--search-limit", "3x"): 3 * events,  # as given
         ("--smallest-budget",): 10**9,  # --smallest-budget's search, whatever else is asked
     }
@@ -105,13 +105,13 @@ def test_the_mark_of_the_curve_alone_is_proven_within_about_the_curve_s_own_cost
 def test_an_unproven_mark_is_drawn_as_such_with_how_far_its_proof_got(run_line, tmp_path, monkeypatch) -> None:
     from mmpool_cli.usecases import simulate as use
 
-    monkeypatch.setattr(use, "CURVE_PROOF_EVENTS", 1)  # the curve's 2 points: a proof of 2 whole replays
+    monkeypatch.setattr(use, "CURVE_PROOF_EVENTS", 1)  # the curve's 2 points: a proof of 1 whole replay
     trace = tmp_path / "t.jsonl"
     write_trace(trace, 3, 2)
     base = ["mmpool", "simulate", "--trace", str(trace), "--workers", "2", "--curve", "--curve-points", "2"]
     data = json.loads(run_line([*base, "--format", "json"]).stdout)
     found = data["smallest_budget"]
-    assert not found["exact"] and found["limit_events"] == 2 * len(trace.read_text().splitlines())
+    assert not found["exact"] and found["limit_events"] == len(trace.read_text().splitlines())
     lo, hi = found["checked_mb"]
     undecided = found["undecided"]
     # what the bound says is so: every budget checked meets the target (0), each replayed alone

@@ -106,7 +106,7 @@ def test_an_unproven_mark_is_drawn_apart_with_how_far_its_proof_got(monkeypatch,
     proven = _figure(monkeypatch, [*SYNTHETIC, "--target-fallback", "0.05"], tmp_path / "p.svg").axes[0]
     mark = next(line for line in proven.get_lines() if line.get_label().startswith("smallest safe budget: "))
     assert mark.get_label().endswith(" MiB (safe)") and mark.get_color() == "green" and mark.get_linestyle() == "-"
-    monkeypatch.setattr(use, "CURVE_PROOF_EVENTS", 1)  # a proof of the curve's 12 points' replays: too few here
+    monkeypatch.setattr(use, "CURVE_PROOF_EVENTS", 1)  # a proof of 6 replays (half the curve's 12): too few here
     rng, lines, t = random.Random(3), [], 0.0
     for n in range(40):  # features of 1 to 60 MiB on two workers, a third of them given back
         t += rng.choice([0.002, 0.01, 0.03])
