@@ -151,7 +151,9 @@ def test_stopping_trials_early_never_changes_the_answer(trace, target, basis, me
     st.sampled_from(["safe", "scan"]),
     st.sampled_from(["cuda_ipc", "cuda_vmm"]),
 )
-def test_the_curve_s_replays_known_beforehand_never_change_a_proven_answer(trace, target, at, method, transport) -> None:
+def test_the_curve_s_replays_known_beforehand_never_change_a_proven_answer(
+    trace, target, at, method, transport
+) -> None:
     """``--curve`` seeds the search of its mark with its whole replays: the answer proven is the same, and
     where the limit stops the proof, what it says was checked is so, each budget replayed alone."""
     from mmpool_cli.pools.curve import replay_trials
