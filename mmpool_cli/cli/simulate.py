@@ -129,8 +129,7 @@ def simulate(
             metavar="EVENTS",
             help=f"Replay at most EVENTS events (500M, 2G) or N whole traces (200x) to prove the safe "
             f"(or scan) answer; past it the answer is labelled not proven. Default {DEFAULT_SEARCH_LIMIT}; "
-            "the mark of --curve without --smallest-budget: whole traces half as many as the curve's points "
-            "(at least 10M events).",
+            "for the mark of --curve alone, N = half the curve's points (at least 10M events).",
             show_default=False,
         ),
     ] = None,

@@ -282,7 +282,7 @@ CurveOpt = Annotated[
         metavar="[LO:HI]",
         help="The pool's curve: fallback and KV tokens at whole-MiB budgets from LO to HI (default: from the "
         "largest feature's need to the budget at which no alloc can miss), with --smallest-budget's answer "
-        "marked (its search runs too).",
+        "marked (its search runs too, from the curve's replays; its proof bounded: --search-limit).",
     ),
 ]
 CurvePointsOpt = Annotated[
