@@ -81,11 +81,14 @@ def _tokens(req: VllmRequest, traffic: ImageTraffic) -> tuple[eb.QwenVision, dic
             "give one of them or a model directory of one"
         )
     tokens: dict[str, int] = {}
+    by_dims: dict[tuple[int, int], int] = {}  # many images share a few sizes: each computed once
     for key, (w, h) in traffic.dims.items():
-        try:
-            tokens[key] = eb.image_tokens(vision, w, h)
-        except qwen.ResizeError as e:
-            raise CacheTrafficError(f"a {w}x{h} image: vLLM's processor refuses it ({e})") from None
+        if (w, h) not in by_dims:
+            try:
+                by_dims[w, h] = eb.image_tokens(vision, w, h)
+            except qwen.ResizeError as e:
+                raise CacheTrafficError(f"a {w}x{h} image: vLLM's processor refuses it ({e})") from None
+        tokens[key] = by_dims[w, h]
     per_token = cache_items.row_elements(vision) * cache_items.FLOAT32 * vision.merge_size**2
     for key, nbytes in traffic.pixel_bytes.items():
         if nbytes <= 0 or nbytes % per_token:
@@ -117,7 +120,7 @@ def smallest_reaching(
 def smallest_without_wait(run: Callable[[int], encoder_replay.EncoderReplay], lo: int, hi: int) -> int:
     """The smallest encoder budget from ``lo`` to ``hi`` (one where no request waits) at which no request
     waits or is refused: exact by bisection, since no wait at one budget means the same admissions at
-    every larger one."""
+    every larger one. The reference of ``encoder_replay.no_wait_budget``, which finds it in one pass."""
     while lo < hi:
         mid = (lo + hi) // 2
         probe = run(mid)
@@ -260,17 +263,18 @@ def encoder_entry(
     budget = enc.get("budget_tokens")
     per_token = enc["embedding_bytes_per_token"]
     seen: dict[int, encoder_replay.EncoderReplay] = {}
+    dense = encoder_replay.Dense.of(traffic.requests, tokens) if encoder_replay.FAST is not None else None
 
     def run(size: int) -> encoder_replay.EncoderReplay:
         if size not in seen:
             if progress is not None:
                 progress()
-            seen[size] = encoder_replay.replay(traffic.requests, tokens, size, window)
+            seen[size] = encoder_replay.replay(traffic.requests if dense is None else dense, tokens, size, window)
         return seen[size]
 
     biggest = max(tokens.values())
     total = sum(tokens.values())  # at this budget nothing is ever evicted, and nothing waits
-    recommended = smallest_without_wait(run, biggest, min(total, _window_peak(traffic.requests, tokens, window)))
+    recommended = encoder_replay.no_wait_budget(traffic.requests, tokens, window)
     curve = [(c, run(c)) for c in grid(biggest, total, CURVE_POINTS // 2)]
     unbounded = run(total)
     at = run(budget) if budget is not None else None
@@ -319,25 +323,6 @@ def encoder_entry(
         "occupancy_peak_tokens": max(at.occupancy) if at else None,
         "occupancy_tokens": [max(at.occupancy[i : i + step]) for i in range(0, len(at.occupancy), step)] if at else [],
     }
-
-
-def _window_peak(requests: list[list[str]], tokens: dict[str, int], window: int) -> int:
-    """The most tokens of distinct items in ``window`` + 1 requests in a row: what the in-flight
-    requests and the one admitted can reference at once, so no request waits at this budget."""
-    counts: dict[str, int] = {}
-    held = peak = 0
-    for i, keys in enumerate(requests):
-        for key in keys:
-            counts[key] = counts.get(key, 0) + 1
-            held += tokens[key] if counts[key] == 1 else 0
-        peak = max(peak, held)
-        if i >= window:
-            for key in requests[i - window]:
-                counts[key] -= 1
-                if not counts[key]:
-                    del counts[key]
-                    held -= tokens[key]
-    return peak
 
 
 def _setting(recommended: int, floor: int | None) -> str:

@@ -19,10 +19,16 @@ vLLM's own manager under the same order. Pure core: standard library only.
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
+
+from mmpool_cli.simulate.native import compiled
+
+FAST: ModuleType | None = compiled("_cachereplay")
 
 ASSUMED = (
     "requests admitted first come first served, at most {window} holding encoder entries at once "
@@ -141,16 +147,52 @@ def _ignore(entry: list[Any]) -> None:
     pass
 
 
+@dataclass(frozen=True)
+class Dense:
+    """Requests as the compiled replay reads them: dense key ids, each request's start, per key its tokens."""
+
+    keys: array[int]
+    starts: array[int]
+    tokens: array[int]
+
+    @classmethod
+    def of(cls, requests: Iterable[Sequence[str]], tokens: Mapping[str, int]) -> Dense:
+        ids: dict[str, int] = {}
+        keys = array("q")
+        starts = array("q", [0])
+        for r in requests:
+            keys.extend(ids.setdefault(k, len(ids)) for k in r)
+            starts.append(len(keys))
+        return cls(keys, starts, array("q", [tokens[k] for k in ids]))
+
+
 def replay(
-    requests: Iterable[Sequence[str]], tokens: Mapping[str, int], size: int, window: int, *, log: bool = False
+    requests: Iterable[Sequence[str]] | Dense,
+    tokens: Mapping[str, int],
+    size: int,
+    window: int,
+    *,
+    log: bool = False,
+    native: bool | None = None,
 ) -> EncoderReplay:
     """Replay ``requests`` (each its items' keys) through an encoder cache of ``size`` tokens; ``log``
     keeps every decision in the vocabulary of the fixtures (the curve's replays need only the counts).
+    ``native`` None: the compiled replay where built and no log is asked (the same counts, waits,
+    refusals and occupancy: ``tests/engines/vllm/test_encoder_replay.py``); ``requests`` may be given
+    as a ``Dense`` made once for many replays (compiled only).
 
     >>> r = replay([["a"], ["b"], ["a"]], {"a": 60, "b": 50}, 100, 1)
     >>> r.waited, r.recomputed, r.occupancy
     ([], 60, [60, 50, 60])
     """
+    if native is None:
+        native = FAST is not None and not log
+    if native or isinstance(requests, Dense):
+        if FAST is None:
+            raise RuntimeError("the compiled cache replay is not built")
+        d = requests if isinstance(requests, Dense) else Dense.of(requests, tokens)
+        hits, saved, recomputed, waited, refused, occupancy = FAST.refcounted(d.keys, d.starts, d.tokens, size, window)
+        return EncoderReplay(size, window, [], occupancy, waited, refused, recomputed, hits, saved)
     m = Manager(size)
     out = EncoderReplay(size, window)
     inflight: list[int] = []
@@ -221,3 +263,39 @@ def replay(
         inflight.append(rid)
         out.occupancy.append(m.occupied)
     return out
+
+
+def no_wait_budget(requests: Iterable[Sequence[str]], tokens: Mapping[str, int], window: int) -> int:
+    """The smallest budget at which no request waits or is refused, in one pass: the most tokens of
+    distinct items in ``window`` requests in a row (at least 1).
+
+    Why it is exact: with no wait so far, the requests in flight when one is admitted are the
+    ``window - 1`` before it, and entries are referenced only by requests in flight. An item is
+    admitted when the tokens referenced (the in-flight requests' items, the request's own so far)
+    plus its own fit the budget (``can_allocate``: unreferenced entries are evicted as needed, and
+    the compute budget, the whole budget per step, is never the tighter bound). So every request
+    goes through at a budget of at least its window's distinct tokens; below the largest, the
+    request whose window holds them fails an item, and a retry in the next step fails it again
+    (what it allocated is still referenced), so it waits or is refused. ``tests/engines/vllm/
+    test_encoder_replay.py`` checks it against the replay's bisection on random traffic.
+
+    >>> no_wait_budget([["a"], ["b"], ["a", "b"]], {"a": 60, "b": 50}, 1)
+    110
+    """
+    held: dict[str, int] = {}  # item -> its occurrences in the window
+    window_keys: list[Sequence[str]] = []
+    total = peak = 0
+    for keys in requests:
+        window_keys.append(keys)
+        for key in keys:
+            held[key] = held.get(key, 0) + 1
+            if held[key] == 1:
+                total += tokens[key]
+        peak = max(peak, total)
+        if len(window_keys) == window:
+            for key in window_keys.pop(0):
+                held[key] -= 1
+                if not held[key]:
+                    del held[key]
+                    total -= tokens[key]
+    return max(peak, 1)

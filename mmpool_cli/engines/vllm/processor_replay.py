@@ -28,15 +28,20 @@ lookup per ``get_and_update_item``. Pure core: standard library only.
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Literal
+
+from mmpool_cli.simulate.native import compiled
 
 Layout = Literal["processor_only", "lru", "shm"]
 ID_MAX = 1 << 31  # the ring's monotonic ids wrap here (shm_object_storage.py)
 RING_CHUNK_HEADER = 8  # [4-byte id][4-byte size] before each chunk
 SHM_FLAG_BYTES = 4  # the object's reader count
+FAST: ModuleType | None = compiled("_cachereplay")
 
 
 @dataclass
@@ -224,6 +229,7 @@ def replay(
     work: Mapping[str, int] | None = None,
     release: str = "0.34.0",
     flags: bool = False,
+    native: bool | None = None,
 ) -> ReplayResult:
     """Replay ``requests`` (each its items' keys) through a processor cache of ``capacity`` bytes.
 
@@ -231,7 +237,8 @@ def replay(
     shm object (``shm_object_bytes``) for ``shm``; ``work`` what a hit on each saves (default its
     size). Requests are dealt round robin over ``api_processes`` caches (``processor_only``).
     ``release`` is the vLLM release whose rules apply (0.30.0 to 0.34.0); ``flags`` keeps each request's
-    H/M letters (for the fixtures).
+    H/M letters (for the fixtures). ``native`` None: the compiled replay where built and no flags are
+    asked (the same figures and failures: ``tests/engines/vllm/test_processor_replay.py``).
 
     >>> r = replay([["a"], ["b"], ["a"]], {"a": 6, "b": 5}, 11, "processor_only", flags=True)
     >>> r.flags, r.total_hits, r.total_lookups
@@ -239,6 +246,11 @@ def replay(
     """
     n = api_processes if layout == "processor_only" else 1
     work = sizes if work is None else work
+    if native is None:
+        native = FAST is not None and not flags
+    if native:
+        payloads = keeps_payloads(layout, release)
+        return _native(Dense.of(requests, sizes, work), capacity, layout, n, max_object, payloads)
     if layout == "shm":
         hits, lookups, marks = [0], [0], []
         saved = 0
@@ -302,3 +314,48 @@ def _lru_replay(
                 for k in missing:
                     cache.pop(k)
     return ReplayResult(capacity, hits, lookups, marks, failed, saved)
+
+
+@dataclass(frozen=True)
+class Dense:
+    """Requests as the compiled replays read them: dense key ids, each request's start, per key its
+    size and work; ``names[id]`` the key."""
+
+    keys: array[int]
+    starts: array[int]
+    sizes: array[int]
+    work: array[int]
+    names: list[str]
+
+    @classmethod
+    def of(cls, requests: Sequence[Sequence[str]], sizes: Mapping[str, int], work: Mapping[str, int]) -> Dense:
+        ids: dict[str, int] = {}
+        keys = array("q", [ids.setdefault(k, len(ids)) for r in requests for k in r])
+        starts = array("q", [0])
+        total = 0
+        for r in requests:
+            total += len(r)
+            starts.append(total)
+        names = list(ids)
+        return cls(keys, starts, array("q", [sizes[k] for k in names]), array("q", [work[k] for k in names]), names)
+
+
+def _native(d: Dense, capacity: int, layout: Layout, n: int, max_object: int, payloads: bool) -> ReplayResult:
+    """The replay by the compiled kernel (``_cachereplay``), one cache at a time."""
+    if FAST is None:
+        raise RuntimeError("the compiled cache replay is not built")
+    if layout == "shm":
+        hits, lookups, saved = FAST.ring(d.keys, d.starts, d.sizes, d.work, capacity, max_object)
+        return ReplayResult(capacity, [hits], [lookups], [], saved=saved)
+    out = ReplayResult(capacity, [0] * n, [0] * n, [])
+    for p in range(n):
+        hits, lookups, saved, failed = FAST.lru(d.keys, d.starts, d.sizes, d.work, capacity, p, n, payloads, False)
+        if layout == "lru" and failed:
+            # the engine core's receiver drifts from the sender only after a failure: replay it then
+            hits, lookups, saved, failed = FAST.lru(d.keys, d.starts, d.sizes, d.work, capacity, p, n, payloads, True)
+        out.hits[p], out.lookups[p] = hits, lookups
+        out.saved += saved
+        for b, where, keys in failed:
+            out.failed.append((b, ("sender", "engine core")[where], tuple(d.names[k] for k in keys)))
+    out.failed.sort(key=lambda f: f[0])
+    return out

@@ -108,10 +108,11 @@ def test_a_traces_items_replay_as_the_bodies_they_came_from(traffic):
         caches.processor_entry(_req(), bad)
 
 
-def test_no_request_waits_at_the_window_peak(traffic):
+def test_no_request_waits_at_the_no_wait_budget_and_one_waits_below_it(traffic):
     tokens = caches._tokens(_req(), traffic)[1]
     for window in (1, 2, 5):
-        peak = caches._window_peak(traffic.requests, tokens, window)
-        replayed = encoder_replay.replay(traffic.requests, tokens, peak, window)
-        assert not replayed.waited and not replayed.refused
-        assert peak < sum(tokens.values())
+        budget = encoder_replay.no_wait_budget(traffic.requests, tokens, window)
+        replayed = encoder_replay.replay(traffic.requests, tokens, budget, window)
+        below = encoder_replay.replay(traffic.requests, tokens, budget - 1, window)
+        assert not replayed.waited and not replayed.refused and (below.waited or below.refused)
+        assert budget < sum(tokens.values())

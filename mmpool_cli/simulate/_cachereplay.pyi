@@ -1,0 +1,18 @@
+def lru(
+    keys: bytes,
+    starts: bytes,
+    sizes: bytes,
+    work: bytes,
+    capacity: int,
+    first: int,
+    step: int,
+    payloads: bool,
+    mirror: bool,
+    /,
+) -> tuple[int, int, int, list[tuple[int, int, tuple[int, ...]]]]: ...
+def ring(
+    keys: bytes, starts: bytes, sizes: bytes, work: bytes, capacity: int, max_object: int, /
+) -> tuple[int, int, int]: ...
+def refcounted(
+    keys: bytes, starts: bytes, tokens: bytes, size: int, window: int, /
+) -> tuple[int, int, int, list[int], list[int], list[int]]: ...
