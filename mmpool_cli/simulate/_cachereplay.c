@@ -9,6 +9,9 @@
  * - refcounted(...): a token-counted cache of shared entries referenced by a window of batches in
  *   flight, freed lazily oldest first, batches admitted in steps of a compute budget.
  *
+ * And two one-pass helpers: batches(...), the input of the stack-distance curve of such batches
+ * (simulate/cache_lru.py), and window_peak(...), the most distinct tokens in a window of batches.
+ *
  * Keys are dense ids in [0, nkeys); a batch is keys[starts[b] .. starts[b + 1]). The Python replays
  * (engines/vllm/processor_replay.py, encoder_replay.py) are the reference; tests keep them equal.
  */
@@ -435,10 +438,137 @@ done:
     return result;
 }
 
+
+/* ---------- the one-pass curve's input for batches (cache_lru.batch_curve's twin) ---------- */
+
+static PyObject *bytes_of(const void *p, int64_t n) { return PyBytes_FromStringAndSize(p, (Py_ssize_t)(n * 8)); }
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_pair(const void *a, const void *b) {
+    const int64_t *x = a, *y = b;
+    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+#define SPAN_INF ((int64_t)1 << 62)
+
+/* batches(keys, starts, sizes, work, caches)
+ *   -> ([(keys, sizes, work, groups) per cache], repeat sizes, repeat work, spans): int64 bytes. Per
+ *   cache, each batch's distinct keys by their last lookup (renumbered densely per cache); the
+ *   repeats of a key within a batch, sorted by (size, work); the sizes where a batch's distinct
+ *   entries that fit outweigh the cache, merged into sorted disjoint (lo, hi) pairs. */
+static PyObject *batches(PyObject *self, PyObject *args) {
+    Input in;
+    memset(&in, 0, sizeof in);
+    long long caches;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*L", &in.kb, &in.bb, &in.sb, &in.wb, &caches)) return NULL;
+    PyObject *result = NULL, *per = NULL;
+    int64_t *mark = NULL, *local = NULL, *order = NULL, *ord = NULL, *lk = NULL, *ls = NULL, *lw = NULL, *lg = NULL;
+    int64_t *rep = NULL, *spans = NULL, nrep = 0, nspan = 0;
+    if (input_check(&in, 1)) goto done;
+    if (caches < 1) { PyErr_SetString(PyExc_ValueError, "caches must be at least 1"); goto done; }
+    int64_t K = in.nkeys, most = 1;
+    for (int64_t b = 0; b < in.nreq; b++) if (in.starts[b + 1] - in.starts[b] > most) most = in.starts[b + 1] - in.starts[b];
+    mark = malloc((size_t)(K + 1) * sizeof(int64_t)); local = malloc((size_t)(K + 1) * sizeof(int64_t));
+    order = malloc((size_t)most * sizeof(int64_t)); ord = malloc((size_t)most * sizeof(int64_t));
+    lk = malloc((size_t)(in.n + 1) * sizeof(int64_t)); ls = malloc((size_t)(in.n + 1) * sizeof(int64_t));
+    lw = malloc((size_t)(in.n + 1) * sizeof(int64_t)); lg = malloc((size_t)(in.n + 1) * sizeof(int64_t));
+    rep = malloc((size_t)(2 * in.n + 2) * sizeof(int64_t)); spans = malloc((size_t)(2 * in.n + 2) * sizeof(int64_t));
+    per = PyList_New(0);
+    if (!mark || !local || !order || !ord || !lk || !ls || !lw || !lg || !rep || !spans || !per) { PyErr_NoMemory(); goto done; }
+    for (int64_t k = 0; k <= K; k++) mark[k] = -1;
+    for (int64_t p = 0; p < caches; p++) {
+        int64_t m = 0, nlocal = 0;
+        for (int64_t k = 0; k <= K; k++) local[k] = -1;
+        for (int64_t b = p; b < in.nreq; b += caches) {
+            const int64_t *ks = in.keys + in.starts[b];
+            int64_t len = in.starts[b + 1] - in.starts[b], nd = 0;
+            for (int64_t i = len - 1; i >= 0; i--) /* distinct keys, from the last lookup back */
+                if (mark[ks[i]] != 2 * b) { mark[ks[i]] = 2 * b; order[nd++] = ks[i]; }
+            for (int64_t j = nd - 1; j >= 0; j--) {
+                int64_t k = order[j];
+                if (local[k] < 0) local[k] = nlocal++;
+                lk[m] = local[k]; ls[m] = in.sizes[k]; lw[m] = in.work[k]; lg[m] = b; m++;
+            }
+            if (nd < len) /* the repeats: every lookup of a key after its first in the batch */
+                for (int64_t i = 0; i < len; i++) {
+                    if (mark[ks[i]] == 2 * b + 1) { rep[2 * nrep] = in.sizes[ks[i]]; rep[2 * nrep + 1] = in.work[ks[i]]; nrep++; }
+                    else mark[ks[i]] = 2 * b + 1;
+                }
+            if (nd > 1) {
+                for (int64_t j = 0; j < nd; j++) ord[j] = in.sizes[order[j]];
+                qsort(ord, (size_t)nd, sizeof(int64_t), cmp_i64);
+                int64_t total = 0;
+                for (int64_t j = 0; j < nd; j++) {
+                    total += ord[j];
+                    int64_t hi = j + 1 < nd ? ord[j + 1] : SPAN_INF;
+                    if (total < hi) hi = total;
+                    if (ord[j] < hi) { spans[2 * nspan] = ord[j]; spans[2 * nspan + 1] = hi; nspan++; }
+                }
+            }
+        }
+        PyObject *row = Py_BuildValue("(NNNN)", bytes_of(lk, m), bytes_of(ls, m), bytes_of(lw, m), bytes_of(lg, m));
+        if (!row || PyList_Append(per, row)) { Py_XDECREF(row); goto done; }
+        Py_DECREF(row);
+    }
+    qsort(rep, (size_t)nrep, 2 * sizeof(int64_t), cmp_pair);
+    qsort(spans, (size_t)nspan, 2 * sizeof(int64_t), cmp_pair);
+    int64_t nm = 0;
+    for (int64_t j = 0; j < nspan; j++) {
+        int64_t lo = spans[2 * j], hi = spans[2 * j + 1];
+        if (nm && lo <= spans[2 * nm - 1]) { if (hi > spans[2 * nm - 1]) spans[2 * nm - 1] = hi; }
+        else { spans[2 * nm] = lo; spans[2 * nm + 1] = hi; nm++; }
+    }
+    {
+        int64_t *rs = lk, *rw = ls; /* reuse: the repeats' sizes and work apart */
+        for (int64_t j = 0; j < nrep; j++) { rs[j] = rep[2 * j]; rw[j] = rep[2 * j + 1]; }
+        result = Py_BuildValue("(ONNN)", per, bytes_of(rs, nrep), bytes_of(rw, nrep), bytes_of(spans, 2 * nm));
+    }
+done:
+    Py_XDECREF(per);
+    free(mark); free(local); free(order); free(ord); free(lk); free(ls); free(lw); free(lg); free(rep); free(spans);
+    input_release(&in);
+    return result;
+}
+
+/* window_peak(keys, starts, tokens, window) -> the most tokens of distinct keys in ``window`` batches in a row */
+static PyObject *window_peak(PyObject *self, PyObject *args) {
+    Input in;
+    memset(&in, 0, sizeof in);
+    long long window;
+    if (!PyArg_ParseTuple(args, "y*y*y*L", &in.kb, &in.bb, &in.sb, &window)) return NULL;
+    PyObject *result = NULL;
+    int64_t *count = NULL;
+    if (input_check(&in, 0)) goto done;
+    if (window < 1) { PyErr_SetString(PyExc_ValueError, "a window of at least 1"); goto done; }
+    count = calloc((size_t)in.nkeys + 1, sizeof(int64_t));
+    if (!count) { PyErr_NoMemory(); goto done; }
+    int64_t total = 0, peak = 0;
+    for (int64_t b = 0; b < in.nreq; b++) {
+        for (int64_t i = in.starts[b]; i < in.starts[b + 1]; i++)
+            if (count[in.keys[i]]++ == 0) total += in.sizes[in.keys[i]];
+        if (total > peak) peak = total;
+        if (b + 1 >= window)
+            for (int64_t i = in.starts[b + 1 - window]; i < in.starts[b + 2 - window]; i++)
+                if (--count[in.keys[i]] == 0) total -= in.sizes[in.keys[i]];
+    }
+    result = PyLong_FromLongLong(peak);
+done:
+    free(count);
+    input_release(&in);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"lru", lru, METH_VARARGS, "lru(keys, starts, sizes, work, capacity, first, step, payloads, mirror)"},
     {"ring", ring, METH_VARARGS, "ring(keys, starts, sizes, work, capacity, max_object)"},
     {"refcounted", refcounted, METH_VARARGS, "refcounted(keys, starts, tokens, size, window)"},
+    {"batches", batches, METH_VARARGS, "batches(keys, starts, sizes, work, caches)"},
+    {"window_peak", window_peak, METH_VARARGS, "window_peak(keys, starts, tokens, window)"},
     {NULL, NULL, 0, NULL},
 };
 

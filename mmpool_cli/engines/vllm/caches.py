@@ -31,6 +31,7 @@ from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for, make_plan
 from mmpool_cli.engines.vllm.plan_encoder import qwen_vision
 from mmpool_cli.engines.vllm.request import QWEN_VERSION, VllmRequest
+from mmpool_cli.simulate.cache_lru import batch_curve
 from mmpool_cli.simulate.cache_replay import REPLAYED
 from mmpool_cli.workload import qwen
 
@@ -148,36 +149,49 @@ def processor_entry(
     processed = {k: cache_items.item_size(vision, n) for k, n in tokens.items()}
     max_object = req.shm_max_object_mb << 20
     api = max(1, enabled.api_processes) if layout == "processor_only" else 1
-    seen: dict[int, processor_replay.ReplayResult] = {}
+    release = req.release.version
+    dense = processor_replay.Dense.of(traffic.requests, sizes, processed)
+    # one pass gives every size where no request's images outweigh the cache; the rest are replayed
+    one_pass = None if layout == "shm" else batch_curve(dense.keys, dense.starts, dense.sizes, dense.work, api)
 
-    def run(capacity: int) -> processor_replay.ReplayResult:
+    def replay(capacity: int) -> processor_replay.ReplayResult:
+        if progress is not None:
+            progress()
+        if processor_replay.FAST is not None:
+            return processor_replay.replay_dense(dense, capacity, layout, api, max_object, release)
+        return processor_replay.replay(
+            traffic.requests,
+            sizes,
+            capacity,
+            layout,
+            api_processes=api,
+            max_object=max_object,
+            work=processed,
+            release=release,
+        )
+
+    seen: dict[int, tuple[int, int]] = {}
+
+    def run(capacity: int) -> tuple[int, int]:
+        """(hits, processed bytes saved) at ``capacity`` bytes, each exact."""
         if capacity not in seen:
-            if progress is not None:
-                progress()
-            seen[capacity] = processor_replay.replay(
-                traffic.requests,
-                sizes,
-                capacity,
-                layout,
-                api_processes=api,
-                max_object=max_object,
-                work=processed,
-                release=req.release.version,
-            )
+            if one_pass is not None and one_pass.exact(capacity):
+                seen[capacity] = one_pass.at(capacity)
+            else:
+                r = replay(capacity)
+                seen[capacity] = (r.total_hits, r.saved)
         return seen[capacity]
 
     # at these bytes nothing is ever evicted (a ring twice its objects never wraps)
     everything = sum(sizes.values()) * (2 if layout == "shm" else 1)
     points = grid(min(sizes.values()), everything)
-    curve = [(c, run(c)) for c in points]
-    unbounded = run(everything)
-    need = _hits_needed(unbounded.total_hits, target)
+    curve = [(c, *run(c)) for c in points]
+    unbounded_hits, unbounded_saved = run(everything)
+    need = _hits_needed(unbounded_hits, target)
     recommendation = None
-    if unbounded.total_hits:
+    if unbounded_hits:
         # the setting is a float of GiB in 4 digits: the search stops where both ends give the same one
-        smallest = smallest_reaching(
-            lambda c: run(c).total_hits, points, need, lambda lo, hi: _gib_for(lo) == _gib_for(hi)
-        )
+        smallest = smallest_reaching(lambda c: run(c)[0], points, need, lambda lo, hi: _gib_for(lo) == _gib_for(hi))
         text = _gib_for(smallest)
         setting_bytes = bytes_of(float(text))
         host = processor_cache.plan(
@@ -190,9 +204,9 @@ def processor_entry(
         recommendation = {
             "bytes": setting_bytes,
             "setting": f"--mm-processor-cache-gb {text}",
-            "cost": {"host_bytes": host, "hits": run(setting_bytes).total_hits},
+            "cost": {"host_bytes": host, "hits": run(setting_bytes)[0]},
         }
-    at = run(pc.cache_bytes) if pc.layout != "disabled" else None
+    at = replay(pc.cache_bytes) if pc.layout != "disabled" else None
     notes = [
         f"replayed with vLLM {req.release.version}'s rules ({pc.layout}); assumed: {_assumed(layout, api)}",
         "each curve point is its own exact replay (an item larger than the cache is never cached, so hits "
@@ -213,10 +227,10 @@ def processor_entry(
         "hits": at.total_hits if at is not None else 0,
         "work_saved": at.saved if at is not None else 0,
         "work_unit": "processed bytes",
-        "unbounded_hits": unbounded.total_hits,
-        "unbounded_work_saved": unbounded.saved,
+        "unbounded_hits": unbounded_hits,
+        "unbounded_work_saved": unbounded_saved,
         "unbounded_bytes": everything,
-        "curve": [{"size_bytes": c, "hits": r.total_hits, "work_saved": r.saved} for c, r in curve],
+        "curve": [{"size_bytes": c, "hits": h, "work_saved": w} for c, h, w in curve],
         "curve_method": REPLAYED,
         "target_hits_percent": str(target),
         "meets_target": at is not None and at.total_hits >= need,
@@ -274,7 +288,7 @@ def encoder_entry(
 
     biggest = max(tokens.values())
     total = sum(tokens.values())  # at this budget nothing is ever evicted, and nothing waits
-    recommended = encoder_replay.no_wait_budget(traffic.requests, tokens, window)
+    recommended = encoder_replay.no_wait_budget(traffic.requests, tokens, window, dense=dense)
     curve = [(c, run(c)) for c in grid(biggest, total, CURVE_POINTS // 2)]
     unbounded = run(total)
     at = run(budget) if budget is not None else None

@@ -23,6 +23,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from types import ModuleType
 from typing import Any
 
@@ -158,11 +159,9 @@ class Dense:
     @classmethod
     def of(cls, requests: Iterable[Sequence[str]], tokens: Mapping[str, int]) -> Dense:
         ids: dict[str, int] = {}
-        keys = array("q")
-        starts = array("q", [0])
-        for r in requests:
-            keys.extend(ids.setdefault(k, len(ids)) for k in r)
-            starts.append(len(keys))
+        requests = list(requests)
+        keys = array("q", [ids.setdefault(k, len(ids)) for r in requests for k in r])
+        starts = array("q", accumulate((len(r) for r in requests), initial=0))
         return cls(keys, starts, array("q", [tokens[k] for k in ids]))
 
 
@@ -265,7 +264,9 @@ def replay(
     return out
 
 
-def no_wait_budget(requests: Iterable[Sequence[str]], tokens: Mapping[str, int], window: int) -> int:
+def no_wait_budget(
+    requests: Iterable[Sequence[str]], tokens: Mapping[str, int], window: int, *, dense: Dense | None = None
+) -> int:
     """The smallest budget at which no request waits or is refused, in one pass: the most tokens of
     distinct items in ``window`` requests in a row (at least 1).
 
@@ -282,6 +283,8 @@ def no_wait_budget(requests: Iterable[Sequence[str]], tokens: Mapping[str, int],
     >>> no_wait_budget([["a"], ["b"], ["a", "b"]], {"a": 60, "b": 50}, 1)
     110
     """
+    if dense is not None and FAST is not None:  # the same pass, compiled
+        return max(int(FAST.window_peak(dense.keys, dense.starts, dense.tokens, window)), 1)
     held: dict[str, int] = {}  # item -> its occurrences in the window
     window_keys: list[Sequence[str]] = []
     total = peak = 0

@@ -32,6 +32,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from types import ModuleType
 from typing import Literal
 
@@ -249,8 +250,7 @@ def replay(
     if native is None:
         native = FAST is not None and not flags
     if native:
-        payloads = keeps_payloads(layout, release)
-        return _native(Dense.of(requests, sizes, work), capacity, layout, n, max_object, payloads)
+        return replay_dense(Dense.of(requests, sizes, work), capacity, layout, n, max_object, release)
     if layout == "shm":
         hits, lookups, marks = [0], [0], []
         saved = 0
@@ -331,19 +331,24 @@ class Dense:
     def of(cls, requests: Sequence[Sequence[str]], sizes: Mapping[str, int], work: Mapping[str, int]) -> Dense:
         ids: dict[str, int] = {}
         keys = array("q", [ids.setdefault(k, len(ids)) for r in requests for k in r])
-        starts = array("q", [0])
-        total = 0
-        for r in requests:
-            total += len(r)
-            starts.append(total)
+        starts = array("q", accumulate((len(r) for r in requests), initial=0))
         names = list(ids)
         return cls(keys, starts, array("q", [sizes[k] for k in names]), array("q", [work[k] for k in names]), names)
 
 
-def _native(d: Dense, capacity: int, layout: Layout, n: int, max_object: int, payloads: bool) -> ReplayResult:
-    """The replay by the compiled kernel (``_cachereplay``), one cache at a time."""
+def replay_dense(
+    d: Dense,
+    capacity: int,
+    layout: Layout,
+    api_processes: int = 1,
+    max_object: int = 128 << 20,
+    release: str = "0.34.0",
+) -> ReplayResult:
+    """``replay`` by the compiled kernel (``_cachereplay``), of requests made dense once for many sizes."""
     if FAST is None:
         raise RuntimeError("the compiled cache replay is not built")
+    n = api_processes if layout == "processor_only" else 1
+    payloads = keeps_payloads(layout, release)
     if layout == "shm":
         hits, lookups, saved = FAST.ring(d.keys, d.starts, d.sizes, d.work, capacity, max_object)
         return ReplayResult(capacity, [hits], [lookups], [], saved=saved)

@@ -69,5 +69,8 @@ def test_the_no_wait_budget_of_one_pass_is_the_replays_bisection_on_random_traff
 
             want = smallest_without_wait(run, 1, sum(tokens.values()))
             assert got == want, (reqs, tokens, window)
+            if encoder_replay.FAST is not None:  # the compiled pass
+                dense = encoder_replay.Dense.of(reqs, tokens)
+                assert encoder_replay.no_wait_budget(reqs, tokens, window, dense=dense) == want
             below = encoder_replay.replay(reqs, tokens, got - 1, window, native=False) if got > 1 else None
             assert below is None or below.waited or below.refused
