@@ -289,8 +289,18 @@ def encoder_entry(
     biggest = max(tokens.values())
     total = sum(tokens.values())  # at this budget nothing is ever evicted, and nothing waits
     recommended = encoder_replay.no_wait_budget(traffic.requests, tokens, window, dense=dense)
-    curve = [(c, run(c)) for c in grid(biggest, total, CURVE_POINTS // 2)]
-    unbounded = run(total)
+    # from the no-wait budget up, one pass gives every budget; below it requests wait: replayed
+    one_pass = encoder_replay.curve_without_wait(traffic.requests if dense is None else dense, tokens)
+
+    def point(size: int) -> tuple[int, int, int]:
+        """(hits, tokens saved, requests that waited) at ``size`` tokens, each exact."""
+        if size >= recommended:
+            return (*one_pass.at(size), 0)
+        r = run(size)
+        return r.hits, r.saved, len(r.waited)
+
+    curve = [(c, *point(c)) for c in grid(biggest, total, CURVE_POINTS // 2)]
+    unbounded_hits, unbounded_saved, _ = point(total)
     at = run(budget) if budget is not None else None
     step = max(1, len(at.occupancy) // MAX_OCCUPANCY_POINTS) if at else 1
     floor = enc.get("max_tokens_per_item")
@@ -308,18 +318,12 @@ def encoder_entry(
         "hits": at.hits if at else 0,
         "work_saved": at.saved if at else 0,
         "work_unit": "encoder tokens",
-        "unbounded_hits": unbounded.hits,
-        "unbounded_work_saved": unbounded.saved,
+        "unbounded_hits": unbounded_hits,
+        "unbounded_work_saved": unbounded_saved,
         "unbounded_bytes": total * per_token,
         "curve": [
-            {
-                "size_bytes": c * per_token,
-                "hits": r.hits,
-                "work_saved": r.saved,
-                "size_tokens": c,
-                "waits": len(r.waited),
-            }
-            for c, r in curve
+            {"size_bytes": c * per_token, "hits": h, "work_saved": w, "size_tokens": c, "waits": waits}
+            for c, h, w, waits in curve
         ],
         "curve_method": REPLAYED,
         "target_hits_percent": None,

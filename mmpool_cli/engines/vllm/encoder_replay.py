@@ -23,10 +23,11 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, chain
 from types import ModuleType
 from typing import Any
 
+from mmpool_cli.simulate.cache_curve import Curve, lru_curve
 from mmpool_cli.simulate.native import compiled
 
 FAST: ModuleType | None = compiled("_cachereplay")
@@ -158,11 +159,12 @@ class Dense:
 
     @classmethod
     def of(cls, requests: Iterable[Sequence[str]], tokens: Mapping[str, int]) -> Dense:
-        ids: dict[str, int] = {}
         requests = list(requests)
-        keys = array("q", [ids.setdefault(k, len(ids)) for r in requests for k in r])
-        starts = array("q", accumulate((len(r) for r in requests), initial=0))
-        return cls(keys, starts, array("q", [tokens[k] for k in ids]))
+        names = list(dict.fromkeys(chain.from_iterable(requests)))
+        ids = {k: i for i, k in enumerate(names)}
+        keys = array("q", map(ids.__getitem__, chain.from_iterable(requests)))
+        starts = array("q", accumulate(map(len, requests), initial=0))
+        return cls(keys, starts, array("q", map(tokens.__getitem__, names)))
 
 
 def replay(
@@ -302,3 +304,25 @@ def no_wait_budget(
                     del held[key]
                     total -= tokens[key]
     return max(peak, 1)
+
+
+def curve_without_wait(requests: Iterable[Sequence[str]] | Dense, tokens: Mapping[str, int]) -> Curve:
+    """Hits and tokens saved at every budget from ``no_wait_budget`` up, from one stack-distance pass:
+    there the cache is a byte-counted LRU (in tokens) over the items in request order.
+
+    Why: with no wait, a request's items go in one step, and the entries the requests in flight hold
+    are the most recently used ones, which an LRU of that budget holds too (their distinct tokens fit).
+    Unreferenced entries are evicted oldest released first, only as much as an item needs; they are
+    released when the last request holding them finishes, in admission order, and a request frees its
+    inputs in order: that is the order of their last use. A repeat in a request is a hit in both.
+    ``tests/engines/vllm/test_encoder_replay.py`` checks it against the replay on random traffic.
+    Below ``no_wait_budget`` requests wait, which reorders admissions: those budgets are replayed.
+    """
+    if isinstance(requests, Dense):
+        n = array("q", [requests.tokens[k] for k in requests.keys])
+        return lru_curve(requests.keys, n, None, n)
+    ids: dict[str, int] = {}
+    flat = [k for r in requests for k in r]
+    keys = [ids.setdefault(k, len(ids)) for k in flat]
+    n = array("q", [tokens[k] for k in flat])
+    return lru_curve(keys, n, None, n)

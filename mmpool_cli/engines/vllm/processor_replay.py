@@ -32,7 +32,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, chain
 from types import ModuleType
 from typing import Literal
 
@@ -329,11 +329,13 @@ class Dense:
 
     @classmethod
     def of(cls, requests: Sequence[Sequence[str]], sizes: Mapping[str, int], work: Mapping[str, int]) -> Dense:
-        ids: dict[str, int] = {}
-        keys = array("q", [ids.setdefault(k, len(ids)) for r in requests for k in r])
-        starts = array("q", accumulate((len(r) for r in requests), initial=0))
-        names = list(ids)
-        return cls(keys, starts, array("q", [sizes[k] for k in names]), array("q", [work[k] for k in names]), names)
+        names = list(dict.fromkeys(chain.from_iterable(requests)))
+        ids = {k: i for i, k in enumerate(names)}
+        keys = array("q", map(ids.__getitem__, chain.from_iterable(requests)))
+        starts = array("q", accumulate(map(len, requests), initial=0))
+        return cls(
+            keys, starts, array("q", map(sizes.__getitem__, names)), array("q", map(work.__getitem__, names)), names
+        )
 
 
 def replay_dense(

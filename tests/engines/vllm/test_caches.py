@@ -152,3 +152,16 @@ def test_every_processor_curve_point_is_a_single_python_replay(traffic, kw):
     assert entry["recommended_cost"]["hits"] == replay(entry["recommended_bytes"]).total_hits
     at = replay(entry["size_bytes"])
     assert (entry["hits"], entry["hits_per_api_process"], entry["work_saved"]) == (at.total_hits, at.hits, at.saved)
+
+
+@pytest.mark.parametrize("window", [1, 4])
+def test_every_encoder_curve_point_is_a_single_python_replay(traffic, window):
+    entry = caches.encoder_entry(_req(), traffic, window)
+    tokens = caches._tokens(_req(), traffic)[1]
+    below = 0
+    for point in entry["curve"]:
+        r = encoder_replay.replay(traffic.requests, tokens, point["size_tokens"], window, native=False)
+        assert (point["hits"], point["work_saved"], point["waits"]) == (r.hits, r.saved, len(r.waited)), point
+        below += point["size_tokens"] < entry["recommended_tokens"]
+    assert below  # some points are below the no-wait budget (replayed), the rest from one pass
+    assert entry["unbounded_hits"] == encoder_replay.replay(traffic.requests, tokens, 10**9, window).hits

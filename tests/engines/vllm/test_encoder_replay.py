@@ -74,3 +74,21 @@ def test_the_no_wait_budget_of_one_pass_is_the_replays_bisection_on_random_traff
                 assert encoder_replay.no_wait_budget(reqs, tokens, window, dense=dense) == want
             below = encoder_replay.replay(reqs, tokens, got - 1, window, native=False) if got > 1 else None
             assert below is None or below.waited or below.refused
+
+
+def test_from_the_no_wait_budget_up_one_pass_gives_each_budgets_replay():
+    import random
+
+    rng = random.Random(11)
+    for _ in range(200):
+        reqs, tokens = _random_traffic(rng)
+        curves = [encoder_replay.curve_without_wait(reqs, tokens)]
+        if encoder_replay.FAST is not None:
+            curves.append(encoder_replay.curve_without_wait(encoder_replay.Dense.of(reqs, tokens), tokens))
+        for window in (1, 2, 3, 5):
+            least = encoder_replay.no_wait_budget(reqs, tokens, window)
+            for size in sorted({least, least + 1, *(least + rng.randint(0, 300) for _ in range(6))}):
+                want = encoder_replay.replay(reqs, tokens, size, window, native=False)
+                assert not want.waited and not want.refused
+                for curve in curves:
+                    assert curve.at(size) == (want.hits, want.saved), (reqs, tokens, window, size)
