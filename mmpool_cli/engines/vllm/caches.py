@@ -134,11 +134,13 @@ def processor_entry(
     traffic: ImageTraffic,
     progress: Callable[[], None] | None = None,
     target: Fraction = DEFAULT_TARGET,
+    *,
+    known: tuple[eb.QwenVision, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
-    """The processor cache's entry of the ``caches`` list."""
+    """The processor cache's entry of the ``caches`` list (``known``: the items' ``_tokens``, if made)."""
     plan = make_plan(req)
     pc = plan.processor_cache
-    vision, tokens = _tokens(req, traffic)
+    vision, tokens = _tokens(req, traffic) if known is None else known
     # with the cache off (0 GiB), the curve is of the layout the launch would get with one
     enabled = pc if pc.layout != "disabled" else processor_cache.plan(1, req.cache_type, req.dp)
     layout: processor_replay.Layout = "processor_only"
@@ -268,12 +270,18 @@ def _assumed(layout: str, api: int) -> str:
 
 
 def encoder_entry(
-    req: VllmRequest, traffic: ImageTraffic, window: int, progress: Callable[[], None] | None = None
+    req: VllmRequest,
+    traffic: ImageTraffic,
+    window: int,
+    progress: Callable[[], None] | None = None,
+    *,
+    known: tuple[eb.QwenVision, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
-    """The encoder cache's entry of the ``caches`` list: bytes are tokens × the embedding's bytes per token."""
+    """The encoder cache's entry of the ``caches`` list: bytes are tokens × the embedding's bytes per token
+    (``known``: the items' ``_tokens``, if made)."""
     plan = make_plan(req)
     enc = plan.encoder_cache
-    _, tokens = _tokens(req, traffic)
+    _, tokens = _tokens(req, traffic) if known is None else known
     budget = enc.get("budget_tokens")
     per_token = enc["embedding_bytes_per_token"]
     seen: dict[int, encoder_replay.EncoderReplay] = {}
@@ -375,4 +383,8 @@ def caches(
         CacheTrafficError: the launch has an error (``check_launch``) or the model's items are unknown.
     """
     check_launch(req)
-    return [processor_entry(req, traffic, progress, target), encoder_entry(req, traffic, window, progress)]
+    known = _tokens(req, traffic)
+    return [
+        processor_entry(req, traffic, progress, target, known=known),
+        encoder_entry(req, traffic, window, progress, known=known),
+    ]

@@ -356,10 +356,10 @@ def replay_dense(
         return ReplayResult(capacity, [hits], [lookups], [], saved=saved)
     out = ReplayResult(capacity, [0] * n, [0] * n, [])
     for p in range(n):
-        hits, lookups, saved, failed = FAST.lru(d.keys, d.starts, d.sizes, d.work, capacity, p, n, payloads, False)
-        if layout == "lru" and failed:
-            # the engine core's receiver drifts from the sender only after a failure: replay it then
-            hits, lookups, saved, failed = FAST.lru(d.keys, d.starts, d.sizes, d.work, capacity, p, n, payloads, True)
+        # the engine core's receiver (lru) follows the sender in the same pass: it lacks nothing until the
+        # sender fails a request, so the figures are those of the Python replay, which mirrors only then
+        mirror = layout == "lru"
+        hits, lookups, saved, failed = FAST.lru(d.keys, d.starts, d.sizes, d.work, capacity, p, n, payloads, mirror)
         out.hits[p], out.lookups[p] = hits, lookups
         out.saved += saved
         for b, where, keys in failed:
