@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+from mmpool_cli.caches.report import CacheItem, CacheNote, CacheReport
 from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape
-from mmpool_cli.simulate.cache_report import CacheItem, CacheNote, CacheReport
 from mmpool_cli.workload.families import Family
 
 

@@ -27,8 +27,8 @@ from itertools import accumulate, chain
 from types import ModuleType
 from typing import Any
 
-from mmpool_cli.simulate.cache_curve import Curve, lru_curve
-from mmpool_cli.simulate.native import compiled
+from mmpool_cli.caches.curve import Curve, lru_curve
+from mmpool_cli.kernels.native import compiled
 
 FAST: ModuleType | None = compiled("_cachereplay")
 

@@ -36,7 +36,7 @@ from itertools import accumulate, chain
 from types import ModuleType
 from typing import Literal
 
-from mmpool_cli.simulate.native import compiled
+from mmpool_cli.kernels.native import compiled
 
 Layout = Literal["processor_only", "lru", "shm"]
 ID_MAX = 1 << 31  # the ring's monotonic ids wrap here (shm_object_storage.py)
