@@ -22,15 +22,92 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, chain
 from types import ModuleType
 
 from mmpool_cli.caches.curve import INF, Curve, lru_curve
 from mmpool_cli.kernels.native import compiled
 
-FAST: ModuleType | None = compiled("_cachereplay")  # its ``batches`` prepares the pass (the loop below, compiled)
+# the compiled cache replays and the preparation of the pass (``batches``: the loop of batch_curve, compiled)
+FAST: ModuleType | None = compiled("_cachereplay")
+
+
+class ByteLru:
+    """An LRU counted in bytes (cachetools' ``LRUCache`` with a size function): get, touch, put_if_fits, pop."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.order: OrderedDict[str, int] = OrderedDict()
+        self.used = 0
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.order
+
+    def touch(self, key: str) -> None:
+        if key in self.order:
+            self.order.move_to_end(key)
+
+    def get(self, key: str) -> bool:
+        if key in self.order:
+            self.order.move_to_end(key)
+            return True
+        return False
+
+    def put_if_fits(self, key: str, size: int) -> bool:
+        if size > self.capacity:  # "value too large": nothing is evicted
+            return False
+        while self.used + size > self.capacity:
+            _, old = self.order.popitem(last=False)
+            self.used -= old
+        self.order[key] = size
+        self.used += size
+        return True
+
+    def pop(self, key: str) -> None:
+        size = self.order.pop(key, None)
+        if size is not None:
+            self.used -= size
+
+
+@dataclass(frozen=True)
+class Batches:
+    """Batches as the compiled code reads them: dense key ids, each batch's start, per key its size and
+    work; ``names[id]`` the key."""
+
+    keys: array[int]
+    starts: array[int]
+    sizes: array[int]
+    work: array[int]
+    names: list[str]
+
+    @classmethod
+    def of(cls, requests: Sequence[Sequence[str]], sizes: Mapping[str, int], work: Mapping[str, int]) -> Batches:
+        names = list(dict.fromkeys(chain.from_iterable(requests)))
+        ids = {k: i for i, k in enumerate(names)}
+        keys = array("q", map(ids.__getitem__, chain.from_iterable(requests)))
+        starts = array("q", accumulate(map(len, requests), initial=0))
+        return cls(
+            keys, starts, array("q", map(sizes.__getitem__, names)), array("q", map(work.__getitem__, names)), names
+        )
+
+
+def replay_pinned(
+    b: Batches, capacity: int, first: int = 0, step: int = 1, *, payloads: bool, mirror: bool
+) -> tuple[int, int, int, list[tuple[int, int, tuple[int, ...]]]]:
+    """Batches ``first``, ``first + step``, ... through one ``ByteLru`` of ``capacity`` bytes driven as
+    this module's docstring says, compiled (``kernels/_cachereplay.c``'s ``lru``): ``(hits, lookups,
+    work saved, failed)``. Without ``payloads`` a batch whose stores evicted an entry it found is
+    aborted there (``(batch, 0, ())`` in ``failed``); with ``mirror`` a second LRU follows every
+    batch not aborted (storing what the first stored, looking up what it found) and the keys it lacks
+    are dropped from the first (``(batch, 1, keys)``). The engine's replay in Python is the reference.
+    """
+    if FAST is None:
+        raise RuntimeError("the compiled cache replay is not built")
+    hits, lookups, saved, failed = FAST.lru(b.keys, b.starts, b.sizes, b.work, capacity, first, step, payloads, mirror)
+    return int(hits), int(lookups), int(saved), list(failed)
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,18 @@ plus what is vLLM's own. Sizes come from the launch through the vLLM plan (``mak
 layout, API processes and encoder budget ``plan --engine vllm`` prints); items from the traffic
 (``cache_traffic``) and the model's processor (``cache_items``, Qwen-VL families).
 
-- processor: exact replays (``processor_replay``) at the deployment's size and at the curve's sizes,
-  a geometric grid from the smallest item to everything the traffic holds (vLLM's rules make the
-  hits not monotone in the size, so each point is its own replay); ``recommended_bytes`` is the
+- processor: the hits at the curve's sizes, a geometric grid from the smallest item to everything
+  the traffic holds, each exact: from one stack-distance pass (``caches.lru.batch_curve``) at every
+  size where no request's images outweigh the cache, else an exact replay (``processor_replay``,
+  compiled where built); the deployment's size is replayed (its per-process hits and failures).
+  vLLM's rules make the hits not monotone in the size; ``recommended_bytes`` is the
   smallest of those sizes that gets the hits of a cache that never evicts, with the host RAM a
   launch at that size takes on the node (``processor_cache.plan``, the shm ring's handle secret and
   the render-only caches included).
-- encoder: replays (``encoder_replay``) over token budgets; ``recommended_tokens`` is the smallest
-  budget where no request waits (no wait at one budget means the same admissions at every larger
-  one, so a bisection finds it exactly). Pure core: standard library only.
+- encoder: ``recommended_tokens`` is the smallest budget where no request waits, in one pass
+  (``encoder_replay.no_wait_budget``); from it up the curve is one stack-distance pass
+  (``encoder_replay.curve_without_wait``), below it each point a replay (``encoder_replay``).
+  Pure core: standard library only.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from mmpool_cli.caches.lru import batch_curve
+from mmpool_cli.caches.lru import Batches, batch_curve
 from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.vllm import cache_items, encoder_replay, processor_cache, processor_replay
@@ -152,7 +155,7 @@ def processor_entry(
     max_object = req.shm_max_object_mb << 20
     api = max(1, enabled.api_processes) if layout == "processor_only" else 1
     release = req.release.version
-    dense = processor_replay.Dense.of(traffic.requests, sizes, processed)
+    dense = Batches.of(traffic.requests, sizes, processed)
     # one pass gives every size where no request's images outweigh the cache; the rest are replayed
     one_pass = None if layout == "shm" else batch_curve(dense.keys, dense.starts, dense.sizes, dense.work, api)
 
@@ -211,9 +214,9 @@ def processor_entry(
     at = replay(pc.cache_bytes) if pc.layout != "disabled" else None
     notes = [
         f"replayed with vLLM {req.release.version}'s rules ({pc.layout}); assumed: {_assumed(layout, api)}",
-        "each curve point is its own exact replay (an item larger than the cache is never cached, so hits "
-        "need not grow with the size); the recommendation is the smallest grid point reaching the target, "
-        "lowered by bisection within its gap",
+        "each curve point is exact: one pass where no request's images outweigh the cache, a replay below "
+        "that (an item larger than the cache is never cached, so hits need not grow with the size); the "
+        "recommendation is the smallest grid point reaching the target, lowered by bisection within its gap",
     ]
     if at is not None and at.failed:
         notes.append(
@@ -376,7 +379,7 @@ def caches(
 ) -> list[dict[str, Any]]:
     """The ``caches`` list for vLLM: the processor cache, then the encoder cache.
 
-    ``progress`` is called once per replay (about a hundred). ``meets_target``: the processor cache
+    ``progress`` is called once per replay (the sizes one pass does not give). ``meets_target``: the processor cache
     gets ``target`` percent of the hits of one that never evicts; no request waits in the encoder cache.
 
     Raises:
