@@ -325,7 +325,7 @@ static PyObject *refcounted(PyObject *self, PyObject *args) {
     Mgr m;
     memset(&m, 0, sizeof m);
     Flight *fl = NULL;
-    int64_t nfl = 0, flo = 0;
+    int64_t nfl = 0, flo = 0, cap = 0; /* the flights in a circular queue fl[flo .. flo + nfl) */
     int32_t *last = NULL, *seen = NULL, *alloc = NULL, *dup = NULL;
     int64_t *mine = NULL; /* per entry: the last batch that referenced it (a batch references only while admitted) */
     int64_t *waited = NULL, *refused = NULL, *occ = NULL, nwait = 0, nref = 0;
@@ -341,7 +341,8 @@ static PyObject *refcounted(PyObject *self, PyObject *args) {
     mine = malloc((size_t)(K + 1) * sizeof(int64_t));
     last = malloc((size_t)(K + 1) * sizeof(int32_t)); seen = malloc((size_t)(K + 1) * sizeof(int32_t));
     alloc = malloc((size_t)most * sizeof(int32_t)); dup = malloc((size_t)most * sizeof(int32_t));
-    fl = calloc((size_t)(window + 1), sizeof(Flight));
+    cap = (window < in.nreq ? window : in.nreq) + 1; /* at most one flight a batch, whatever the window */
+    fl = calloc((size_t)cap, sizeof(Flight));
     waited = malloc((size_t)(in.nreq + 1) * sizeof(int64_t)); refused = malloc((size_t)(in.nreq + 1) * sizeof(int64_t));
     occ = malloc((size_t)(in.nreq + 1) * sizeof(int64_t));
     if (!m.cached || !m.evicted || !m.infree || !m.refs || !m.fprev || !m.fnext || !m.freed || !mine || !last || !seen || !alloc ||
@@ -349,7 +350,6 @@ static PyObject *refcounted(PyObject *self, PyObject *args) {
     m.fprev[K] = m.fnext[K] = (int32_t)K;
     for (int64_t k = 0; k <= K; k++) { seen[k] = -1; mine[k] = -1; }
     int64_t hits = 0, saved = 0, recomputed = 0, stepno = 0;
-    int64_t cap = window + 1; /* the flights in a circular queue fl[flo .. flo + nfl) */
     for (int64_t b = 0; b < in.nreq; b++) {
         const int64_t *ks = in.keys + in.starts[b];
         int64_t len = in.starts[b + 1] - in.starts[b];
@@ -430,7 +430,7 @@ static PyObject *refcounted(PyObject *self, PyObject *args) {
         else { Py_XDECREF(w); Py_XDECREF(r); Py_XDECREF(o); }
     }
 done:
-    if (fl) for (int64_t i = 0; i < window + 1; i++) free(fl[i].held);
+    if (fl) for (int64_t i = 0; i < cap; i++) free(fl[i].held);
     free(fl);
     free(m.cached); free(m.evicted); free(m.infree); free(m.refs); free(m.fprev); free(m.fnext); free(m.freed);
     free(mine); free(last); free(seen); free(alloc); free(dup); free(waited); free(refused); free(occ);
