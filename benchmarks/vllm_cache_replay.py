@@ -1,10 +1,11 @@
 """How long ``mmpool cache --engine vllm`` takes to replay vLLM's caches over a large traffic.
 
 Builds a synthetic chat traffic in memory (no file, no image decoding: the traffic reader's cost is
-``benchmarks/traffic_log.py``'s), then times the caches list (both curves, the recommendations, the replays at the deployment's
-sizes) for Qwen2.5-VL at vLLM's defaults: wall time, and the process's CPU time (the wall time of a
-quiet machine, on a shared one). One stack-distance pass per cache gives most sizes; the rest are
-replays (compiled where built), each linear in the images: "replays" counts them.
+``benchmarks/traffic_log.py``'s), then times the caches list (both curves, the recommendations, the
+replays at the deployment's sizes) for Qwen2.5-VL at vLLM's defaults: wall time, and the process's
+CPU time (the wall time of a quiet machine, on a shared one). One stack-distance pass per cache
+gives most sizes; the rest are replays (compiled where built), each linear in the images:
+"replays" counts them.
 
 Usage::
 
