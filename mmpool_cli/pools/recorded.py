@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mmpool_cli._record.mmpool_record import recfmt
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.pools.replay import SimResult
@@ -9,8 +11,18 @@ from mmpool_cli.traces.recorded_layout import DEFAULT_GRANULARITY, of_pools
 from mmpool_cli.traces.recording import Recording
 
 
-def compare(rec: Recording, result: SimResult | None, granularity: int = DEFAULT_GRANULARITY) -> list[Finding]:
-    """Whether the replay made the recorded pools' decisions: one finding, or none where it kept no decisions."""
+def compare(
+    rec: Recording,
+    result: SimResult | None,
+    granularity: int = DEFAULT_GRANULARITY,
+    *,
+    header_for: Callable[[int], int] | None = None,
+) -> list[Finding]:
+    """Whether the replay made the recorded pools' decisions: one finding, or none where it kept no decisions.
+
+    ``header_for`` gives the data_start of the engine's cuda_ipc pools for a number of consumers: where
+    the recorded pools' is another, no flags replay them, and the finding says so instead of advising flags.
+    """
     if result is None or result.offsets is None:
         return []
     first = rec.pools[0]
@@ -44,11 +56,13 @@ def compare(rec: Recording, result: SimResult | None, granularity: int = DEFAULT
     if want != have:
         own = of_pools(rec.pools, granularity)  # the whole-MiB budget that splits into these pools
         differ = next(k for k in want if want[k] != have[k])
-        how = (
-            f"to compare with what the pools did, replay with {own.flags()}"
-            if own.budget_mb is not None
-            else f"mmpool cannot replay the recording's own pools: {own.unsplit()}"
-        )
+        made = header_for(own.consumers) if header_for is not None and own.transport == "cuda_ipc" else None
+        if own.budget_mb is None:
+            how = f"mmpool cannot replay the recording's own pools: {own.unsplit()}"
+        elif made is not None and made != want["data_start"]:
+            how = f"mmpool cannot replay the recording's own pools: {own.unplaced(int(want['data_start']), made)}"
+        else:
+            how = f"to compare with what the pools did, replay with {own.flags()}"
         return [
             Finding(
                 Severity.info,

@@ -79,6 +79,9 @@ def _manifest(path: str) -> dict[str, Any]:
 
 def _pool_manifests(path: str) -> tuple[list[str], list[dict[str, Any]]]:
     """The recording's pool manifests: their files, sorted, and what each holds; TraceError if none or too many."""
+    if not os.path.isdir(path):
+        what = "is a file, not a directory" if os.path.lexists(path) else "no such directory"
+        raise TraceError(f"{path}: {what}; give the directory of a recording (mmpool record --out DIR)")
     manifests = sorted(glob.glob(os.path.join(glob.escape(path), recfmt.POOL_GLOB)))
     if not manifests:
         raise TraceError(f"{path}: no pool-*.json: not a recording of mmpool record, or no pool was recorded")

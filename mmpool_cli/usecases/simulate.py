@@ -179,7 +179,9 @@ def simulate(request: SimulateRequest) -> SimulationReport:
         from mmpool_cli.pools.recorded import compare
 
         assert request.trace is not None
-        report.findings.extend(compare(recorded, report.result, request.trace.granularity))
+        report.findings.extend(
+            compare(recorded, report.result, request.trace.granularity, header_for=pools.header_for)
+        )
     return report
 
 

@@ -122,3 +122,13 @@ def test_trace_from_record_writes_the_merged_trace(tmp_path: Path) -> None:
             "pools leased it (worker i the i-th pool, the bytes they leased): drop it (mmpool simulate --trace DIR "
             "--workers N replays it at another layout)\n"
         )
+
+
+def test_trace_from_record_of_no_directory_says_so(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    for path, what in ((tmp_path / "none", "no such directory"), (tmp_path / "file", "is a file, not a directory")):
+        got = mmpool("trace", "--from", "record", str(path))
+        assert (got.returncode, got.stdout) == (2, ""), got.stderr
+        assert got.stderr == (
+            f"mmpool: error: {path}: {what}; give the directory of a recording (mmpool record --out DIR)\n"
+        )
