@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from mmpool_cli._record.mmpool_record import recfmt
@@ -9,6 +10,11 @@ from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.pools.replay import SimResult
 from mmpool_cli.traces.recorded_layout import DEFAULT_GRANULARITY, of_pools
 from mmpool_cli.traces.recording import Recording
+
+
+def damage_findings(rec: Recording) -> list[Finding]:
+    """One ``record-damaged`` warning per file of the recording that is not whole, naming it and what is read."""
+    return [Finding(Severity.warning, "record-damaged", str(damage)) for damage in rec.damage]
 
 
 def compare(
@@ -33,6 +39,7 @@ def compare(
             "events were dropped" if p.info.get(recfmt.K_DROPPED) else "",
             "the first parts of its trace are gone (--max-bytes)" if not p.whole else "",
             "its process did not end cleanly" if not (p.complete and p.info.get(recfmt.K_COMPLETE)) else "",
+            f"{os.path.basename(p.damage[0].path)} is damaged" if p.damage else "",
         )
         if why
     ]

@@ -66,7 +66,6 @@ class RecordedLayout:
             "each (the pools were not made from SGLANG_MM_FEATURE_CACHE_MB)"
         )
 
-
     def unplaced(self, data_start: int, made: int) -> str:
         """Why no flags replay these pools whose data starts at ``data_start``, where the engine's start at ``made``."""
         consumers = f"{self.consumers} consumer{'s' if self.consumers != 1 else ''}"

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmpool_cli._record.mmpool_record import recfmt
+from mmpool_cli.core.words import count
 from mmpool_cli.traces.events import ALLOC, Events
 from mmpool_cli.traces.reader import MAX_EVENTS, TraceError
-from mmpool_cli.traces.record_stream import PoolTrace, read_jsonl, read_stream
+from mmpool_cli.traces.record_stream import Damage, PoolTrace, damage_of, read_jsonl, read_stream
 from mmpool_cli.traces.recorded_layout import DEFAULT_GRANULARITY, RecordedLayout, of_pools
 
 MAX_POOLS = 1024  # SGLang's --tokenizer-worker-num is at most this in mmpool's plan
@@ -37,6 +38,7 @@ class Recording:
     offsets: list[int | None] = field(default_factory=list)  # per alloc of the merged trace, in order
     ids: list[str] = field(default_factory=list)
     traces: list[PoolTrace] = field(default_factory=list)  # in worker order, as ``pools``
+    damage: list[Damage] = field(default_factory=list)  # the recording's files that are not whole, once each
 
     def source(self) -> dict[str, Any]:
         """What the report's ``source`` says of the recording."""
@@ -133,7 +135,12 @@ def read_recording(
     total = sum(len(p.events) for p in traces)
     if total > max_events:
         raise TraceError(f"{path}: more than {max_events} events; raise --max-events to read it")
+    damage = damage_of(path, traces)
     if not total:
+        broken = [d for d in damage if os.path.basename(d.path) != recfmt.RUN_MANIFEST]
+        if broken:
+            more = f" (and {count(len(broken) - 1, 'more damaged file')})" if len(broken) > 1 else ""
+            raise TraceError(f"{path}: no events to read: {broken[0]}{more}")
         raise TraceError(f"{path}: no events: the recording's {len(traces)} pools leased nothing")
     start = min(int(p.t0 or 0) for p in traces)
     streams = []
@@ -144,7 +151,7 @@ def read_recording(
         streams.append(_stream(trace, n, shift, name))
     pools = [p.info for p in traces]
     out = Events(keep_ids=keep_ids, requests=requests)
-    rec = Recording(path, pools, traces=traces)
+    rec = Recording(path, pools, traces=traces, damage=damage)
     live: dict[str, int] = {}
     serial = 0
     for t, _, op, ident, nbytes, pool, offset in heapq.merge(*streams, key=lambda e: (e[0], e[1])):
@@ -162,8 +169,8 @@ def read_recording(
 
 def merged_lines(path: str, *, max_events: int = MAX_EVENTS) -> tuple[list[str], Recording]:
     """The recording as one trace (``trace --from record``): its lines, worker i the i-th pool, offsets kept."""
-    count = len(glob.glob(os.path.join(glob.escape(path), recfmt.POOL_GLOB)))
-    events, rec = read_recording(path, max(count, 1), max_events=max_events)
+    found = len(glob.glob(os.path.join(glob.escape(path), recfmt.POOL_GLOB)))
+    events, rec = read_recording(path, max(found, 1), max_events=max_events)
     lines = []
     allocs = 0
     ids = events.ids or []

@@ -176,9 +176,10 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     if request.keep_events:
         report.events_data = events
     if recorded is not None:
-        from mmpool_cli.pools.recorded import compare
+        from mmpool_cli.pools.recorded import compare, damage_findings
 
         assert request.trace is not None
+        report.findings.extend(damage_findings(recorded))
         report.findings.extend(
             compare(recorded, report.result, request.trace.granularity, header_for=pools.header_for)
         )

@@ -118,7 +118,9 @@ def test_pools_whose_layout_no_flag_makes_are_said_so_never_advised_again(run_li
     # three pools of 1 MiB whose data starts at 256 B: a program that laid them out itself (as
     # tests/record/fake_sglang.py does); SGLang puts one consumer's data further in, so no flags replay them
     for n, pid in enumerate((5, 6, 7)):
-        (tmp_path / f"pool-{pid}-0.jsonl").write_text('{"t": 0.01, "op": "alloc", "id": "0", "bytes": 1000, "offset": 256}\n')
+        (tmp_path / f"pool-{pid}-0.jsonl").write_text(
+            '{"t": 0.01, "op": "alloc", "id": "0", "bytes": 1000, "offset": 256}\n'
+        )
         manifest = {"format": 1, "file": f"pool-{pid}-0.jsonl", "pid": pid, "pool": 0, "transport": "cuda_ipc"}
         manifest |= {"layout": {"memory_size": 1 << 20, "data_start": 256, "slots": 64, "consumers": 1}}
         manifest |= {"recycle_interval_s": 0.05, "t0_monotonic_ns": n, "complete": True}
