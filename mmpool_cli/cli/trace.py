@@ -212,7 +212,7 @@ def _reported(fmt: OutputFormat) -> Iterator[None]:
 def _recording(inputs: list[str], output: str | None, given: dict[str, str]) -> None:
     """``--from record DIR``: the recording's pools merged into one trace, the real offsets kept."""
     from mmpool_cli.core.words import count
-    from mmpool_cli.traces.recording import merged_lines
+    from mmpool_cli.traces.recording import header_line, merged_lines
 
     # a recording holds what its pools leased, worker by worker: nothing is converted, so no flag of
     # the conversion applies (simulate --trace DIR replays it at other --workers or --tp)
@@ -226,7 +226,7 @@ def _recording(inputs: list[str], output: str | None, given: dict[str, str]) -> 
     if len(inputs) != 1:
         raise MmpoolError("--from record reads one recording: give its directory (mmpool record --out DIR)")
     lines, rec = merged_lines(inputs[0])
-    _emit(output, lambda f: f.writelines(lines))
+    _emit(output, lambda f: f.writelines([header_line(rec), *lines]))  # the layout first: it replays as written
     said = f"mmpool trace: {count(len(lines), 'event')} of {count(len(rec.pools), 'pool')} from {inputs[0]}"
     if not rec.damage:
         typer.echo(said, err=True)

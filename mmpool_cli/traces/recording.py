@@ -14,13 +14,17 @@ import glob
 import heapq
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from mmpool_cli._record.mmpool_record import recfmt
 from mmpool_cli.core.words import count
+from mmpool_cli.traces.bounded import MAX_LINE_BYTES
 from mmpool_cli.traces.events import ALLOC, Events
+from mmpool_cli.traces.jsonl import LAYOUT_KEY
+from mmpool_cli.traces.parquet import is_parquet
 from mmpool_cli.traces.reader import MAX_EVENTS, TraceError
 from mmpool_cli.traces.record_stream import Damage, PoolTrace, damage_of, read_jsonl, read_stream
 from mmpool_cli.traces.recorded_layout import DEFAULT_GRANULARITY, RecordedLayout, of_pools
@@ -183,6 +187,51 @@ def merged_lines(path: str, *, max_events: int = MAX_EVENTS) -> tuple[list[str],
             body = {"op": "free", "id": ids[key]}
         lines.append(head + json.dumps(body)[1:] + "\n")
     return lines, rec
+
+
+def header_line(rec: Recording) -> str:
+    """The merged trace's first line: the layout its pools had (``trace_layout`` reads it back), so that
+    ``simulate --trace FILE`` replays the file at the recording's own layout, as ``--trace DIR`` does."""
+    first = rec.pools[0]
+    layout = {
+        "pools": len(rec.pools),
+        "transport": first[recfmt.K_TRANSPORT],
+        "layout": first[recfmt.K_LAYOUT],
+        "recycle_interval_s": first[recfmt.K_INTERVAL],
+    }
+    return json.dumps({LAYOUT_KEY: layout}) + "\n"
+
+
+def trace_layout(path: str, granularity: int = DEFAULT_GRANULARITY) -> RecordedLayout | None:
+    """The recording's layout that the trace file at ``path`` begins with (``header_line``), or None where it
+    begins with none (a trace of traffic, one merged before mmpool wrote the layout, stdin, Parquet)."""
+    if path == "-" or is_parquet(path):
+        return None
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as f:
+            first = f.readline(MAX_LINE_BYTES + 1)
+    except OSError:
+        return None  # the trace's reader says what is wrong with it
+    if not first.lstrip().startswith(b'{"' + LAYOUT_KEY.encode() + b'"'):
+        return None
+    where = f"{path}:1"
+    try:
+        header = json.loads(first)[LAYOUT_KEY]
+        pools = header["pools"]
+        manifest = {
+            "file": where,
+            recfmt.K_TRANSPORT: header["transport"],
+            recfmt.K_LAYOUT: header["layout"],
+            recfmt.K_INTERVAL: header["recycle_interval_s"],
+        }
+    except (ValueError, KeyError, TypeError) as e:
+        what = "not the layout of a recording that mmpool trace --from record writes"
+        raise TraceError(f"{where}: {what} ({type(e).__name__}: {e})") from None
+    if type(pools) is not int or not 1 <= pools <= MAX_POOLS:
+        raise TraceError(f"{where}: the recording's pools must be a whole number from 1 to {MAX_POOLS}, not {pools!r}")
+    return of_pools([manifest] * pools, granularity)
 
 
 def _stream(trace: PoolTrace, n: int, shift: int, name: str) -> Iterator[tuple[Any, ...]]:

@@ -198,7 +198,8 @@ def _read_trace(trace: TraceSource, workers: int, requests: bool) -> tuple[dict[
     timeline = TraceFile(
         trace.path, workers, trace.max_events, trace.idle_timeout, keep_ids=trace.keep_ids, requests=requests
     )
-    return {"trace": trace.path}, timeline, None
+    said = {"assumptions": trace.assumptions} if trace.assumptions else {}  # a trace merged from a recording
+    return {"trace": trace.path, **said}, timeline, None
 
 
 def _limit_events(request: SimulateRequest, trace_events: int) -> int | None:

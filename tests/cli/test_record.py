@@ -106,6 +106,8 @@ def test_trace_from_record_writes_the_merged_trace(tmp_path: Path) -> None:
     got = mmpool("trace", "--from", "record", str(rec), "-o", str(tmp_path / "merged.jsonl"))
     assert (got.returncode, got.stdout, got.stderr) == (0, "", f"mmpool trace: 2 events of 1 pool from {rec}\n")
     assert (tmp_path / "merged.jsonl").read_text() == (
+        '{"recording": {"pools": 1, "transport": "cuda_ipc", "layout": {"memory_size": 1048576, "data_start": 256, '
+        '"slots": 4096, "consumers": 1}, "recycle_interval_s": 0.05}}\n'
         '{"t": 0.010000000, "op": "alloc", "id": "5-0:0", "bytes": 100, "worker": 0, "offset": 256}\n'
         '{"t": 0.050000000, "op": "free", "id": "5-0:0"}\n'
     )

@@ -1,4 +1,4 @@
-"""simulate.record_stream: a damaged recording's files are named, each with what is wrong with it and what is read.
+"""traces.record_stream: a damaged recording's files are named, each with what is wrong with it and what is read.
 
 The streams here are written with ``recfmt``'s own structs (``tests/record/streams.py``; the format is
 mmpool's): a pool's and a cache's records, then the file cut as a crash or a copy cuts it.
