@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "record"))
 from streams import HEAD, SIZE, cache_recording, cache_records, pool_records, recording, write  # noqa: E402
 
 from mmpool_cli._record.mmpool_record import recfmt  # noqa: E402
+from mmpool_cli.traces.reader import TraceError  # noqa: E402
 from mmpool_cli.traces.record_stream import read_caches  # noqa: E402
 from mmpool_cli.traces.recording import read_recording  # noqa: E402
-from mmpool_cli.traces.reader import TraceError  # noqa: E402
 
 
 def lines(root: Path) -> list[str]:
