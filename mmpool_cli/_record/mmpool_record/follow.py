@@ -84,7 +84,7 @@ class _Cache:
             self.entries = 0 if a == 0 else self.entries - 1
         elif kind == recfmt.CACHE_WAIT:
             self.series.on_wait()
-        else:  # CACHE_REQUEST, CACHE_UNREF: the cache's bytes and entries are as they were
+        else:  # CACHE_REQUEST, CACHE_UNREF, CACHE_BATCH: the cache's bytes and entries are as they were
             return
         self.series.on_state(self.nbytes, max(self.entries, 0))
 
