@@ -178,3 +178,22 @@ def test_a_recording_of_sglangs_own_batches_replays_exactly_at_every_size(tmp_pa
     assert old.joined > 0
     differs = [size for size in (SIZE // 8, SIZE // 4, SIZE) if replay(old.lookups, size)[0] != hits_at(src, size)]
     assert differs, "the marks made no difference here: the test shows nothing"
+
+
+def test_a_scheduler_of_other_code_leaves_the_cache_recorded_and_says_its_batches_are_not_marked(
+    tmp_path: Path,
+) -> None:
+    src, out = tree(tmp_path / "tree"), tmp_path / "rec"
+    module = src / MODULES[1]
+    text = module.read_text()  # a local patch: the batch function's code is not 0.5.23's
+    module.write_text(text.replace("    unique_misses: Dict", "    # patched here\n    unique_misses: Dict", 1))
+    done = mp.run_program(src, str(SIZE), record=out)
+    assert done.returncode == 0
+    assert done.stderr == (
+        "mmpool record: sglang.srt.managers.mm_schedule: _batch_encode_per_image_misses is code mmpool does not "
+        "know (another release, or a local patch): the embedding cache's batches are not marked (its records are "
+        "kept; a replay at other sizes reads its batches from them, as docs/record.md says)\n"
+    )
+    [trace] = read_caches(str(out), 10**6)
+    kinds = {e[1] for e in trace.events}
+    assert recfmt.CACHE_LOOKUP in kinds and recfmt.CACHE_BATCH not in kinds
