@@ -303,13 +303,16 @@ def run_damage(directory: str) -> list[Damage]:
     except OSError as e:
         return [Damage(path, f"cannot be read ({e.strerror or e}); the pools' own files are read without it")]
     why = ""
-    try:
-        info = json.loads(data)
-    except ValueError as e:
-        why = f"not JSON: {e}" if data.strip() else f"{count(len(data), 'byte')}, no JSON"
+    if len(data) > MAX_RUN_BYTES:
+        why = "over 1 MiB"
     else:
-        if len(data) > MAX_RUN_BYTES or not isinstance(info, dict) or info.get("format") != recfmt.RUN_FORMAT:
-            why = f"not an object of format {recfmt.RUN_FORMAT}"
+        try:
+            info = json.loads(data)
+        except ValueError as e:
+            why = f"not JSON: {e}" if data.strip() else f"{count(len(data), 'byte')}, no JSON"
+        else:
+            if not isinstance(info, dict) or info.get("format") != recfmt.RUN_FORMAT:
+                why = f"not an object of format {recfmt.RUN_FORMAT}"
     if not why:
         return []
     what = f"not the run's manifest that mmpool record wrote ({why}): cut short or overwritten"
