@@ -65,9 +65,9 @@ def one_pass(n: int, distinct: int) -> None:
 
 
 def chat(n: int, distinct: int, seed: int = 0) -> None:
+    from mmpool_cli.caches.report import CacheItem
     from mmpool_cli.engines.sglang import caches as sglang
     from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape
-    from mmpool_cli.caches.report import CacheItem
     from mmpool_cli.workload.families import family
 
     rng = random.Random(seed)

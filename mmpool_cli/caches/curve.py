@@ -88,6 +88,7 @@ def lru_curve(
     groups: Sequence[int] | None = None,
     max_entries: int = 0,
     again: bool = True,
+    in_order: bool = False,
     native: bool | None = None,
 ) -> Curve:
     """The exact hit curve of byte-counted LRU lookups: ``keys[i]`` (dense ids from 0) of ``sizes[i]`` bytes.
@@ -104,6 +105,9 @@ def lru_curve(
     the batch's keys that follow it there, size by size (exact for every order of lookups). A key
     looked up again in its batch hits where its first lookup does (``again``), or never (the engine
     looks it up again only where the first missed).
+    ``in_order``: the batch's keys are used in lookup order instead (a key looked up twice at its last),
+    whether they hit or miss, as a cache that pins the batch's entries found and then looks each up in
+    turn leaves them (exact at every size where the batch's entries fit the cache together).
     """
     if groups is not None and len(groups) != len(keys):
         raise ValueError("groups must have one entry per lookup")
@@ -124,12 +128,13 @@ def lru_curve(
             _int64(work) if work is not None else array("q", bytes(8 * n)),
             b"" if groups is None else _int64(groups),
             max_entries,
+            in_order,
             again,
         )
         return Curve(sum(wq), steps)
     w = list(weights) if weights is not None else [1] * n
     u = list(work) if work is not None else [0] * n
-    return Curve(sum(w), _steps(_intervals(keys, sizes, w, u, max_entries, groups, again)))
+    return Curve(sum(w), _steps(_intervals(keys, sizes, w, u, max_entries, groups, again, in_order)))
 
 
 def _int64(xs: Sequence[int]) -> array[int]:
@@ -330,6 +335,7 @@ def _intervals(
     max_entries: int,
     groups: Sequence[int] | None = None,
     again: bool = True,
+    in_order: bool = False,
 ) -> dict[int, list[int]]:
     """Each lookup's hit intervals of sizes, as +/- events of (hits, work) at their ends.
 
@@ -373,7 +379,10 @@ def _intervals(
             classes.setdefault(_cls(s), _Class(n)).put(t, s, 1)
             where[key] = t
             batch_at[t], key_at[t] = batch, key
-            placed[key] = _Placed(hits, last if again else first, first)
+            if in_order:  # one order at every size: the lookups'
+                placed[key] = _Placed([], last, last)
+            else:
+                placed[key] = _Placed(hits, last if again else first, first)
             t += 1
         pending.clear()
 

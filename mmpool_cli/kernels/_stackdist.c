@@ -1,9 +1,11 @@
 /* The compiled twin of caches/curve.py's _intervals and _steps: the exact hit curve of a byte-counted LRU
  * (entries larger than the cache not admitted, an optional bound on entries) from one pass.
  *
- * curve(keys, sizes, weights, work, groups, max_entries, again) -> ((size, hits, work), ...): int64 buffers
- * in (groups empty: every lookup its own group), the step function out. Keys are dense ids in [0, n). The Python code
- * (caches/curve.py) is the reference; tests/caches/test_curve.py and test_replay.py keep the two equal.
+ * curve(keys, sizes, weights, work, groups, max_entries[, in_order[, again]]) -> ((size, hits, work), ...):
+ * int64 buffers in (groups empty: every lookup its own group; in_order: a group's keys are used in lookup
+ * order at every size, not its hits first; again 0: a key looked up twice in a group is looked up again
+ * only where its first lookup missed), the step function out. Keys are dense ids in [0, n). The Python
+ * code (caches/curve.py) is the reference; tests/caches/test_curve.py and test_replay.py keep the two equal.
  */
 #define PY_SSIZE_T_CLEAN
 #define _DEFAULT_SOURCE /* madvise */
@@ -396,8 +398,8 @@ static int cmp64(const void *a, const void *b) {
 static PyObject *curve(PyObject *self, PyObject *args) {
     Py_buffer kb, sb, wb, ub, gb;
     long long max_entries;
-    int again;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*Lp", &kb, &sb, &wb, &ub, &gb, &max_entries, &again)) return NULL;
+    int in_order = 0, again = 1; /* a group's keys used in lookup order; a repeat looked up again */
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*L|pp", &kb, &sb, &wb, &ub, &gb, &max_entries, &in_order, &again)) return NULL;
     PyObject *result = NULL;
     int64_t n = kb.len / 8;
     const int64_t *keys = kb.buf, *sizes = sb.buf, *w = wb.buf, *u = ub.buf, *groups = gb.len ? gb.buf : NULL;
@@ -476,6 +478,7 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                 X->niv = (int32_t)pend[p].cnt;
                 X->hit_at = again ? pend[p].last : pend[p].first;
                 X->miss_at = pend[p].first;
+                if (in_order) { X->niv = 0; X->hit_at = X->miss_at = pend[p].last; } /* one order at every size */
             }
             npend = 0;
             pendiv.len = 0;
@@ -813,7 +816,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"curve", curve, METH_VARARGS,
-     "curve(keys, sizes, weights, work, groups, max_entries, again) -> ((size, hits, work), ...)"},
+     "curve(keys, sizes, weights, work, groups, max_entries[, in_order[, again]]) -> ((size, hits, work), ...)"},
     {"replay", replay, METH_VARARGS,
      "replay(keys, sizes, weights, work, groups, shared, max_entries, again, points) -> ((hits, work, lookups), ...)"},
     {NULL, NULL, 0, NULL},

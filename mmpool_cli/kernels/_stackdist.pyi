@@ -1,6 +1,14 @@
 def curve(
-    keys: bytes, sizes: bytes, weights: bytes, work: bytes, groups: bytes, max_entries: int, /
-) -> tuple[bytes, bytes, bytes]: ...
+    keys: bytes,
+    sizes: bytes,
+    weights: bytes,
+    work: bytes,
+    groups: bytes,
+    max_entries: int,
+    in_order: bool = ...,
+    again: bool = ...,
+    /,
+) -> tuple[tuple[int, int, int], ...]: ...
 def replay(
     keys: bytes,
     sizes: bytes,

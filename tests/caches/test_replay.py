@@ -64,9 +64,7 @@ def test_one_pass_equals_the_replay_at_every_size_where_it_says_it_is_exact(seed
     lk = _batched(rng, 60, exact=True, shared=shared)
     exact = one_pass(lk)
     assert exact is not None
-    curve = lru_curve(
-        lk.keys, exact, lk.weights, lk.work, groups=lk.groups, max_entries=lk.max_entries, again=lk.again
-    )
+    curve = lru_curve(lk.keys, exact, lk.weights, lk.work, groups=lk.groups, max_entries=lk.max_entries, again=lk.again)
     for size in range(never_evicts(lk) + 2):
         assert curve.at(size) == replay(lk, size), size
 
