@@ -237,7 +237,7 @@ typedef struct { Events *e; int64_t lo, hi; int32_t ref; Ivs *got; } Emit; /* go
 
 static int emit_flush(Emit *m) {
     if (m->lo < 0) return 0;
-    int r = ivs_add(m->got, m->lo, m->hi);
+    int r = m->got ? ivs_add(m->got, m->lo, m->hi) : 0;
     if (!r) r = ev_add(m->e, m->lo, m->ref);
     if (!r && m->hi < INF) r = ev_add(m->e, m->hi, -m->ref);
     m->lo = m->hi = -1;
@@ -508,13 +508,13 @@ static PyObject *curve(PyObject *self, PyObject *args) {
         }
         int64_t s = K->size, prev = K->where;
         got.len = 0;
-        Emit em = {&ev, -1, -1, (int32_t)(i + 1), &got};
+        Emit em = {&ev, -1, -1, (int32_t)(i + 1), kx ? &got : NULL}; /* intervals kept only for groups */
         if (prev >= 0) {
             /* the previous group's times around prev; its other keys still last used there */
             int32_t g = T.grp[prev];
             int64_t gend = prev + 1, gbeg = prev, nothers = 0;
-            while (gend < t && T.grp[gend] == g) gend++;
-            while (gbeg > 0 && T.grp[gbeg - 1] == g) gbeg--;
+            while (kx && gend < t && T.grp[gend] == g) gend++;
+            while (kx && gbeg > 0 && T.grp[gbeg - 1] == g) gbeg--;
             if (gend - gbeg > nbuf) {
                 int64_t m = 2 * (gend - gbeg), *o = realloc(others, (size_t)m * sizeof(int64_t)),
                         *c = o ? realloc(cuts, (size_t)m * sizeof(int64_t)) : NULL;
@@ -557,7 +557,9 @@ static PyObject *curve(PyObject *self, PyObject *args) {
                         ak[j] = as[j] > 0; /* zero or not is all that counts without a bound */
                     } else ak[0] += T.count[0] - acc[T.slot[0]];
                 }
-            Least L = {&T, last, end, bp, scanned, {0}, {0}, 0, behind, 0};
+            Least L; /* its memo (m1, m2) is read only where ``have`` says it was written */
+            L.T = &T; L.last = last; L.end = end; L.bp = bp; L.scanned = scanned;
+            L.have = 0; L.behind = behind; L.nbehind = 0;
             if (!nothers) {
                 if (walk(&em, s, as, ak, loclass, hiclass, limit, &L, 0, INF)) { PyErr_NoMemory(); goto done; }
             } else {
