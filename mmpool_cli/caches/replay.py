@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import groupby
 
-from mmpool_cli.caches.curve import FAST
+from mmpool_cli.caches.curve import FAST, Curve
 
 ONE_PASS = "one pass, exact"
 ONE_PASS_BATCH = 32  # distinct keys a batch may hold for one pass (more: replayed at each point)
@@ -239,6 +239,36 @@ def one_pass(lk: Lookups) -> Sequence[int] | None:
             extra = sum(lk.shared[k] for k in by_key.values())
         sizes.extend(lk.sizes[k] + extra for k in range(i, j))
     return sizes
+
+
+def replayed_curve(
+    lk: Lookups,
+    size: int,
+    points: int,
+    need: Callable[[Curve], int],
+    size_of: Callable[[int], int],
+    setting_of: Callable[[int], int],
+) -> tuple[Curve, int | None]:
+    """The curve where one pass is not exact, each point its own replay: ``points + 1`` sizes evenly
+    from 0 to the size that never evicts, the deployment's ``size`` and the recommendation's; and the
+    recommended setting (None where nothing hits), found by bisection over the settings for the
+    ``need(curve)`` hits. ``size_of(m)`` is a setting's bytes, ``setting_of(n)`` the smallest setting of
+    at least ``n`` bytes."""
+    top = never_evicts(lk)
+    at = {top * k // points for k in range(points + 1)} | ({size} if size < top else set())
+    curve = _points(lk, at)
+    hits = need(curve)
+    mb = bisect_setting(lambda n: replay(lk, n)[0], hits, size_of, setting_of(top)) if hits > 0 else None
+    if mb is not None and size_of(mb) < top and size_of(mb) not in at:  # its own replay, shown with the rest
+        extra = size_of(mb)
+        curve = Curve(curve.lookups, tuple(sorted((*curve.steps, (extra, *replay(lk, extra))))))
+    return curve, mb
+
+
+def _points(lk: Lookups, points: set[int]) -> Curve:
+    """The curve at ``points`` only, each an exact replay."""
+    sizes = sorted(points)
+    return Curve(sum(lk.weights), tuple((p, *got) for p, got in zip(sizes, replay_many(lk, sizes), strict=True)))
 
 
 def first_setting(

@@ -31,21 +31,18 @@ Pure core: standard library only.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from fractions import Fraction
 
-from mmpool_cli.caches.curve import Curve, lru_curve
+from mmpool_cli.caches.curve import lru_curve
 from mmpool_cli.caches.replay import (
     ONE_PASS,
     REPLAYED,
     Lookups,
-    bisect_setting,
     first_setting,
-    never_evicts,
     one_pass,
     replay,
-    replay_many,
+    replayed_curve,
 )
 from mmpool_cli.caches.report import (
     CacheItem,
@@ -343,7 +340,7 @@ def _result(
         mb = first_setting(curve.steps, need, setting_of, size_of) if need > 0 else None
     else:
         method = REPLAYED
-        curve, mb = replayed_curve(lk, size, req.target, size_of, setting_of)
+        curve, mb = replayed_curve(lk, size, REPLAY_POINTS, lambda c: hits_needed(c, req.target), size_of, setting_of)
     if mb is not None and mb > 0:
         rec = _recommend(req, name, mb)
     lookups = None
@@ -367,24 +364,6 @@ def _result(
     )
 
 
-def replayed_curve(
-    lk: Lookups, size: int, target: Fraction, size_of: Callable[[int], int], setting_of: Callable[[int], int]
-) -> tuple[Curve, int | None]:
-    """The curve where one pass is not exact, each point its own replay: ``REPLAY_POINTS + 1`` sizes
-    evenly from 0 to the size that never evicts, the deployment's ``size`` and the recommendation's; and
-    the recommended setting (None where nothing hits), found by bisection over the settings.
-    ``size_of(m)`` is a setting's bytes, ``setting_of(n)`` the smallest setting of at least ``n`` bytes."""
-    top = never_evicts(lk)
-    points = {top * k // REPLAY_POINTS for k in range(REPLAY_POINTS + 1)} | ({size} if size < top else set())
-    curve = _points(lk, points)
-    need = hits_needed(curve, target)
-    mb = bisect_setting(lambda n: replay(lk, n)[0], need, size_of, setting_of(top)) if need > 0 else None
-    if mb is not None and size_of(mb) < top and size_of(mb) not in points:  # its own replay, shown with the rest
-        at = size_of(mb)
-        curve = Curve(curve.lookups, tuple(sorted((*curve.steps, (at, *replay(lk, at))))))
-    return curve, mb
-
-
 def embedding_lookups_at(looks: _Lookups, size: int) -> int:
     """The lookups SGLang's scheduler makes in an embedding cache of ``size`` bytes: one per distinct item
     of a batch, and one more for each other occurrence of an item whose first lookup missed (its
@@ -395,12 +374,6 @@ def embedding_lookups_at(looks: _Lookups, size: int) -> int:
         counted = Lookups(looks.keys, looks.sizes, dups, [0] * len(dups), looks.groups, looks.shared, looks.max_entries)
         extra -= replay(counted, size)[0]
     return len(looks.keys) + extra
-
-
-def _points(lk: Lookups, points: set[int]) -> Curve:
-    """The curve at ``points`` only, each an exact replay."""
-    sizes = sorted(points)
-    return Curve(sum(lk.weights), tuple((p, *got) for p, got in zip(sizes, replay_many(lk, sizes), strict=True)))
 
 
 def _recommend(req: CacheRequest, name: str, mb: int) -> Recommendation:
