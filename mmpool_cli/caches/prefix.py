@@ -103,6 +103,28 @@ def run(requests: Sequence[PrefixRequest], cache: Radix | Blocks) -> Replay:
     return _BlockReplay(cache.num_blocks, cache.block_size).run(requests, order)
 
 
+def never_evicts(requests: Sequence[PrefixRequest], kind: type[Radix] | type[Blocks], **params: int) -> int:
+    """The smallest capacity (tokens for Radix, blocks for Blocks) at which the replay of
+    ``requests`` evicts nothing; every capacity from it up serves what the unbounded cache serves."""
+    return _unbounded(requests, _events(requests), kind, params)[0]
+
+
+def _unbounded(
+    requests: Sequence[PrefixRequest],
+    order: list[tuple[int, int, int, int]],
+    kind: type[Radix] | type[Blocks],
+    params: dict[str, int],
+) -> tuple[int, int]:
+    """``(never_evicts, tokens served)`` of the replay in a cache that never fills."""
+    _check_cache(kind(1, **params))
+    one = (
+        _RadixReplay(None, params.get("page_size", 1))
+        if kind is Radix
+        else _BlockReplay(None, params.get("block_size", 16))
+    )
+    return one.peak_after(requests, order)
+
+
 def curve(
     requests: Sequence[PrefixRequest],
     kind: type[Radix] | type[Blocks],
@@ -117,15 +139,7 @@ def curve(
     if not caps:
         return []
     order = _events(requests)
-    # Nothing is evicted at or above the unbounded replay's peak, so those points are one replay.
-    if kind is Radix:
-        page = params.get("page_size", 1)
-        unbounded = _RadixReplay(None, page)
-    else:
-        unbounded = _BlockReplay(None, params.get("block_size", 16))  # type: ignore[assignment]
-    top = unbounded.run(requests, order)
-    saturated = unbounded.peak
-    total_top = sum(top.served)
+    saturated, total_top = _unbounded(requests, order, kind, params)
     out: list[int] = []
     for c in caps:
         if c >= saturated:
@@ -182,6 +196,9 @@ def _events(requests: Sequence[PrefixRequest]) -> list[tuple[int, int, int, int]
 class _Node:
     __slots__ = ("children", "parent", "key", "lock", "time")
 
+    def __lt__(self, other: _Node) -> bool:  # never decides: no two live entries share a time
+        return id(self) < id(other)
+
     def __init__(self, time: int) -> None:
         self.children: dict[object, _Node] = {}
         self.parent: _Node | None = None
@@ -211,7 +228,11 @@ class _RadixReplay:
         self.clock = 0
         self.root = _Node(self._tick())
         self.root.lock = 1
-        self.leaves: set[_Node] = set()
+        self.leaves: set[_Node] = set()  # the evictable leaves: unlocked, childless
+        # the evictable leaves by access time, kept across evictions (SGLang heapifies them at each
+        # one: the same order, without the cost); an entry is stale once its node's time moved or
+        # it stopped being an evictable leaf
+        self.heap: list[tuple[int, _Node]] = []
         self.used = 0  # slots taken: the tree's and the running requests' own
         self.peak = 0
         self.evicted = False
@@ -227,8 +248,14 @@ class _RadixReplay:
     def _leaf_status(self, node: _Node) -> None:
         if node.lock > 0 or node.children:
             self.leaves.discard(node)
-        else:
+        elif node not in self.leaves:
             self.leaves.add(node)
+            heapq.heappush(self.heap, (node.time, node))
+
+    def _touch(self, node: _Node, t: int) -> None:
+        node.time = t
+        if node in self.leaves:
+            heapq.heappush(self.heap, (t, node))
 
     def _split(self, child: _Node, m: int) -> _Node:
         new = _Node(self._tick())
@@ -256,7 +283,7 @@ class _RadixReplay:
             child = node.children.get(self._ck(seq, pos))
             if child is None:
                 break
-            child.time = t
+            self._touch(child, t)
             klen = len(child.key)
             m = _common(child.key, seq, pos, min(klen, n - pos))
             m -= m % page
@@ -282,7 +309,7 @@ class _RadixReplay:
             if child is None:
                 break
             node = child
-            node.time = t
+            self._touch(node, t)
             klen = len(node.key)
             m = _common(node.key, seq, pos, min(klen, n - pos))
             m -= m % page
@@ -315,26 +342,31 @@ class _RadixReplay:
             node = node.parent
 
     def _evict(self, num: int) -> None:
-        heap = [(x.time, id(x), x) for x in self.leaves]
-        heapq.heapify(heap)
+        heap = self.heap
+        leaves = self.leaves
         done = 0
         while done < num and heap:
-            _t, _i, x = heapq.heappop(heap)
+            t, x = heapq.heappop(heap)
+            if x.time != t or x not in leaves:
+                continue
             done += len(x.key)
             parent = x.parent
             assert parent is not None
             del parent.children[self._ck(x.key, 0)]
-            self.leaves.discard(x)
-            self._leaf_status(parent)
-            if not parent.children and parent.lock == 0:
-                heapq.heappush(heap, (parent.time, id(parent), parent))
+            leaves.discard(x)
+            self._leaf_status(parent)  # a parent left childless and unlocked is a candidate now
         if done:
             self.evicted = True
         self.used -= done
+        if len(heap) > 4 * len(leaves) + 4096:  # drop the stale entries
+            self.heap = [(x.time, x) for x in leaves]
+            heapq.heapify(self.heap)
 
     def _make_room(self, demand: int) -> None:
         """Evict the shortfall of ``demand`` slots (``evict_to_free_tokens``)."""
         if self.cap is None:
+            # a pool of at least this many slots never evicts: the curve's points above it are one replay
+            self.peak = max(self.peak, self.used + demand)
             return
         short = demand - (self.cap - self.used)
         if short > 0:
@@ -346,6 +378,10 @@ class _RadixReplay:
             self.peak = self.used
         if self.cap is not None and self.used > self.cap:
             self.over += 1
+
+    def peak_after(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> tuple[int, int]:
+        served = self.run(requests, order).served
+        return self.peak, sum(served)
 
     def run(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> Replay:
         page = self.page
@@ -513,6 +549,10 @@ class _BlockReplay:
             first = self.primary.setdefault(key, b)
             if first != b:
                 self.dups.setdefault(key, {first: None})[b] = None
+
+    def peak_after(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> tuple[int, int]:
+        served = self.run(requests, order).served
+        return self.peak, sum(served)
 
     def run(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> Replay:
         bs = self.bs
