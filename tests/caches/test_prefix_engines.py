@@ -16,6 +16,8 @@ import pytest
 
 from mmpool_cli.caches.prefix import Blocks, PrefixRequest, Radix, curve, replay
 
+from . import prefix_reference
+
 DATA = Path(__file__).resolve().parent.parent / "data" / "prefix_fixtures.json"
 
 
@@ -72,8 +74,9 @@ def test_the_radix_replay_serves_what_sglangs_radix_cache_served(
     scenario: dict[str, Any], point: dict[str, Any]
 ) -> None:
     reqs = requests(scenario, "sglang")
-    got = replay(reqs, Radix(point["capacity_tokens"], point["page_size"]))
-    assert got == point["served"]
+    cache = Radix(point["capacity_tokens"], point["page_size"])
+    assert replay(reqs, cache) == point["served"]
+    assert prefix_reference.replay(reqs, cache) == point["served"]
 
 
 @pytest.mark.parametrize(("scenario", "point"), cases("vllm"))
@@ -81,8 +84,9 @@ def test_the_block_replay_serves_what_vllms_kv_cache_manager_served(
     scenario: dict[str, Any], point: dict[str, Any]
 ) -> None:
     reqs = requests(scenario, "vllm")
-    got = replay(reqs, Blocks(point["num_blocks"], point["block_size"]))
-    assert got == point["served"]
+    cache = Blocks(point["num_blocks"], point["block_size"])
+    assert replay(reqs, cache) == point["served"]
+    assert prefix_reference.replay(reqs, cache) == point["served"]
 
 
 @pytest.mark.parametrize("name", [s["name"] for s in fixtures()["scenarios"]])
