@@ -339,26 +339,15 @@ class _RadixReplay:
             return
         t = self._tick()
         root = self.root
-        x = end
-        while x is not root:
-            self._touch(x, t)
-            assert x.parent is not None
+        self._touch(end, t)  # the only node of the path that can be a leaf
+        x = end.parent
+        while x is not None:
+            x.time = t
             x = x.parent
         root.time = t
 
     def _lock(self, node: _Node) -> None:
-        while node is not self.root:
-            node.lock += 1
-            self._leaf_status(node)
-            assert node.parent is not None
-            node = node.parent
-
-    def _unlock(self, node: _Node) -> None:
-        while node is not self.root:
-            node.lock -= 1
-            self._leaf_status(node)
-            assert node.parent is not None
-            node = node.parent
+        self._relock(node, self.root, 1)
 
     def _evict(self, num: int) -> None:
         heap = self.heap
@@ -405,11 +394,14 @@ class _RadixReplay:
     def _relock(self, lower: _Node, upper: _Node, delta: int) -> None:
         """Add ``delta`` to the locks of the nodes from ``lower`` up to, not including, ``upper``
         (an ancestor of ``lower``, or the root): an unlock of one and a lock of the other."""
+        # only the lowest node can be childless: the others' status (not a leaf) cannot change
+        first = lower
         while lower is not upper:
             lower.lock += delta
-            self._leaf_status(lower)
             assert lower.parent is not None
             lower = lower.parent
+        if first is not upper:
+            self._leaf_status(first)
 
     def run(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> Replay:
         # Each of SGLang's calls is followed, but where a walk from the root only gives nodes a time
