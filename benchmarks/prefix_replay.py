@@ -32,10 +32,7 @@ def traffic(n: int, seed: int = 0) -> list[PrefixRequest]:
     while len(out) < n:
         c = rng.randrange(len(chats))
         state = chats[c]
-        if state is None:
-            toks, extra = systems[c % len(systems)], ()
-        else:
-            toks, extra = state
+        toks, extra = state if state is not None else (systems[c % len(systems)], ())
         add = [rng.randrange(10, 150_000) for _ in range(rng.randrange(4, 24))]
         new_extra = list(extra)
         if rng.random() < 0.2:
