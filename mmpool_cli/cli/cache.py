@@ -19,6 +19,7 @@ from mmpool_cli.core.bounds import MAX_WORKERS
 from mmpool_cli.errors import EXIT_OK, MmpoolError
 
 if TYPE_CHECKING:
+    from mmpool_cli.inputs.traffic.cache_request import PrefixOptions
     from mmpool_cli.simulate.cache_report import CacheReport
 
 EXIT_BELOW_TARGET = 1
@@ -32,7 +33,13 @@ SGLANG_ONLY = {
     "tp": "vLLM's is --tensor-parallel-size",
     "assume_video": "vLLM's replay sizes images only (--assume-image)",
     "plot": "with --engine vllm the curve is in the output (--format json gives every point)",
+    "max_total_tokens": "vLLM's prefix cache is not replayed yet",
+    "disable_radix_cache": "vLLM's prefix cache is not replayed yet",
+    "page_size": "vLLM's prefix cache is not replayed yet",
+    "tokenizer_path": "vLLM's prefix cache is not replayed yet",
 }
+MAX_KV_TOKENS = 1 << 40
+MAX_PAGE = 1 << 16
 
 
 @app.command(
@@ -101,6 +108,26 @@ def cache(
         str | None, typer.Option("--plot", metavar="FILE", help="Draw hits against size (.svg or .png; matplotlib).")
     ] = None,
     window: EncoderWindowOpt = 1,
+    max_total_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-total-tokens",
+            metavar="N",
+            help="The KV capacity in tokens the radix cache shares (SGLang's max_total_num_tokens).",
+        ),
+    ] = None,
+    disable_radix_cache: Annotated[
+        bool, typer.Option("--disable-radix-cache", help="As given to SGLang: no prefix cache, every item looked up.")
+    ] = False,
+    page_size: Annotated[int, typer.Option("--page-size", metavar="N", help="As given to SGLang.")] = 1,
+    tokenizer_path: Annotated[
+        str | None,
+        typer.Option(
+            "--tokenizer-path",
+            metavar="DIR|NAME",
+            help="The tokenizer and chat template (default: --model DIR's; else the text's tokens are estimated).",
+        ),
+    ] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Replay each multimodal cache of the engine over the traffic, as the engine drives it.
@@ -156,6 +183,7 @@ def cache(
             assume_image,
             assume_video,
             plot,
+            _prefix_options(max_total_tokens, disable_radix_cache, page_size, tokenizer_path),
         )
         from mmpool_cli.render.caches import cache_text, meets, to_json
 
@@ -228,7 +256,19 @@ def _run_recorded(
     """``--trace REC_DIR``: the caches the recording holds, at their recorded size and others."""
     from mmpool_cli.usecases.cache import recorded
 
-    for name in ("traffic", "hidden_size", "preprocess_mb", "workers", "gpu_name", "assume_image", "assume_video"):
+    for name in (
+        "traffic",
+        "hidden_size",
+        "preprocess_mb",
+        "workers",
+        "gpu_name",
+        "assume_image",
+        "assume_video",
+        "max_total_tokens",
+        "disable_radix_cache",
+        "page_size",
+        "tokenizer_path",
+    ):
         if name in given:
             raise MmpoolError(
                 f"{given[name]} describes traffic or a deployment to size; a recording (--trace {directory}) carries "
@@ -250,6 +290,23 @@ def _run_recorded(
 
         check_window(window)
     return recorded(directory, _target(target), cell, engine_name, window)
+
+
+def _prefix_options(
+    max_total_tokens: int | None, disabled: bool, page_size: int, tokenizer: str | None
+) -> PrefixOptions:
+    from mmpool_cli.inputs.traffic.cache_request import PrefixOptions
+
+    if max_total_tokens is not None and not 1 <= max_total_tokens <= MAX_KV_TOKENS:
+        raise MmpoolError(f"--max-total-tokens {max_total_tokens}: from 1 to {MAX_KV_TOKENS} tokens")
+    if not 1 <= page_size <= MAX_PAGE:
+        raise MmpoolError(f"--page-size {page_size}: from 1 to {MAX_PAGE} tokens")
+    if max_total_tokens is not None and max_total_tokens % page_size:
+        raise MmpoolError(
+            f"--max-total-tokens {max_total_tokens}: SGLang's KV pool holds whole pages of --page-size {page_size}; "
+            "give a multiple of it"
+        )
+    return PrefixOptions(max_total_tokens, disabled, page_size, tokenizer)
 
 
 def _target(text: str) -> Fraction:
@@ -276,6 +333,7 @@ def _run(
     assume_image: str | None,
     assume_video: str | None,
     plot: str | None,
+    prefix: PrefixOptions,
 ) -> CacheReport:
     from mmpool_cli.usecases.cache import CacheQuery, cache
     from mmpool_cli.usecases.trace import resolve_model
@@ -308,6 +366,7 @@ def _run(
         from mmpool_cli.simulate.cache_trace import read_items
 
         items, source = read_items(trace_file), trace_file
+        prompts = {}
     else:
         from mmpool_cli.inputs.traffic.cache_request import items_of
 
@@ -325,6 +384,9 @@ def _run(
             request_time="1",
         )
         items, source = items_of(conversion.leases, conversion.keys), ", ".join(traffic)
+        prompts = conversion.prompts
+    if resolved.config_path is not None:
+        prefix = dataclasses.replace(prefix, model_dir=os.path.dirname(resolved.config_path))
     return cache(
         CacheQuery(
             family=family,
@@ -339,6 +401,8 @@ def _run(
             workers=workers,
             gpu_name=gpu_name,
             target=target,
+            prompts=prompts,
+            prefix=prefix,
         ),
         engine_name,
     )

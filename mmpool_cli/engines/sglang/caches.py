@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from mmpool_cli.core.units import MiB
@@ -103,7 +104,12 @@ def caches(req: CacheRequest) -> CacheReport:
         )
     width = _width(req)
     tokens = [_tokens(req, item) for item in req.items]
-    emb = _embedding_lookups(req, tokens, width)
+    radix = None
+    if req.prompts:  # the traffic carries prompts: the radix cache in front decides what is looked up
+        from mmpool_cli.engines.sglang import prefix
+
+        radix = prefix.replay(req, tokens, list(_requests(req.items)), req.shape.kv_cell_bytes)
+    emb = _embedding_lookups(req, tokens, width, radix.covered if radix is not None else frozenset())
     pre = _preprocess_lookups(req)
     emb_size, emb_origin = embedding_size(req)
     pre_size, pre_origin, _ = preprocess_size(req)
@@ -121,8 +127,23 @@ def caches(req: CacheRequest) -> CacheReport:
         ),
     ]
     notes = list(req.notes)
-    for c, knob in zip(results, ("SGLANG_VLM_CACHE_SIZE_MB", "--mm-preprocess-cache-size-mb"), strict=True):
-        if c.size_bytes == 0:
+    emb_result = results[0]
+    if radix is not None:
+        served = _served_items(req, radix.covered)
+        emb_result.extra["served_by_prefix"] = served
+        emb_result.notes.append(
+            f"{served:,} item(s) the radix cache served (inside each request's cached prefix): never looked up"
+        )
+        results.append(radix.result)
+        notes.extend(radix.notes)
+    else:
+        emb_result.notes.append(
+            "the radix cache is not replayed (the traffic carries no prompts): every item is looked up, as under "
+            "--disable-radix-cache"
+        )
+    knobs = ("SGLANG_VLM_CACHE_SIZE_MB", "--mm-preprocess-cache-size-mb", "--max-total-tokens")
+    for c, knob in zip(results, knobs[: len(results)], strict=True):
+        if c.size_bytes == 0 and c.name != "prefix":  # the radix cache's own finding says it is off
             notes.append(
                 CacheNote(
                     "cache-off",
@@ -133,14 +154,18 @@ def caches(req: CacheRequest) -> CacheReport:
             )
         if not c.meets_target():
             to = f"; {c.recommendation.setting} would" if c.recommendation is not None else ""
-            notes.append(
-                CacheNote(
-                    "cache-below-target",
-                    "warning",
-                    f"the {c.title} makes {c.hits:,} hits at {c.size_bytes:,} B, short of {c.target}% of the "
-                    f"{c.curve.unbounded[0]:,} an unbounded one makes{to}",
+            if c.name == "prefix":
+                to = "; drop --disable-radix-cache" if req.prefix.disabled else to
+                message = (
+                    f"the {c.title} serves {c.hits:,} prompt tokens at {c.size_bytes:,} tokens, short of "
+                    f"{c.target}% of the {c.curve.unbounded[0]:,} an unbounded one serves{to}"
                 )
-            )
+            else:
+                message = (
+                    f"the {c.title} makes {c.hits:,} hits at {c.size_bytes:,} B, short of {c.target}% of the "
+                    f"{c.curve.unbounded[0]:,} an unbounded one makes{to}"
+                )
+            notes.append(CacheNote("cache-below-target", "warning", message))
     return CacheReport(engine=f"SGLang {versions.NEWEST}", source=req.source, caches=results, notes=notes)
 
 
@@ -240,17 +265,35 @@ class _Ids:
         return got
 
 
-def _embedding_lookups(req: CacheRequest, tokens: list[int], width: int) -> _Lookups:
+def _served_items(req: CacheRequest, covered: AbstractSet[int]) -> int:
+    """The lookups the radix cache spared: its covered items, one per distinct item of a request."""
+    n = 0
+    for group in _requests(req.items):
+        seen: set[object] = set()
+        for i, it in group:
+            if i in covered and (it.key is None or it.key not in seen):
+                n += 1
+            seen.add(it.key)
+    return n
+
+
+def _embedding_lookups(
+    req: CacheRequest, tokens: list[int], width: int, covered: AbstractSet[int] = frozenset()
+) -> _Lookups:
+    """The embedding cache's lookups; an item in ``covered`` (inside its request's cached prefix) is never
+    looked up (``mm_schedule.py`` looks up only the items overlapping the part of the prompt computed)."""
     ids = _Ids()
     out = _Lookups([], [], [], [], [])
     batch = 0
     for group in _requests(req.items):
         for kind in ("image", "video"):  # managers/mm_utils.py embed_mm_inputs: one modality at a time
-            mine = [(i, it) for i, it in group if (it.kind == "video") == (kind == "video")]
+            whole = [(i, it) for i, it in group if (it.kind == "video") == (kind == "video")]
+            mine = [(i, it) for i, it in whole if i not in covered]
             if not mine:
                 continue
             batch += 1
             if kind == "video" and req.family.name == "qwen3-vl":  # several runs per video: the combined hash
+                mine = whole  # of every item of the request, once one overlaps the part computed
                 keys = tuple(it.key for _, it in mine)
                 n = sum(tokens[i] for i, _ in mine)
                 out.keys.append(ids(None if None in keys else ("combined", keys)))

@@ -27,6 +27,7 @@ from mmpool_cli.inputs.traffic.model import (
     TrafficError,
     TrafficRequest,
 )
+from mmpool_cli.inputs.traffic.prompts import Timed
 from mmpool_cli.inputs.traffic.writer import Lease
 from mmpool_cli.simulate.trace import MAX_T_SECONDS
 
@@ -134,6 +135,7 @@ def _leases(
     items: dict[object, str] = {}
     keys: dict[object, str] = {}
     seen: dict[str, int] = {}
+    prompts: dict[str, Timed] = {}
     for n, r in enumerate(requests):
         t = r.t_ns - t0
         receipt = t + (o.recv_delay_ns or 0)
@@ -167,6 +169,7 @@ def _leases(
         seen[rid] = count
         if count > 1:
             rid = f"{rid}#{count}"
+        prompts[rid] = Timed(r.prompt, t, None if r.finish_ns is None else max(t, r.finish_ns - t0))
         for i, (nbytes, label) in enumerate(r.tensors):
             key = f"{rid}/{i}"
             content = r.keys[i] if r.keys else None
@@ -187,7 +190,7 @@ def _leases(
     if default_delay and not rule.deferred:
         summary.notes.append(f"receipt delay {leases.DEFAULT_RECV_DELAY_TEXT}; --recv-delay changes it")
     summary.notes.append(f"leases: {rule.why}; requests round-robin over {counted(o.workers, 'tokenizer worker')}")
-    return Conversion(out, items, summary, keys)
+    return Conversion(out, items, summary, keys, prompts)
 
 
 def _here(read: Callable[[str], FilePart], paths: Sequence[str]) -> Iterable[FilePart]:

@@ -27,6 +27,7 @@ from mmpool_cli.inputs.traffic.model import (
     TrafficError,
     TrafficRequest,
 )
+from mmpool_cli.inputs.traffic.prompts import Prompt
 from mmpool_cli.inputs.traffic.refs import IMAGE_EXTENSIONS, Decode, Sized, Unsized, measure
 from mmpool_cli.workload.families import Family, FamilyError
 from mmpool_cli.workload.features import pooled_tensor
@@ -46,6 +47,7 @@ class Req:
     finish_ns: int | None = None
     queue_ns: int | None = None
     keys: list[str | None] | None = None  # each tensor's item's content key (None: not known)
+    prompt: Prompt | None = None  # its prompt, where the source carries it (the prefix cache's replay)
 
 
 @dataclass
@@ -217,7 +219,7 @@ def _size_request(rec: Request, o: TrafficRequest, decode: Decode, sizer: Sizer,
         if nbytes:
             tensors.append((nbytes, label))
             keys.append(content_key(item.ref, item.tail, extensions=IMAGE_EXTENSIONS))
-    return Req(rec.rid, rec.t_ns, rec.where, tensors, False, keys=keys)
+    return Req(rec.rid, rec.t_ns, rec.where, tensors, False, keys=keys, prompt=rec.prompt)
 
 
 def _count_fields(item: ItemRef, o: TrafficRequest, summary: Summary) -> None:
