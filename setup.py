@@ -6,14 +6,14 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "mmpool_cli.simulate._fastsim",
-            ["mmpool_cli/simulate/_fastsim.c"],
+            "mmpool_cli.kernels._fastsim",
+            ["mmpool_cli/kernels/_fastsim.c"],
             optional=True,
             extra_compile_args=["-O2", "-std=c11"],
         ),
         Extension(
-            "mmpool_cli.simulate._stackdist",
-            ["mmpool_cli/simulate/_stackdist.c"],
+            "mmpool_cli.kernels._stackdist",
+            ["mmpool_cli/kernels/_stackdist.c"],
             optional=True,
             extra_compile_args=["-O2", "-std=c11"],
         ),

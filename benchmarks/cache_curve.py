@@ -14,7 +14,7 @@ import sys
 import time
 from array import array
 
-from mmpool_cli.simulate import cache_curve
+from mmpool_cli.caches import curve as cache_curve
 
 
 def lookups(n: int, distinct: int, seed: int = 0) -> tuple[array[int], array[int]]:

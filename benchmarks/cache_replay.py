@@ -14,9 +14,9 @@ import random
 import sys
 import time
 
+from mmpool_cli.caches.replay import Lookups, never_evicts, one_pass_sizes, replay, replay_many
+from mmpool_cli.core.workers import default_jobs
 from mmpool_cli.engines.sglang.caches import REPLAY_POINTS
-from mmpool_cli.simulate.cache_replay import Lookups, never_evicts, one_pass_sizes, replay, replay_many
-from mmpool_cli.simulate.executors import default_jobs
 
 
 def lookups(n: int, distinct: int, seed: int = 0) -> Lookups:

@@ -37,16 +37,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from simulate import make_events, write_jsonl  # noqa: E402
 
 from mmpool_cli.cli.pool_options import PoolOptions  # noqa: E402
+from mmpool_cli.core.workers import default_jobs
 from mmpool_cli.engines import engine  # noqa: E402
 from mmpool_cli.engines.sglang import versions  # noqa: E402
 from mmpool_cli.engines.sglang.simulation import pool_rules  # noqa: E402
-from mmpool_cli.simulate import native  # noqa: E402
-from mmpool_cli.simulate.budget_search import smallest_budget  # noqa: E402
-from mmpool_cli.simulate.curve import budgets, decided, largest_alloc_budget, replay_budgets  # noqa: E402
-from mmpool_cli.simulate.events import as_events  # noqa: E402
-from mmpool_cli.simulate.executors import LocalExecutor, default_jobs  # noqa: E402
-from mmpool_cli.simulate.replay import simulate  # noqa: E402
-from mmpool_cli.simulate.trials import layout_for, no_miss_budget  # noqa: E402
+from mmpool_cli.kernels import native  # noqa: E402
+from mmpool_cli.pools.budget_search import smallest_budget  # noqa: E402
+from mmpool_cli.pools.curve import budgets, decided, largest_alloc_budget, replay_budgets  # noqa: E402
+from mmpool_cli.pools.executors import LocalExecutor  # noqa: E402
+from mmpool_cli.pools.replay import simulate  # noqa: E402
+from mmpool_cli.pools.trials import layout_for, no_miss_budget  # noqa: E402
+from mmpool_cli.traces.events import as_events  # noqa: E402
 
 TICK = 50_000_000
 

@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from simulate import make_events, write_jsonl  # noqa: E402
 
-from tests.simulate import ray_cluster  # noqa: E402
+from tests.pools import ray_cluster  # noqa: E402
 
 
 def search(trace: Path, limit: str, *more: str, cores: str | None = None) -> tuple[float, float, bytes]:

@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mmpool_cli.simulate.events import ALLOC  # noqa: E402
+from mmpool_cli.traces.events import ALLOC  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,7 +75,7 @@ def replay(rec: Path, run: dict, interval_s: float) -> dict:
 
 def pool_traces(rec: Path) -> list:
     """Each pool's trace as mmpool reads it (either format), on the pool's tick clock."""
-    from mmpool_cli.simulate.recording import read_pools
+    from mmpool_cli.traces.recording import read_pools
 
     return read_pools(str(rec))
 

@@ -3,9 +3,9 @@
 A maintainer script, not run in CI (it downloads the SGLang wheel and needs torch, CPU is enough;
 see ``sglang_allocator`` and ``sglang_vmm_allocator``: SGLang's allocator and recycle methods run
 unmodified). It writes JSON-lines traces and the offsets SGLang gave each alloc to
-``tests/simulate/data/sglang-0.5.23/`` (cuda_ipc: ``_allocate_locked``'s lease starts) and its
+``tests/pools/data/sglang-0.5.23/`` (cuda_ipc: ``_allocate_locked``'s lease starts) and its
 ``vmm/`` folder (cuda_vmm: each tensor's ``data_offset`` from ``wrap_items``);
-``tests/simulate/test_sglang_fixture.py`` replays the same traces through mmpool and compares,
+``tests/pools/test_sglang_fixture.py`` replays the same traces through mmpool and compares,
 offline. Usage::
 
     python benchmarks/record_sglang_offsets.py [--vmm-only]

@@ -34,10 +34,10 @@ from pathlib import Path
 from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.simulation import pool_rules
-from mmpool_cli.simulate import native
-from mmpool_cli.simulate.events import as_events
-from mmpool_cli.simulate.replay import ALLOC, FREE, PoolLayout, simulate
-from mmpool_cli.simulate.trace import read_trace
+from mmpool_cli.kernels import native
+from mmpool_cli.pools.replay import ALLOC, FREE, PoolLayout, simulate
+from mmpool_cli.traces.events import as_events
+from mmpool_cli.traces.reader import read_trace
 
 TICK = 50_000_000
 # float32 [patches, 1176] pixel_values of Qwen2.5-VL-like images: 256x256 up to about 1920x1080

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mmpool_cli.simulate.trace_parquet_writer import integer_ids, required, write_options
+from mmpool_cli.traces.parquet_writer import integer_ids, required, write_options
 
 PATCHES = np.array([324, 576, 1296, 2304, 3600, 5184, 8280])
 ROOT = Path(__file__).resolve().parents[1]

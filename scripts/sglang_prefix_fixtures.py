@@ -34,11 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sglang_cache_fixtures import Item, Wheel  # noqa: E402
 
+from mmpool_cli.caches.report import CacheItem  # noqa: E402
 from mmpool_cli.engines.sglang import caches as rules  # noqa: E402
 from mmpool_cli.engines.sglang import prefix  # noqa: E402
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape, PrefixOptions  # noqa: E402
 from mmpool_cli.inputs.traffic.prompts import Prompt, Timed, messages_of  # noqa: E402
-from mmpool_cli.simulate.cache_report import CacheItem  # noqa: E402
 from mmpool_cli.workload.families import family  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "sglang_prefix_embedding.json"

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mmpool_cli.cli import app
-from mmpool_cli.simulate import native
+from mmpool_cli.kernels import native
 
 
 def _compiled_simulator() -> None:
@@ -39,7 +39,7 @@ def _compiled_simulator() -> None:
     build = [*cc, "-O2", "-std=c11", "-shared", "-fPIC", f"-I{include}", str(source), "-o", str(out)]
     if subprocess.run(build, capture_output=True, check=False).returncode != 0:
         return
-    spec = importlib.util.spec_from_file_location("mmpool_cli.simulate._fastsim", out)
+    spec = importlib.util.spec_from_file_location("mmpool_cli.kernels._fastsim", out)
     if spec is None or spec.loader is None:
         return
     module = importlib.util.module_from_spec(spec)

@@ -84,3 +84,25 @@ def test_every_module_is_at_most_400_lines() -> None:
     sizes = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
     over = {name: n for name, n in sizes.items() if n > MAX_LINES}
     assert over == {}
+
+
+# What each model of memory may reach, directly or through others: the traces are below the pools and
+# the caches, which know neither each other nor an engine (ARCHITECTURE.md; lint-imports states the same).
+MODELS_MUST_NOT_REACH = {
+    "mmpool_cli.traces": ("mmpool_cli.pools", "mmpool_cli.caches", "mmpool_cli.engines"),
+    "mmpool_cli.pools": ("mmpool_cli.caches", "mmpool_cli.engines"),
+    "mmpool_cli.caches": ("mmpool_cli.pools", "mmpool_cli.engines"),
+    "mmpool_cli.kernels": ("mmpool_cli.traces", "mmpool_cli.pools", "mmpool_cli.caches", "mmpool_cli.engines"),
+}
+
+
+@pytest.mark.parametrize("package", sorted(MODELS_MUST_NOT_REACH))
+def test_each_model_of_memory_stays_in_its_room(package: str) -> None:
+    graph = grimp.build_graph("mmpool_cli", include_external_packages=False, cache_dir=None)
+    reached = [
+        (forbidden, chain)
+        for forbidden in MODELS_MUST_NOT_REACH[package]
+        for chain in [graph.find_shortest_chains(importer=package, imported=forbidden, as_packages=True)]
+        if chain
+    ]
+    assert reached == [], f"{package} reaches {reached}"

@@ -41,13 +41,13 @@ def test_wheel_holds_the_package_and_its_metadata(dist: Path) -> None:
 
     wheel = next(dist.glob("*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    compiled = [n for n in names if n.startswith("mmpool_cli/simulate/_fastsim.") and n.endswith(".so")]
+    compiled = [n for n in names if n.startswith("mmpool_cli/kernels/_fastsim.") and n.endswith(".so")]
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     if compiled:  # built with the compiled simulator: a wheel for this interpreter and platform
         assert wheel.name.startswith(f"mmpool-{__version__}-{tag}-{tag}-"), wheel.name
     else:  # no C compiler at hand: the same package without it (setuptools still tags it for the platform)
         assert wheel.name.startswith((f"mmpool-{__version__}-py3-none-any", f"mmpool-{__version__}-{tag}-")), wheel.name
-    assert "mmpool_cli/simulate/_fastsim.pyi" in names
+    assert "mmpool_cli/kernels/_fastsim.pyi" in names
     assert "mmpool_cli/py.typed" in names
     assert {"mmpool_cli/cli/__init__.py", "mmpool_cli/engines/sglang/plan.py", "mmpool_cli/probe/worker.py"} <= set(
         names
@@ -71,7 +71,7 @@ def test_sdist_holds_the_compiled_simulator_source(dist: Path) -> None:
 
     with tarfile.open(next(dist.glob("*.tar.gz"))) as sdist:
         names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
-    assert {"setup.py", "mmpool_cli/simulate/_fastsim.c", "mmpool_cli/simulate/_fastsim.pyi"} <= names
+    assert {"setup.py", "mmpool_cli/kernels/_fastsim.c", "mmpool_cli/kernels/_fastsim.pyi"} <= names
 
 
 def test_wheel_installs_and_plans_in_a_fresh_environment(dist: Path, tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ from mmpool_cli.core.bounds import MAX_WORKERS
 from mmpool_cli.errors import EXIT_OK, MmpoolError
 
 if TYPE_CHECKING:
+    from mmpool_cli.caches.report import CacheReport
     from mmpool_cli.inputs.traffic.cache_request import PrefixOptions
-    from mmpool_cli.simulate.cache_report import CacheReport
 
 EXIT_BELOW_TARGET = 1
 MAX_PREPROCESS_MB = 1 << 30  # 1 PiB of host RAM: beyond any machine
@@ -237,7 +237,7 @@ def _run_vllm(
         target = _target(target_text)
         trace = None
         if trace_file is not None:
-            from mmpool_cli.simulate.cache_trace import read_items
+            from mmpool_cli.caches.from_trace import read_items
 
             trace = (trace_file, [(i.request, i.kind, i.key, i.nbytes) for i in read_items(trace_file)])
     cache_vllm.run(model, traffic, vllm, fmt, assume_image=assume_image, window=window, target=target, trace=trace)
@@ -363,7 +363,7 @@ def _run(
     resolved = resolve(model or "")
     cell = None if resolved.kv is None else cell_bytes(resolved.kv, tp, 2)[0]
     if trace_file is not None:
-        from mmpool_cli.simulate.cache_trace import read_items
+        from mmpool_cli.caches.from_trace import read_items
 
         items, source = read_items(trace_file), trace_file
         prompts = {}

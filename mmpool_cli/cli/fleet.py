@@ -24,7 +24,7 @@ def file_reader(
     Ray's to borrow while it runs).
     """
     from mmpool_cli.cli.progress import counting
-    from mmpool_cli.simulate.executors import Executor, LocalExecutor, RayExecutor
+    from mmpool_cli.pools.executors import Executor, LocalExecutor, RayExecutor
 
     run_on: Executor
     if executor is ExecutorChoice.ray:

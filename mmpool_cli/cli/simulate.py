@@ -52,9 +52,9 @@ from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
 
 if TYPE_CHECKING:
-    from mmpool_cli.simulate.events import Events
-    from mmpool_cli.simulate.sim_report import SimulationReport
-    from mmpool_cli.simulate.trace_file import TraceFile
+    from mmpool_cli.pools.report import SimulationReport
+    from mmpool_cli.pools.trace_file import TraceFile
+    from mmpool_cli.traces.events import Events
 
 
 @app.command(
@@ -218,7 +218,7 @@ def _simulate(
     curve = curve_range(o)
     if o.ray_address is not None and o.executor is not ExecutorChoice.ray:
         raise MmpoolError("--ray-address names the cluster of --executor ray; add --executor ray")
-    from mmpool_cli.simulate import recording
+    from mmpool_cli.traces import recording
 
     environ: Mapping[str, str] = os.environ
     layout_said = ""
@@ -251,7 +251,7 @@ def _simulate(
     def read_traffic(workers: int, requests: bool) -> tuple[dict[str, Any], Events | TraceFile]:
         if from_traffic:
             from mmpool_cli.cli.simulate_traffic import from_traffic as converted
-            from mmpool_cli.simulate.events import as_events
+            from mmpool_cli.traces.events import as_events
 
             source, timeline = converted(request, workload, traffic, o)
             return source, as_events(timeline)

@@ -23,7 +23,7 @@ def own_layout(
     is the recording's unless a flag in ``told`` or a variable of ``environ`` sets it: a first
     replay then makes the recorded pools' decisions, and the sentence says which parts were whose.
     """
-    from mmpool_cli.simulate.recording import layout_of
+    from mmpool_cli.traces.recording import layout_of
 
     own = layout_of(path, granularity_arg(pool.vmm_granularity))
     if own.transport not in TransportChoice.__members__:

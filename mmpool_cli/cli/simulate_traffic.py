@@ -17,8 +17,8 @@ from mmpool_cli.errors import MmpoolError
 
 if TYPE_CHECKING:
     from mmpool_cli.cli.simulate_options import RunOptions, TrafficOptions
-    from mmpool_cli.simulate.events import Events
-    from mmpool_cli.simulate.replay import Event
+    from mmpool_cli.pools.replay import Event
+    from mmpool_cli.traces.events import Events
 
 
 def assumptions(t: TrafficOptions) -> str:
@@ -110,7 +110,7 @@ def synthetic_events(request: PlanRequest, load: Any, t: TrafficOptions) -> tupl
     import dataclasses
 
     from mmpool_cli.cli.traffic_options import seconds as seconds_arg
-    from mmpool_cli.simulate.synthetic import SyntheticWorkload, synthesize
+    from mmpool_cli.traces.synthetic import SyntheticWorkload, synthesize
 
     if load is not None and not load.tensors:
         raise MmpoolError("--model needs the items of one request: --image, --video or --audio")

@@ -211,7 +211,7 @@ def _reported(fmt: OutputFormat) -> Iterator[None]:
 def _recording(inputs: list[str], output: str | None, given: dict[str, str]) -> None:
     """``--from record DIR``: the recording's pools merged into one trace, the real offsets kept."""
     from mmpool_cli.core.words import count
-    from mmpool_cli.simulate.recording import merged_lines
+    from mmpool_cli.traces.recording import merged_lines
 
     # a recording holds what its pools leased, worker by worker: nothing is converted, so no flag of
     # the conversion applies (simulate --trace DIR replays it at other --workers or --tp)
@@ -236,7 +236,7 @@ def _write(conversion: Conversion, output: str | None) -> None:
     from mmpool_cli.inputs.traffic import writer
 
     timeline = writer.events(conversion.leases)
-    from mmpool_cli.simulate.trace_parquet_writer import write_parquet
+    from mmpool_cli.traces.parquet_writer import write_parquet
 
     _emit(
         output,
@@ -260,8 +260,8 @@ def _emit(
         except OSError as e:
             raise MmpoolError(f"-o {output}: cannot write the trace ({e.strerror})") from None
         return
-    from mmpool_cli.simulate.trace_parquet import is_parquet
-    from mmpool_cli.simulate.trace_parquet_writer import write_parquet
+    from mmpool_cli.traces.parquet import is_parquet
+    from mmpool_cli.traces.parquet_writer import write_parquet
 
     columnar = is_parquet(output)
     if columnar:

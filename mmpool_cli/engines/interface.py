@@ -18,10 +18,10 @@ from mmpool_cli.core.findings import Finding
 from mmpool_cli.core.reports import FileResult, PlanResult, Settings
 
 if TYPE_CHECKING:  # the simulator, and the traffic readers, load only for the commands that use them
+    from mmpool_cli.caches.report import CacheReport
     from mmpool_cli.inputs.traffic.cache_request import CacheRequest
     from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
-    from mmpool_cli.simulate.cache_report import CacheReport
-    from mmpool_cli.simulate.sim_report import PoolSetup
+    from mmpool_cli.pools.report import PoolSetup
 
 RequestT = TypeVar("RequestT")
 PlanT = TypeVar("PlanT", bound=PlanResult)

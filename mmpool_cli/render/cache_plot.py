@@ -5,10 +5,10 @@ deterministic and carries a ``mmpool cache`` description, so that only a file mm
 
 from __future__ import annotations
 
+from mmpool_cli.caches.replay import ONE_PASS
+from mmpool_cli.caches.report import CacheReport
 from mmpool_cli.core.units import MiB
 from mmpool_cli.render.plot import refuse_foreign, save_figure
-from mmpool_cli.simulate.cache_replay import ONE_PASS
-from mmpool_cli.simulate.cache_report import CacheReport
 
 SIGNATURE = "mmpool cache"
 

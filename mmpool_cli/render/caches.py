@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from mmpool_cli.caches.replay import ONE_PASS
+from mmpool_cli.caches.report import CacheReport, CacheResult
 from mmpool_cli.core.units import MiB
-from mmpool_cli.simulate.cache_replay import ONE_PASS
-from mmpool_cli.simulate.cache_report import CacheReport, CacheResult
 
 SCHEMA = 1
 CURVE_ROWS = 12  # the human table's sizes beside the deployment's and the recommended one

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmpool_cli.pools.report import SimulationReport
 from mmpool_cli.render.plot import _BY_BYTES, _BY_ITEMS, refuse_foreign, save_figure
-from mmpool_cli.simulate.sim_report import SimulationReport
 
 
 @dataclass(frozen=True)

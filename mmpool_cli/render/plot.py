@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from mmpool_cli.core.units import MiB
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.sim_report import SimulationReport
+from mmpool_cli.pools.report import SimulationReport
 
 SIGNATURE = "mmpool simulate"
 NS_PER_S = 10**9
@@ -56,8 +56,8 @@ def occupancy_series(
     The steps follow every alloc and every recycler tick that changed the pool (its fullest moment,
     just before the tick, and what the tick left); a miss is at its worker's occupancy when it missed.
     """
-    from mmpool_cli.simulate.cuda_ipc import Pool
-    from mmpool_cli.simulate.replay import simulate
+    from mmpool_cli.pools.cuda_ipc import Pool
+    from mmpool_cli.pools.replay import simulate
 
     result = report.result
     events = report.events_data

@@ -11,11 +11,11 @@ from rich.text import Text
 
 from mmpool_cli.core import words
 from mmpool_cli.core.units import format_binary, format_size
+from mmpool_cli.pools.budget_search import BudgetSearch
+from mmpool_cli.pools.report import SimulationReport, result_data
 from mmpool_cli.render.human import Laid, _kv_cost_table, _kv_table, findings_table, launch_line, paragraph
 from mmpool_cli.render.layout import Grid, Span
 from mmpool_cli.render.text import version_note
-from mmpool_cli.simulate.budget_search import BudgetSearch
-from mmpool_cli.simulate.sim_report import SimulationReport, result_data
 
 
 def _target(rate: Fraction) -> str:

@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from mmpool_cli.caches.report import CacheItem, CacheNote, CacheReport
 from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape, PrefixOptions
 from mmpool_cli.inputs.traffic.prompts import Timed
-from mmpool_cli.simulate.cache_report import CacheItem, CacheNote, CacheReport
 from mmpool_cli.workload.families import Family
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.curve import (
+from mmpool_cli.pools.curve import (
     DEFAULT_POINTS,
     CurvePoint,
     PoolCurve,
@@ -22,10 +22,10 @@ from mmpool_cli.simulate.curve import (
     largest_alloc_budget,
     replay_budgets,
 )
-from mmpool_cli.simulate.events import Events
-from mmpool_cli.simulate.executors import Executor
-from mmpool_cli.simulate.sim_report import PoolSetup
-from mmpool_cli.simulate.trials import Trial, no_miss_budget
+from mmpool_cli.pools.executors import Executor
+from mmpool_cli.pools.report import PoolSetup
+from mmpool_cli.pools.trials import Trial, no_miss_budget
+from mmpool_cli.traces.events import Events
 
 
 @dataclass(frozen=True)

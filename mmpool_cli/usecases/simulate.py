@@ -15,14 +15,14 @@ from typing import Any
 
 from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.errors import EXIT_FINDINGS, MmpoolError
-from mmpool_cli.simulate.budget_search import Basis, Method, Progress, smallest_budget
-from mmpool_cli.simulate.curve import PoolCurve
-from mmpool_cli.simulate.events import Event, Events, as_events
-from mmpool_cli.simulate.recorded_layout import DEFAULT_GRANULARITY
-from mmpool_cli.simulate.replay import simulate as replay
-from mmpool_cli.simulate.sim_report import PoolSetup, SimulationReport
-from mmpool_cli.simulate.trace_file import TraceFile
-from mmpool_cli.simulate.trials import Trial
+from mmpool_cli.pools.budget_search import Basis, Method, Progress, smallest_budget
+from mmpool_cli.pools.curve import PoolCurve
+from mmpool_cli.pools.replay import simulate as replay
+from mmpool_cli.pools.report import PoolSetup, SimulationReport
+from mmpool_cli.pools.trace_file import TraceFile
+from mmpool_cli.pools.trials import Trial
+from mmpool_cli.traces.events import Event, Events, as_events
+from mmpool_cli.traces.recorded_layout import DEFAULT_GRANULARITY
 from mmpool_cli.usecases.curve import CurveRange
 
 
@@ -143,7 +143,7 @@ def simulate(request: SimulateRequest) -> SimulationReport:
         planned = plan_curve(request.curve, events, pools)
     if request.smallest_budget or planned is not None:  # a curve marks the budget the search recommends
         assert events is not None  # a search replays the events many times: they were read whole
-        from mmpool_cli.simulate.executors import executor_for
+        from mmpool_cli.pools.executors import executor_for
 
         run_on = executor_for(request.executor, address=request.ray_address)
         searched: Progress
@@ -172,16 +172,16 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     if request.keep_events:
         report.events_data = events
     if recorded is not None:
-        from mmpool_cli.simulate import recording
+        from mmpool_cli.pools.recorded import compare
 
         assert request.trace is not None
-        report.findings.extend(recording.compare(recorded, report.result, request.trace.granularity))
+        report.findings.extend(compare(recorded, report.result, request.trace.granularity))
     return report
 
 
 def _read_trace(trace: TraceSource, workers: int, requests: bool) -> tuple[dict[str, Any], Any, Any]:
     """The source, the events (or the file, replayed as read) and the recording, if ``trace`` is one."""
-    from mmpool_cli.simulate import recording
+    from mmpool_cli.traces import recording
 
     if recording.is_recording(trace.path):  # a directory of mmpool record: its pools merged, compared after
         events, rec = recording.read_recording(
@@ -230,7 +230,7 @@ def _curve(
 ) -> PoolCurve:
     """The pool's curve, each point's KV tokens as the engine's plan counts them at that budget; a point
     that the search replayed whole is its trial's."""
-    from mmpool_cli.simulate.executors import executor_for
+    from mmpool_cli.pools.executors import executor_for
     from mmpool_cli.usecases.curve import fill_curve
 
     def kv_tokens(mb: int) -> int | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from mmpool_cli.simulate.cache_trace import read_items
+from mmpool_cli.caches.from_trace import read_items
 
 
 def _png_url(size: tuple[int, int], colour: int = 0) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mmpool_cli.simulate.cache_trace import read_items
+from mmpool_cli.caches.from_trace import read_items
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "traffic" / "vllm-chats.jsonl")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from mmpool_cli.simulate.trace import read_trace
+from mmpool_cli.traces.reader import read_trace
 
 LOGS = Path(__file__).parent.parent / "engines" / "sglang" / "traffic" / "data" / "sglang-0.5.23"
 LOG = str(LOGS / "server-json-level2.log")

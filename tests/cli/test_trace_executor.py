@@ -1,6 +1,6 @@
 """`mmpool trace --executor`: Ray imported only when asked for, the missing extra, the flags' errors, the help.
 
-The trace on a real Ray cluster, byte for byte the local one, is in tests/simulate/test_ray_cluster.py.
+The trace on a real Ray cluster, byte for byte the local one, is in tests/pools/test_ray_cluster.py.
 """
 
 from __future__ import annotations

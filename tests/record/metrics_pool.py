@@ -60,8 +60,8 @@ def driver_args(tmp_path: Path, truth: Path, size: int, items: int = 120) -> lis
 
 def assert_the_pools(got: dict[str, float], out: Path, truth: Path, size: int) -> None:
     """``got`` (a sample's name, ``+Inf`` appended for that bucket) is what the pool did, as it did it."""
-    from mmpool_cli.simulate.events import ALLOC
-    from mmpool_cli.simulate.recording import read_pools
+    from mmpool_cli.traces.events import ALLOC
+    from mmpool_cli.traces.recording import read_pools
 
     offsets = json.loads(truth.read_text())
     [trace] = read_pools(str(out))

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import metrics_pool as mp  # noqa: E402
 from test_caches import tree  # noqa: E402
 
-from mmpool_cli.simulate.cache_recorded import recorded_lookups  # noqa: E402
-from mmpool_cli.simulate.cache_replay import Lookups, replay  # noqa: E402
-from mmpool_cli.simulate.record_stream import read_caches  # noqa: E402
+from mmpool_cli.caches.recorded import recorded_lookups  # noqa: E402
+from mmpool_cli.caches.replay import Lookups, replay  # noqa: E402
+from mmpool_cli.traces.record_stream import read_caches  # noqa: E402
 
 SIZE = 1 << 20
 pytestmark = mp.NEEDED

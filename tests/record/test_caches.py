@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import metrics_pool as mp  # noqa: E402
 
 from mmpool_cli._record.mmpool_record import recfmt  # noqa: E402
-from mmpool_cli.simulate.record_stream import read_caches  # noqa: E402
+from mmpool_cli.traces.record_stream import read_caches  # noqa: E402
 
 MODULE = "sglang/srt/mem_cache/multimodal_cache.py"
 SIZE = 1 << 20

@@ -14,8 +14,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fake_sglang  # noqa: E402
 
-from mmpool_cli.simulate.events import ALLOC  # noqa: E402
-from mmpool_cli.simulate.recording import read_pools  # noqa: E402
+from mmpool_cli.traces.events import ALLOC  # noqa: E402
+from mmpool_cli.traces.recording import read_pools  # noqa: E402
 
 # argv: how the child ends (exit, os_exit, mp_fork, mp_spawn), whether the writer is busy at the fork,
 # whether the parent then kills itself

@@ -15,9 +15,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fake_sglang  # noqa: E402
 
-from mmpool_cli.simulate.events import ALLOC, FREE  # noqa: E402
-from mmpool_cli.simulate.record_stream import PoolTrace  # noqa: E402
-from mmpool_cli.simulate.recording import read_pools  # noqa: E402
+from mmpool_cli.traces.events import ALLOC, FREE  # noqa: E402
+from mmpool_cli.traces.record_stream import PoolTrace  # noqa: E402
+from mmpool_cli.traces.recording import read_pools  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ITEMS = 40

@@ -23,9 +23,9 @@ import metrics_pool as mp  # noqa: E402
 from test_preprocess_cache import pytestmark as needed  # noqa: E402
 from test_preprocess_cache import tree  # noqa: E402
 
-from mmpool_cli.simulate.cache_recorded import recorded_lookups  # noqa: E402
-from mmpool_cli.simulate.cache_replay import Lookups, replay  # noqa: E402
-from mmpool_cli.simulate.record_stream import read_caches  # noqa: E402
+from mmpool_cli.caches.recorded import recorded_lookups  # noqa: E402
+from mmpool_cli.caches.replay import Lookups, replay  # noqa: E402
+from mmpool_cli.traces.record_stream import read_caches  # noqa: E402
 
 SIZE = 1 << 20
 pytestmark = needed

@@ -26,7 +26,7 @@ import fake_vllm  # noqa: E402
 
 from mmpool_cli._record.mmpool_record import recfmt
 from mmpool_cli.engines.vllm import cache_recording
-from mmpool_cli.simulate.record_stream import read_caches
+from mmpool_cli.traces.record_stream import read_caches
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fake_vllm  # noqa: E402
 
 from mmpool_cli._record.mmpool_record import recfmt  # noqa: E402
-from mmpool_cli.simulate.record_stream import read_caches  # noqa: E402
+from mmpool_cli.traces.record_stream import read_caches  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mmpool_cli.caches.replay import ONE_PASS, REPLAYED
+from mmpool_cli.caches.report import CacheItem
 from mmpool_cli.engines.sglang.caches import caches
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape
 from mmpool_cli.render.caches import _sizes, cache_text
-from mmpool_cli.simulate.cache_replay import ONE_PASS, REPLAYED
-from mmpool_cli.simulate.cache_report import CacheItem
 from mmpool_cli.workload.families import family
 
 FIXTURE = json.loads((Path(__file__).parents[1] / "data" / "sglang_caches.json").read_text())

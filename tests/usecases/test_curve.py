@@ -8,10 +8,10 @@ from mmpool_cli.cli.pool_options import PoolOptions
 from mmpool_cli.core.units import MiB
 from mmpool_cli.engines import engine
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.budget_search import smallest_budget
-from mmpool_cli.simulate.events import as_events
-from mmpool_cli.simulate.executors import LocalExecutor
-from mmpool_cli.simulate.replay import ALLOC, FREE
+from mmpool_cli.pools.budget_search import smallest_budget
+from mmpool_cli.pools.executors import LocalExecutor
+from mmpool_cli.pools.replay import ALLOC, FREE
+from mmpool_cli.traces.events import as_events
 from mmpool_cli.usecases.curve import CurveRange, pool_curve
 
 # examples/trace.jsonl: two 48.29 MiB images and a 21.93 MiB one on two workers

@@ -5,7 +5,7 @@ wrappers in ``pools.py``) to ``Recorder.buf``, a bytearray, with its bound ``ext
 lookup beyond a set, no formatting. Every ``DRAIN_S`` the writer thread moves what is there to the
 process's stream file (``<stream>.<part>.bin``) with one ``os.write``: it reads nothing and formats
 nothing, whatever the event rate. mmpool turns the stream into traces after the run
-(``simulate/record_stream.py``), off the server. Taking the bytes is ``buf[:n]`` then ``del buf[:n]``:
+(``traces/record_stream.py``), off the server. Taking the bytes is ``buf[:n]`` then ``del buf[:n]``:
 each one C call under the GIL, and an append between the two only adds past ``n``.
 
 Bounded: the buffer holds at most ``buffer`` records (past that an event is dropped and counted,

@@ -2,8 +2,8 @@
 
 The records say what the server's ``MultiModalStaticCache`` (or a tokenizer process's
 ``MultimodalPreprocessCache``) did at its own size
-(``simulate.cache_recorded`` turns them into the scheduler's lookups); each point of the curve is an
-exact replay of those lookups in the server's order (``cache_replay.replay``), the recorded size
+(``caches.recorded`` turns them into the scheduler's lookups); each point of the curve is an
+exact replay of those lookups in the server's order (``caches.replay.replay``), the recorded size
 among them, where the replay makes the hits that were recorded. A size is set in whole MiB
 (``SGLANG_VLM_CACHE_SIZE_MB``; ``--mm-preprocess-cache-size-mb``, split evenly among the tokenizer
 processes, one preprocess cache each in the recording), as for traffic (``caches.py``). Pure core:
@@ -15,15 +15,15 @@ from __future__ import annotations
 from fractions import Fraction
 
 from mmpool_cli._record.mmpool_record import recfmt
+from mmpool_cli.caches.curve import Curve
+from mmpool_cli.caches.recorded import RecordedCache, recorded_lookups
+from mmpool_cli.caches.replay import REPLAYED, bisect_setting, never_evicts, replay, replay_many
+from mmpool_cli.caches.report import CacheNote, CacheReport, CacheResult, Recommendation, hits_needed
 from mmpool_cli.core.units import MiB
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.cache_curve import Curve
-from mmpool_cli.simulate.cache_recorded import RecordedCache, recorded_lookups
-from mmpool_cli.simulate.cache_replay import REPLAYED, bisect_setting, never_evicts, replay, replay_many
-from mmpool_cli.simulate.cache_report import CacheNote, CacheReport, CacheResult, Recommendation, hits_needed
-from mmpool_cli.simulate.record_stream import read_caches
-from mmpool_cli.simulate.trace import MAX_EVENTS
+from mmpool_cli.traces.reader import MAX_EVENTS
+from mmpool_cli.traces.record_stream import read_caches
 
 POINTS = 64  # the curve's points, each a replay
 

@@ -34,13 +34,8 @@ from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from mmpool_cli.core.units import MiB
-from mmpool_cli.engines.sglang import versions
-from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
-from mmpool_cli.errors import MmpoolError
-from mmpool_cli.inputs.traffic.cache_request import CacheRequest
-from mmpool_cli.simulate.cache_curve import Curve, lru_curve
-from mmpool_cli.simulate.cache_replay import (
+from mmpool_cli.caches.curve import Curve, lru_curve
+from mmpool_cli.caches.replay import (
     ONE_PASS,
     REPLAYED,
     Lookups,
@@ -51,7 +46,7 @@ from mmpool_cli.simulate.cache_replay import (
     replay,
     replay_many,
 )
-from mmpool_cli.simulate.cache_report import (
+from mmpool_cli.caches.report import (
     CacheItem,
     CacheNote,
     CacheReport,
@@ -59,6 +54,11 @@ from mmpool_cli.simulate.cache_report import (
     Recommendation,
     hits_needed,
 )
+from mmpool_cli.core.units import MiB
+from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
+from mmpool_cli.errors import MmpoolError
+from mmpool_cli.inputs.traffic.cache_request import CacheRequest
 
 FAMILIES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl")
 PREPROCESS_MAX_ENTRIES = 8192  # base_processor.py: MultimodalPreprocessCache(max_entries=8192)

@@ -14,10 +14,10 @@ from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.models import Plan, PlanRequest
 
 if TYPE_CHECKING:  # the simulator, and the traffic readers, load only for the commands that use them
+    from mmpool_cli.caches.report import CacheReport
     from mmpool_cli.inputs.traffic.cache_request import CacheRequest
     from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
-    from mmpool_cli.simulate.cache_report import CacheReport
-    from mmpool_cli.simulate.sim_report import PoolSetup
+    from mmpool_cli.pools.report import PoolSetup
 
 # The families whose features SGLang moves through the pool (every release mmpool knows); the
 # others' processors keep their features on the CPU path, so a pool for them is pure cost.

@@ -23,12 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mmpool_cli.caches import prefix
+from mmpool_cli.caches.curve import Curve
+from mmpool_cli.caches.replay import REPLAYED
+from mmpool_cli.caches.report import CacheItem, CacheNote, CacheResult, Recommendation, hits_needed
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
 from mmpool_cli.inputs.traffic.prompts import Timed
 from mmpool_cli.inputs.traffic.tokens import Chat, Estimated, Tokenizer, load, tokens_of, try_load
-from mmpool_cli.simulate.cache_curve import Curve
-from mmpool_cli.simulate.cache_replay import REPLAYED
-from mmpool_cli.simulate.cache_report import CacheItem, CacheNote, CacheResult, Recommendation, hits_needed
 
 MM_PAD_SHIFT_VALUE = 1_000_000  # schedule_batch.py: pads start above every text token id
 _MM_WIDE_PAD_TAG = b"sglang-mm-wide-pad-v1"

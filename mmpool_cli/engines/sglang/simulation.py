@@ -1,6 +1,6 @@
 """What ``mmpool simulate`` needs of SGLang: which releases it can replay, their pool rules, the recycler.
 
-The simulator itself (``mmpool_cli.simulate``) knows no engine; this module reads the chosen
+The simulator itself (``mmpool_cli.pools``) knows no engine; this module reads the chosen
 release's record and SGLang's environment into the neutral ``PoolRules`` and interval it takes.
 """
 
@@ -20,9 +20,9 @@ from mmpool_cli.engines.sglang.env_vars import env_findings, recycle_from_env
 from mmpool_cli.engines.sglang.models import Plan, PlanRequest
 from mmpool_cli.engines.sglang.versions import Release
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.allocator import PoolRules
-from mmpool_cli.simulate.replay import PoolLayout
-from mmpool_cli.simulate.sim_report import PoolSetup
+from mmpool_cli.pools.allocator import PoolRules
+from mmpool_cli.pools.replay import PoolLayout
+from mmpool_cli.pools.report import PoolSetup
 
 
 def refusal(rel: Release, transport: str) -> str | None:
@@ -90,7 +90,7 @@ def setup(request: PlanRequest, plan: Plan, environ: Mapping[str, str]) -> PoolS
         refused = (errors[0] if errors else None) or _first_error(plan) or "SGLang refuses this budget"
     workers = request.workers
     if vmm:
-        from mmpool_cli.simulate.cuda_vmm import vmm_layout
+        from mmpool_cli.pools.cuda_vmm import vmm_layout
 
         control, granularity = rel.vmm_lease_control_bytes(consumers), request.vmm_granularity
 

@@ -23,17 +23,17 @@ from fractions import Fraction
 from typing import Any
 
 from mmpool_cli._record.mmpool_record import recfmt
+from mmpool_cli.caches.curve import Curve
+from mmpool_cli.caches.replay import REPLAYED
+from mmpool_cli.caches.report import CacheNote, CacheReport, CacheResult, Recommendation, hits_needed
 from mmpool_cli.engines.vllm import encoder_replay, processor_cache, processor_replay, versions
 from mmpool_cli.engines.vllm.caches import smallest_reaching, smallest_without_wait
 from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for
 from mmpool_cli.engines.vllm.processor_cache import DataParallel
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.simulate.cache_curve import Curve
-from mmpool_cli.simulate.cache_replay import REPLAYED
-from mmpool_cli.simulate.cache_report import CacheNote, CacheReport, CacheResult, Recommendation, hits_needed
-from mmpool_cli.simulate.record_stream import CacheTrace, read_caches
-from mmpool_cli.simulate.trace import MAX_EVENTS
+from mmpool_cli.traces.reader import MAX_EVENTS
+from mmpool_cli.traces.record_stream import CacheTrace, read_caches
 
 POINTS = 64  # the curve's points, each a replay
 NAMES = ("vllm_processor", "vllm_encoder")

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.vllm import cache_items, encoder_replay, processor_cache, processor_replay
 from mmpool_cli.engines.vllm import encoder_budget as eb
@@ -31,7 +32,6 @@ from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for, make_plan
 from mmpool_cli.engines.vllm.plan_encoder import qwen_vision
 from mmpool_cli.engines.vllm.request import QWEN_VERSION, VllmRequest
-from mmpool_cli.simulate.cache_replay import REPLAYED
 from mmpool_cli.workload import qwen
 
 CURVE_POINTS = 48

@@ -16,9 +16,9 @@ from mmpool_cli.engines.vllm.request import VllmPlan, VllmRequest
 if TYPE_CHECKING:
     from fractions import Fraction
 
+    from mmpool_cli.caches.report import CacheReport
     from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
-    from mmpool_cli.simulate.cache_report import CacheReport
-    from mmpool_cli.simulate.sim_report import PoolSetup
+    from mmpool_cli.pools.report import PoolSetup
 
 ENV_BACKEND = "VLLM_VIDEO_LOADER_BACKEND"
 

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from mmpool_cli.caches.from_trace import request_of
+from mmpool_cli.caches.report import DEFAULT_TARGET, CacheItem, CacheNote
 from mmpool_cli.inputs.traffic.prompts import Timed
 from mmpool_cli.inputs.traffic.writer import Lease
-from mmpool_cli.simulate.cache_report import DEFAULT_TARGET, CacheItem, CacheNote
-from mmpool_cli.simulate.cache_trace import request_of
 from mmpool_cli.workload.families import Family
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
-from mmpool_cli.simulate.replay import ALLOC, FREE, Event
+from mmpool_cli.pools.replay import ALLOC, FREE, Event
 
 NS_PER_S = 10**9
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from mmpool_cli.caches.replay import ONE_PASS, REPLAYED, one_pass_sizes, replay
+from mmpool_cli.caches.report import CacheItem
 from mmpool_cli.engines.sglang import caches as rules
 from mmpool_cli.engines.sglang.caches import caches, embedding_size, large_hopper, preprocess_size
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape
-from mmpool_cli.simulate.cache_replay import ONE_PASS, REPLAYED, one_pass_sizes, replay
-from mmpool_cli.simulate.cache_report import CacheItem
 from mmpool_cli.workload.families import family
 
 FIXTURE = json.loads((Path(__file__).parents[2] / "data" / "sglang_caches.json").read_text())

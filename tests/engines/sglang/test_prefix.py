@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from mmpool_cli.caches.replay import replay
+from mmpool_cli.caches.report import CacheItem
 from mmpool_cli.engines.sglang import caches as rules
 from mmpool_cli.engines.sglang import prefix
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape, PrefixOptions
 from mmpool_cli.inputs.traffic.prompts import Prompt, Timed, messages_of
-from mmpool_cli.simulate.cache_replay import replay
-from mmpool_cli.simulate.cache_report import CacheItem
 from mmpool_cli.workload.families import family
 
 FIXTURE = json.loads((Path(__file__).parents[2] / "data" / "sglang_prefix_embedding.json").read_text())

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mmpool_cli.inputs.traffic.writer import Lease, events, seconds, write
-from mmpool_cli.simulate.trace import TraceError, read_trace
+from mmpool_cli.traces.reader import TraceError, read_trace
 
 
 def test_seconds_are_exact() -> None:

@@ -29,7 +29,7 @@ from mmpool_cli.inputs.traffic.model import (
 )
 from mmpool_cli.inputs.traffic.prompts import Timed
 from mmpool_cli.inputs.traffic.writer import Lease
-from mmpool_cli.simulate.trace import MAX_T_SECONDS
+from mmpool_cli.traces.reader import MAX_T_SECONDS
 
 __all__ = ["FORMATS", "Options", "convert", "sniff"]
 

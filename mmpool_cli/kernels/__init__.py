@@ -1,0 +1,7 @@
+"""Kernels: the compiled twins of mmpool's reference Python code, and their loader (``native``).
+
+``_fastsim`` is the trace reader and cuda_ipc replay in C (twin of ``traces.reader`` and
+``pools.cuda_ipc``/``pools.replay``), ``_stackdist`` the one-pass cache curve (twin of
+``caches.curve``). Each is optional: built at install where a C compiler is at hand, else the Python
+code runs, with the same results. Standard library only.
+"""
