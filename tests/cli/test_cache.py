@@ -94,6 +94,38 @@ def test_the_radix_cache_serves_a_chats_earlier_images_which_are_never_looked_up
     assert small["caches"][2]["size_tokens"] == 16 and small["caches"][0]["lookups"] > 3  # evicted: looked up again
 
 
+def test_the_replay_is_checked_against_the_servers_cached_tokens(run_line, tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    a = _png_url((56, 56))  # 4 tokens
+    first = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": a}}, {"type": "text", "text": "Hi"}]}]
+    second = [*first, {"role": "assistant", "content": "A cat."}, {"role": "user", "content": "More"}]
+    # with one token per byte: <|im_start|> user\n <|vision_start|> 4 pads <|vision_end|> Hi <|im_end|> \n
+    # <|im_start|> assistant\n is 27 tokens, turn 1's whole prompt, which turn 2 starts with
+    path = tmp_path / "usage.jsonl"
+
+    def lines(cached: int) -> str:  # each body with the server's answer beside it
+        out = []
+        for n, (messages, told) in enumerate([(first, 0), (second, cached)]):
+            usage = {"prompt_tokens_details": {"cached_tokens": told}}
+            out.append(json.dumps({"timestamp": n, "body": {"messages": messages}, "response": {"usage": usage}}))
+        return "\n".join(out) + "\n"
+
+    argv = ["mmpool", "cache", "--model", "qwen2.5-vl", "--hidden-size", "3584", "--format", "json", "--from", str(path)]
+    tok = ["--tokenizer-path", str(Path(__file__).parents[1] / "data" / "byte-tokenizer")]
+    path.write_text(lines(27))
+    data = json.loads(run_line([*argv, *tok]).stdout)
+    assert ("prefix-replay-matches", "info") in [(f["code"], f["severity"]) for f in data["findings"]]
+    assert data["caches"][2]["tokens_estimated"] is False and data["caches"][2]["hits"] == 27
+    path.write_text(lines(20))
+    data = json.loads(run_line([*argv, *tok]).stdout)
+    differs = [f for f in data["findings"] if f["code"] == "prefix-replay-differs"]
+    assert differs and differs[0]["message"].startswith("request line2: the server served 20 cached tokens, the replay 27")
+    # estimated tokens are not compared, and the report says so
+    data = json.loads(run_line(argv).stdout)
+    assert not [f for f in data["findings"] if f["code"].startswith("prefix-replay")]
+    assert "not compared" in " ".join(data["caches"][2]["notes"])
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [

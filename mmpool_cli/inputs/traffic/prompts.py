@@ -77,7 +77,7 @@ def messages_of(raw: Any) -> tuple[Message, ...] | None:
 
 def usage_of(obj: Any) -> tuple[int | None, int | None, int | None]:
     """``(prompt_tokens, completion_tokens, cached_tokens)`` of an OpenAI ``usage`` object (or a response
-    carrying one), each None where absent."""
+    carrying one) or of SGLang's ``meta_info``, each None where absent."""
     if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
         obj = obj["usage"]
     if not isinstance(obj, dict):
@@ -87,7 +87,8 @@ def usage_of(obj: Any) -> tuple[int | None, int | None, int | None]:
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
     details = obj.get("prompt_tokens_details")
-    cached = whole(details.get("cached_tokens")) if isinstance(details, dict) else None
+    # OpenAI's usage nests it; SGLang's meta_info has it at the top
+    cached = whole(details.get("cached_tokens")) if isinstance(details, dict) else whole(obj.get("cached_tokens"))
     return whole(obj.get("prompt_tokens")), whole(obj.get("completion_tokens")), cached
 
 

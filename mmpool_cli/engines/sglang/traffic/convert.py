@@ -82,6 +82,7 @@ def convert(o: TrafficRequest, map_files: FileMap | None = None) -> Conversion:
         # writes the request log apart from the scheduler's lines): the first in the files' order counts
         finished: dict[str, int] = {}
         queued: dict[str, int] = {}
+        usage: dict[str, tuple[int | None, int | None, int | None]] = {}
         measured: Counter[str] = Counter()
         sized: list[Finding] = []
         shipped = dataclasses.replace(o, environ=dict(o.environ))  # plain data, for another process
@@ -96,11 +97,19 @@ def convert(o: TrafficRequest, map_files: FileMap | None = None) -> Conversion:
                 finished.setdefault(rid, t_ns)
             for rid, queue_ns in part.queued.items():
                 queued.setdefault(rid, queue_ns)
+            for rid, given in part.usage.items():
+                usage.setdefault(rid, given)
             sized.extend(part.sized)
             measured.update(part.videos)
         for req in reqs:
             req.finish_ns = finished.get(req.rid)
             req.queue_ns = queued.get(req.rid)
+            told = usage.get(req.rid)
+            if told is not None and req.prompt is not None:  # what the server said of its prompt and output
+                prompt_tokens, output_tokens, cached = told
+                req.prompt = dataclasses.replace(
+                    req.prompt, prompt_tokens=prompt_tokens, output_tokens=output_tokens, cached_tokens=cached
+                )
         summary.findings.extend(sized)
         if sizer.videos is not None:
             sizer.videos.measured = measured
