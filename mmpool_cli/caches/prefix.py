@@ -1,0 +1,584 @@
+"""The prefix cache in front of the KV cache, replayed exactly: a radix tree or chained block hashes.
+
+Two rules, each the one its engine runs (checked against their own classes by
+``scripts/record_prefix_fixtures.py``); neutral: the names below are rules, not engines.
+
+``Radix`` -- SGLang's ``RadixCache`` (0.5.23, ``mem_cache/radix_cache.py``) with its default LRU
+policy, driven as its scheduler drives it. A request's prompt is matched up to ``len - 1`` tokens,
+page-aligned (``_compute_max_prefix_len``); the matched node is locked; the uncached tokens are
+allocated, evicting first (``evict_to_free_tokens``: the shortfall, whole unlocked leaves by last
+access, a parent pushed when its last child goes); the prompt is inserted (``checkpoint`` at
+prefill), the duplicate slots freed, the path re-matched and locked. At its release its output's
+KV (``len(output) - 1`` tokens: the last token's is never computed) is allocated the same way, then
+the prompt and those output tokens are inserted and split at the prompt boundary (``checkpoint``
+with ``split_prompt``), the path re-matched, the tail of a partial page freed and the lock dropped
+(``release_kv_cache``). Node extents, splits made by matching and inserting, and the order of
+access times (one clock tick where SGLang reads ``time.monotonic()``) are the tree's own, so the
+same leaves go in the same order. ``capacity_tokens`` is the token pool's size
+(``--max-total-tokens``); with ``page_size`` > 1 the allocations are in pages and the extend
+evicts for one page beyond its tokens, a decode step for one page, as the paged allocator asks.
+
+``Blocks`` -- vLLM v1's prefix caching (0.34.0, ``v1/core/kv_cache_manager.py``, ``block_pool.py``,
+``kv_cache_utils.py``), one full-attention group. Full blocks of ``block_size`` tokens are keyed by
+their parent's key, their tokens and the multimodal items overlapping them (each item's hash and
+its offset in the block: ``_gen_mm_extra_hash_keys``); a hit is the longest chain of cached keys
+within ``len - 1`` tokens (``get_max_cache_hit_length``). ``num_blocks`` is ``num_gpu_blocks``,
+one of which is the null block, never lent. Hit blocks are taken out of the free queue
+(``touch``); new blocks are popped from its head, a cached one losing its key; full blocks are
+cached as they fill (a key already cached gets a duplicate block: vLLM does not de-duplicate, and a
+lookup finds the first block cached under the key); at a release the request's blocks are freed
+last block first, unkeyed ones to the head of the queue, keyed ones to its tail.
+
+Assumed, for both (what a replay cannot know from tokens alone): each request is admitted alone
+at ``arrive`` with its whole prompt in one prefill (no chunking, no batching with others, no
+waiting queue: the scheduler's choice of when to admit is the traffic's ``arrive``); its decode
+steps' KV is taken at ``finish``, just before its release; events at one time: releases before
+admissions, ties in input order (a request with ``finish == arrive`` is released right after its
+admission). Where the running requests alone hold more than the capacity, the engine would make
+a request wait; the replay runs it anyway, over the capacity, once everything unlocked is evicted
+(``Replay.over`` counts those admissions and releases).
+
+The curve replays each point: running requests lock what they hold, a radix leaf is evicted
+whole with extents that depend on what was evicted before, and vLLM's hits are chains with
+duplicate blocks -- none keeps the inclusion property a one-pass stack-distance method needs, so
+no single pass gives every size exactly. One unbounded replay finds the size from which nothing
+is ever evicted; every point at or above it is that replay's answer.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixRequest:
+    """One request as the prefix cache sees it."""
+
+    tokens: Sequence[int]  # the prompt's token ids, each image's placeholders as the engine pads them
+    output: Sequence[int] = ()  # the generated tokens, where known: inserted with the prompt
+    extra: Sequence[tuple[int, int, str]] = ()  # (start, length, hash) of each multimodal item's span
+    arrive: int = 0  # admission time (ns since the first request; ties: input order)
+    finish: int = 0  # release time, same clock; finish >= arrive
+
+
+@dataclass(frozen=True, slots=True)
+class Radix:
+    """SGLang's ``RadixCache``: a token pool of ``capacity_tokens`` slots in pages of ``page_size``."""
+
+    capacity_tokens: int
+    page_size: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Blocks:
+    """vLLM v1's block-hash prefix caching: ``num_blocks`` (``num_gpu_blocks``) of ``block_size`` tokens."""
+
+    num_blocks: int
+    block_size: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """What one replay found: per request (input order) the prompt tokens served from the cache."""
+
+    served: list[int]
+    evicted: bool  # whether anything cached was ever evicted
+    over: int  # admissions and releases that ran over the capacity
+
+
+def replay(requests: Sequence[PrefixRequest], cache: Radix | Blocks) -> list[int]:
+    """Per request (input order), the prompt tokens served from the cache at its admission."""
+    return run(requests, cache).served
+
+
+def run(requests: Sequence[PrefixRequest], cache: Radix | Blocks) -> Replay:
+    """The replay of ``requests`` through ``cache``, with whether it evicted or ran over."""
+    _check_cache(cache)
+    order = _events(requests)
+    if isinstance(cache, Radix):
+        return _RadixReplay(cache.capacity_tokens, cache.page_size).run(requests, order)
+    return _BlockReplay(cache.num_blocks, cache.block_size).run(requests, order)
+
+
+def curve(
+    requests: Sequence[PrefixRequest],
+    kind: type[Radix] | type[Blocks],
+    capacities: Sequence[int],
+    **params: int,
+) -> list[int]:
+    """Total prompt tokens served at each capacity (tokens for Radix, blocks for Blocks), each point
+    exactly what ``replay`` gives at that capacity."""
+    caps = list(capacities)
+    for c in caps:
+        _check_cache(kind(c, **params))
+    if not caps:
+        return []
+    order = _events(requests)
+    # Nothing is evicted at or above the unbounded replay's peak, so those points are one replay.
+    if kind is Radix:
+        page = params.get("page_size", 1)
+        unbounded = _RadixReplay(None, page)
+    else:
+        unbounded = _BlockReplay(None, params.get("block_size", 16))  # type: ignore[assignment]
+    top = unbounded.run(requests, order)
+    saturated = unbounded.peak
+    total_top = sum(top.served)
+    out: list[int] = []
+    for c in caps:
+        if c >= saturated:
+            out.append(total_top)
+            continue
+        one: _RadixReplay | _BlockReplay
+        if kind is Radix:
+            one = _RadixReplay(c, params.get("page_size", 1))
+        else:
+            one = _BlockReplay(c, params.get("block_size", 16))
+        out.append(sum(one.run(requests, order).served))
+    return out
+
+
+def _check_cache(cache: Radix | Blocks) -> None:
+    if isinstance(cache, Radix):
+        if cache.capacity_tokens < 0 or cache.page_size < 1:
+            raise ValueError(
+                "a radix cache needs capacity_tokens >= 0 and page_size >= 1, "
+                f"not {cache.capacity_tokens} and {cache.page_size}"
+            )
+    elif isinstance(cache, Blocks):
+        if cache.num_blocks < 1 or cache.block_size < 1:
+            raise ValueError(
+                "a block cache needs num_blocks >= 1 (one is the null block) and block_size >= 1, "
+                f"not {cache.num_blocks} and {cache.block_size}"
+            )
+    else:
+        raise TypeError(f"the cache is a Radix or a Blocks, not {type(cache).__name__}")
+
+
+def _events(requests: Sequence[PrefixRequest]) -> list[tuple[int, int, int, int]]:
+    """Admissions and releases in time order: ``(time, phase, index, what)``, what 0 admits, 1 releases."""
+    ev: list[tuple[int, int, int, int]] = []
+    for i, r in enumerate(requests):
+        if not r.tokens:
+            raise ValueError(f"request {i} has no prompt tokens")
+        if r.finish < r.arrive:
+            raise ValueError(f"request {i} finishes ({r.finish}) before it arrives ({r.arrive})")
+        for start, length, _h in r.extra:
+            if start < 0 or length < 1 or start + length > len(r.tokens):
+                raise ValueError(
+                    f"request {i}: a multimodal span ({start}, {length}) lies outside its {len(r.tokens)} prompt tokens"
+                )
+        ev.append((r.arrive, 1, i, 0))
+        ev.append((r.finish, 0, i, 1) if r.finish > r.arrive else (r.arrive, 1, i, 1))
+    ev.sort()
+    return ev
+
+
+# --- the radix tree ------------------------------------------------------------------------------
+
+
+class _Node:
+    __slots__ = ("children", "parent", "key", "lock", "time")
+
+    def __init__(self, time: int) -> None:
+        self.children: dict[object, _Node] = {}
+        self.parent: _Node | None = None
+        self.key: tuple[int, ...] = ()
+        self.lock = 0
+        self.time = time
+
+
+def _common(a: tuple[int, ...], b: Sequence[int], off: int, n: int) -> int:
+    """Length of the common prefix of ``a[:n]`` and ``b[off:off + n]``."""
+    if a[:n] == tuple(b[off : off + n]):
+        return n
+    lo, hi = 0, n  # a[:lo] matches, a[:hi] does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == tuple(b[off + lo : off + mid]):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class _RadixReplay:
+    def __init__(self, capacity: int | None, page: int) -> None:
+        self.cap = capacity
+        self.page = page
+        self.clock = 0
+        self.root = _Node(self._tick())
+        self.root.lock = 1
+        self.leaves: set[_Node] = set()
+        self.used = 0  # slots taken: the tree's and the running requests' own
+        self.peak = 0
+        self.evicted = False
+        self.over = 0
+
+    def _tick(self) -> int:
+        self.clock += 1
+        return self.clock
+
+    def _ck(self, seq: Sequence[int], pos: int) -> object:
+        return seq[pos] if self.page == 1 else tuple(seq[pos : pos + self.page])
+
+    def _leaf_status(self, node: _Node) -> None:
+        if node.lock > 0 or node.children:
+            self.leaves.discard(node)
+        else:
+            self.leaves.add(node)
+
+    def _split(self, child: _Node, m: int) -> _Node:
+        new = _Node(self._tick())
+        parent = child.parent
+        assert parent is not None
+        new.parent = parent
+        new.lock = child.lock
+        new.key = child.key[:m]
+        child.key = child.key[m:]
+        new.children = {self._ck(child.key, 0): child}
+        child.parent = new
+        parent.children[self._ck(new.key, 0)] = new
+        return new
+
+    def _match(self, seq: Sequence[int], n: int) -> tuple[int, _Node]:
+        n -= n % self.page
+        if n <= 0:
+            return 0, self.root
+        t = self._tick()
+        node = self.root
+        node.time = t
+        pos = 0
+        page = self.page
+        while pos < n:
+            child = node.children.get(self._ck(seq, pos))
+            if child is None:
+                break
+            child.time = t
+            klen = len(child.key)
+            m = _common(child.key, seq, pos, min(klen, n - pos))
+            m -= m % page
+            if m < klen:
+                node = self._split(child, m)
+                pos += m
+                break
+            pos += klen
+            node = child
+        return pos, node
+
+    def _insert(self, seq: Sequence[int], n: int) -> tuple[int, _Node]:
+        n -= n % self.page
+        t = self._tick()
+        node = self.root
+        node.time = t
+        if n <= 0:
+            return 0, node
+        pos = 0
+        page = self.page
+        while pos < n:
+            child = node.children.get(self._ck(seq, pos))
+            if child is None:
+                break
+            node = child
+            node.time = t
+            klen = len(node.key)
+            m = _common(node.key, seq, pos, min(klen, n - pos))
+            m -= m % page
+            pos += m
+            if m < klen:
+                node = self._split(node, m)
+        prefix = pos
+        if pos < n:
+            leaf = _Node(self._tick())
+            leaf.parent = node
+            leaf.key = tuple(seq[pos:n])
+            node.children[self._ck(leaf.key, 0)] = leaf
+            self._leaf_status(node)
+            self._leaf_status(leaf)
+            node = leaf
+        return prefix, node
+
+    def _lock(self, node: _Node) -> None:
+        while node is not self.root:
+            node.lock += 1
+            self._leaf_status(node)
+            assert node.parent is not None
+            node = node.parent
+
+    def _unlock(self, node: _Node) -> None:
+        while node is not self.root:
+            node.lock -= 1
+            self._leaf_status(node)
+            assert node.parent is not None
+            node = node.parent
+
+    def _evict(self, num: int) -> None:
+        heap = [(x.time, id(x), x) for x in self.leaves]
+        heapq.heapify(heap)
+        done = 0
+        while done < num and heap:
+            _t, _i, x = heapq.heappop(heap)
+            done += len(x.key)
+            parent = x.parent
+            assert parent is not None
+            del parent.children[self._ck(x.key, 0)]
+            self.leaves.discard(x)
+            self._leaf_status(parent)
+            if not parent.children and parent.lock == 0:
+                heapq.heappush(heap, (parent.time, id(parent), parent))
+        if done:
+            self.evicted = True
+        self.used -= done
+
+    def _make_room(self, demand: int) -> None:
+        """Evict the shortfall of ``demand`` slots (``evict_to_free_tokens``)."""
+        if self.cap is None:
+            return
+        short = demand - (self.cap - self.used)
+        if short > 0:
+            self._evict(short)
+
+    def _take(self, n: int) -> None:
+        self.used += n
+        if self.used > self.peak:
+            self.peak = self.used
+        if self.cap is not None and self.used > self.cap:
+            self.over += 1
+
+    def run(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> Replay:
+        page = self.page
+        served = [0] * len(requests)
+        state: dict[int, tuple[_Node, int]] = {}  # request -> (locked node, tree-owned length)
+        for _t, _p, i, what in order:
+            r = requests[i]
+            seq = r.tokens
+            plen = len(seq)
+            if what == 0:
+                prefix, last = self._match(seq, plen - 1)
+                served[i] = prefix
+                self._lock(last)
+                # pages of the prompt beyond the matched prefix (the prefix is page-aligned)
+                pages = -(-plen // page) - prefix // page
+                self._make_room((plen - prefix) + (page if page > 1 else 0))
+                self._take(pages * page)
+                n = plen - plen % page
+                ins, _ = self._insert(seq, n)
+                if ins > prefix:
+                    self.used -= ins - prefix
+                _m, node = self._match(seq, n)
+                self._unlock(last)
+                self._lock(node)
+                state[i] = (node, n)
+            else:
+                node, owned_tree = state.pop(i)
+                decode = max(len(r.output) - 1, 0)
+                full: Sequence[int] = seq
+                if decode:
+                    full = list(seq) + list(r.output[:decode])
+                    if page == 1:
+                        self._make_room(decode)
+                        self._take(decode)
+                    else:
+                        for step in range(decode):
+                            self._make_room(page)
+                            if (plen + step) % page == 0:
+                                self._take(page)
+                total = plen + decode
+                n = total - total % page
+                ins, _ = self._insert(full, n)
+                pn = plen - plen % page
+                if 0 < pn < n:
+                    self._insert(full, pn)
+                if ins > owned_tree:
+                    self.used -= ins - owned_tree
+                _m, new = self._match(full, n)
+                self._unlock(node)
+                self._lock(new)
+                # the partial page past the tree's part goes back
+                held_pages = -(-total // page)
+                self.used -= held_pages * page - n
+                self._unlock(new)
+        return Replay(served, self.evicted, self.over)
+
+
+# --- the block pool ------------------------------------------------------------------------------
+
+
+class _BlockReplay:
+    """The block pool: its free queue is the blocks freed to its head (``head``), the blocks never
+    lent yet (ids ``fresh`` to ``limit``, in order, as the pool is built), then those freed to its
+    tail (``tail``); a pop takes from the first part that has one."""
+
+    def __init__(self, num_blocks: int | None, block_size: int) -> None:
+        self.bs = block_size
+        self.limit = None if num_blocks is None else num_blocks - 1  # the null block is never lent
+        self.head: OrderedDict[int, None] = OrderedDict()
+        self.tail: OrderedDict[int, None] = OrderedDict()
+        self.fresh = 1
+        self.extra_id = -1  # blocks lent beyond the pool, when running requests need more than it has
+        self.lent = 0
+        self.ref: dict[int, int] = {}
+        self.key_of: dict[int, int] = {}  # block -> its key, while cached
+        self.primary: dict[int, int] = {}  # key -> the block a lookup finds
+        self.dups: dict[int, dict[int, None]] = {}  # key -> every block cached under it, where several
+        self.keys: dict[tuple[int, tuple[int, ...], tuple[tuple[str, int], ...] | None], int] = {}
+        self.peak = 1  # the pool size from which this replay's pops never reach a freed cached block
+        self.evicted = False
+        self.over = 0
+
+    def _block_keys(
+        self, tokens: Sequence[int], extra: Sequence[tuple[int, int, str]], keys: list[int], n: int
+    ) -> list[int]:
+        """``keys`` extended to the first ``n`` full blocks, each key chained on its parent's."""
+        bs = self.bs
+        spans = sorted((s, ln, h) for s, ln, h in extra)
+        table = self.keys
+        parent = keys[-1] if keys else -1
+        for b in range(len(keys), n):
+            lo = b * bs
+            hi = lo + bs
+            ex: tuple[tuple[str, int], ...] | None = None
+            if spans:
+                found = [(h, s - lo) for s, ln, h in spans if s < hi and s + ln > lo]
+                ex = tuple(found) if found else None
+            k = (parent, tuple(tokens[lo:hi]), ex)
+            kid = table.get(k)
+            if kid is None:
+                kid = len(table)
+                table[k] = kid
+            keys.append(kid)
+            parent = kid
+        return keys
+
+    def _pop_key(self, key: int, block: int) -> None:
+        dups = self.dups.get(key)
+        if dups is None:
+            if self.primary.get(key) == block:
+                del self.primary[key]
+        elif dups.pop(block, False) is None:
+            self.primary[key] = next(iter(dups))
+            if len(dups) == 1:
+                del self.dups[key]
+
+    def _popleft(self) -> int | None:
+        if self.head:
+            return self.head.popitem(last=False)[0]
+        if self.limit is None or self.fresh <= self.limit:
+            b = self.fresh
+            self.fresh += 1
+            if self.fresh > self.peak:
+                self.peak = self.fresh
+            return b
+        if self.tail:
+            return self.tail.popitem(last=False)[0]
+        return None
+
+    def _uncache(self, b: int) -> None:
+        key = self.key_of.pop(b, None)
+        if key is not None:
+            self._pop_key(key, b)
+            self.evicted = True
+
+    def _new_blocks(self, n: int) -> list[int]:
+        out = []
+        over = False
+        for _ in range(n):
+            b = self._popleft()
+            if b is None:
+                b = self.extra_id
+                self.extra_id -= 1
+                over = True
+            else:
+                self._uncache(b)
+            self.ref[b] = 1
+            out.append(b)
+        self.lent += n
+        if over:
+            self.over += 1
+        return out
+
+    def _remove(self, b: int) -> None:
+        if b in self.head:
+            del self.head[b]
+        else:
+            del self.tail[b]
+
+    def _cache(self, blocks: list[int], keys: list[int], lo: int, hi: int) -> None:
+        for j in range(lo, hi):
+            b = blocks[j]
+            key = keys[j]
+            self.key_of[b] = key
+            first = self.primary.setdefault(key, b)
+            if first != b:
+                self.dups.setdefault(key, {first: None})[b] = None
+
+    def run(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> Replay:
+        bs = self.bs
+        served = [0] * len(requests)
+        held: dict[int, tuple[list[int], list[int]]] = {}  # request -> (its blocks, its tokens' keys)
+        for _t, _p, i, what in order:
+            r = requests[i]
+            plen = len(r.tokens)
+            if what == 0:
+                keys = self._block_keys(r.tokens, r.extra, [], plen // bs)
+                hit: list[int] = []
+                primary = self.primary
+                for key in keys[: (plen - 1) // bs]:
+                    b = primary.get(key)
+                    if b is None:
+                        break
+                    hit.append(b)
+                served[i] = len(hit) * bs
+                for b in hit:
+                    if b in self.ref:
+                        self.ref[b] += 1
+                    else:
+                        self._remove(b)
+                        self.lent += 1
+                        self.ref[b] = 1
+                blocks = hit + self._new_blocks(-(-plen // bs) - len(hit))
+                self._cache(blocks, keys, len(hit), plen // bs)
+                held[i] = (blocks, keys)
+            else:
+                blocks, keys = held.pop(i)
+                decode = max(len(r.output) - 1, 0)
+                if decode:
+                    total = plen + decode
+                    blocks += self._new_blocks(-(-total // bs) - len(blocks))
+                    n_full = total // bs
+                    if n_full > len(keys):
+                        full = list(r.tokens) + list(r.output[:decode])
+                        self._block_keys(full, r.extra, keys, n_full)
+                    self._cache(blocks, keys, plen // bs, n_full)
+                first: list[int] = []
+                last: list[int] = []
+                ref = self.ref
+                for b in reversed(blocks):
+                    ref[b] -= 1
+                    if ref[b] == 0:
+                        del ref[b]
+                        (last if b in self.key_of else first).append(b)
+                self.lent -= len(first) + len(last)
+                head = self.head
+                for b in reversed(first):
+                    head[b] = None
+                    head.move_to_end(b, last=False)
+                tail = self.tail
+                for b in last:
+                    tail[b] = None
+                self._give_back_extra()
+        return Replay(served, self.evicted, self.over)
+
+    def _give_back_extra(self) -> None:
+        """Blocks lent beyond the pool leave it as they are freed: the queue's first go."""
+        if self.limit is None:
+            return
+        excess = len(self.head) + len(self.tail) + (self.limit + 1 - self.fresh) + self.lent - self.limit
+        while excess > 0:
+            b = self._popleft()
+            if b is None:
+                return
+            self._uncache(b)
+            excess -= 1
