@@ -172,9 +172,11 @@ def main() -> None:
         req0 = cache_request(sc, None)
         groups = list(rules._requests(req0.items))
         tokens = [rules._tokens(req0, it) for it in req0.items]
-        everything = prefix.build(req0, tokens, groups).prompt_tokens
+        built0 = prefix.build(req0, tokens, groups)
+        everything = built0.prompt_tokens
+        largest = max(len(r.tokens) for r in built0.requests)  # the least every request runs in
         runs = []
-        for capacity in (everything, everything // 2, everything // 4, everything // 8):
+        for capacity in (everything, (largest + everything) // 2, largest + (everything - largest) // 4, largest):
             req = cache_request(sc, capacity)
             built = prefix.build(req, tokens, groups)
             served = prefix.prefix.replay(built.requests, prefix.prefix.Radix(capacity))

@@ -201,13 +201,23 @@ def replay(
     def served_at(cap: int) -> list[int]:
         return prefix.replay(built.requests, prefix.Radix(cap, page)) if built.requests else []
 
+    # from the least capacity every request runs in (its prompt and output) to room for everything
+    least = -(-max((len(r.tokens) + len(r.output) for r in built.requests), default=0) // page) * page
     at = [0] * len(built.requests) if req.prefix.disabled else served_at(capacity)
+    if not req.prefix.disabled and capacity < least:
+        result_notes_extra = [
+            f"a request needs {least:,} tokens, more than the capacity: SGLang would refuse or hold it; the "
+            "replay runs it over the capacity"
+        ]
+    else:
+        result_notes_extra = []
     covered: set[int] = set()
     for served, offs in zip(at, built.offsets, strict=True):
         for index, runs in offs:
             if not overlaps(runs, served, 1 << 62):
                 covered.add(index)
-    points = sorted({unbounded * k // CURVE_POINTS // page * page for k in range(CURVE_POINTS + 1)} | {capacity})
+    span = max(unbounded - least, 0)
+    points = sorted({least + span * k // CURVE_POINTS // page * page for k in range(CURVE_POINTS + 1)} | {capacity})
     sums = prefix.curve(built.requests, prefix.Radix, points, page_size=page) if built.requests else [0] * len(points)
     steps = tuple((p, s, s) for p, s in zip(points, sums, strict=True))
     curve = Curve(built.prompt_tokens, steps)
@@ -220,7 +230,7 @@ def replay(
         if kv_cell_bytes:
             cost["gpu_bytes_per_rank"] = smallest * kv_cell_bytes
         rec = Recommendation(smallest, f"--max-total-tokens {smallest}", cost)
-    result_notes = [_assumed(built, page)]
+    result_notes = [_assumed(built, page), *result_notes_extra]
     if built.estimated and not req.prefix.disabled:
         notes.append(
             CacheNote(
