@@ -13,6 +13,13 @@ import typer
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
 from mmpool_cli.cli.options import FormatOpt, OutputFormat, check_plot, told
+from mmpool_cli.cli.prefix_options import (
+    DisableRadixOpt,
+    MaxTotalTokensOpt,
+    PageSizeOpt,
+    TokenizerPathOpt,
+    prefix_options,
+)
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, AssumeVideoOpt, SourceChoice, convert
 from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options_sharing
 from mmpool_cli.core.bounds import MAX_WORKERS
@@ -38,8 +45,6 @@ SGLANG_ONLY = {
     "page_size": "vLLM's prefix cache is not replayed yet",
     "tokenizer_path": "vLLM's prefix cache is not replayed yet",
 }
-MAX_KV_TOKENS = 1 << 40
-MAX_PAGE = 1 << 16
 
 
 @app.command(
@@ -108,26 +113,10 @@ def cache(
         str | None, typer.Option("--plot", metavar="FILE", help="Draw hits against size (.svg or .png; matplotlib).")
     ] = None,
     window: EncoderWindowOpt = 1,
-    max_total_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--max-total-tokens",
-            metavar="N",
-            help="The KV capacity in tokens the radix cache shares (SGLang's max_total_num_tokens).",
-        ),
-    ] = None,
-    disable_radix_cache: Annotated[
-        bool, typer.Option("--disable-radix-cache", help="As given to SGLang: no prefix cache, every item looked up.")
-    ] = False,
-    page_size: Annotated[int, typer.Option("--page-size", metavar="N", help="As given to SGLang.")] = 1,
-    tokenizer_path: Annotated[
-        str | None,
-        typer.Option(
-            "--tokenizer-path",
-            metavar="DIR|NAME",
-            help="The tokenizer and chat template (default: --model DIR's; else the text's tokens are estimated).",
-        ),
-    ] = None,
+    max_total_tokens: MaxTotalTokensOpt = None,
+    disable_radix_cache: DisableRadixOpt = False,
+    page_size: PageSizeOpt = 1,
+    tokenizer_path: TokenizerPathOpt = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Replay each multimodal cache of the engine over the traffic, as the engine drives it.
@@ -183,7 +172,7 @@ def cache(
             assume_image,
             assume_video,
             plot,
-            _prefix_options(max_total_tokens, disable_radix_cache, page_size, tokenizer_path),
+            prefix_options(max_total_tokens, disable_radix_cache, page_size, tokenizer_path),
         )
         from mmpool_cli.render.caches import cache_text, meets, to_json
 
@@ -290,23 +279,6 @@ def _run_recorded(
 
         check_window(window)
     return recorded(directory, _target(target), cell, engine_name, window)
-
-
-def _prefix_options(
-    max_total_tokens: int | None, disabled: bool, page_size: int, tokenizer: str | None
-) -> PrefixOptions:
-    from mmpool_cli.inputs.traffic.cache_request import PrefixOptions
-
-    if max_total_tokens is not None and not 1 <= max_total_tokens <= MAX_KV_TOKENS:
-        raise MmpoolError(f"--max-total-tokens {max_total_tokens}: from 1 to {MAX_KV_TOKENS} tokens")
-    if not 1 <= page_size <= MAX_PAGE:
-        raise MmpoolError(f"--page-size {page_size}: from 1 to {MAX_PAGE} tokens")
-    if max_total_tokens is not None and max_total_tokens % page_size:
-        raise MmpoolError(
-            f"--max-total-tokens {max_total_tokens}: SGLang's KV pool holds whole pages of --page-size {page_size}; "
-            "give a multiple of it"
-        )
-    return PrefixOptions(max_total_tokens, disabled, page_size, tokenizer)
 
 
 def _target(text: str) -> Fraction:

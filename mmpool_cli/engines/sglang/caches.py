@@ -55,7 +55,7 @@ from mmpool_cli.caches.report import (
     hits_needed,
 )
 from mmpool_cli.core.units import MiB
-from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang import prefix, versions
 from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
@@ -106,8 +106,6 @@ def caches(req: CacheRequest) -> CacheReport:
     tokens = [_tokens(req, item) for item in req.items]
     radix = None
     if req.prompts:  # the traffic carries prompts: the radix cache in front decides what is looked up
-        from mmpool_cli.engines.sglang import prefix
-
         radix = prefix.replay(req, tokens, list(_requests(req.items)), req.shape.kv_cell_bytes)
     emb = _embedding_lookups(req, tokens, width, radix.covered if radix is not None else frozenset())
     pre = _preprocess_lookups(req)
@@ -127,20 +125,11 @@ def caches(req: CacheRequest) -> CacheReport:
         ),
     ]
     notes = list(req.notes)
-    emb_result = results[0]
     if radix is not None:
-        served = _served_items(req, radix.covered)
-        emb_result.extra["served_by_prefix"] = served
-        emb_result.notes.append(
-            f"{served:,} item(s) the radix cache served (inside each request's cached prefix): never looked up"
-        )
+        results[0].extra["served_by_prefix"] = radix.items_served
         results.append(radix.result)
         notes.extend(radix.notes)
-    else:
-        emb_result.notes.append(
-            "the radix cache is not replayed (the traffic carries no prompts): every item is looked up, as under "
-            "--disable-radix-cache"
-        )
+    results[0].notes.append(prefix.prefix_note(radix.items_served if radix is not None else None))
     knobs = ("SGLANG_VLM_CACHE_SIZE_MB", "--mm-preprocess-cache-size-mb", "--max-total-tokens")
     for c, knob in zip(results, knobs[: len(results)], strict=True):
         if c.size_bytes == 0 and c.name != "prefix":  # the radix cache's own finding says it is off
@@ -154,17 +143,12 @@ def caches(req: CacheRequest) -> CacheReport:
             )
         if not c.meets_target():
             to = f"; {c.recommendation.setting} would" if c.recommendation is not None else ""
+            message = (
+                f"the {c.title} makes {c.hits:,} hits at {c.size_bytes:,} B, short of {c.target}% of the "
+                f"{c.curve.unbounded[0]:,} an unbounded one makes{to}"
+            )
             if c.name == "prefix":
-                to = "; drop --disable-radix-cache" if req.prefix.disabled else to
-                message = (
-                    f"the {c.title} serves {c.hits:,} prompt tokens at {c.size_bytes:,} tokens, short of "
-                    f"{c.target}% of the {c.curve.unbounded[0]:,} an unbounded one serves{to}"
-                )
-            else:
-                message = (
-                    f"the {c.title} makes {c.hits:,} hits at {c.size_bytes:,} B, short of {c.target}% of the "
-                    f"{c.curve.unbounded[0]:,} an unbounded one makes{to}"
-                )
+                message = prefix.below_target(c, req.prefix.disabled)
             notes.append(CacheNote("cache-below-target", "warning", message))
     return CacheReport(engine=f"SGLang {versions.NEWEST}", source=req.source, caches=results, notes=notes)
 
@@ -263,18 +247,6 @@ class _Ids:
             got = self.ids[key] = self.n
             self.n += 1
         return got
-
-
-def _served_items(req: CacheRequest, covered: AbstractSet[int]) -> int:
-    """The lookups the radix cache spared: its covered items, one per distinct item of a request."""
-    n = 0
-    for group in _requests(req.items):
-        seen: set[object] = set()
-        for i, it in group:
-            if i in covered and (it.key is None or it.key not in seen):
-                n += 1
-            seen.add(it.key)
-    return n
 
 
 def _embedding_lookups(

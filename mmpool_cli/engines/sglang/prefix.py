@@ -92,6 +92,7 @@ class PrefixReplay:
     covered: set[int]  # indices into the request's items
     result: CacheResult
     notes: list[CacheNote]
+    items_served: int = 0  # the lookups it spared: its covered items, one per distinct item of a request
 
 
 def tokenizer_for(req: CacheRequest) -> Tokenizer:
@@ -271,11 +272,31 @@ def replay(
             "tokenizer": built.tokenizer,
             "requests_replayed": len(built.requests),
             "requests_not_replayed": built.not_placed,
-            "items_served": len(covered),
+            "items_served": len(covered),  # every item inside a served prefix, repeats in a request too
             "lifetimes": "log" if built.timed else "one at a time",
         },
     )
-    return PrefixReplay(dict(zip(built.names, at, strict=True)), covered, result, notes)
+    spared = sum(len({(it.key if it.key is not None else i) for i, it in g if i in covered}) for g in groups)
+    return PrefixReplay(dict(zip(built.names, at, strict=True)), covered, result, notes, spared)
+
+
+def prefix_note(served: int | None) -> str:
+    """The embedding cache's note on the radix cache in front (None: not replayed, the traffic has no prompts)."""
+    if served is None:
+        return (
+            "the radix cache is not replayed (the traffic carries no prompts): every item is looked up, as under "
+            "--disable-radix-cache"
+        )
+    return f"{served:,} item(s) the radix cache served (inside each request's cached prefix): never looked up"
+
+
+def below_target(c: CacheResult, disabled: bool) -> str:
+    """The ``cache-below-target`` message of the radix cache: prompt tokens served, against KV tokens."""
+    to = f"; {c.recommendation.setting} would" if c.recommendation is not None else ""
+    return (
+        f"the {c.title} serves {c.hits:,} prompt tokens at {c.size_bytes:,} tokens, short of {c.target}% of the "
+        f"{c.curve.unbounded[0]:,} an unbounded one serves{'; drop --disable-radix-cache' if disabled else to}"
+    )
 
 
 def _assumed(built: Built, page: int) -> str:
