@@ -28,7 +28,7 @@ from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.caches.report import CacheItem, CacheNote, CacheResult, Recommendation, hits_needed
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
 from mmpool_cli.inputs.traffic.prompts import Timed
-from mmpool_cli.inputs.traffic.tokens import Chat, Estimated, Tokenizer, load, tokens_of, try_load
+from mmpool_cli.inputs.traffic.tokens import Chat, Estimated, Memo, Tokenizer, load, tokens_of, try_load
 
 MM_PAD_SHIFT_VALUE = 1_000_000  # schedule_batch.py: pads start above every text token id
 _MM_WIDE_PAD_TAG = b"sglang-mm-wide-pad-v1"
@@ -109,11 +109,12 @@ def build(req: CacheRequest, item_tokens: Sequence[int], groups: Sequence[list[t
     tok = tokenizer_for(req)
     out = Built(estimated=tok.estimated, tokenizer=tok.name)
     wrap = (tok.encode(WRAP[0]), tok.encode(WRAP[1]))
+    memo = Memo(tok)
     times = [req.prompts.get(g[0][1].request) for g in groups]
     out.timed = all(t is not None and t.finish_ns is not None for t in times)
     fresh = 0
     for n, (group, timed) in enumerate(zip(groups, times, strict=True)):
-        got = None if timed is None or timed.prompt is None else tokens_of(timed.prompt, tok, chat)
+        got = None if timed is None or timed.prompt is None else tokens_of(timed.prompt, tok, chat, memo)
         slots = [] if got is None else [r for r in got.runs if r and isinstance(r[0], str)]
         if (
             got is None

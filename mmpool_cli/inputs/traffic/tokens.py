@@ -24,6 +24,9 @@ from mmpool_cli.inputs.traffic.prompts import Message, Prompt
 ESTIMATE_VOCAB = 1 << 19
 _PIECES = re.compile(r"<\|[^|<>\s]{1,40}\|>|\s?[^\W\d_]+|\s?\d{1,3}|\s?[^\w\s]+|\s+")
 MIN_VOCAB = 256
+MAX_PIECES = 1 << 20
+MAX_MEMO_CHARS = 1 << 26
+TURN = "<|im_start|>"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 MARK = "\x00mmpool-item\x00"  # where an item goes in a rendered prompt (no tokenizer splits inside it)
 
@@ -57,11 +60,20 @@ class Estimated:
     estimated = True
     name = "estimate"
 
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}  # piece -> id: chats repeat their words turn after turn
+
     def encode(self, text: str) -> list[int]:
         out = []
-        for m in _PIECES.finditer(text):
-            digest = hashlib.blake2b(m.group().encode(), digest_size=8).digest()
-            out.append(int.from_bytes(digest, "big") % ESTIMATE_VOCAB)
+        ids = self.ids
+        for piece in _PIECES.findall(text):
+            got = ids.get(piece)
+            if got is None:
+                digest = hashlib.blake2b(piece.encode(), digest_size=8).digest()
+                got = int.from_bytes(digest, "big") % ESTIMATE_VOCAB
+                if len(ids) < MAX_PIECES:  # bounded: a log of random text does not grow it without limit
+                    ids[piece] = got
+            out.append(got)
         return out
 
     def render(self, messages: Sequence[Message], chat: Chat) -> str:
@@ -158,7 +170,33 @@ class Tokens:
         return sum(len(r) for r in self.runs if not (r and isinstance(r[0], str)))
 
 
-def tokens_of(prompt: Prompt, tokenizer: Tokenizer, chat: Chat) -> Tokens | None:
+class Memo:
+    """Text runs already tokenized (a chat's next turn repeats its earlier turns), bounded in characters."""
+
+    def __init__(self, tokenizer: Tokenizer, max_chars: int = MAX_MEMO_CHARS) -> None:
+        self.tokenizer = tokenizer
+        self.runs: dict[str, tuple[int, ...]] = {}
+        self.chars = 0
+        self.max_chars = max_chars
+
+    def encode(self, text: str) -> tuple[int, ...]:
+        # each turn apart: ChatML starts every turn with a special token, where tokenizers split anyway
+        out: list[int] = []
+        for n, turn in enumerate(text.split(TURN)):
+            piece = turn if n == 0 else TURN + turn
+            if not piece:
+                continue
+            got = self.runs.get(piece)
+            if got is None:
+                got = tuple(self.tokenizer.encode(piece))
+                if self.chars + len(piece) <= self.max_chars:
+                    self.runs[piece] = got
+                    self.chars += len(piece)
+            out.extend(got)
+        return tuple(out)
+
+
+def tokens_of(prompt: Prompt, tokenizer: Tokenizer, chat: Chat, memo: Memo | None = None) -> Tokens | None:
     """The prompt's tokens, items as slots; None where it carries no messages or text mmpool can place
     items in (a templated text without the family's item text, or one cut by the log)."""
     if prompt.messages is not None:
@@ -177,5 +215,5 @@ def tokens_of(prompt: Prompt, tokenizer: Tokenizer, chat: Chat) -> Tokens | None
             runs.append((piece, index))
             index += 1
         elif piece:
-            runs.append(tuple(tokenizer.encode(piece)))
+            runs.append((memo or Memo(tokenizer)).encode(piece))
     return Tokens(tuple(runs))
