@@ -13,9 +13,9 @@ import typer
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
     EngineChoice,
-    EngineOpt,
     FormatOpt,
     OutputFormat,
+    SglangOnlyEngineOpt,
     check_plot,
     only_sglang,
     told,
@@ -153,7 +153,7 @@ def simulate(
     curve: CurveOpt = None,
     curve_points: CurvePointsOpt = None,
     output: FormatOpt = OutputFormat.human,
-    engine: EngineOpt = EngineChoice.sglang,
+    engine: SglangOnlyEngineOpt = EngineChoice.sglang,
 ) -> None:
     """Simulate SGLang 0.5.23's feature pools under load: fallback, occupancy, the smallest safe budget.
 

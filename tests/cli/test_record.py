@@ -106,19 +106,19 @@ def test_trace_from_record_writes_the_merged_trace(tmp_path: Path) -> None:
     manifest = {"format": 1, "file": "pool-5-0.jsonl", "pid": 5, "pool": 0, "transport": "cuda_ipc"}
     manifest |= {"layout": layout, "recycle_interval_s": 0.05, "t0_monotonic_ns": 0}
     (rec / "pool-5-0.json").write_text(json.dumps(manifest))
-    got = mmpool("trace", "--from", "record", str(rec), "-o", str(tmp_path / "merged.jsonl"))
+    got = mmpool("trace", "--from-format", "record", str(rec), "-o", str(tmp_path / "merged.jsonl"))
     assert (got.returncode, got.stdout, got.stderr) == (0, "", f"mmpool trace: 2 events of 1 pool from {rec}\n")
     assert (tmp_path / "merged.jsonl").read_text() == (
         '{"t": 0.010000000, "op": "alloc", "id": "5-0:0", "bytes": 100, "worker": 0, "offset": 256}\n'
         '{"t": 0.050000000, "op": "free", "id": "5-0:0"}\n'
     )
-    again = mmpool("trace", "--from", "record", str(rec), "-o", str(tmp_path / "merged.jsonl"))
+    again = mmpool("trace", "--from-format", "record", str(rec), "-o", str(tmp_path / "merged.jsonl"))
     assert again.returncode == 2 and "exists; mmpool never overwrites a file" in again.stderr
     for flags in (["--workers", "1"], ["--model", "qwen2.5-vl"], ["--tp", "2"], ["--assume-image", "64x64"]):
-        refused = mmpool("trace", "--from", "record", str(rec), *flags)  # a flag of the conversion: never ignored
+        refused = mmpool("trace", "--from-format", "record", str(rec), *flags)  # a flag of the conversion: never ignored
         assert (refused.returncode, refused.stdout) == (2, ""), flags
         assert refused.stderr == (
-            f"mmpool: error: {flags[0]} describes traffic to convert; --from record writes the recording as its "
+            f"mmpool: error: {flags[0]} describes traffic to convert; a recording is written as its "
             "pools leased it (worker i the i-th pool, the bytes they leased): drop it (mmpool simulate --trace DIR "
             "--workers N replays it at another layout)\n"
         )

@@ -20,6 +20,7 @@ from mmpool_cli.caches.recorded import RecordedCache, recorded_lookups
 from mmpool_cli.caches.replay import REPLAYED, bisect_setting, never_evicts, replay, replay_many
 from mmpool_cli.caches.report import CacheNote, CacheReport, CacheResult, Recommendation, hits_needed
 from mmpool_cli.core.units import MiB
+from mmpool_cli.core.words import count
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.traces.reader import MAX_EVENTS
@@ -56,8 +57,8 @@ def recorded_caches(directory: str, target: Fraction, kv_cell_bytes: int | None)
                 CacheNote(
                     "cache-replay-differs",
                     "warning",
-                    f"cache {rec.where}: the replay at the recorded {rec.size_bytes:,} B makes {replayed:,} hits; "
-                    f"the server made {rec.hits:,}",
+                    f"cache {rec.where}: the replay at the recorded {rec.size_bytes:,} B makes "
+                    f"{count(replayed, 'hit')}; the server made {rec.hits:,}",
                 )
             )
     return CacheReport(engine=f"SGLang {versions.NEWEST}", source=directory, caches=results, notes=notes)

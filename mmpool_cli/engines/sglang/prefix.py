@@ -19,7 +19,7 @@ Pure core: standard library only.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from mmpool_cli.caches import prefix
@@ -46,6 +46,18 @@ CHATS = {
     "qwen2.5-vl": Chat("You are a helpful assistant.", _ITEM_TEXT),
     "qwen3-vl": Chat(None, _ITEM_TEXT),
 }
+
+
+def requests_of(items: list[CacheItem]) -> Iterator[list[tuple[int, CacheItem]]]:
+    """The items of each request, in the order the requests came (a request's items come together)."""
+    group: list[tuple[int, CacheItem]] = []
+    for i, item in enumerate(items):
+        if group and group[0][1].request != item.request:
+            yield group
+            group = []
+        group.append((i, item))
+    if group:
+        yield group
 
 
 def pad_values(identity: bytes) -> tuple[int, ...]:
