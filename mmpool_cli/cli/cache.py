@@ -26,11 +26,17 @@ from mmpool_cli.cli.cache_options import (
 from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
 from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand, check_plot, told
 from mmpool_cli.cli.prefix_options import (
+    VLLM_PREFIX,
+    BlockSizeOpt,
     DisableRadixOpt,
+    GpuBlocksOpt,
     MaxTotalTokensOpt,
+    NoPrefixCachingOpt,
     PageSizeOpt,
+    TokenizerOpt,
     TokenizerPathOpt,
     prefix_options,
+    vllm_prefix_flags,
 )
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, SourceChoice, convert
 from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options_sharing
@@ -104,6 +110,10 @@ def cache(
     disable_radix_cache: DisableRadixOpt = False,
     page_size: PageSizeOpt = 1,
     tokenizer_path: TokenizerPathOpt = None,
+    no_prefix_caching: NoPrefixCachingOpt = False,
+    num_gpu_blocks: GpuBlocksOpt = None,
+    block_size: BlockSizeOpt = None,
+    tokenizer: TokenizerOpt = None,
     fmt: FormatOpt = OutputFormat.human,
     exit_zero: ExitZeroOpt = False,
 ) -> None:
@@ -144,6 +154,7 @@ def cache(
             window,
             target,
             exit_zero,
+            (no_prefix_caching, num_gpu_blocks, block_size, tokenizer),
         )
         return
     with reported():
@@ -186,7 +197,7 @@ def _refuse_other_engines(engine_name: str, given: dict[str, str], recording: bo
 
     if engine_name not in REGISTRY:
         raise MmpoolError(f"--engine {engine_name}: choose one of {', '.join(sorted(REGISTRY))}")
-    vllm_only = {"window", *(f.name for f in dataclasses.fields(VllmOptions) if f.name != "gpu_name")}
+    vllm_only = {"window", *VLLM_PREFIX, *(f.name for f in dataclasses.fields(VllmOptions) if f.name != "gpu_name")}
     for name, flag in given.items():
         if recording and engine_name == "vllm" and (name in vllm_only - {"window"} or name == "model"):
             raise MmpoolError(
@@ -197,6 +208,8 @@ def _refuse_other_engines(engine_name: str, given: dict[str, str], recording: bo
             continue  # a recording's report is drawn for either engine
         if engine_name == "vllm" and name in SGLANG_ONLY:
             raise MmpoolError(f"{flag} is for --engine sglang: {SGLANG_ONLY[name]}")
+        if engine_name != "vllm" and name in VLLM_PREFIX:
+            raise MmpoolError(f"{flag} is a vLLM flag ({VLLM_PREFIX[name]}): add --engine vllm")
         if engine_name != "vllm" and name in vllm_only:
             raise MmpoolError(f"{flag} is a vLLM flag: add --engine vllm")
 
@@ -211,10 +224,12 @@ def _run_vllm(
     window: int,
     target_text: str,
     exit_zero: bool,
+    prefix: tuple[bool, int | None, int | None, str | None] = (False, None, None, None),
 ) -> None:
     from mmpool_cli.cli import cache_vllm
 
     with reported():
+        flags = vllm_prefix_flags(*prefix, model)
         if bool(traffic) == (trace_file is not None):
             raise MmpoolError("give the traffic: --from FILE (a log; repeat) or --trace FILE, one of the two")
         if trace_file is not None and assume_image:
@@ -226,7 +241,7 @@ def _run_vllm(
 
             trace = (trace_file, [(i.request, i.kind, i.key, i.nbytes) for i in read_items(trace_file)])
     met = cache_vllm.run(
-        model, traffic, vllm, fmt, assume_image=assume_image, window=window, target=target, trace=trace
+        model, traffic, vllm, fmt, assume_image=assume_image, window=window, target=target, trace=trace, flags=flags
     )
     _exit(met, exit_zero)
 

@@ -9,6 +9,7 @@ import typer
 from mmpool_cli.errors import MmpoolError
 
 if TYPE_CHECKING:
+    from mmpool_cli.engines.vllm.prefix import PrefixFlags
     from mmpool_cli.inputs.traffic.cache_request import PrefixOptions
 
 MAX_KV_TOKENS = 1 << 40
@@ -34,6 +35,51 @@ TokenizerPathOpt = Annotated[
         help="The tokenizer and chat template (default: --model DIR's; else the text's tokens are estimated).",
     ),
 ]
+
+
+NoPrefixCachingOpt = Annotated[
+    bool, typer.Option("--no-enable-prefix-caching", help="As given to vLLM: no prefix cache, every item encoded.")
+]
+GpuBlocksOpt = Annotated[
+    int | None,
+    typer.Option("--num-gpu-blocks-override", metavar="N", help="The KV blocks prefix caching shares (as vLLM's)."),
+]
+BlockSizeOpt = Annotated[int | None, typer.Option("--block-size", metavar="N", help="As given to vLLM (default 16).")]
+TokenizerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tokenizer", metavar="DIR|NAME", help="As given to vLLM (default: --model DIR's; else estimated tokens)."
+    ),
+]
+# the radix cache's flags for SGLang, the block cache's for vLLM, and what to give the other engine instead
+SGLANG_PREFIX = {
+    "max_total_tokens": "vLLM's KV capacity is --num-gpu-blocks-override",
+    "disable_radix_cache": "vLLM's is --no-enable-prefix-caching",
+    "page_size": "vLLM's is --block-size",
+    "tokenizer_path": "vLLM's is --tokenizer",
+}
+VLLM_PREFIX = {
+    "no_prefix_caching": "SGLang's is --disable-radix-cache",
+    "num_gpu_blocks": "SGLang's KV capacity is --max-total-tokens",
+    "block_size": "SGLang's is --page-size",
+    "tokenizer": "SGLang's is --tokenizer-path",
+}
+
+
+def vllm_prefix_flags(
+    disabled: bool, num_blocks: int | None, block_size: int | None, tokenizer: str | None, model: str | None
+) -> PrefixFlags:
+    """vLLM's prefix-caching flags, checked (exit 2 out of bounds)."""
+    import os
+
+    from mmpool_cli.engines.vllm.prefix import PrefixFlags
+
+    if num_blocks is not None and not 2 <= num_blocks <= MAX_KV_TOKENS:
+        raise MmpoolError(f"--num-gpu-blocks-override {num_blocks}: from 2 (one is the null block) to {MAX_KV_TOKENS}")
+    if block_size is not None and not 1 <= block_size <= MAX_PAGE:
+        raise MmpoolError(f"--block-size {block_size}: from 1 to {MAX_PAGE} tokens")
+    folder = model if model is not None and os.path.isdir(model) else None
+    return PrefixFlags(not disabled, num_blocks, block_size or 16, tokenizer, folder)
 
 
 def prefix_options(

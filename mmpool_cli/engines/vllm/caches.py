@@ -19,6 +19,7 @@ layout, API processes and encoder budget ``plan --engine vllm`` prints); items f
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -27,6 +28,7 @@ from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.vllm import cache_items, encoder_replay, processor_cache, processor_replay
 from mmpool_cli.engines.vllm import encoder_budget as eb
+from mmpool_cli.engines.vllm import prefix as vllm_prefix
 from mmpool_cli.engines.vllm.cache_traffic import CacheTrafficError, ImageTraffic
 from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for, make_plan
@@ -362,8 +364,10 @@ def caches(
     window: int = 1,
     progress: Callable[[], None] | None = None,
     target: Fraction = DEFAULT_TARGET,
+    flags: vllm_prefix.PrefixFlags | None = None,
 ) -> list[dict[str, Any]]:
-    """The ``caches`` list for vLLM: the processor cache, then the encoder cache.
+    """The ``caches`` list for vLLM: the processor cache, the encoder cache, then the prefix cache where the
+    traffic carries prompts (the encoder cache then sees only the items outside each cached prefix).
 
     ``progress`` is called once per replay (about a hundred). ``meets_target``: the processor cache
     gets ``target`` percent of the hits of one that never evicts; no request waits in the encoder cache.
@@ -372,4 +376,16 @@ def caches(
         CacheTrafficError: the launch has an error (``check_launch``) or the model's items are unknown.
     """
     check_launch(req)
-    return [processor_entry(req, traffic, progress, target), encoder_entry(req, traffic, window, progress)]
+    processor = processor_entry(req, traffic, progress, target)
+    if not traffic.prompts:  # a trace: no prompts, every item reaches the encoder cache
+        return [processor, encoder_entry(req, traffic, window, progress)]
+    _, tokens = _tokens(req, traffic)
+    family = req.model.family.name if req.model is not None else ""
+    flags = flags or vllm_prefix.PrefixFlags()
+    got = vllm_prefix.replay(traffic.requests, traffic.prompts, tokens, family, flags, target)
+    pairs = zip(traffic.requests, got.covered, strict=True)
+    behind = dataclasses.replace(traffic, requests=[[k for i, k in enumerate(r) if i not in c] for r, c in pairs])
+    encoder = encoder_entry(req, behind, window, progress)
+    encoder["served_by_prefix"] = got.items_served
+    encoder["notes"].append(f"{got.items_served:,} item(s) prefix caching served (in a cached prefix): never encoded")
+    return [processor, encoder, got.entry]
