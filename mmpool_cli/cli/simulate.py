@@ -124,13 +124,15 @@ def simulate(
         ),
     ] = SearchChoice.safe,
     search_limit: Annotated[
-        str,
+        str | None,
         typer.Option(
             metavar="EVENTS",
-            help="Replay at most EVENTS events (500M, 2G) or N whole traces (200x) to prove the safe "
-            "(or scan) answer; past it the answer is labelled not proven.",
+            help=f"Replay at most EVENTS events (500M, 2G) or N whole traces (200x) to prove the safe "
+            f"(or scan) answer; past it the answer is labelled not proven. Default {DEFAULT_SEARCH_LIMIT}; "
+            "for the mark of --curve alone, N = half the curve's points (at least 10M events).",
+            show_default=False,
         ),
-    ] = DEFAULT_SEARCH_LIMIT,
+    ] = None,
     executor: Annotated[
         ExecutorChoice,
         typer.Option(
@@ -214,7 +216,7 @@ def _simulate(
         raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_SECONDS}, not {o.idle_timeout}")
     if o.max_events < 1:
         raise MmpoolError(f"--max-events: must be at least 1, not {o.max_events}")
-    search_limit = search_limit_arg(o.search_limit)
+    search_limit = search_limit_arg(DEFAULT_SEARCH_LIMIT if o.search_limit is None else o.search_limit)
     curve = curve_range(o)
     if o.ray_address is not None and o.executor is not ExecutorChoice.ray:
         raise MmpoolError("--ray-address names the cluster of --executor ray; add --executor ray")
@@ -275,6 +277,8 @@ def _simulate(
             smallest_budget=o.smallest_budget,
             record_events=o.events,
             search_limit=search_limit,
+            # --curve alone marks a budget whose proof costs about what the curve does, never minutes more
+            curve_proof=curve is not None and not o.smallest_budget and o.search_limit is None,
             executor=o.executor.value,
             ray_address=o.ray_address,
             keep_events=o.plot is not None and curve is None,  # a curve's picture is the curve

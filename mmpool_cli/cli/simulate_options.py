@@ -158,7 +158,7 @@ class RunOptions:
     idle_timeout: float
     output: OutputFormat
     plot: str | None = None
-    search_limit: str = DEFAULT_SEARCH_LIMIT
+    search_limit: str | None = None  # None: DEFAULT_SEARCH_LIMIT, or --curve's own bound for its mark alone
     executor: ExecutorChoice = ExecutorChoice.local
     ray_address: str | None = None
     # traffic to read (simulate --from, as mmpool trace converts it)
@@ -288,7 +288,7 @@ CurveOpt = Annotated[
         metavar="[LO:HI]",
         help="The pool's curve: fallback and KV tokens at whole-MiB budgets from LO to HI (default: from the "
         "largest feature's need to the budget at which no alloc can miss), with --smallest-budget's answer "
-        "marked (its search runs too).",
+        "marked (its search runs too, from the curve's replays; its proof bounded: --search-limit).",
     ),
 ]
 CurvePointsOpt = Annotated[

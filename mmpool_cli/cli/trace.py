@@ -75,8 +75,8 @@ def trace(
         typer.Option(
             "--from",
             metavar="FILE",
-            help="A server log, OpenAI body log or a recording's directory (mmpool record), as 'simulate --from' and "
-            "'cache --from' read it; repeat.",
+            help="A server log or OpenAI body log, as 'simulate --from' and 'cache --from' read them, or a "
+            "recording's directory (mmpool record); repeat.",
         ),
     ] = None,
     model: Annotated[

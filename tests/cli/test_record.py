@@ -112,6 +112,8 @@ def test_trace_from_record_writes_the_merged_trace(tmp_path: Path) -> None:
         '{"t": 0.010000000, "op": "alloc", "id": "5-0:0", "bytes": 100, "worker": 0, "offset": 256}\n'
         '{"t": 0.050000000, "op": "free", "id": "5-0:0"}\n'
     )
+    auto = mmpool("trace", "--from", str(rec), "-o", str(tmp_path / "auto.jsonl"))  # a directory is a recording
+    assert (auto.returncode, (tmp_path / "auto.jsonl").read_text()) == (0, (tmp_path / "merged.jsonl").read_text())
     again = mmpool("trace", "--from-format", "record", str(rec), "-o", str(tmp_path / "merged.jsonl"))
     assert again.returncode == 2 and "exists; mmpool never overwrites a file" in again.stderr
     for flags in (["--workers", "1"], ["--model", "qwen2.5-vl"], ["--tp", "2"], ["--assume-image", "64x64"]):

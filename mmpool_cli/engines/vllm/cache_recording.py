@@ -28,7 +28,7 @@ from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.caches.report import CacheNote, CacheReport, CacheResult, Recommendation, hits_needed
 from mmpool_cli.core.words import count
 from mmpool_cli.engines.vllm import encoder_replay, processor_cache, processor_replay, versions
-from mmpool_cli.engines.vllm.caches import smallest_reaching, smallest_without_wait
+from mmpool_cli.engines.vllm.caches import smallest_reaching
 from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for
 from mmpool_cli.engines.vllm.processor_cache import DataParallel
@@ -300,8 +300,8 @@ def _encoder_result(trace: CacheTrace, senders: list[RecordedSender], window: in
         return seen[size]
 
     used = {k for keys in requests for k in keys}
-    biggest, total = max(tokens[k] for k in used), sum(tokens[k] for k in used)
-    smallest = smallest_without_wait(run, biggest, total)
+    total = sum(tokens[k] for k in used)
+    smallest = encoder_replay.no_wait_budget(requests, tokens, window)
     least = min(tokens[k] for k in used)
     points = sorted({least + (total - least) * k // (POINTS // 2) for k in range(POINTS // 2 + 1)} | {0})
     points = sorted({*points, budget, smallest})

@@ -58,6 +58,12 @@ class PrefixReplay:
     entry: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     items_served: int = 0
+    behind: list[list[str]] = field(default_factory=list)  # each request's items outside its cached prefix
+
+    @property
+    def note(self) -> str:
+        """The encoder cache's note on the prefix cache in front."""
+        return f"{self.items_served:,} item(s) prefix caching served (in a cached prefix): never encoded"
 
 
 def replay(
@@ -210,4 +216,5 @@ def replay(
         "findings": findings,
     }
     spared = sum(len({requests[n][k] for k in c}) for n, c in enumerate(covered))
-    return PrefixReplay(covered, entry, [], spared)
+    behind = [[k for i, k in enumerate(r) if i not in c] for r, c in zip(requests, covered, strict=True)]
+    return PrefixReplay(covered, entry, [], spared, behind)
