@@ -103,6 +103,28 @@ def run(requests: Sequence[PrefixRequest], cache: Radix | Blocks) -> Replay:
     return _BlockReplay(cache.num_blocks, cache.block_size).run(requests, order)
 
 
+def never_evicts(requests: Sequence[PrefixRequest], kind: type[Radix] | type[Blocks], **params: int) -> int:
+    """The smallest capacity (tokens for Radix, blocks for Blocks) at which the replay of
+    ``requests`` evicts nothing; every capacity from it up serves what the unbounded cache serves."""
+    return _unbounded(requests, _events(requests), kind, params)[0]
+
+
+def _unbounded(
+    requests: Sequence[PrefixRequest],
+    order: list[tuple[int, int, int, int]],
+    kind: type[Radix] | type[Blocks],
+    params: dict[str, int],
+) -> tuple[int, int]:
+    """``(never_evicts, tokens served)`` of the replay in a cache that never fills."""
+    _check_cache(kind(1, **params))
+    one = (
+        _RadixReplay(None, params.get("page_size", 1))
+        if kind is Radix
+        else _BlockReplay(None, params.get("block_size", 16))
+    )
+    return one.peak_after(requests, order)
+
+
 def curve(
     requests: Sequence[PrefixRequest],
     kind: type[Radix] | type[Blocks],
@@ -117,15 +139,7 @@ def curve(
     if not caps:
         return []
     order = _events(requests)
-    # Nothing is evicted at or above the unbounded replay's peak, so those points are one replay.
-    if kind is Radix:
-        page = params.get("page_size", 1)
-        unbounded = _RadixReplay(None, page)
-    else:
-        unbounded = _BlockReplay(None, params.get("block_size", 16))  # type: ignore[assignment]
-    top = unbounded.run(requests, order)
-    saturated = unbounded.peak
-    total_top = sum(top.served)
+    saturated, total_top = _unbounded(requests, order, kind, params)
     out: list[int] = []
     for c in caps:
         if c >= saturated:
@@ -182,6 +196,9 @@ def _events(requests: Sequence[PrefixRequest]) -> list[tuple[int, int, int, int]
 class _Node:
     __slots__ = ("children", "parent", "key", "lock", "time")
 
+    def __lt__(self, other: _Node) -> bool:  # never decides: no two live entries share a time
+        return id(self) < id(other)
+
     def __init__(self, time: int) -> None:
         self.children: dict[object, _Node] = {}
         self.parent: _Node | None = None
@@ -190,14 +207,14 @@ class _Node:
         self.time = time
 
 
-def _common(a: tuple[int, ...], b: Sequence[int], off: int, n: int) -> int:
+def _common(a: tuple[int, ...], b: tuple[int, ...], off: int, n: int) -> int:
     """Length of the common prefix of ``a[:n]`` and ``b[off:off + n]``."""
-    if a[:n] == tuple(b[off : off + n]):
+    if a[:n] == b[off : off + n]:
         return n
     lo, hi = 0, n  # a[:lo] matches, a[:hi] does not
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if a[lo:mid] == tuple(b[off + lo : off + mid]):
+        if a[lo:mid] == b[off + lo : off + mid]:
             lo = mid
         else:
             hi = mid
@@ -211,7 +228,11 @@ class _RadixReplay:
         self.clock = 0
         self.root = _Node(self._tick())
         self.root.lock = 1
-        self.leaves: set[_Node] = set()
+        self.leaves: set[_Node] = set()  # the evictable leaves: unlocked, childless
+        # the evictable leaves by access time, kept across evictions (SGLang heapifies them at each
+        # one: the same order, without the cost); an entry is stale once its node's time moved or
+        # it stopped being an evictable leaf
+        self.heap: list[tuple[int, _Node]] = []
         self.used = 0  # slots taken: the tree's and the running requests' own
         self.peak = 0
         self.evicted = False
@@ -227,8 +248,14 @@ class _RadixReplay:
     def _leaf_status(self, node: _Node) -> None:
         if node.lock > 0 or node.children:
             self.leaves.discard(node)
-        else:
+        elif node not in self.leaves:
             self.leaves.add(node)
+            heapq.heappush(self.heap, (node.time, node))
+
+    def _touch(self, node: _Node, t: int) -> None:
+        node.time = t
+        if node in self.leaves:
+            heapq.heappush(self.heap, (t, node))
 
     def _split(self, child: _Node, m: int) -> _Node:
         new = _Node(self._tick())
@@ -243,7 +270,7 @@ class _RadixReplay:
         parent.children[self._ck(new.key, 0)] = new
         return new
 
-    def _match(self, seq: Sequence[int], n: int) -> tuple[int, _Node]:
+    def _match(self, seq: tuple[int, ...], n: int) -> tuple[int, _Node]:
         n -= n % self.page
         if n <= 0:
             return 0, self.root
@@ -253,10 +280,10 @@ class _RadixReplay:
         pos = 0
         page = self.page
         while pos < n:
-            child = node.children.get(self._ck(seq, pos))
+            child = node.children.get(seq[pos] if page == 1 else seq[pos : pos + page])
             if child is None:
                 break
-            child.time = t
+            self._touch(child, t)
             klen = len(child.key)
             m = _common(child.key, seq, pos, min(klen, n - pos))
             m -= m % page
@@ -268,21 +295,23 @@ class _RadixReplay:
             node = child
         return pos, node
 
-    def _insert(self, seq: Sequence[int], n: int) -> tuple[int, _Node]:
+    def _insert(self, seq: tuple[int, ...], n: int) -> tuple[int, _Node]:
         n -= n % self.page
         t = self._tick()
-        node = self.root
-        node.time = t
+        self.root.time = t
         if n <= 0:
-            return 0, node
-        pos = 0
+            return 0, self.root
+        return self._extend(self.root, 0, seq, n, t)
+
+    def _extend(self, node: _Node, pos: int, seq: tuple[int, ...], n: int, t: int) -> tuple[int, _Node]:
+        """SGLang's insert from ``node``, which holds ``seq[:pos]``: the walk on, splits, a new leaf."""
         page = self.page
         while pos < n:
-            child = node.children.get(self._ck(seq, pos))
+            child = node.children.get(seq[pos] if page == 1 else seq[pos : pos + page])
             if child is None:
                 break
             node = child
-            node.time = t
+            self._touch(node, t)
             klen = len(node.key)
             m = _common(node.key, seq, pos, min(klen, n - pos))
             m -= m % page
@@ -293,12 +322,26 @@ class _RadixReplay:
         if pos < n:
             leaf = _Node(self._tick())
             leaf.parent = node
-            leaf.key = tuple(seq[pos:n])
+            leaf.key = seq[pos:n]
             node.children[self._ck(leaf.key, 0)] = leaf
             self._leaf_status(node)
             self._leaf_status(leaf)
             node = leaf
         return prefix, node
+
+    def _rematch(self, end: _Node, n: int) -> None:
+        """SGLang's match of a key just inserted: it ends at ``end`` (the insert split there), so it
+        only gives every node up to the root one new access time."""
+        if n <= 0:
+            return
+        t = self._tick()
+        root = self.root
+        x = end
+        while x is not root:
+            self._touch(x, t)
+            assert x.parent is not None
+            x = x.parent
+        root.time = t
 
     def _lock(self, node: _Node) -> None:
         while node is not self.root:
@@ -315,26 +358,31 @@ class _RadixReplay:
             node = node.parent
 
     def _evict(self, num: int) -> None:
-        heap = [(x.time, id(x), x) for x in self.leaves]
-        heapq.heapify(heap)
+        heap = self.heap
+        leaves = self.leaves
         done = 0
         while done < num and heap:
-            _t, _i, x = heapq.heappop(heap)
+            t, x = heapq.heappop(heap)
+            if x.time != t or x not in leaves:
+                continue
             done += len(x.key)
             parent = x.parent
             assert parent is not None
             del parent.children[self._ck(x.key, 0)]
-            self.leaves.discard(x)
-            self._leaf_status(parent)
-            if not parent.children and parent.lock == 0:
-                heapq.heappush(heap, (parent.time, id(parent), parent))
+            leaves.discard(x)
+            self._leaf_status(parent)  # a parent left childless and unlocked is a candidate now
         if done:
             self.evicted = True
         self.used -= done
+        if len(heap) > 4 * len(leaves) + 4096:  # drop the stale entries
+            self.heap = [(x.time, x) for x in leaves]
+            heapq.heapify(self.heap)
 
     def _make_room(self, demand: int) -> None:
         """Evict the shortfall of ``demand`` slots (``evict_to_free_tokens``)."""
         if self.cap is None:
+            # a pool of at least this many slots never evicts: the curve's points above it are one replay
+            self.peak = max(self.peak, self.used + demand)
             return
         short = demand - (self.cap - self.used)
         if short > 0:
@@ -347,13 +395,30 @@ class _RadixReplay:
         if self.cap is not None and self.used > self.cap:
             self.over += 1
 
+    def peak_after(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> tuple[int, int]:
+        served = self.run(requests, order).served
+        return self.peak, sum(served)
+
+    def _relock(self, lower: _Node, upper: _Node, delta: int) -> None:
+        """Add ``delta`` to the locks of the nodes from ``lower`` up to, not including, ``upper``
+        (an ancestor of ``lower``, or the root): an unlock of one and a lock of the other."""
+        while lower is not upper:
+            lower.lock += delta
+            self._leaf_status(lower)
+            assert lower.parent is not None
+            lower = lower.parent
+
     def run(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> Replay:
+        # Each of SGLang's calls is followed, but where a walk from the root only gives nodes a time
+        # that a later walk gives them again, it is left out: the insert after a match goes on from
+        # the matched node, and the match of the key just inserted is a walk up from its end.
         page = self.page
         served = [0] * len(requests)
-        state: dict[int, tuple[_Node, int]] = {}  # request -> (locked node, tree-owned length)
+        state: dict[int, tuple[_Node, int]] = {}  # request -> (its locked node, the tree's length of it)
+        root = self.root
         for _t, _p, i, what in order:
             r = requests[i]
-            seq = r.tokens
+            seq = r.tokens if type(r.tokens) is tuple else tuple(r.tokens)
             plen = len(seq)
             if what == 0:
                 prefix, last = self._match(seq, plen - 1)
@@ -364,19 +429,22 @@ class _RadixReplay:
                 self._make_room((plen - prefix) + (page if page > 1 else 0))
                 self._take(pages * page)
                 n = plen - plen % page
-                ins, _ = self._insert(seq, n)
+                # checkpoint at prefill: insert (from `last`: the root's path to it is the match's),
+                # free the duplicates, match again, move the lock down to the end
+                t = self._tick()
+                root.time = t
+                ins, end = self._extend(last, prefix, seq, n, t) if n > 0 else (0, root)
                 if ins > prefix:
                     self.used -= ins - prefix
-                _m, node = self._match(seq, n)
-                self._unlock(last)
-                self._lock(node)
-                state[i] = (node, n)
+                self._rematch(end, n)
+                self._relock(end, last, 1)
+                state[i] = (end, n)
             else:
                 node, owned_tree = state.pop(i)
                 decode = max(len(r.output) - 1, 0)
-                full: Sequence[int] = seq
+                full = seq
                 if decode:
-                    full = list(seq) + list(r.output[:decode])
+                    full = seq + tuple(r.output[:decode])
                     if page == 1:
                         self._make_room(decode)
                         self._take(decode)
@@ -387,19 +455,22 @@ class _RadixReplay:
                                 self._take(page)
                 total = plen + decode
                 n = total - total % page
-                ins, _ = self._insert(full, n)
+                # release: insert the prompt and output (from the request's node), the prompt again
+                # (its boundary is the request's node: only times, which the match then sets), free
+                # the duplicates, match, free the partial page, drop the lock
+                t = self._tick()
+                root.time = t
+                ins, end = self._extend(node, owned_tree, full, n, t) if n > 0 else (0, root)
                 pn = plen - plen % page
                 if 0 < pn < n:
-                    self._insert(full, pn)
+                    self._tick()
                 if ins > owned_tree:
                     self.used -= ins - owned_tree
-                _m, new = self._match(full, n)
-                self._unlock(node)
-                self._lock(new)
-                # the partial page past the tree's part goes back
+                self._rematch(end, n)
                 held_pages = -(-total // page)
                 self.used -= held_pages * page - n
-                self._unlock(new)
+                self._relock(end, node, 0)
+                self._relock(node, root, -1)
         return Replay(served, self.evicted, self.over)
 
 
@@ -513,6 +584,10 @@ class _BlockReplay:
             first = self.primary.setdefault(key, b)
             if first != b:
                 self.dups.setdefault(key, {first: None})[b] = None
+
+    def peak_after(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> tuple[int, int]:
+        served = self.run(requests, order).served
+        return self.peak, sum(served)
 
     def run(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> Replay:
         bs = self.bs

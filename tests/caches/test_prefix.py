@@ -3,9 +3,13 @@ checked against it in test_prefix_engines.py."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from mmpool_cli.caches.prefix import Blocks, PrefixRequest, Radix, curve, replay, run
+from mmpool_cli.caches.prefix import Blocks, PrefixRequest, Radix, curve, never_evicts, replay, run
+
+from . import prefix_reference
 
 
 def chat(turns: int, *, gap: int = 10) -> list[PrefixRequest]:
@@ -95,3 +99,40 @@ def test_a_replay_says_whether_it_evicted_and_ran_over() -> None:
 def test_bad_input_is_refused_in_one_line(reqs: list[PrefixRequest], cache: Radix | Blocks, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         replay(reqs, cache)
+
+
+def random_chats(seed: int, n: int) -> list[PrefixRequest]:
+    """Interleaved chats with shared system prompts, images, identical prompts and overlapping lives."""
+    rng = random.Random(seed)
+    systems = [tuple(rng.randrange(10, 99) for _ in range(rng.randrange(1, 40))) for _ in range(3)]
+    chats: list[tuple[tuple[int, ...], tuple[tuple[int, int, str], ...]] | None] = [None] * 8
+    out: list[PrefixRequest] = []
+    t = 0
+    for _ in range(n):
+        c = rng.randrange(len(chats))
+        toks, extra = chats[c] or (rng.choice(systems), ())
+        add = [rng.randrange(10, 99) for _ in range(rng.randrange(0, 20))]
+        items = list(extra)
+        if rng.random() < 0.3:
+            h = rng.randrange(4)
+            items.append((len(toks) + len(add), 7, f"img{h}"))
+            add += [1_000_000 + h] * 7
+        prompt = toks + tuple(add) if toks or add else (5,)
+        reply = tuple(rng.randrange(10, 99) for _ in range(rng.randrange(0, 12)))
+        life = rng.randrange(0, 50)
+        out.append(PrefixRequest(prompt, reply, tuple(items), arrive=t, finish=t + life))
+        chats[c] = None if len(prompt) > 120 or rng.random() < 0.1 else (prompt + reply, tuple(items))
+        t += rng.randrange(0, 15)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_replay_is_the_transcription_of_the_engines_code_on_random_chats(seed: int) -> None:
+    reqs = random_chats(seed, 150)
+    for page in (1, 4):
+        top = never_evicts(reqs, Radix, page_size=page)
+        for cap in sorted({0, 1, top // 8, top // 4, top // 3, top // 2, 2 * top // 3, top - 1, top}):
+            assert replay(reqs, Radix(cap, page)) == prefix_reference.replay(reqs, Radix(cap, page)), (page, cap)
+    top = never_evicts(reqs, Blocks, block_size=4)
+    for blocks in sorted({1, 2, top // 8, top // 4, top // 2, top - 1, top}):
+        assert replay(reqs, Blocks(blocks, 4)) == prefix_reference.replay(reqs, Blocks(blocks, 4)), blocks
