@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from mmpool_cli.cli.options import SGLANG_PANEL
+from mmpool_cli.cli.vllm_options import PANEL
 from mmpool_cli.errors import MmpoolError
 
 if TYPE_CHECKING:
@@ -21,34 +23,59 @@ MaxTotalTokensOpt = Annotated[
         "--max-total-tokens",
         metavar="N",
         help="The KV capacity in tokens the radix cache shares (SGLang's max_total_num_tokens).",
+        rich_help_panel=SGLANG_PANEL,
     ),
 ]
 DisableRadixOpt = Annotated[
-    bool, typer.Option("--disable-radix-cache", help="As given to SGLang: no prefix cache, every item looked up.")
+    bool,
+    typer.Option(
+        "--disable-radix-cache",
+        help="As given to SGLang: no prefix cache, every item looked up.",
+        rich_help_panel=SGLANG_PANEL,
+    ),
 ]
-PageSizeOpt = Annotated[int, typer.Option("--page-size", metavar="N", help="As given to SGLang.")]
+PageSizeOpt = Annotated[
+    int, typer.Option("--page-size", metavar="N", help="As given to SGLang.", rich_help_panel=SGLANG_PANEL)
+]
 TokenizerPathOpt = Annotated[
     str | None,
     typer.Option(
         "--tokenizer-path",
         metavar="DIR|NAME",
         help="The tokenizer and chat template (default: --model DIR's; else the text's tokens are estimated).",
+        rich_help_panel=SGLANG_PANEL,
     ),
 ]
 
 
 NoPrefixCachingOpt = Annotated[
-    bool, typer.Option("--no-enable-prefix-caching", help="As given to vLLM: no prefix cache, every item encoded.")
+    bool,
+    typer.Option(
+        "--no-enable-prefix-caching",
+        help="As given to vLLM: no prefix cache, every item encoded.",
+        rich_help_panel=PANEL,
+    ),
 ]
 GpuBlocksOpt = Annotated[
     int | None,
-    typer.Option("--num-gpu-blocks-override", metavar="N", help="The KV blocks prefix caching shares (as vLLM's)."),
+    typer.Option(
+        "--num-gpu-blocks-override",
+        metavar="N",
+        help="The KV blocks prefix caching shares (as vLLM's).",
+        rich_help_panel=PANEL,
+    ),
 ]
-BlockSizeOpt = Annotated[int | None, typer.Option("--block-size", metavar="N", help="As given to vLLM (default 16).")]
+BlockSizeOpt = Annotated[
+    int | None,
+    typer.Option("--block-size", metavar="N", help="As given to vLLM (default 16).", rich_help_panel=PANEL),
+]
 TokenizerOpt = Annotated[
     str | None,
     typer.Option(
-        "--tokenizer", metavar="DIR|NAME", help="As given to vLLM (default: --model DIR's; else estimated tokens)."
+        "--tokenizer",
+        metavar="DIR|NAME",
+        help="As given to vLLM (default: --model DIR's; else estimated tokens).",
+        rich_help_panel=PANEL,
     ),
 ]
 # the radix cache's flags for SGLang, the block cache's for vLLM, and what to give the other engine instead
