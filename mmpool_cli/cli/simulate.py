@@ -224,10 +224,12 @@ def _simulate(
 
     environ: Mapping[str, str] = os.environ
     layout_said = ""
-    if o.trace is not None and recording.is_recording(o.trace):  # its own layout, but for what the user set
+    if o.trace is not None:  # a recording (or a trace merged from one): its own layout, but for what the user set
         from mmpool_cli.cli.simulate_recording import own_layout
 
-        pool, environ, layout_said = own_layout(pool, str(o.trace), told, environ)
+        merged = not recording.is_recording(o.trace)
+        if (own := own_layout(pool, str(o.trace), told, environ, merged=merged)) is not None:
+            pool, environ, layout_said = own
     request = pool.request(environ, told)
     from_traffic = bool(o.traffic_from) or o.traffic_format is SourceChoice.bench_serving
     needs = [(o.traffic_args, "ARGS"), (o.dp_encoder, "--mm-enable-dp-encoder"), (o.assume_image, "--assume-image")]

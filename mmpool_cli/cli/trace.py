@@ -29,7 +29,7 @@ from mmpool_cli.cli.traffic_options import (
     seconds,
 )
 from mmpool_cli.core.bounds import MAX_PARALLEL, MAX_WORKERS
-from mmpool_cli.errors import EXIT_OK, MmpoolError
+from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import escape_undecodable
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ class TraceSource(StrEnum):
             "mmpool trace --from rec1 -o merged.jsonl",
             "mmpool trace --model qwen2.5-vl fleet/*.log --executor ray -o fleet.jsonl",
         ],
-        "0 the trace was written; 2 usage error, or traffic that cannot be sized (one located line per "
+        "0 the trace was written; 1 --from DIR (a recording): the trace was written from a damaged recording (each "
+        "damaged file named on stderr); 2 usage error, or traffic that cannot be sized (one located line per "
         "problem on stderr, nothing written); 3 --executor ray: the cluster cannot be reached or went "
         "away (nothing written); 70 internal error.",
     ),
@@ -253,7 +254,7 @@ def _formats_given_as_from(
 def _recording(inputs: list[str], output: str | None, given: dict[str, str]) -> None:
     """``--from-format record DIR``: the recording's pools merged into one trace, the real offsets kept."""
     from mmpool_cli.core.words import count
-    from mmpool_cli.traces.recording import merged_lines
+    from mmpool_cli.traces.recording import header_line, merged_lines
 
     # a recording holds what its pools leased, worker by worker: nothing is converted, so no flag of
     # the conversion applies (simulate --trace DIR replays it at other --workers or --tp)
@@ -267,11 +268,18 @@ def _recording(inputs: list[str], output: str | None, given: dict[str, str]) -> 
     if len(inputs) != 1:
         raise MmpoolError("--from-format record reads one recording: give its directory (mmpool record --out DIR)")
     lines, rec = merged_lines(inputs[0])
-    _emit(output, lambda f: f.writelines(lines))
-    typer.echo(
-        f"mmpool trace: {count(len(lines), 'event')} of {count(len(rec.pools), 'pool')} from {inputs[0]}", err=True
-    )
-    raise typer.Exit(EXIT_OK)
+    _emit(output, lambda f: f.writelines([header_line(rec), *lines]))  # the layout first: it replays as written
+    said = f"mmpool trace: {count(len(lines), 'event')} of {count(len(rec.pools), 'pool')} from {inputs[0]}"
+    if not rec.damage:
+        typer.echo(said, err=True)
+        raise typer.Exit(EXIT_OK)
+    # what a crashed server left is still worth replaying: written, each damaged file named, and exit 1 so
+    # that a script cannot take it for a whole recording
+    for damage in rec.damage:
+        typer.echo(escape_undecodable(f"mmpool trace: warning: {damage}"), err=True)
+    files = f"{len(rec.damage):,} of its files (above) {'is' if len(rec.damage) == 1 else 'are'} not whole"
+    typer.echo(escape_undecodable(f"{said}, written from a damaged recording: {files}"), err=True)
+    raise typer.Exit(EXIT_FINDINGS)
 
 
 def _write(conversion: Conversion, output: str | None) -> None:

@@ -209,5 +209,6 @@ LAUNCH = CodeRegistry(
             "another layout than the recording's (the flags to compare are given), or an incomplete recording",
             also=(Severity.warning,),
         ),
+        Code("record-damaged", Severity.warning, "a file of the recording is not whole: which, and what of it is read"),
     ],
 )

@@ -176,10 +176,13 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     if request.keep_events:
         report.events_data = events
     if recorded is not None:
-        from mmpool_cli.pools.recorded import compare
+        from mmpool_cli.pools.recorded import compare, damage_findings
 
         assert request.trace is not None
-        report.findings.extend(compare(recorded, report.result, request.trace.granularity))
+        report.findings.extend(damage_findings(recorded))
+        report.findings.extend(
+            compare(recorded, report.result, request.trace.granularity, header_for=pools.header_for)
+        )
     return report
 
 
@@ -195,7 +198,8 @@ def _read_trace(trace: TraceSource, workers: int, requests: bool) -> tuple[dict[
     timeline = TraceFile(
         trace.path, workers, trace.max_events, trace.idle_timeout, keep_ids=trace.keep_ids, requests=requests
     )
-    return {"trace": trace.path}, timeline, None
+    said = {"assumptions": trace.assumptions} if trace.assumptions else {}  # a trace merged from a recording
+    return {"trace": trace.path, **said}, timeline, None
 
 
 def _limit_events(request: SimulateRequest, trace_events: int) -> int | None:

@@ -24,7 +24,7 @@ from mmpool_cli.core.words import count
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.traces.reader import MAX_EVENTS
-from mmpool_cli.traces.record_stream import read_caches
+from mmpool_cli.traces.record_stream import damage_of, read_caches
 
 POINTS = 64  # the curve's points, each a replay
 
@@ -42,7 +42,7 @@ def recorded_caches(directory: str, target: Fraction, kv_cell_bytes: int | None)
         if name.startswith("vllm_"):
             raise MmpoolError(f"{directory}: the recording holds vLLM's {name[5:]} cache: give --engine vllm")
     recorded = [recorded_lookups(t.info, t.events) for t in traces]
-    results, notes = [], []
+    results, notes = [], [CacheNote("record-damaged", "warning", str(d)) for d in damage_of(directory, traces)]
     workers = max(1, sum(rec.name == "preprocess" for rec in recorded))  # the tokenizer processes
     for rec in recorded:
         if rec.name not in ("embedding", "preprocess"):

@@ -34,7 +34,7 @@ from mmpool_cli.engines.vllm.plan import _gib_for
 from mmpool_cli.engines.vllm.processor_cache import DataParallel
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.traces.reader import MAX_EVENTS
-from mmpool_cli.traces.record_stream import CacheTrace, read_caches
+from mmpool_cli.traces.record_stream import CacheTrace, damage_of, read_caches
 
 POINTS = 64  # the curve's points, each a replay
 NAMES = ("vllm_processor", "vllm_encoder")
@@ -362,7 +362,7 @@ def recorded_caches(directory: str, target: Fraction, window: int = 1) -> CacheR
             "mmpool recorded vLLM's caches, or a server whose caches are off)"
         )
     senders = [sender(t) for t in ours if t.info.get(recfmt.K_CACHE) == "vllm_processor"]
-    caches, notes = [], []
+    caches, notes = [], [CacheNote("record-damaged", "warning", str(d)) for d in damage_of(directory, ours)]
     if senders:
         kinds = {(s.cache_type, s.size_bytes) for s in senders}
         if len(kinds) > 1:
