@@ -50,7 +50,8 @@ def _common(a: tuple[int, ...], b: Sequence[int], off: int, n: int) -> int:
 
 class _RadixReplay:
     def __init__(self, capacity: int | None, page: int) -> None:
-        self.cap = capacity
+        # the paged allocator holds whole pages: size // page_size of them
+        self.cap = None if capacity is None else capacity - capacity % page
         self.page = page
         self.clock = 0
         self.root = _Node(self._tick())
