@@ -122,6 +122,7 @@ def build(req: CacheRequest, item_tokens: Sequence[int], groups: Sequence[list[t
     out = Built(estimated=tok.estimated, tokenizer=tok.name)
     wrap = (tok.encode(WRAP[0]), tok.encode(WRAP[1]))
     memo = Memo(tok)
+    padded: dict[tuple[object, int], list[int]] = {}
     times = [req.prompts.get(g[0][1].request) for g in groups]
     out.timed = all(t is not None and t.finish_ns is not None for t in times)
     fresh = 0
@@ -144,11 +145,15 @@ def build(req: CacheRequest, item_tokens: Sequence[int], groups: Sequence[list[t
                 index, item = group[int(run[1])]
                 ids.extend(wrap[0])
                 start = len(ids)
-                ids.extend(padding(pad_values(_identity(item, index)), item_tokens[index]))
+                key = (item.key if item.key is not None else index, item_tokens[index])
+                pads = padded.get(key)
+                if pads is None:  # an item repeats turn after turn: its run is made once
+                    pads = padded[key] = padding(pad_values(_identity(item, index)), item_tokens[index])
+                ids.extend(pads)
                 offs.append((index, [(start, len(ids) - 1)]))
                 ids.extend(wrap[1])
             else:
-                ids.extend(int(t) for t in run)
+                ids.extend(run)  # a text run: ints
         output: list[int] = []
         if timed.prompt.output_tokens:
             out.outputs += 1
