@@ -21,7 +21,10 @@ from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape
 from mmpool_cli.inputs.traffic.prompts import Prompt, Timed, messages_of
 from mmpool_cli.workload.families import family
 
-WORDS = ["the", "parcel", "invoice", "truck", "route", "delivery", "weekly", "depot", "pallet", "crate", ",", ".", "12", "34", "north", "south"]
+WORDS = [
+    "the", "parcel", "invoice", "truck", "route", "delivery", "weekly", "depot",
+    "pallet", "crate", ",", ".", "12", "34", "north", "south",
+]  # fmt: skip
 
 
 def main() -> None:
