@@ -25,7 +25,7 @@ from typing import Any
 
 from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.core.findings import Severity
-from mmpool_cli.engines.vllm import cache_items, encoder_replay, processor_cache, processor_replay
+from mmpool_cli.engines.vllm import cache_items, encoder_replay, item_bytes, processor_cache, processor_replay
 from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm.cache_traffic import CacheTrafficError, ImageTraffic
 from mmpool_cli.engines.vllm.gib import bytes_of
@@ -86,14 +86,15 @@ def _tokens(req: VllmRequest, traffic: ImageTraffic) -> tuple[eb.QwenVision, dic
             tokens[key] = eb.image_tokens(vision, w, h)
         except qwen.ResizeError as e:
             raise CacheTrafficError(f"a {w}x{h} image: vLLM's processor refuses it ({e})") from None
-    per_token = cache_items.row_elements(vision) * cache_items.FLOAT32 * vision.merge_size**2
     for key, nbytes in traffic.pixel_bytes.items():
-        if nbytes <= 0 or nbytes % per_token:
+        n = item_bytes.tokens_of_trace_bytes(vision, nbytes)
+        if n is None:
             raise CacheTrafficError(
-                f"a trace item of {nbytes:,} B is not the float32 pixels of whole {per_token:,}-byte tokens of "
+                f"a trace item of {nbytes:,} B is not the float32 pixels (as 'mmpool trace' writes them) of whole "
+                f"{item_bytes.trace_bytes_per_token(vision):,}-byte tokens of "
                 f"{req.model.name if req.model else 'this model'}: trace it with the same --model"
             )
-        tokens[key] = nbytes // per_token
+        tokens[key] = n
     return vision, tokens
 
 
@@ -140,9 +141,10 @@ def processor_entry(
     layout: processor_replay.Layout = "processor_only"
     if enabled.layout in ("lru", "shm"):
         layout = "shm" if enabled.layout == "shm" else "lru"
+    proc = item_bytes.of_request(req)
     size_of = cache_items.shm_object_bytes if layout == "shm" else cache_items.item_size
-    sizes = {k: size_of(vision, n) for k, n in tokens.items()}
-    processed = {k: cache_items.item_size(vision, n) for k, n in tokens.items()}
+    sizes = {k: size_of(vision, n, proc) for k, n in tokens.items()}
+    processed = {k: cache_items.item_size(vision, n, proc) for k, n in tokens.items()}
     max_object = req.shm_max_object_mb << 20
     api = max(1, enabled.api_processes) if layout == "processor_only" else 1
     seen: dict[int, processor_replay.ReplayResult] = {}
@@ -192,6 +194,8 @@ def processor_entry(
     at = run(pc.cache_bytes) if pc.layout != "disabled" else None
     notes = [
         f"replayed with vLLM {req.release.version}'s rules ({pc.layout}); assumed: {_assumed(layout, api)}",
+        f"items sized as vLLM {req.release.version} processes them: {proc.why} "
+        f"({req.release.at['mm_device_do_normalize']})",
         "each curve point is its own exact replay (an item larger than the cache is never cached, so hits "
         "need not grow with the size); the recommendation is the smallest grid point reaching the target, "
         "lowered by bisection within its gap",
@@ -228,6 +232,7 @@ def processor_entry(
             {"request": i, "where": where, "keys": list(keys)} for i, where, keys in (at.failed if at else [])
         ],
         "host_bytes": pc.host_bytes,
+        "pixel_dtype": proc.pixel_dtype,
     }
 
 

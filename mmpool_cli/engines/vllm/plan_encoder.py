@@ -9,9 +9,10 @@ from typing import Any
 
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.vllm import encoder_budget as eb
+from mmpool_cli.engines.vllm import item_bytes as ib
 from mmpool_cli.engines.vllm import processor_cache
 from mmpool_cli.engines.vllm import video as vv
-from mmpool_cli.engines.vllm.request import GRID_THW_BYTES, H200, QWEN_VERSION, VllmRequest, add_finding
+from mmpool_cli.engines.vllm.request import H200, QWEN_VERSION, VllmRequest, add_finding
 from mmpool_cli.workload import qwen
 from mmpool_cli.workload.features import _qwen_params
 from mmpool_cli.workload.items import Image, Item, Video
@@ -130,11 +131,12 @@ def encoder_cache(
             "mm_processor_kwargs" if req.mm_processor_kwargs else "video_pruning_rate",
         )
     family = req.model.family.name if req.model else ""
+    proc = ib.of_request(req)
     for item in req.items:
         if unmodelled:
             continue
         try:
-            tokens, nbytes = item_tokens(vision, family, req, item)
+            tokens, nbytes = item_tokens(vision, family, req, item, proc)
         except (qwen.ResizeError, vv.NotModelled) as e:
             add_finding(findings, req, Severity.info, "vllm-item-not-counted", f"{item.label}: {e}")
             continue
@@ -211,18 +213,19 @@ def video_loader(req: VllmRequest, family: str) -> vv.Loader:
     return vv.loader(family, req.video_kwargs, req.video_loader_env)
 
 
-def item_tokens(v: eb.QwenVision, family: str, req: VllmRequest, item: Item) -> tuple[int | None, int | None]:
-    """Embedding tokens and processed bytes (float32 pixels plus the grid) of one item.
+def item_tokens(
+    v: eb.QwenVision, family: str, req: VllmRequest, item: Item, proc: ib.Processing
+) -> tuple[int | None, int | None]:
+    """Embedding tokens and processed bytes (the pixels as ``proc`` keeps them, plus the grid) of one item.
 
     Raises:
         qwen.ResizeError: the processor refuses the item.
         vv.NotModelled: the launch samples videos in a way mmpool does not count.
     """
-    row = 3 * v.temporal_patch_size * v.patch_size**2 * 4  # one patch of float32 pixels
     if isinstance(item, Image):
         tokens = eb.image_tokens(v, item.width, item.height)
-        return tokens, tokens * v.merge_size**2 * row + GRID_THW_BYTES
+        return tokens, ib.qwen_item(v, tokens, proc)
     if isinstance(item, Video):
         tokens, _, _, _ = vv.video_tokens(v, family, video_loader(req, family), item)
-        return tokens, tokens * v.merge_size**2 * row + GRID_THW_BYTES
+        return tokens, ib.qwen_item(v, tokens, proc)
     return None, None

@@ -19,7 +19,6 @@ from mmpool_cli.workload.items import Item
 MiB = 1 << 20
 SCHEMA_VERSION = 1
 DEFAULT_CACHE_GB = 4
-GRID_THW_BYTES = 24  # image_grid_thw / video_grid_thw: 3 int64 per item, part of the item's nbytes
 QWEN_VERSION = {"qwen2-vl": 2, "qwen2.5-vl": 2, "qwen3-vl": 3}
 # checkpoint values where no config.json is given: context length and embedding elements per token
 FAMILY_DEFAULTS = {
@@ -58,6 +57,8 @@ class VllmRequest:
     video_kwargs: dict[str, Any] = field(default_factory=dict)  # the "video" of --media-io-kwargs
     video_loader_env: str | None = None  # VLLM_VIDEO_LOADER_BACKEND
     mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)
+    device_normalize: bool | None = None  # --mm-device-do-normalize; None: the model class's support flag
+    dtype: str | None = None  # --dtype; None: auto
     video_pruning_rate: float | None = None
     kv_dtype_bytes: int = 2
     block_size: int = 16
@@ -74,6 +75,7 @@ class VllmPlan:
     encoder_cache: dict[str, Any]
     gpu_decode_pool: dict[str, Any] | None
     findings: list[Finding]
+    item_processing: dict[str, Any] | None = None  # how vLLM keeps the items' pixels (item_bytes.Processing)
 
     @property
     def ok(self) -> bool:
@@ -116,6 +118,7 @@ class VllmPlan:
             "processor_cache": asdict(self.processor_cache),
             "encoder_cache": self.encoder_cache,
             "gpu_decode_pool": self.gpu_decode_pool,
+            "item_processing": self.item_processing,
         }
 
 

@@ -93,11 +93,12 @@ def test_the_smallest_size_reaching_the_target_is_searched_within_the_first_grid
     assert caches.smallest_reaching(run, points, 5) == 37
 
 
-def test_a_traces_items_replay_as_the_bodies_they_came_from(traffic):
-    from mmpool_cli.engines.vllm import cache_items
+def test_a_traces_items_replay_as_the_bodies_they_came_from(traffic, float32_items):
+    from mmpool_cli.engines.vllm import item_bytes
 
+    # a trace carries SGLang's float32 pixel_values (what 'mmpool trace' writes)
     vision, tokens = caches._tokens(_req(), traffic)
-    pixels = {k: cache_items.item_size(vision, n) - cache_items.GRID_THW_BYTES for k, n in tokens.items()}
+    pixels = {k: item_bytes.qwen_pixels(vision, n, float32_items) for k, n in tokens.items()}
     items = [(f"r{i}", "image", key, pixels[key]) for i, keys in enumerate(traffic.requests) for key in keys]
     items.insert(3, ("r1", "video", None, 1000))
     traced = cache_traffic.from_items(items, "prod.jsonl")
