@@ -27,6 +27,9 @@ from mmpool_cli.engines.vllm import item_bytes as ib
 # the msgpack structure frame of a Qwen image item, less its three variable integers and the pixels'
 # dtype name: the keys, the grid's dtype name, the field factories' names and keywords, the inline grid
 IMAGE_FRAME_FIXED = 153
+# the same for a Gemma 3 image (pixel_values [crops, 3, size, size] and an int64 num_patches): its shape's
+# integers take the same bytes for any crop count below 128, so only the dtype's name varies
+GEMMA3_FRAME_FIXED = 141
 SHM_FLAG_BYTES = 4
 PICKLE_PROTOCOL = 5  # pickle.HIGHEST_PROTOCOL of the Pythons vLLM 0.34 runs on (3.10-3.13)
 
@@ -68,5 +71,16 @@ def shm_object_bytes(v: eb.QwenVision, tokens: int, proc: ib.Processing) -> int:
     n, row = patches(v, tokens), row_elements(v)
     pixels = ib.qwen_pixels(v, tokens, proc)
     frame = IMAGE_FRAME_FIXED + len(proc.pixel_dtype) + msgpack_uint_bytes(row) + 2 * msgpack_uint_bytes(n)
+    return _shm_object(frame, pixels)
+
+
+def gemma3_shm_object_bytes(crops: int, image_size: int, proc: ib.Processing) -> int:
+    """The shm ring's object for one Gemma 3 image (as ``shm_object_bytes``)."""
+    pixels = ib.gemma3_item(crops, image_size, proc) - ib.GEMMA3_NUM_PATCHES_BYTES
+    return _shm_object(GEMMA3_FRAME_FIXED + len(proc.pixel_dtype), pixels)
+
+
+def _shm_object(frame: int, pixels: int) -> int:
+    """The reader count, the pickled header, the structure frame and the pixels' frame."""
     meta = pickle.dumps(("MultiModalKwargsItem", frame + pixels, [frame, pixels]), protocol=PICKLE_PROTOCOL)
     return SHM_FLAG_BYTES + len(meta) + frame + pixels

@@ -4,7 +4,8 @@ Each entry has the shape every engine's caches share: ``name``, ``engine``, ``si
 deployment's), ``lookups``, ``hits``, ``curve`` (``[{size_bytes, hits}]``) and ``recommended_bytes``,
 plus what is vLLM's own. Sizes come from the launch through the vLLM plan (``make_plan``: the same
 layout, API processes and encoder budget ``plan --engine vllm`` prints); items from the traffic
-(``cache_traffic``) and the model's processor (``cache_items``, Qwen-VL families).
+(``cache_traffic``) and the model's processing (``item_bytes``, ``cache_items``: the Qwen-VL families and
+Gemma 3).
 
 - processor: exact replays (``processor_replay``) at the deployment's size and at the curve's sizes,
   a geometric grid from the smallest item to everything the traffic holds (vLLM's rules make the
@@ -20,6 +21,7 @@ layout, API processes and encoder budget ``plan --engine vllm`` prints); items f
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -30,7 +32,7 @@ from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm.cache_traffic import CacheTrafficError, ImageTraffic
 from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for, make_plan
-from mmpool_cli.engines.vllm.plan_encoder import qwen_vision
+from mmpool_cli.engines.vllm.plan_encoder import gemma3_image_tokens, qwen_vision
 from mmpool_cli.engines.vllm.request import QWEN_VERSION, VllmRequest
 from mmpool_cli.workload import qwen
 
@@ -72,14 +74,52 @@ def _iroot(x: int, n: int) -> int:
     return lo
 
 
-def _tokens(req: VllmRequest, traffic: ImageTraffic) -> tuple[eb.QwenVision, dict[str, int]]:
+@dataclass(frozen=True)
+class _Items:
+    """Each traffic key's encoder tokens, its processed item's ``get_item_size`` and its shm ring object."""
+
+    tokens: dict[str, int]
+    processed: dict[str, int]
+    shm: dict[str, int]
+
+
+def _items(req: VllmRequest, traffic: ImageTraffic) -> _Items:
+    """The traffic's items as vLLM's processing leaves them (``item_bytes``): Qwen-VL families and Gemma 3."""
+    proc = item_bytes.of_request(req)
     vision = qwen_vision(req)
-    if vision is None:
+    if vision is not None:
+        tokens = _qwen_tokens(req, vision, traffic)
+        return _Items(
+            tokens,
+            {k: cache_items.item_size(vision, n, proc) for k, n in tokens.items()},
+            {k: cache_items.shm_object_bytes(vision, n, proc) for k, n in tokens.items()},
+        )
+    per_image = gemma3_image_tokens(req)
+    if per_image is None or req.model is None:
         name = req.model.name if req.model else "no model"
         raise CacheTrafficError(
-            f"--model {name}: mmpool knows the processed items of {', '.join(sorted(QWEN_VERSION))} only; "
-            "give one of them or a model directory of one"
+            f"--model {name}: mmpool knows the processed items of {', '.join(sorted(QWEN_VERSION))} and gemma3 "
+            "(without pan-and-scan) only; give one of them or a model directory of one"
         )
+    size = int(req.model.settings["image_size"])
+    crops = dict.fromkeys(traffic.dims, 1)
+    for key, nbytes in traffic.pixel_bytes.items():
+        n = item_bytes.gemma3_crops_of_trace_bytes(size, nbytes)
+        if n is None:
+            raise CacheTrafficError(
+                f"a trace item of {nbytes:,} B is not the float32 pixels (as 'mmpool trace' writes them) of whole "
+                f"{3 * size * size * item_bytes.TRACE_PIXEL_BYTES:,}-byte crops of {req.model.name}: trace it "
+                "with the same --model"
+            )
+        crops[key] = n
+    return _Items(
+        {k: n * per_image for k, n in crops.items()},
+        {k: item_bytes.gemma3_item(n, size, proc) for k, n in crops.items()},
+        {k: cache_items.gemma3_shm_object_bytes(n, size, proc) for k, n in crops.items()},
+    )
+
+
+def _qwen_tokens(req: VllmRequest, vision: eb.QwenVision, traffic: ImageTraffic) -> dict[str, int]:
     tokens: dict[str, int] = {}
     for key, (w, h) in traffic.dims.items():
         try:
@@ -95,7 +135,7 @@ def _tokens(req: VllmRequest, traffic: ImageTraffic) -> tuple[eb.QwenVision, dic
                 f"{req.model.name if req.model else 'this model'}: trace it with the same --model"
             )
         tokens[key] = n
-    return vision, tokens
+    return tokens
 
 
 def smallest_reaching(
@@ -135,16 +175,15 @@ def processor_entry(
     """The processor cache's entry of the ``caches`` list."""
     plan = make_plan(req)
     pc = plan.processor_cache
-    vision, tokens = _tokens(req, traffic)
+    items = _items(req, traffic)
     # with the cache off (0 GiB), the curve is of the layout the launch would get with one
     enabled = pc if pc.layout != "disabled" else processor_cache.plan(1, req.cache_type, req.dp)
     layout: processor_replay.Layout = "processor_only"
     if enabled.layout in ("lru", "shm"):
         layout = "shm" if enabled.layout == "shm" else "lru"
     proc = item_bytes.of_request(req)
-    size_of = cache_items.shm_object_bytes if layout == "shm" else cache_items.item_size
-    sizes = {k: size_of(vision, n, proc) for k, n in tokens.items()}
-    processed = {k: cache_items.item_size(vision, n, proc) for k, n in tokens.items()}
+    sizes = items.shm if layout == "shm" else items.processed
+    processed = items.processed
     max_object = req.shm_max_object_mb << 20
     api = max(1, enabled.api_processes) if layout == "processor_only" else 1
     seen: dict[int, processor_replay.ReplayResult] = {}
@@ -261,7 +300,7 @@ def encoder_entry(
     """The encoder cache's entry of the ``caches`` list: bytes are tokens × the embedding's bytes per token."""
     plan = make_plan(req)
     enc = plan.encoder_cache
-    _, tokens = _tokens(req, traffic)
+    tokens = _items(req, traffic).tokens
     budget = enc.get("budget_tokens")
     per_token = enc["embedding_bytes_per_token"]
     seen: dict[int, encoder_replay.EncoderReplay] = {}

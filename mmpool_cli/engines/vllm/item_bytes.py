@@ -33,6 +33,7 @@ DTYPE_BYTES = {"uint8": 1, "float16": 2, "bfloat16": 2, "float32": 4}
 INT64 = 8
 GRID_THW_BYTES = 3 * INT64  # image_grid_thw / video_grid_thw of one item: 3 int64
 GEMMA3_NUM_PATCHES_BYTES = INT64  # Gemma 3's num_patches of one image: one int64
+GEMMA3_IMAGE_TOKENS = 256  # the checkpoints' image_seq_length (mm_tokens_per_image): embeds per crop
 # what --dtype names (config/model.py _STR_DTYPE_TO_TORCH_DTYPE)
 DTYPE_FLAG = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
 # the dtype ``auto`` gives a checkpoint of each config dtype: float32 (or none) is downcast
@@ -153,3 +154,18 @@ def gemma3_item(crops: int, image_size: int, proc: Processing) -> int:
     """``MultiModalCache.get_item_size`` of a Gemma 3 image: ``crops`` (1, or 1 + its pan-and-scan crops)
     square images of ``image_size`` pixels, 3 channels, and its int64 ``num_patches``."""
     return crops * 3 * image_size * image_size * proc.pixel_bytes + GEMMA3_NUM_PATCHES_BYTES
+
+
+def gemma3_crops(settings: Any) -> int | None:
+    """Crops of every Gemma 3 image under vLLM: 1 without pan-and-scan (the checkpoints' default, which
+    vLLM keeps: ``get_num_crops`` is 0 unless ``do_pan_and_scan``), None with it (not modelled here)."""
+    return None if settings.get("pan_and_scan") else 1
+
+
+def gemma3_crops_of_trace_bytes(image_size: int, nbytes: int) -> int | None:
+    """The crops of a Gemma 3 item a trace gives as ``nbytes`` of SGLang's float32 ``pixel_values``
+    ([crops, 3, size, size]), or None where they are not whole crops."""
+    per_crop = 3 * image_size * image_size * TRACE_PIXEL_BYTES
+    if nbytes <= 0 or nbytes % per_crop:
+        return None
+    return nbytes // per_crop

@@ -76,6 +76,7 @@ def encoder_cache(
                 "and --gpu-name for yours",
             )
     vision = qwen_vision(req)
+    gemma = gemma3_image_tokens(req)
     out: dict[str, Any] = {
         "budget_tokens": None,
         "max_num_batched_tokens": mnbt,
@@ -87,20 +88,24 @@ def encoder_cache(
         "budget_bytes": None,
         "items": [],
     }
-    if vision is None or mnbt is None or max_model_len is None:
+    if (vision is None and gemma is None) or mnbt is None or max_model_len is None:
         if req.model is not None:
             add_finding(
                 findings,
                 req,
                 Severity.info,
                 "vllm-encoder-not-modelled",
-                f"mmpool counts vLLM's encoder tokens for Qwen2-VL, Qwen2.5-VL and Qwen3-VL only, not "
-                f"{req.model.family.title}",
+                f"mmpool counts vLLM's encoder tokens for Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Gemma 3 (without "
+                f"pan-and-scan) only, not {req.model.family.title}"
+                + (" with pan-and-scan" if req.model.family.name == "gemma3" else ""),
             )
         return out
     limits = limits_of(req, ("image", "video"))
     enabled = tuple(m for m in ("image", "video") if limits[m] > 0)
-    per = eb.max_tokens_per_item(vision, max_model_len, enabled)
+    if vision is not None:
+        per = eb.max_tokens_per_item(vision, max_model_len, enabled)
+    else:  # Gemma 3: every image is its one crop's tokens (get_num_image_tokens without pan-and-scan)
+        per = {"image": gemma} if gemma is not None and "image" in enabled else {}
     budget = eb.budget(mnbt, per)
     per_token = facts["embed_elements"] * req.kv_dtype_bytes
     out.update(
@@ -136,7 +141,10 @@ def encoder_cache(
         if unmodelled:
             continue
         try:
-            tokens, nbytes = item_tokens(vision, family, req, item, proc)
+            if vision is None:
+                tokens, nbytes = gemma3_item_tokens(req, item, proc)
+            else:
+                tokens, nbytes = item_tokens(vision, family, req, item, proc)
         except (qwen.ResizeError, vv.NotModelled) as e:
             add_finding(findings, req, Severity.info, "vllm-item-not-counted", f"{item.label}: {e}")
             continue
@@ -211,6 +219,24 @@ def unmodelled_why(req: VllmRequest) -> str | None:
 def video_loader(req: VllmRequest, family: str) -> vv.Loader:
     """The video loader the launch uses for ``family`` (--media-io-kwargs, the environment)."""
     return vv.loader(family, req.video_kwargs, req.video_loader_env)
+
+
+def gemma3_image_tokens(req: VllmRequest) -> int | None:
+    """The embedding tokens of every Gemma 3 image under vLLM (one crop's ``image_seq_length``), or None for
+    another family or where pan-and-scan is on (the checkpoint's config or ``--mm-processor-kwargs``)."""
+    model = req.model
+    if model is None or model.family.name != "gemma3" or req.mm_processor_kwargs:
+        return None
+    crops = ib.gemma3_crops(model.settings)
+    return None if crops is None else crops * ib.GEMMA3_IMAGE_TOKENS
+
+
+def gemma3_item_tokens(req: VllmRequest, item: Item, proc: ib.Processing) -> tuple[int | None, int | None]:
+    """Embedding tokens and processed bytes of one Gemma 3 item (images only: the family takes no video)."""
+    tokens = gemma3_image_tokens(req)
+    if tokens is None or req.model is None or not isinstance(item, Image):
+        return None, None
+    return tokens, ib.gemma3_item(1, int(req.model.settings["image_size"]), proc)
 
 
 def item_tokens(

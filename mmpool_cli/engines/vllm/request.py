@@ -25,6 +25,7 @@ FAMILY_DEFAULTS = {
     "qwen2-vl": {"max_model_len": 32_768, "embed_elements": 3584},
     "qwen2.5-vl": {"max_model_len": 128_000, "embed_elements": 3584},
     "qwen3-vl": {"max_model_len": 262_144, "embed_elements": 4096 * 4},  # out_hidden_size × (1 + 3 deepstack)
+    "gemma3": {"max_model_len": 131_072, "embed_elements": 2560},  # google/gemma-3-4b-it's text hidden size
 }
 H200 = eb.Gpu(150_754_820_096, "NVIDIA H200", (9, 0))  # torch's total_memory of an H200 (143,771 MiB)
 

@@ -88,27 +88,24 @@ def _traffic(item_recorded) -> cache_traffic.ImageTraffic:
     return out
 
 
+@pytest.mark.parametrize("family", ["qwen2.5-vl", "gemma3"])
 @pytest.mark.parametrize("flag", [None, False])
-def test_mmpool_cache_gives_vllms_own_hits_at_every_size_qwen25(item_recorded, flag):
+def test_mmpool_cache_gives_vllms_own_hits_at_every_size(item_recorded, family, flag):
     traffic = _traffic(item_recorded)
-    run = next(
-        r
-        for r in item_recorded["releases"]["0.34.0"]["families"]["qwen2.5-vl"]["runs"]
-        if r["mm_device_do_normalize"] is flag
-    )
-    rows = run["traffic"]
+    runs = item_recorded["releases"]["0.34.0"]["families"][family]["runs"]
+    rows = next(r for r in runs if r["mm_device_do_normalize"] is flag)["traffic"]
     assert len(rows) >= 5 and len({r["hits"] for r in rows}) >= 3  # the sizes tell the caches apart
     for row in rows:
         req = VllmRequest(
             release=versions.release("0.34.0"),
-            model=hf.resolve("qwen2.5-vl"),
+            model=hf.resolve(family),
             cache_gb=_gib(row["gib"]),
             device_normalize=flag,
         )
         entry = caches.processor_entry(req, traffic)
-        assert (entry["hits"], entry["lookups"]) == (row["hits"], row["lookups"]), (flag, row["gib"])
+        assert (entry["hits"], entry["lookups"]) == (row["hits"], row["lookups"]), (family, flag, row["gib"])
         failed = [(f["request"], f["where"]) for f in entry["failed_requests"]]
-        assert failed == _failures(row), (flag, row["gib"])
+        assert failed == _failures(row), (family, flag, row["gib"])
 
 
 def _failures(row: dict) -> list[tuple[int, str]]:
@@ -139,27 +136,6 @@ def test_the_flag_reaches_the_processor_cache_from_every_command_reader():
     assert (default.pixel_dtype, default.pixel_bytes) == ("uint8", 1)
 
 
-@pytest.mark.parametrize("flag", [None, False])
-def test_the_processor_cache_replay_on_gemma3_items_gives_vllms_own_hits_at_every_size(item_recorded, flag):
-    from mmpool_cli.engines.vllm import processor_replay
-    from mmpool_cli.engines.vllm.gib import bytes_of
-
-    traffic = _traffic(item_recorded)
-    run = next(
-        r
-        for r in item_recorded["releases"]["0.34.0"]["families"]["gemma3"]["runs"]
-        if r["mm_device_do_normalize"] is flag
-    )
-    proc = item_bytes.processing(versions.release("0.34.0"), "gemma3", flag)
-    sizes = dict.fromkeys(traffic.dims, item_bytes.gemma3_item(1, GEMMA3_SIZE, proc))
-    rows = run["traffic"]
-    assert len({r["hits"] for r in rows}) >= 3
-    for row in rows:
-        got = processor_replay.replay(traffic.requests, sizes, bytes_of(float(row["gib"])), "lru", release="0.34.0")
-        assert (got.total_hits, got.total_lookups) == (row["hits"], row["lookups"]), (flag, row["gib"])
-        assert [(n, where) for n, where, _ in got.failed] == _failures(row), (flag, row["gib"])
-
-
 def test_qwen_ring_chunks_are_what_vllms_shm_sender_stored(item_recorded):
     from mmpool_cli.engines.vllm import cache_items, processor_replay
 
@@ -172,3 +148,20 @@ def test_qwen_ring_chunks_are_what_vllms_shm_sender_stored(item_recorded):
             assert chunk == item["ring_chunk_bytes"], (version, run["mm_device_do_normalize"], item["w"], item["h"])
             seen.add(proc.pixel_dtype)
     assert seen == {"uint8", "bfloat16"}
+
+
+def test_gemma3_ring_chunks_are_what_vllms_shm_sender_stored(item_recorded):
+    from mmpool_cli.engines.vllm import cache_items, processor_replay
+
+    for version, run in _runs(item_recorded, "gemma3"):
+        proc = item_bytes.processing(versions.release(version), "gemma3", run["mm_device_do_normalize"])
+        chunk = cache_items.gemma3_shm_object_bytes(1, GEMMA3_SIZE, proc) + processor_replay.RING_CHUNK_HEADER
+        assert {i["ring_chunk_bytes"] for i in run["items"]} == {chunk}, (version, run["mm_device_do_normalize"])
+
+
+def test_gemma3_in_the_encoder_cache_is_one_crops_tokens(item_recorded):
+    traffic = _traffic(item_recorded)
+    req = VllmRequest(release=versions.release("0.34.0"), model=hf.resolve("gemma3"))
+    processor, encoder = caches.caches(req, traffic)
+    assert encoder["lookups"] == processor["lookups"] == traffic.images
+    assert caches._items(req, traffic).tokens == dict.fromkeys(traffic.dims, 256)
