@@ -75,7 +75,8 @@ except ImportError:  # 0.30.0, 0.31.0: one module, the factories are the registr
 registry._run_in_subprocess = lambda fn: fn()  # inspect the model class here, where the stand-ins are
 
 def tokenizer(path, special, extra):
-    vocab = {t: i for i, t in enumerate(special + ["hello", "image"])}
+    # the newline runs are looked up by Gemma 3's prompt updates (they never reach the pixels)
+    vocab = {t: i for i, t in enumerate(special + ["hello", "image", "\n", "\n\n", "\n\n\n", "\n\n\n\n"])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token=special[0]))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.add_special_tokens(special)
@@ -213,6 +214,15 @@ def traffic(proc, prompt_of, gib):
     return {"gib": gib, "layout": layout, "hits": stats.hits, "lookups": stats.total, "failed": failed,
             "engine_core_missed": missed}
 
+def max_tokens(mc, proc):
+    # what the encoder budget takes as an image's most tokens (the model's own, else a dummy request's embeds)
+    from vllm.multimodal import encoder_budget
+    try:
+        found = encoder_budget.get_mm_max_toks_per_item(proc, {"image": 1}, None)
+    except TypeError:  # 0.30.0, 0.31.0: the config and the registry first
+        found = encoder_budget.get_mm_max_toks_per_item(mc, MULTIMODAL_REGISTRY, proc, {"image": 1})
+    return found["image"]
+
 def shm_chunks(proc, placeholder, images):
     # each item's chunk in the shm sender's ring (its header, then what MsgpackSerde wrote)
     envs.VLLM_OBJECT_STORAGE_SHM_BUFFER_NAME = "mmpool_items_" + uuid.uuid4().hex[:12]
@@ -236,7 +246,8 @@ for family in FAMILIES:
     for norm in (None, True, False):
         mc = model_config(path, norm)
         proc = MULTIMODAL_REGISTRY.create_processor(mc)
-        run = {"mm_device_do_normalize": norm, "resolved": bool(mc.multimodal_config.mm_device_do_normalize),
+        run = {"max_tokens_per_image": max_tokens(mc, proc),
+               "mm_device_do_normalize": norm, "resolved": bool(mc.multimodal_config.mm_device_do_normalize),
                "model_dtype": str(mc.dtype).removeprefix("torch."), "items": []}
         for i, image in enumerate(IMAGES[: len(SIZES)]):
             result = run_inputs(proc, placeholder, [image], None)

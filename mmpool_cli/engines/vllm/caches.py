@@ -21,20 +21,16 @@ Gemma 3).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.vllm import cache_items, encoder_replay, item_bytes, processor_cache, processor_replay
-from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm.cache_traffic import CacheTrafficError, ImageTraffic
 from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for, make_plan
-from mmpool_cli.engines.vllm.plan_encoder import gemma3_image_tokens, qwen_vision
-from mmpool_cli.engines.vllm.request import QWEN_VERSION, VllmRequest
-from mmpool_cli.workload import qwen
+from mmpool_cli.engines.vllm.request import VllmRequest
 
 CURVE_POINTS = 48
 DEFAULT_TARGET = Fraction(99)  # percent of an unbounded cache's hits, as for every engine's caches
@@ -74,70 +70,6 @@ def _iroot(x: int, n: int) -> int:
     return lo
 
 
-@dataclass(frozen=True)
-class _Items:
-    """Each traffic key's encoder tokens, its processed item's ``get_item_size`` and its shm ring object."""
-
-    tokens: dict[str, int]
-    processed: dict[str, int]
-    shm: dict[str, int]
-
-
-def _items(req: VllmRequest, traffic: ImageTraffic) -> _Items:
-    """The traffic's items as vLLM's processing leaves them (``item_bytes``): Qwen-VL families and Gemma 3."""
-    proc = item_bytes.of_request(req)
-    vision = qwen_vision(req)
-    if vision is not None:
-        tokens = _qwen_tokens(req, vision, traffic)
-        return _Items(
-            tokens,
-            {k: cache_items.item_size(vision, n, proc) for k, n in tokens.items()},
-            {k: cache_items.shm_object_bytes(vision, n, proc) for k, n in tokens.items()},
-        )
-    per_image = gemma3_image_tokens(req)
-    if per_image is None or req.model is None:
-        name = req.model.name if req.model else "no model"
-        raise CacheTrafficError(
-            f"--model {name}: mmpool knows the processed items of {', '.join(sorted(QWEN_VERSION))} and gemma3 "
-            "(without pan-and-scan) only; give one of them or a model directory of one"
-        )
-    size = int(req.model.settings["image_size"])
-    crops = dict.fromkeys(traffic.dims, 1)
-    for key, nbytes in traffic.pixel_bytes.items():
-        n = item_bytes.gemma3_crops_of_trace_bytes(size, nbytes)
-        if n is None:
-            raise CacheTrafficError(
-                f"a trace item of {nbytes:,} B is not the float32 pixels (as 'mmpool trace' writes them) of whole "
-                f"{3 * size * size * item_bytes.TRACE_PIXEL_BYTES:,}-byte crops of {req.model.name}: trace it "
-                "with the same --model"
-            )
-        crops[key] = n
-    return _Items(
-        {k: n * per_image for k, n in crops.items()},
-        {k: item_bytes.gemma3_item(n, size, proc) for k, n in crops.items()},
-        {k: cache_items.gemma3_shm_object_bytes(n, size, proc) for k, n in crops.items()},
-    )
-
-
-def _qwen_tokens(req: VllmRequest, vision: eb.QwenVision, traffic: ImageTraffic) -> dict[str, int]:
-    tokens: dict[str, int] = {}
-    for key, (w, h) in traffic.dims.items():
-        try:
-            tokens[key] = eb.image_tokens(vision, w, h)
-        except qwen.ResizeError as e:
-            raise CacheTrafficError(f"a {w}x{h} image: vLLM's processor refuses it ({e})") from None
-    for key, nbytes in traffic.pixel_bytes.items():
-        n = item_bytes.tokens_of_trace_bytes(vision, nbytes)
-        if n is None:
-            raise CacheTrafficError(
-                f"a trace item of {nbytes:,} B is not the float32 pixels (as 'mmpool trace' writes them) of whole "
-                f"{item_bytes.trace_bytes_per_token(vision):,}-byte tokens of "
-                f"{req.model.name if req.model else 'this model'}: trace it with the same --model"
-            )
-        tokens[key] = n
-    return tokens
-
-
 def smallest_reaching(
     run: Callable[[int], int], points: list[int], need: int, same: Callable[[int, int], bool] | None = None
 ) -> int:
@@ -175,7 +107,7 @@ def processor_entry(
     """The processor cache's entry of the ``caches`` list."""
     plan = make_plan(req)
     pc = plan.processor_cache
-    items = _items(req, traffic)
+    items = cache_items.traffic_items(req, traffic)
     # with the cache off (0 GiB), the curve is of the layout the launch would get with one
     enabled = pc if pc.layout != "disabled" else processor_cache.plan(1, req.cache_type, req.dp)
     layout: processor_replay.Layout = "processor_only"
@@ -300,7 +232,7 @@ def encoder_entry(
     """The encoder cache's entry of the ``caches`` list: bytes are tokens × the embedding's bytes per token."""
     plan = make_plan(req)
     enc = plan.encoder_cache
-    tokens = _items(req, traffic).tokens
+    tokens = cache_items.traffic_items(req, traffic).tokens
     budget = enc.get("budget_tokens")
     per_token = enc["embedding_bytes_per_token"]
     seen: dict[int, encoder_replay.EncoderReplay] = {}

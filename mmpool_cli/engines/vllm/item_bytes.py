@@ -24,10 +24,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm.versions import Release
+
+if TYPE_CHECKING:
+    from mmpool_cli.engines.vllm.request import VllmRequest
 
 DTYPE_BYTES = {"uint8": 1, "float16": 2, "bfloat16": 2, "float32": 4}
 INT64 = 8
@@ -117,7 +120,7 @@ def processing(
     return Processing(family, False, model, model, why + f": pixels normalized on the host, cast to {model}")
 
 
-def of_request(req: Any) -> Processing:
+def of_request(req: VllmRequest) -> Processing:
     """The processing of a ``VllmRequest``'s model (its family, flags and config)."""
     model = req.model
     family = model.family.name if model is not None else None

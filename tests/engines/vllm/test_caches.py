@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mmpool_cli.engines.vllm import cache_traffic, caches, encoder_replay, processor_cache, versions
+from mmpool_cli.engines.vllm import cache_items, cache_traffic, caches, encoder_replay, processor_cache, versions
 from mmpool_cli.engines.vllm.gib import bytes_of as gib_bytes
+from mmpool_cli.engines.vllm.plan_encoder import qwen_vision
 from mmpool_cli.engines.vllm.request import VllmRequest
 from mmpool_cli.workload import hf
 
@@ -61,7 +62,7 @@ def test_the_encoder_budget_recommended_is_the_smallest_with_no_wait(traffic):
         entry = caches.encoder_entry(_req(), traffic, window)
         tokens = entry["recommended_tokens"]
         assert any(f"at most {window} holding" in note for note in entry["notes"])
-        tokens_of = caches._items(_req(), traffic).tokens
+        tokens_of = cache_items.traffic_items(_req(), traffic).tokens
         at = encoder_replay.replay(traffic.requests, tokens_of, tokens, window)
         below = encoder_replay.replay(traffic.requests, tokens_of, tokens - 1, window)
         assert not at.waited and not at.refused and (below.waited or below.refused)
@@ -97,7 +98,7 @@ def test_a_traces_items_replay_as_the_bodies_they_came_from(traffic, float32_ite
     from mmpool_cli.engines.vllm import item_bytes
 
     # a trace carries SGLang's float32 pixel_values (what 'mmpool trace' writes)
-    vision, tokens = caches.qwen_vision(_req()), caches._items(_req(), traffic).tokens
+    vision, tokens = qwen_vision(_req()), cache_items.traffic_items(_req(), traffic).tokens
     pixels = {k: item_bytes.qwen_pixels(vision, n, float32_items) for k, n in tokens.items()}
     items = [(f"r{i}", "image", key, pixels[key]) for i, keys in enumerate(traffic.requests) for key in keys]
     items.insert(3, ("r1", "video", None, 1000))
@@ -110,7 +111,7 @@ def test_a_traces_items_replay_as_the_bodies_they_came_from(traffic, float32_ite
 
 
 def test_no_request_waits_at_the_window_peak(traffic):
-    tokens = caches._items(_req(), traffic).tokens
+    tokens = cache_items.traffic_items(_req(), traffic).tokens
     for window in (1, 2, 5):
         peak = caches._window_peak(traffic.requests, tokens, window)
         replayed = encoder_replay.replay(traffic.requests, tokens, peak, window)

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from mmpool_cli.engines.vllm import cache_traffic, caches, item_bytes, versions
+from mmpool_cli.engines.vllm import cache_items, cache_traffic, caches, item_bytes, versions
 from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm.gib import GibValue
 from mmpool_cli.engines.vllm.request import VllmRequest
@@ -164,4 +164,14 @@ def test_gemma3_in_the_encoder_cache_is_one_crops_tokens(item_recorded):
     req = VllmRequest(release=versions.release("0.34.0"), model=hf.resolve("gemma3"))
     processor, encoder = caches.caches(req, traffic)
     assert encoder["lookups"] == processor["lookups"] == traffic.images
-    assert caches._items(req, traffic).tokens == dict.fromkeys(traffic.dims, 256)
+    assert cache_items.traffic_items(req, traffic).tokens == dict.fromkeys(traffic.dims, 256)
+
+
+@pytest.mark.parametrize("family", ["qwen2.5-vl", "gemma3"])
+def test_an_images_most_tokens_are_what_vllms_encoder_budget_takes(item_recorded, family):
+    from mmpool_cli.engines.vllm.plan import make_plan
+
+    for version, run in _runs(item_recorded, family):
+        req = VllmRequest(release=versions.release(version), model=hf.resolve(family), device_normalize=False)
+        got = make_plan(req).encoder_cache["per_modality"]["image"]
+        assert got == run["max_tokens_per_image"], (version, family, run["mm_device_do_normalize"])
