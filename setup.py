@@ -17,5 +17,11 @@ setup(
             optional=True,
             extra_compile_args=["-O2", "-std=c11"],
         ),
+        Extension(
+            "mmpool_cli.kernels._cachereplay",
+            ["mmpool_cli/kernels/_cachereplay.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c11"],
+        ),
     ]
 )

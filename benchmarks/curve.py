@@ -14,9 +14,16 @@ range of ``--curve`` (the largest feature's need to the budget at which no alloc
   run at the current budget, the range's two bounds, the search and the curve).
 
 Wall seconds (the curve's point is to use every core), with the process's CPU seconds beside them.
-Usage::
+
+``--row`` times only what issue 41's table measures, each in a fresh process of the checkout ``--root``
+(default this one; another checkout, built in place, gives the figure before a change): ``mmpool simulate
+--trace FILE --workers 4 --tp 2 --format json`` (one replay) and the same with ``--curve`` (no other
+flag: the mark as ``--curve`` draws it), best of ``--runs``, wall and CPU seconds (the process and its
+forked workers), the load average, the mark and whether it was proven (or how far its proof got), and
+the ratio of the two. Usage::
 
     python benchmarks/curve.py [--events 1000000] [--points 64] [--runs 2] [--search safe|bisect]
+    python benchmarks/curve.py --row [--root ../base] [--runs 1] [--trace FILE]
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from simulate import make_events, write_jsonl  # noqa: E402
 
 from mmpool_cli.cli.pool_options import PoolOptions  # noqa: E402
-from mmpool_cli.core.workers import default_jobs
+from mmpool_cli.core.workers import default_jobs  # noqa: E402
 from mmpool_cli.engines import engine  # noqa: E402
 from mmpool_cli.engines.sglang import versions  # noqa: E402
 from mmpool_cli.engines.sglang.simulation import pool_rules  # noqa: E402
@@ -65,8 +72,67 @@ def timed(fn):
     return time.perf_counter() - wall, _cpu() - cpu, out
 
 
+def _process(root: Path, argv: list[str]) -> tuple[float, float, dict]:
+    """``python -m mmpool_cli ARGV`` in ``root`` (its own checkout first on the path): wall and CPU seconds of
+    the process and every child it waited for, and its JSON."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    command = [sys.executable, "-m", "mmpool_cli", *argv]
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"mmpool {' '.join(argv)} failed in {root}: {done.stderr}")
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return wall, cpu, json.loads(done.stdout)
+
+
+def _mark(search: dict) -> str:
+    """The mark as the JSON gives it: proven, or how far its proof got."""
+    mb = search["sglang_mm_feature_cache_mb"]
+    if search.get("exact", True):
+        return f"{mb} MiB, proven"
+    lo, hi = search["checked_mb"] or (None, None)
+    left = search.get("undecided") or {}
+    return (
+        f"{mb} MiB, not proven: {lo} to {hi} MiB checked, {left.get('budgets', 0):,} budgets undecided "
+        f"({search['replayed_events']:,} events replayed, limit {search['limit_events']:,})"
+    )
+
+
+def row(args: argparse.Namespace) -> int:
+    """Issue 41's row: one simulate of the trace and --curve, whole processes of ``args.root``."""
+    root = Path(args.root).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(args.trace) if args.trace else Path(tmp) / "images.jsonl"
+        if not args.trace:
+            write_jsonl(make_events(args.events, args.workers, 1, "images"), trace)
+        base = ["simulate", "--trace", str(trace), "--workers", str(args.workers), "--tp", str(args.tp)]
+        git = ["git", "-C", str(root), "rev-parse", "--short", "HEAD"]
+        commit = subprocess.run(git, capture_output=True, text=True, check=False)
+        print(f"{root} ({commit.stdout.strip() or 'no git'}); {trace}; {os.cpu_count()} cores; load {os.getloadavg()}")
+        best: dict[str, tuple[float, float]] = {}
+        for name, extra in (("one simulate", []), ("--curve", ["--curve"])):
+            for _ in range(args.runs):
+                wall, cpu, data = _process(root, [*base, *extra, "--format", "json"])
+                said = _mark(data["smallest_budget"]) if extra else f"{data['items']['fallback']} items fell back"
+                print(f"  {name}: {wall:.2f} s wall, {cpu:.2f} s CPU; {said}; load {os.getloadavg()[0]:.2f}")
+                if name not in best or wall < best[name][0]:
+                    best[name] = (wall, cpu)
+        (one, one_cpu), (curve, curve_cpu) = best["one simulate"], best["--curve"]
+        print(
+            f"best: one simulate {one:.2f} s ({one_cpu:.2f} s CPU), --curve {curve:.2f} s ({curve_cpu:.2f} s CPU): "
+            f"{curve / one:.1f} x wall, {curve_cpu / one_cpu:.1f} x CPU"
+        )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--row", action="store_true", help="only issue 41's row: whole processes of --root")
+    parser.add_argument("--root", default=str(Path(__file__).resolve().parents[1]), help="the checkout --row runs")
+    parser.add_argument("--trace", help="--row: this trace instead of a fresh images trace")
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--points", type=int, default=64)
     parser.add_argument("--runs", type=int, default=2, help="best of so many, each way")
@@ -75,6 +141,8 @@ def main() -> int:
     parser.add_argument("--search-limit", type=int, default=10**9, help="replayed events (simulate's default 1G)")
     parser.add_argument("--search", choices=["safe", "scan", "bisect"], default="safe", help="as simulate's")
     args = parser.parse_args()
+    if args.row:
+        return row(args)
 
     rel = versions.release(versions.NEWEST)
     rules, header = pool_rules(rel), rel.header_bytes(args.tp)

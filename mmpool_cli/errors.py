@@ -7,6 +7,9 @@ from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
+# a report whose answer is "not good enough" (simulate's fallback, a cache's hits below target): printed
+# whole, as a finding's report is; mmpool's own failures are 2 (usage, input) and 70 (a bug), never 1
+EXIT_BELOW_TARGET = EXIT_FINDINGS
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
 EXIT_INTERNAL = 70

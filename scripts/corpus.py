@@ -441,9 +441,27 @@ def cases() -> list[dict[str, Any]]:
         ("vllm-json", ["--engine", "vllm", *chats, "--api-server-count", "2", "--format", "json"]),
         ("vllm-sglang-flag", ["--engine", "vllm", *chats, "--workers", "2"]),
         ("sglang-vllm-flag", [*chats, "--encoder-window", "2"]),
+        # SGLang's caches over the README's example: the report, its JSON, --exit-zero, the help's panels
+        ("sglang-example", ["--model", "examples/qwen2.5-vl-7b", "--from", "examples/traffic/chats.jsonl"]),
+        (
+            "sglang-example-json",
+            ["--model", "examples/qwen2.5-vl-7b", "--from", "examples/traffic/chats.jsonl", "--format", "json"],
+        ),
+        (
+            "sglang-example-exit-zero",
+            ["--model", "examples/qwen2.5-vl-7b", "--from", "examples/traffic/chats.jsonl", "--exit-zero"],
+        ),
+        ("help", ["--help"]),
     ]
     for name, args in cache:
         add(_case(f"cache-{name}", ["cache", *args]))
+
+    # trace's --from: the files, as in simulate and cache; the old spelling of the format still read
+    bodies = ["trace", "--model", "qwen2.5-vl", "--from"]
+    add(_case("trace-from-old-spelling", [*bodies, "openai", "examples/traffic/chats.jsonl", "-o", "/dev/null"]))
+    add(_case("trace-from-garbage", [*bodies, "garbage.bin"]))
+    curve = ["simulate", "--trace", "examples/trace.jsonl", "--workers", "2", "--curve"]
+    add(_case("simulate-curve-negative", [*curve, "-1GB:"]))
 
     # the library example
     add(_case("example-plan_from_python", ["@python", "examples/plan_from_python.py"]))

@@ -1,8 +1,11 @@
 """Write ``mmpool_cli/_record/mmpool_record/digests.json`` from SGLang's and vLLM's wheels (or unpacked trees).
 
     python scripts/gen_record_digests.py sglang-0.5.1*.whl sglang-0.5.2*.whl vllm-0.3*.whl
+    python scripts/gen_record_digests.py --merge sglang-0.5.23-*.whl   # add to the file as it is
 
-Every release the hook knows is given at once (the file is written whole). Each wheel's release is
+Every release the hook knows is given at once (the file is written whole); ``--merge`` adds the given
+wheels' digests to the file instead (a module newly among the targets, from the wheels at hand: the
+scheduler's ``mm_schedule.py`` was added so, from 0.5.23's wheel). Each wheel's release is
 read from its file name (a directory: from its ``*.dist-info``). Only the methods' digests are
 written, never the engines' code.
 """
@@ -50,8 +53,12 @@ def _sources(path: str) -> tuple[str, dict[str, str]]:
 
 
 def main(paths: list[str]) -> None:
-    """Digest every target method of every wheel and write digests.json."""
+    """Digest every target method of every wheel and write digests.json (``--merge``: add to it)."""
     modules: dict[str, dict[str, dict[str, list[str]]]] = {}
+    if paths[:1] == ["--merge"]:
+        paths = paths[1:]
+        with open(DIGESTS_FILE, encoding="utf-8") as f:
+            modules = json.load(f)["modules"]
     for path in paths:
         release, found = _sources(path)
         sources = {}

@@ -27,7 +27,8 @@ The preprocess cache's call sequence (``media_artifacts/base.py`` ``prepare_medi
 ``get_if_present`` per image, the misses deduplicated and popped, ``lookup_or_claim_many``, then
 ``complete_miss`` per miss in order) is async and needs the processor; it is followed here step
 by step with the real class, one request at a time. Each scenario is replayed at every size the
-test checks; the JSON holds the items and the hits (and the preprocess cache's own counters).
+test checks; the JSON holds the items and the hits (and the embedding cache's lookups, the
+preprocess cache's own counters).
 """
 
 from __future__ import annotations
@@ -147,25 +148,31 @@ class Wheel:
         self.Artifact = art["QwenVLImagePreprocessArtifact"]
 
 
-def embedding_hits(w: Wheel, requests: list[list[dict[str, Any]]], family: str, width: int, size: int) -> int:
-    """Replay the requests through MultiModalStaticCache(size) with mm_schedule's own functions; count hits."""
+def embedding_hits(
+    w: Wheel, requests: list[list[dict[str, Any]]], family: str, width: int, size: int
+) -> tuple[int, int]:
+    """Replay the requests through MultiModalStaticCache(size) with mm_schedule's own functions; count the
+    hits and the lookups (every get_single and get before the batch's misses are encoded: an item a
+    request holds twice is looked up again where its first lookup missed)."""
     import torch
 
     cache = w.mm.MultiModalStaticCache(size)
     w.sched["embedding_cache"] = cache
-    hits = 0
+    hits = looked = 0
     real_get_single, real_get = cache.get_single, cache.get
 
     def get_single(h: int) -> Any:
-        nonlocal hits
+        nonlocal hits, looked
         got = real_get_single(h)
         hits += got is not None and lookup_phase[0]
+        looked += lookup_phase[0]
         return got
 
     def get(hashes: list[int], combined_hash: Any = None) -> Any:
-        nonlocal hits
+        nonlocal hits, looked
         got = real_get(hashes, combined_hash)
         hits += got is not None
+        looked += 1
         return got
 
     cache.get_single, cache.get = get_single, get
@@ -200,7 +207,7 @@ def embedding_hits(w: Wheel, requests: list[list[dict[str, Any]]], family: str, 
                 w.sched["_get_chunked_embedding_full"](
                     encode, items, [o for i in items for o in i.offsets], 0, pos, ids, "cpu"
                 )
-    return hits
+    return hits, looked
 
 
 def preprocess_run(w: Wheel, requests: list[list[dict[str, Any]]], family: str, size: int) -> dict[str, int]:
@@ -318,7 +325,7 @@ def main() -> None:
             {
                 **sc,
                 "hidden_size": hidden,
-                "embedding": {"sizes": sizes, "hits": emb},
+                "embedding": {"sizes": sizes, "hits": [h for h, _ in emb], "lookups": [n for _, n in emb]},
                 "preprocess": {"sizes": grid, "hits": [p["hits"] for p in pre], "misses": [p["misses"] for p in pre]},
             }
         )

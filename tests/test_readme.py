@@ -109,7 +109,34 @@ EXAMPLES = [e for page in PAGES for e in examples(page.read_text(encoding="utf-8
 def test_the_readme_has_console_examples() -> None:
     readme = [e for e in EXAMPLES if e.page == "README.md"]
     assert len(readme) >= 5
-    assert {e.command.split()[1] for e in readme} >= {"plan", "validate", "check", "simulate"}
+    assert {e.command.split()[1] for e in readme} >= {"plan", "validate", "check", "simulate", "cache"}
+
+
+def test_the_readme_runs_sglang_caches_on_a_shipped_example() -> None:
+    """A new user follows the README alone: its ``mmpool cache`` example reads a file the repository ships."""
+    caches = [e for e in EXAMPLES if e.page == "README.md" and e.command.split()[1] == "cache"]
+    assert caches, "README.md shows no 'mmpool cache' example"
+    files = [word for e in caches for word in shlex.split(e.command) if word.startswith("examples/")]
+    assert files and all((ROOT / f).exists() for f in files), files
+
+
+def test_the_first_line_says_what_the_tool_is_for() -> None:
+    """The README's tagline, the package's description and the CLI's help are one sentence, naming both engines."""
+    import tomllib
+
+    tagline = README.read_text(encoding="utf-8").split("\n")[2].strip("*")
+    description = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["description"]
+    from mmpool_cli.cli.app import TAGLINE
+
+    assert tagline == description == TAGLINE
+    assert all(word in tagline.lower() for word in ("sglang", "vllm", "plan", "check", "simulate", "record")), tagline
+
+
+def test_where_to_go_next_lists_every_reference_page() -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Where to go next") :]
+    for page in ("docs/caches.md", "docs/curve.md"):
+        assert f"]({page})" in section, page
 
 
 def test_the_readme_is_short_and_the_reference_is_in_docs() -> None:

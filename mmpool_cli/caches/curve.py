@@ -83,6 +83,7 @@ def lru_curve(
     *,
     groups: Sequence[int] | None = None,
     max_entries: int = 0,
+    in_order: bool = False,
     native: bool | None = None,
 ) -> Curve:
     """The exact hit curve of byte-counted LRU lookups: ``keys[i]`` (dense ids from 0) of ``sizes[i]`` bytes.
@@ -96,7 +97,9 @@ def lru_curve(
     are then used hits first and misses after (SGLang's order), taken as the order of the smallest
     size each hits at. That order is exact at every size where the batch's hits come before its
     misses in the batch (its re-sent items first, its new ones last); elsewhere it is the nearest one
-    stack can hold (docs/caches.md says where the curve is exact).
+    stack can hold (docs/caches.md says where the curve is exact). ``in_order``: the batch's keys are
+    used in lookup order instead, as a cache that pins the batch's entries found and then looks each up
+    in turn leaves them (exact at every size where the batch's entries fit the cache together).
     """
     if groups is not None and len(groups) != len(keys):
         raise ValueError("groups must have one entry per lookup")
@@ -117,11 +120,12 @@ def lru_curve(
             _int64(work) if work is not None else array("q", bytes(8 * n)),
             b"" if groups is None else _int64(groups),
             max_entries,
+            in_order,
         )
         return Curve(sum(wq), steps)
     w = list(weights) if weights is not None else [1] * n
     u = list(work) if work is not None else [0] * n
-    return Curve(sum(w), _steps(_intervals(keys, sizes, w, u, max_entries, groups)))
+    return Curve(sum(w), _steps(_intervals(keys, sizes, w, u, max_entries, groups, in_order)))
 
 
 def _int64(xs: Sequence[int]) -> array[int]:
@@ -251,6 +255,7 @@ def _intervals(
     u: Sequence[int],
     max_entries: int,
     groups: Sequence[int] | None = None,
+    in_order: bool = False,
 ) -> dict[int, list[int]]:
     """Each lookup's hit intervals of sizes, as +/- events of (hits, work) at their ends.
 
@@ -271,7 +276,7 @@ def _intervals(
 
     def use() -> None:
         nonlocal t, n, classes
-        for _, _, key, s in sorted(pending):
+        for _, _, key, s in pending if in_order else sorted(pending):
             if t == n:  # out of times: renumber the live keys in order, and grow where they crowd it
                 live = sorted(where.items(), key=lambda kv: kv[1])
                 n = max(n, 4 * len(live))

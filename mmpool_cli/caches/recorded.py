@@ -5,9 +5,12 @@ The records are what the cache did at its own size, in the order the server call
 distinct miss (``mm_schedule.py``), and after a ``set`` that kept the entry it reads it back with
 ``get_single``: that read-back (a hit on the entry the insertion before it stored) is not traffic and
 is not counted. A batch is the lookups up to the next insertion; a key looked up again before one
-starts a new batch (SGLang looks a batch's item up once). The records do not mark where a batch of
-hits only ends: it is read as one with the next, exact at the recorded size (hits move nothing but
-their keys) and counted (``joined``) so that a report can say where other sizes may differ. An
+starts a new batch (SGLang looks a batch's item up once). A recording of SGLang 0.5.23's scheduler
+marks where each batch began (``CACHE_BATCH``, written as each of ``mm_schedule.py``'s batch functions
+starts): those are its batches, exact at every size. Without the marks (another release, an older
+recording) a batch of hits only cannot be told from the next: it is read as one with it, exact at the
+recorded size (hits move nothing but their keys) and counted (``joined``) so that a report can say
+where other sizes may differ. An
 entry's bytes are those its hit or its insertion recorded; an entry never admitted (larger than the
 cache) has no bytes on record, so where there is one the replay stops at the recorded size, past
 which its bytes would decide.
@@ -57,7 +60,7 @@ def recorded_lookups(info: dict[str, Any], events: list[tuple[int, int, int, int
     weights = [1] * len(events)
     if name == "preprocess":
         events, weights = request_order(events)
-    ids: dict[int, int] = {}
+    ids: dict[object, int] = {}  # a record's key (or a repeated lookup's own) -> its dense id
     bytes_of: dict[int, int] = {}
     keys: list[int] = []
     groups: list[int] = []
@@ -67,13 +70,27 @@ def recorded_lookups(info: dict[str, Any], events: list[tuple[int, int, int, int
     in_batch: set[int] = set()
     stored: int | None = None  # the key the record before stored, whose hit is SGLang's read-back
     ones: list[int] = []
+    marked = any(e[1] == recfmt.CACHE_BATCH for e in events)  # the recording says where each batch began
     for (_t, kind, a, b, c), weight in zip(events, weights, strict=True):
-        if kind == recfmt.CACHE_LOOKUP:
+        if kind == recfmt.CACHE_BATCH:
+            batch, storing, in_batch, hit_before, stored = batch + 1, False, set(), False, None
+        elif kind == recfmt.CACHE_LOOKUP:
             if b and stored == a and reads_back:
                 stored = None
                 continue
             stored = None
-            if storing or (a in in_batch and reads_back):  # the processor looks a repeated image up again
+            if marked and a in in_batch and not b and reads_back:
+                # SGLang looks an item up again in its batch only where its first lookup missed (mm_schedule.py
+                # 379-401: the miss is not stored yet): a lookup that misses at every size and moves nothing,
+                # an entry of its own of no bytes, never looked up again
+                keys.append(ids.setdefault(("again", len(keys)), len(ids)))
+                bytes_of[keys[-1]] = 0
+                groups.append(batch)
+                ones.append(weight)
+                continue
+            if marked:
+                pass
+            elif storing or (a in in_batch and reads_back):  # the processor looks a repeated image up again
                 batch, storing, in_batch, hit_before = batch + 1, False, set(), False
             elif hit_before:
                 joined.add(batch)

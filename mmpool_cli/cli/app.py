@@ -79,6 +79,12 @@ class _Group(typer.core.TyperGroup):
             raise typer.Exit(0) from None
 
 
+# what mmpool is for: the README's first line and the package's description say the same
+TAGLINE = (
+    "Plan, check, simulate and record the multimodal memory of SGLang and vLLM servers: "
+    "feature pools, caches, decode pools."
+)
+
 app = typer.Typer(
     cls=_Group,
     no_args_is_help=True,
@@ -86,7 +92,7 @@ app = typer.Typer(
     add_completion=True,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
-    help="Plan and check SGLang's multimodal feature-transport pools before launch.",
+    help=TAGLINE,
 )
 
 
@@ -102,7 +108,7 @@ def _root(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
     ] = False,
 ) -> None:
-    """Plan and check SGLang's multimodal feature-transport pools before launch."""
+    """The commands; the help is ``TAGLINE``."""
 
 
 def epilog(examples: list[str], exits: str) -> str:

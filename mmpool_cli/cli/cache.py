@@ -11,31 +11,32 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mmpool_cli.cli.app import app, emit, epilog, reported
+from mmpool_cli.cli.cache_options import (
+    SGLANG_ONLY,
+    AssumeVideoOpt,
+    ExitZeroOpt,
+    FromFormatOpt,
+    HiddenSizeOpt,
+    LogFormat,
+    PlotOpt,
+    PreprocessMbOpt,
+    TpOpt,
+    WorkersOpt,
+)
 from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
-from mmpool_cli.cli.options import FormatOpt, OutputFormat, check_plot, told
-from mmpool_cli.cli.traffic_options import AssumeImageOpt, AssumeVideoOpt, SourceChoice, convert
+from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand, check_plot, told
+from mmpool_cli.cli.traffic_options import AssumeImageOpt, SourceChoice, convert
 from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options_sharing
 from mmpool_cli.core.bounds import MAX_WORKERS
-from mmpool_cli.errors import EXIT_OK, MmpoolError
+from mmpool_cli.errors import EXIT_BELOW_TARGET, EXIT_OK, MmpoolError
 
 if TYPE_CHECKING:
     from mmpool_cli.caches.report import CacheReport
 
-EXIT_BELOW_TARGET = 1
 MAX_PREPROCESS_MB = 1 << 30  # 1 PiB of host RAM: beyond any machine
 MAX_HIDDEN = 1 << 20
-# the command's flags for SGLang's caches only, with what to do instead under --engine vllm
-SGLANG_ONLY = {
-    "hidden_size": "vLLM's caches take their sizes from the model's processor",
-    "preprocess_mb": "vLLM's processor cache is --mm-processor-cache-gb",
-    "workers": "vLLM's API processes are --api-server-count",
-    "tp": "vLLM's is --tensor-parallel-size",
-    "assume_video": "vLLM's replay sizes images only (--assume-image)",
-    "plot": "with --engine vllm the curve is in the output (--format json gives every point)",
-}
-
-
 @app.command(
+    cls=PanelledCommand,
     short_help="Hits of the engine's multimodal caches over real traffic, at every size, and the size to set.",
     epilog=epilog(
         [
@@ -45,7 +46,8 @@ SGLANG_ONLY = {
             "mmpool cache --engine vllm --model qwen2.5-vl --api-server-count 2 --trace prod.jsonl --format json",
         ],
         "0 every cache reaches its target at the deployment's size; 1 one does not (an off cache whose "
-        "traffic would hit, or one too small); 2 usage error, or input that cannot be sized; 70 internal error.",
+        "traffic would hit, or one too small; the report is printed, its JSON status 'fail'; --exit-zero "
+        "makes it 0); 2 usage error, or input that cannot be sized (nothing on stdout); 70 internal error.",
     ),
 )
 @with_vllm_options_sharing("gpu_name")
@@ -70,20 +72,11 @@ def cache(
     engine_name: Annotated[
         str, typer.Option("--engine", metavar="NAME", help="The engine: sglang or vllm.")
     ] = "sglang",
-    hidden_size: Annotated[
-        int | None,
-        typer.Option(
-            "--hidden-size", metavar="N", help="The text model's hidden size (default: --model DIR's config)."
-        ),
-    ] = None,
-    preprocess_mb: Annotated[
-        int | None,
-        typer.Option(
-            "--mm-preprocess-cache-size-mb", metavar="MB", help="As given to SGLang (default: the processor's own)."
-        ),
-    ] = None,
-    workers: Annotated[int, typer.Option("--workers", metavar="N", help="--tokenizer-worker-num of the server.")] = 1,
-    tp: Annotated[int, typer.Option("--tp", metavar="N", help="--tp-size of the server (the KV cost per rank).")] = 1,
+    hidden_size: HiddenSizeOpt = None,
+    preprocess_mb: PreprocessMbOpt = None,
+    workers: WorkersOpt = 1,
+    tp: TpOpt = 1,
+    from_format: FromFormatOpt = LogFormat.auto,
     gpu_name: Annotated[
         str | None,
         typer.Option(
@@ -97,11 +90,10 @@ def cache(
     ] = "99",
     assume_image: AssumeImageOpt = None,
     assume_video: AssumeVideoOpt = None,
-    plot: Annotated[
-        str | None, typer.Option("--plot", metavar="FILE", help="Draw hits against size (.svg or .png; matplotlib).")
-    ] = None,
+    plot: PlotOpt = None,
     window: EncoderWindowOpt = 1,
     fmt: FormatOpt = OutputFormat.human,
+    exit_zero: ExitZeroOpt = False,
 ) -> None:
     """Replay each multimodal cache of the engine over the traffic, as the engine drives it.
 
@@ -128,7 +120,7 @@ def cache(
 
                 write_cache_plot(report, plot)
         emit(to_json(report) if fmt is OutputFormat.json else cache_text(report))
-        raise typer.Exit(EXIT_OK if all(meets(c) for c in report.caches) else EXIT_BELOW_TARGET)
+        _exit(all(meets(c) for c in report.caches), exit_zero)
     if engine_name == "vllm":
         _run_vllm(
             model,
@@ -139,6 +131,7 @@ def cache(
             assume_image,
             window,
             target,
+            exit_zero,
         )
         return
     with reported():
@@ -156,6 +149,7 @@ def cache(
             assume_image,
             assume_video,
             plot,
+            from_format,
         )
         from mmpool_cli.render.caches import cache_text, meets, to_json
 
@@ -164,7 +158,12 @@ def cache(
 
             write_cache_plot(report, plot)
     emit(to_json(report) if fmt is OutputFormat.json else cache_text(report))
-    raise typer.Exit(EXIT_OK if all(meets(c) for c in report.caches) else EXIT_BELOW_TARGET)
+    _exit(all(meets(c) for c in report.caches), exit_zero)
+
+
+def _exit(met: bool, exit_zero: bool) -> None:
+    """0 where every cache meets its target, else 1 (below target: the report was printed), unless --exit-zero."""
+    raise typer.Exit(EXIT_OK if met or exit_zero else EXIT_BELOW_TARGET)
 
 
 def _refuse_other_engines(engine_name: str, given: dict[str, str], recording: bool = False) -> None:
@@ -198,6 +197,7 @@ def _run_vllm(
     assume_image: str | None,
     window: int,
     target_text: str,
+    exit_zero: bool,
 ) -> None:
     from mmpool_cli.cli import cache_vllm
 
@@ -212,7 +212,10 @@ def _run_vllm(
             from mmpool_cli.caches.from_trace import read_items
 
             trace = (trace_file, [(i.request, i.kind, i.key, i.nbytes) for i in read_items(trace_file)])
-    cache_vllm.run(model, traffic, vllm, fmt, assume_image=assume_image, window=window, target=target, trace=trace)
+    met = cache_vllm.run(
+        model, traffic, vllm, fmt, assume_image=assume_image, window=window, target=target, trace=trace
+    )
+    _exit(met, exit_zero)
 
 
 def _run_recorded(
@@ -276,6 +279,7 @@ def _run(
     assume_image: str | None,
     assume_video: str | None,
     plot: str | None,
+    from_format: LogFormat = LogFormat.auto,
 ) -> CacheReport:
     from mmpool_cli.usecases.cache import CacheQuery, cache
     from mmpool_cli.usecases.trace import resolve_model
@@ -313,7 +317,7 @@ def _run(
 
         conversion = convert(
             model=model,
-            source=SourceChoice.auto,
+            source=SourceChoice(from_format.value),
             inputs=traffic,
             workers=workers,
             tp=tp,

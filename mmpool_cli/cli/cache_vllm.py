@@ -18,8 +18,8 @@ from mmpool_cli.cli.app import emit, reported
 from mmpool_cli.cli.options import OutputFormat
 from mmpool_cli.cli.progress import counting
 from mmpool_cli.cli.traffic_options import image_size
-from mmpool_cli.cli.vllm_options import VllmOptions
-from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
+from mmpool_cli.cli.vllm_options import PANEL, VllmOptions
+from mmpool_cli.errors import MmpoolError
 from mmpool_cli.render import render
 
 EncoderWindowOpt = Annotated[
@@ -28,6 +28,7 @@ EncoderWindowOpt = Annotated[
         "--encoder-window",
         metavar="N",
         help="vLLM: requests assumed to hold encoder-cache entries at once (their prefills overlap); default 1.",
+        rich_help_panel=PANEL,
     ),
 ]
 
@@ -42,11 +43,11 @@ def run(
     window: int = 1,
     trace: tuple[str, Iterable[tuple[str, str, str | None, int]]] | None = None,
     target: Fraction = Fraction(99),
-) -> None:
+) -> bool:
     """Replay vLLM's processor and encoder caches over ``files`` (or ``trace``: a trace file's name and its
     items ``(request, kind, key, pixel bytes)``) and print the report: exit 0 where every cache meets its
     target at the deployment's size (``target`` percent of the hits of a processor cache that never evicts;
-    no encoder wait), 1 where one does not."""
+    no encoder wait): returns whether every cache does."""
     from mmpool_cli.usecases.cache_vllm import vllm_caches
     from mmpool_cli.workload.hf import resolve
 
@@ -66,4 +67,4 @@ def run(
                 files, request, assume_image=assumed, window=window, progress=tick, trace=trace, target=target
             )
     emit(render("vllm-caches", output.value, report))
-    raise typer.Exit(EXIT_OK if all(c["meets_target"] for c in report["caches"]) else EXIT_FINDINGS)
+    return all(c["meets_target"] for c in report["caches"])

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import typer.core
 
 from mmpool_cli.core.bounds import (
     MAX_GRANULARITY,
@@ -61,6 +62,39 @@ class EngineChoice(StrEnum):
 
 
 EngineOpt = Annotated[EngineChoice, typer.Option("--engine", help="The inference engine: sglang or vllm.")]
+# a command that models SGLang's pools only: its help offers sglang, and --engine vllm is refused with
+# what to run instead (only_sglang), not with click's list of choices
+SglangOnlyEngineOpt = Annotated[
+    EngineChoice,
+    typer.Option(
+        "--engine",
+        metavar="sglang",
+        help="The inference engine: sglang only (vLLM's multimodal memory: 'mmpool plan --engine vllm').",
+    ),
+]
+SGLANG_PANEL = "SGLang only (--engine sglang)"
+
+
+class PanelledCommand(typer.core.TyperCommand):
+    """A command whose options that one engine alone takes are listed apart, each panel under its title.
+
+    typer's plain help (mmpool's: no rich markup) ignores ``rich_help_panel``: here the options of no
+    panel come first, then each panel's, in the order of their first option.
+    """
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {"Arguments": [], "Options": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            panel = getattr(param, "rich_help_panel", None)
+            title = "Arguments" if param.param_type_name == "argument" else panel or "Options"
+            sections.setdefault(title, []).append(record)
+        for title, records in sections.items():
+            if records:
+                with formatter.section(title):
+                    formatter.write_dl(records)
 
 
 def only_sglang(engine: EngineChoice, command: str) -> None:

@@ -14,11 +14,11 @@ import typer
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
     EngineChoice,
-    EngineOpt,
     EnvFileOpt,
     EnvOpt,
     FormatOpt,
     OutputFormat,
+    SglangOnlyEngineOpt,
     environment,
     only_sglang,
     sglang_release,
@@ -75,7 +75,7 @@ def probe(
         ),
     ] = 120.0,
     output: FormatOpt = OutputFormat.human,
-    engine: EngineOpt = EngineChoice.sglang,
+    engine: SglangOnlyEngineOpt = EngineChoice.sglang,
 ) -> None:
     """Measure the pools on the real GPU: allocate, verify, share through CUDA IPC, release."""
     from mmpool_cli.probe.devices import ProbeUnavailable

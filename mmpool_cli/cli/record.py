@@ -1,4 +1,4 @@
-"""``mmpool record``: run a command with mmpool's hook in every Python process, recording SGLang's pools."""
+"""``mmpool record``: run a command with mmpool's hook in every Python process, recording its pools and caches."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ MaxBytesOpt = Annotated[
 
 @app.command(
     context_settings={"allow_interspersed_args": False},
-    short_help="Run a command and record what SGLang's feature pools do.",
+    short_help="Run a command and record what its multimodal pools and caches do.",
     epilog=epilog(
         [
             "mmpool record -- python -m sglang.launch_server --model-path MODEL --tp 2",
@@ -57,7 +57,12 @@ def record(
     metrics_addr: MetricsAddrOpt = "",
     max_bytes: MaxBytesOpt = "1GiB",
 ) -> None:
-    """Run COMMAND with mmpool's recording hook: each SGLang pool's exact trace, and live metrics."""
+    """Run COMMAND with mmpool's recording hook: an exact trace of each SGLang feature pool, every lookup of
+    SGLang's and vLLM's multimodal caches, and live metrics.
+
+    Replay what was recorded with 'mmpool simulate --trace DIR' (the pools) and 'mmpool cache --trace DIR'
+    (the caches).
+    """
     launch = prepared(out, command, max_bytes, metrics_port, metrics_addr)
     launched(launch)
 

@@ -13,9 +13,9 @@ import typer
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.options import (
     EngineChoice,
-    EngineOpt,
     FormatOpt,
     OutputFormat,
+    SglangOnlyEngineOpt,
     check_plot,
     only_sglang,
     told,
@@ -124,13 +124,15 @@ def simulate(
         ),
     ] = SearchChoice.safe,
     search_limit: Annotated[
-        str,
+        str | None,
         typer.Option(
             metavar="EVENTS",
-            help="Replay at most EVENTS events (500M, 2G) or N whole traces (200x) to prove the safe "
-            "(or scan) answer; past it the answer is labelled not proven.",
+            help=f"Replay at most EVENTS events (500M, 2G) or N whole traces (200x) to prove the safe "
+            f"(or scan) answer; past it the answer is labelled not proven. Default {DEFAULT_SEARCH_LIMIT}; "
+            "for the mark of --curve alone, N = half the curve's points (at least 10M events).",
+            show_default=False,
         ),
-    ] = DEFAULT_SEARCH_LIMIT,
+    ] = None,
     executor: Annotated[
         ExecutorChoice,
         typer.Option(
@@ -153,7 +155,7 @@ def simulate(
     curve: CurveOpt = None,
     curve_points: CurvePointsOpt = None,
     output: FormatOpt = OutputFormat.human,
-    engine: EngineOpt = EngineChoice.sglang,
+    engine: SglangOnlyEngineOpt = EngineChoice.sglang,
 ) -> None:
     """Simulate SGLang 0.5.23's feature pools under load: fallback, occupancy, the smallest safe budget.
 
@@ -214,7 +216,7 @@ def _simulate(
         raise MmpoolError(f"--idle-timeout: expected seconds above 0 and up to {MAX_SECONDS}, not {o.idle_timeout}")
     if o.max_events < 1:
         raise MmpoolError(f"--max-events: must be at least 1, not {o.max_events}")
-    search_limit = search_limit_arg(o.search_limit)
+    search_limit = search_limit_arg(DEFAULT_SEARCH_LIMIT if o.search_limit is None else o.search_limit)
     curve = curve_range(o)
     if o.ray_address is not None and o.executor is not ExecutorChoice.ray:
         raise MmpoolError("--ray-address names the cluster of --executor ray; add --executor ray")
@@ -222,10 +224,12 @@ def _simulate(
 
     environ: Mapping[str, str] = os.environ
     layout_said = ""
-    if o.trace is not None and recording.is_recording(o.trace):  # its own layout, but for what the user set
+    if o.trace is not None:  # a recording (or a trace merged from one): its own layout, but for what the user set
         from mmpool_cli.cli.simulate_recording import own_layout
 
-        pool, environ, layout_said = own_layout(pool, str(o.trace), told, environ)
+        merged = not recording.is_recording(o.trace)
+        if (own := own_layout(pool, str(o.trace), told, environ, merged=merged)) is not None:
+            pool, environ, layout_said = own
     request = pool.request(environ, told)
     from_traffic = bool(o.traffic_from) or o.traffic_format is SourceChoice.bench_serving
     needs = [(o.traffic_args, "ARGS"), (o.dp_encoder, "--mm-enable-dp-encoder"), (o.assume_image, "--assume-image")]
@@ -275,6 +279,8 @@ def _simulate(
             smallest_budget=o.smallest_budget,
             record_events=o.events,
             search_limit=search_limit,
+            # --curve alone marks a budget whose proof costs about what the curve does, never minutes more
+            curve_proof=curve is not None and not o.smallest_budget and o.search_limit is None,
             executor=o.executor.value,
             ray_address=o.ray_address,
             keep_events=o.plot is not None and curve is None,  # a curve's picture is the curve

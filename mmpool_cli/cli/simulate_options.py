@@ -158,7 +158,7 @@ class RunOptions:
     idle_timeout: float
     output: OutputFormat
     plot: str | None = None
-    search_limit: str = DEFAULT_SEARCH_LIMIT
+    search_limit: str | None = None  # None: DEFAULT_SEARCH_LIMIT, or --curve's own bound for its mark alone
     executor: ExecutorChoice = ExecutorChoice.local
     ray_address: str | None = None
     # traffic to read (simulate --from, as mmpool trace converts it)
@@ -181,7 +181,7 @@ class CurveCommand(typer.core.TyperCommand):
     """A command whose ``--curve`` may be given bare (the default range) or with ``LO:HI``.
 
     typer's parser has no option with an optional value, so a bare ``--curve`` (the last argument,
-    or one followed by another option) is given the value ``:`` before parsing. The value of an
+    or one followed by another option, ``_option_like``) is given the value ``:`` before parsing. The value of an
     option that takes one is skipped whatever it looks like (``--trace --curve`` reads a file named
     ``--curve``), and nothing after ``--`` is touched.
     """
@@ -200,12 +200,18 @@ class CurveCommand(typer.core.TyperCommand):
             out.append(arg)
             if arg == "--":
                 break
-            if arg == "--curve" and (not rest or (rest[0].startswith("-") and len(rest[0]) > 1)):
+            if arg == "--curve" and (not rest or _option_like(rest[0])):
                 out.append(CURVE_BARE)
             elif arg in takes_value and rest:
                 out.append(rest.pop(0))
         result: list[str] = super().parse_args(ctx, out + rest)
         return result
+
+
+def _option_like(word: str) -> bool:
+    """Whether the word after a bare ``--curve`` is another option, not its value: ``-1GB:`` (a negative
+    bound, refused by the size's own rule) and ``-:`` are values, as ``--curve=-1GB:`` is."""
+    return word.startswith("-") and len(word) > 1 and not (word[1].isdigit() or word[1] in ".:")
 
 
 def curve_arg(text: str) -> tuple[int | None, int | None]:
@@ -282,7 +288,7 @@ CurveOpt = Annotated[
         metavar="[LO:HI]",
         help="The pool's curve: fallback and KV tokens at whole-MiB budgets from LO to HI (default: from the "
         "largest feature's need to the budget at which no alloc can miss), with --smallest-budget's answer "
-        "marked (its search runs too).",
+        "marked (its search runs too, from the curve's replays; its proof bounded: --search-limit).",
     ),
 ]
 CurvePointsOpt = Annotated[

@@ -15,17 +15,22 @@ PARALLEL = ("tp", "dp", "attn_dp_size", "enable_dp_attention")  # the flags that
 
 
 def own_layout(
-    pool: PoolOptions, path: str, told: Mapping[str, str], environ: Mapping[str, str]
-) -> tuple[PoolOptions, dict[str, str], str]:
+    pool: PoolOptions, path: str, told: Mapping[str, str], environ: Mapping[str, str], *, merged: bool = False
+) -> tuple[PoolOptions, dict[str, str], str] | None:
     """The pool flags and environment that replay the recording at ``path`` as its pools were, and what it says.
 
     Each part of the layout (transport, workers, consumers as ``--tp``, budget, recycle interval)
     is the recording's unless a flag in ``told`` or a variable of ``environ`` sets it: a first
     replay then makes the recorded pools' decisions, and the sentence says which parts were whose.
+    ``merged``: ``path`` is a trace file, whose first line may give the layout of the recording it was
+    merged from (``trace --from DIR``); None where it gives none.
     """
-    from mmpool_cli.traces.recording import layout_of
+    from mmpool_cli.traces.recording import layout_of, trace_layout
 
-    own = layout_of(path, granularity_arg(pool.vmm_granularity))
+    granularity = granularity_arg(pool.vmm_granularity)
+    own = trace_layout(path, granularity) if merged else layout_of(path, granularity)
+    if own is None:
+        return None
     if own.transport not in TransportChoice.__members__:
         raise MmpoolError(f"{path}: pools of transport {own.transport!r}, which simulate does not replay")
     changes: dict[str, Any] = {}

@@ -29,7 +29,7 @@ from mmpool_cli.cli.traffic_options import (
     seconds,
 )
 from mmpool_cli.core.bounds import MAX_PARALLEL, MAX_WORKERS
-from mmpool_cli.errors import EXIT_OK, MmpoolError
+from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import escape_undecodable
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 
 class TraceSource(StrEnum):
-    """``--from``: the traffic formats (``SourceChoice``), and a recording of ``mmpool record``."""
+    """``--from-format``: the traffic formats (``SourceChoice``), and a recording of ``mmpool record``."""
 
     auto = SourceChoice.auto.value
     sglang_log = SourceChoice.sglang_log.value
@@ -51,11 +51,13 @@ class TraceSource(StrEnum):
     epilog=epilog(
         [
             "mmpool trace --model qwen2.5-vl server.log -o prod.jsonl",
-            "mmpool trace --model qwen3-vl --from openai gateway.jsonl --assume-image 1280x720",
-            "mmpool trace --model qwen2.5-vl --from bench-serving -- --image-count 4 --request-rate 8",
+            "mmpool trace --model qwen3-vl --from gateway.jsonl --from-format openai --assume-image 1280x720",
+            "mmpool trace --model qwen2.5-vl --from-format bench-serving -- --image-count 4 --request-rate 8",
+            "mmpool trace --from rec1 -o merged.jsonl",
             "mmpool trace --model qwen2.5-vl fleet/*.log --executor ray -o fleet.jsonl",
         ],
-        "0 the trace was written; 2 usage error, or traffic that cannot be sized (one located line per "
+        "0 the trace was written; 1 --from DIR (a recording): the trace was written from a damaged recording (each "
+        "damaged file named on stderr); 2 usage error, or traffic that cannot be sized (one located line per "
         "problem on stderr, nothing written); 3 --executor ray: the cluster cannot be reached or went "
         "away (nothing written); 70 internal error.",
     ),
@@ -64,13 +66,26 @@ def trace(
     ctx: typer.Context,
     inputs: Annotated[
         list[str] | None,
-        typer.Argument(metavar="FILE...", help="Logs to read; with --from bench-serving, its arguments after --."),
+        typer.Argument(
+            metavar="[FILE...]",
+            help="Files to read, as --from; with --from-format bench-serving, its arguments after --.",
+        ),
+    ] = None,
+    files: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--from",
+            metavar="FILE",
+            help="A server log or OpenAI body log, as 'simulate --from' and 'cache --from' read them, or a "
+            "recording's directory (mmpool record); repeat.",
+        ),
     ] = None,
     model: Annotated[
         str | None, typer.Option("--model", metavar="NAME|PATH", help="A model family or a model directory.")
     ] = None,
     source: Annotated[
-        TraceSource, typer.Option("--from", help="The input's format (auto: sniffed; record: mmpool record's DIR).")
+        TraceSource,
+        typer.Option("--from-format", help="The files' format (auto: sniffed, a directory is a recording)."),
     ] = TraceSource.auto,
     output: Annotated[
         str | None,
@@ -128,6 +143,10 @@ def trace(
     if output == "-":  # stdout, as '-' is stdin for --trace
         output = None
     with _reported(fmt):
+        given = told(ctx)
+        inputs, source = _formats_given_as_from(files or [], inputs or [], source, "source" in given)
+        if source is TraceSource.auto and len(inputs) == 1 and os.path.isdir(inputs[0]):
+            source = TraceSource.record  # a directory is no log: a recording, as simulate --trace DIR reads it
         if workers < 1:
             raise MmpoolError(f"--workers {workers}: SGLang needs at least 1 tokenizer worker")
         if output is not None and os.path.isdir(output):
@@ -140,7 +159,7 @@ def trace(
         if ray_address is not None and executor is not ExecutorChoice.ray:
             raise MmpoolError("--ray-address names the cluster of --executor ray; add --executor ray")
         if source is TraceSource.record:
-            _recording(inputs or [], output, told(ctx))
+            _recording(inputs, output, given)
         shown = fmt is OutputFormat.human and source is not TraceSource.bench_serving and len(inputs or []) > 1
         count = len(inputs or []) if shown else 0
         with file_reader(
@@ -208,28 +227,59 @@ def _reported(fmt: OutputFormat) -> Iterator[None]:
         raise typer.Exit(e.exit_code) from None
 
 
+def _formats_given_as_from(
+    files: list[str], inputs: list[str], source: TraceSource, format_given: bool
+) -> tuple[list[str], TraceSource]:
+    """The files to read and their format, from ``--from FILE`` and the arguments.
+
+    ``--from`` once named the format (``--from openai FILE``): a value that is a format's name is still
+    read so, with a line on stderr saying how to write it now (``--from ./openai`` names a file so called).
+    """
+    formats = [f for f in files if f in {s.value for s in TraceSource}]
+    if not formats:
+        return files + inputs, source
+    if format_given or len(formats) > 1:
+        raise MmpoolError(
+            f"--from {formats[0]}: --from names the files to read; give their format once, with --from-format "
+            f"(--from ./{formats[0]} reads a file of that name)"
+        )
+    typer.echo(
+        f"mmpool: warning: --from {formats[0]} is the old spelling of --from-format {formats[0]} (--from names "
+        f"the files to read, as in simulate and cache; --from ./{formats[0]} reads a file of that name)",
+        err=True,
+    )
+    return [f for f in files if f != formats[0]] + inputs, TraceSource(formats[0])
+
+
 def _recording(inputs: list[str], output: str | None, given: dict[str, str]) -> None:
-    """``--from record DIR``: the recording's pools merged into one trace, the real offsets kept."""
+    """``--from-format record DIR``: the recording's pools merged into one trace, the real offsets kept."""
     from mmpool_cli.core.words import count
-    from mmpool_cli.traces.recording import merged_lines
+    from mmpool_cli.traces.recording import header_line, merged_lines
 
     # a recording holds what its pools leased, worker by worker: nothing is converted, so no flag of
     # the conversion applies (simulate --trace DIR replays it at other --workers or --tp)
-    converting = [flag for name, flag in given.items() if name not in ("inputs", "source", "output", "fmt")]
+    converting = [flag for name, flag in given.items() if name not in ("inputs", "files", "source", "output", "fmt")]
     if converting:
         raise MmpoolError(
-            f"{converting[0]} describes traffic to convert; --from record writes the recording as its pools "
+            f"{converting[0]} describes traffic to convert; a recording is written as its pools "
             "leased it (worker i the i-th pool, the bytes they leased): drop it (mmpool simulate --trace DIR "
             "--workers N replays it at another layout)"
         )
     if len(inputs) != 1:
-        raise MmpoolError("--from record reads one recording: give its directory (mmpool record --out DIR)")
+        raise MmpoolError("--from-format record reads one recording: give its directory (mmpool record --out DIR)")
     lines, rec = merged_lines(inputs[0])
-    _emit(output, lambda f: f.writelines(lines))
-    typer.echo(
-        f"mmpool trace: {count(len(lines), 'event')} of {count(len(rec.pools), 'pool')} from {inputs[0]}", err=True
-    )
-    raise typer.Exit(EXIT_OK)
+    _emit(output, lambda f: f.writelines([header_line(rec), *lines]))  # the layout first: it replays as written
+    said = f"mmpool trace: {count(len(lines), 'event')} of {count(len(rec.pools), 'pool')} from {inputs[0]}"
+    if not rec.damage:
+        typer.echo(said, err=True)
+        raise typer.Exit(EXIT_OK)
+    # what a crashed server left is still worth replaying: written, each damaged file named, and exit 1 so
+    # that a script cannot take it for a whole recording
+    for damage in rec.damage:
+        typer.echo(escape_undecodable(f"mmpool trace: warning: {damage}"), err=True)
+    files = f"{len(rec.damage):,} of its files (above) {'is' if len(rec.damage) == 1 else 'are'} not whole"
+    typer.echo(escape_undecodable(f"{said}, written from a damaged recording: {files}"), err=True)
+    raise typer.Exit(EXIT_FINDINGS)
 
 
 def _write(conversion: Conversion, output: str | None) -> None:

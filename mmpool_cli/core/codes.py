@@ -78,8 +78,15 @@ NEUTRAL = CodeRegistry(
         Code("file-not-regular", Severity.error, "a FIFO, device or socket: refused unread, so nothing blocks"),
         Code("file-binary", Severity.error, "NUL bytes, or a byte that is not UTF-8 (located at the byte)"),
         Code("file-not-utf8", Severity.error, "NUL bytes, or a byte that is not UTF-8 (located at the byte)"),
-        Code("file-empty", Severity.error, "nothing to read, or the top level is not a mapping"),
-        Code("root-not-mapping", Severity.error, "nothing to read, or the top level is not a mapping"),
+        *(
+            Code(
+                name,
+                Severity.error,
+                "nothing to read (an empty file, or one of comments only: a file cut early), "
+                "or the top level is not a mapping",
+            )
+            for name in ("file-empty", "file-only-comments", "root-not-mapping")
+        ),
         Code("yaml-syntax", Severity.error, "YAML SGLang cannot read, or a key given twice (only the last counts)"),
         Code(
             "yaml-duplicate-key", Severity.error, "YAML SGLang cannot read, or a key given twice (only the last counts)"
@@ -196,5 +203,6 @@ LAUNCH = CodeRegistry(
             "another layout than the recording's (the flags to compare are given), or an incomplete recording",
             also=(Severity.warning,),
         ),
+        Code("record-damaged", Severity.warning, "a file of the recording is not whole: which, and what of it is read"),
     ],
 )

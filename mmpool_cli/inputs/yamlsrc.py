@@ -115,6 +115,21 @@ def load(name: str, stdin: bytes | Finding | None = None) -> Source:
     return parse_text(name, text)
 
 
+def _nothing(src: Source, text: str) -> None:
+    """A file with no YAML node: empty, or comments only (a file cut before its first key reads so)."""
+    comments = sum(1 for line in text.splitlines() if line.lstrip().startswith("#"))
+    if not comments:
+        src.add(Severity.error, "file-empty", "the file is empty: write the configuration as a YAML mapping")
+        return
+    lines = "1 line" if comments == 1 else f"{comments} lines"
+    src.add(
+        Severity.error,
+        "file-only-comments",
+        f"the file holds only comments ({lines}), no configuration: was it cut? "
+        "write the configuration as a YAML mapping after them",
+    )
+
+
 def parse_text(name: str, text: str) -> Source:
     """Parse YAML (or JSON) text into a located mapping; every problem is a finding."""
     src = Source(name)
@@ -122,7 +137,7 @@ def parse_text(name: str, text: str) -> Source:
     try:
         root = loader.get_single_node()
         if root is None:
-            src.add(Severity.error, "file-empty", "the file is empty: write the configuration as a YAML mapping")
+            _nothing(src, text)
             return src
         src.root = root
         # Aliases and huge integers are checked on the node tree, before anything is built from it.

@@ -1,8 +1,9 @@
 /* The compiled twin of caches/curve.py's _intervals and _steps: the exact hit curve of a byte-counted LRU
  * (entries larger than the cache not admitted, an optional bound on entries) from one pass.
  *
- * curve(keys, sizes, weights, work, groups, max_entries) -> ((size, hits, work), ...): int64 buffers in
- * (groups empty: every lookup its own group), the step function out. Keys are dense ids in [0, n). The Python code
+ * curve(keys, sizes, weights, work, groups, max_entries[, in_order]) -> ((size, hits, work), ...): int64
+ * buffers in (groups empty: every lookup its own group; in_order: a group's keys are used in lookup
+ * order, not hits first), the step function out. Keys are dense ids in [0, n). The Python code
  * (caches/curve.py) is the reference; tests/caches/test_curve.py keeps the two equal.
  */
 #define PY_SSIZE_T_CLEAN
@@ -307,7 +308,8 @@ static PyObject *steps_tuple(const int64_t *oa, const int64_t *oh, const int64_t
 static PyObject *curve(PyObject *self, PyObject *args) {
     Py_buffer kb, sb, wb, ub, gb;
     long long max_entries;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*L", &kb, &sb, &wb, &ub, &gb, &max_entries)) return NULL;
+    int in_order = 0; /* a group's keys used in lookup order, not hits first */
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*L|p", &kb, &sb, &wb, &ub, &gb, &max_entries, &in_order)) return NULL;
     PyObject *result = NULL;
     int64_t n = kb.len / 8;
     const int64_t *keys = kb.buf, *sizes = sb.buf, *w = wb.buf, *u = ub.buf, *groups = gb.len ? gb.buf : NULL;
@@ -355,8 +357,8 @@ static PyObject *curve(PyObject *self, PyObject *args) {
     while (loclass < 63 && T.slot[loclass] < 0) loclass++;
     for (int64_t i = 0; i <= n; i++) {
         if (npend && (i == n || !groups || groups[i] != groups[i - 1])) {
-            /* the group's keys are used now: those that hit at smaller sizes first */
-            if (npend > 1) qsort(pend, (size_t)npend, sizeof(Pending), pending_order);
+            /* the group's keys are used now: those that hit at smaller sizes first (or in lookup order) */
+            if (npend > 1 && !in_order) qsort(pend, (size_t)npend, sizeof(Pending), pending_order);
             for (int64_t p = 0; p < npend; p++) {
                 if (t == T.cap && renumber(&T, ks, &t, nlive)) { PyErr_NoMemory(); goto done; }
                 int64_t key = pend[p].key, prev = ks[key].where;
@@ -478,7 +480,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"curve", curve, METH_VARARGS, "curve(keys, sizes, weights, work, groups, max_entries) -> ((size, hits, work), ...)"},
+    {"curve", curve, METH_VARARGS, "curve(keys, sizes, weights, work, groups, max_entries[, in_order]) -> ((size, hits, work), ...)"},
     {NULL, NULL, 0, NULL},
 };
 

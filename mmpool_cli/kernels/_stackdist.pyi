@@ -1,3 +1,3 @@
 def curve(
-    keys: bytes, sizes: bytes, weights: bytes, work: bytes, groups: bytes, max_entries: int, /
+    keys: bytes, sizes: bytes, weights: bytes, work: bytes, groups: bytes, max_entries: int, in_order: bool = ..., /
 ) -> tuple[bytes, bytes, bytes]: ...

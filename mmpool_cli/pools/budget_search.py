@@ -101,6 +101,7 @@ def smallest_budget(
     progress: Progress | None = None,
     max_events: int | None = None,
     early_stop: bool = True,
+    known: Sequence[Trial] = (),
 ) -> BudgetSearch:
     """Search the whole-MiB budgets from ``lowest`` to ``highest`` (those SGLang and plan accept).
 
@@ -109,7 +110,9 @@ def smallest_budget(
     answer is the candidate so far, ``exact`` False, with the budgets checked in ``checked_mb`` and
     the work left in ``undecided``/``more_events``. The trials run on ``executor`` (this process and
     ``jobs`` forked workers by default); which trials run depends on neither. ``early_stop`` False
-    replays every trial whole (the same answer, at more cost).
+    replays every trial whole (the same answer, at more cost). ``known``: trials already replayed over
+    the same events and pools (the curve's), taken as this search's own; an exact answer is the same
+    with or without them, and they count in ``spent_events`` but not against ``max_events``.
     """
     events = as_events(events)  # once: every trial replays the same columns
     no_miss = no_miss_budget(events, layouts, lowest, highest)
@@ -117,6 +120,7 @@ def smallest_budget(
     search = BudgetSearch(target, basis, method, None, lowest, top_mb=top, no_miss_mb=no_miss)
     run_on = LocalExecutor(jobs) if executor is None else executor
     with Evaluator(events, layouts, top, run_on, progress, no_miss) as ev:
+        ev.seed(known)
 
         def meets(mb: int) -> bool:
             return ev.get(mb).rate(basis) <= target
@@ -149,7 +153,7 @@ def smallest_budget(
                 ev.walk(lowest, estimate)
             except SearchLimit:
                 search.smallest_mb = estimate
-                search.checked_mb = (_decided_down(ev, estimate, lowest), estimate)
+                search.checked_mb = (_decided_down(ev, estimate, lowest, basis, target), estimate)
                 return unproven(lowest, estimate)
             search.smallest_mb = next(mb for mb in range(lowest, estimate + 1) if meets(mb))
             return done()
@@ -172,7 +176,7 @@ def smallest_budget(
             safe = _safe_below(ev, lowest_meeting, safe, top, basis, target)
         except SearchLimit:
             search.smallest_mb = safe  # safe as stated; a lower one is not ruled out
-            search.checked_mb = (_decided_down(ev, safe, lowest), search.upper_mb)
+            search.checked_mb = (_decided_down(ev, safe, lowest, basis, target), search.upper_mb)
             return unproven(lowest, search.upper_mb)
         search.smallest_mb = safe
         search.upper_mb = min(2 * safe, top)
@@ -224,9 +228,13 @@ def _decided_up(ev: Evaluator, mb: int, basis: Basis, target: Fraction) -> int:
         mb = max(mb + 1, min(tr.same_until_mb, ev.cap))
 
 
-def _decided_down(ev: Evaluator, mb: int, lowest: int) -> int:
-    """The first budget of the run down from ``mb`` that is decided."""
-    while mb > lowest and ev.known(mb - 1) is not None:
+def _decided_down(ev: Evaluator, mb: int, lowest: int, basis: Basis, target: Fraction) -> int:
+    """The first budget of the run down from ``mb`` that is decided and meets the target (a decided failure
+    below ends it: ``checked_mb`` says that every budget of it meets the target)."""
+    while mb > lowest:
+        tr = ev.known(mb - 1)
+        if tr is None or tr.rate(basis) > target:
+            break
         mb -= 1
     return mb
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mmpool_cli.core.units import MiB
@@ -72,6 +72,7 @@ class PoolCurve:
     no_miss_mb: int  # the budget from which no alloc can miss for space (top + 1: none up to the top)
     kv_unknown: str = ""  # where no point has its KV tokens: why, and how to get them
     replayed: int = 0  # the points replayed for the curve; the others were the search's whole trials
+    trials: list[Trial] = field(default_factory=list, repr=False)  # the whole replays behind the points
 
     @property
     def budgets_mb(self) -> list[int]:
@@ -125,6 +126,45 @@ def decided(trials: Sequence[Trial], mb: int) -> Trial | None:
     return None
 
 
+def replay_trials(
+    events: Events,
+    layouts: LayoutFor,
+    mbs: Sequence[int],
+    *,
+    top: int,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+    known: Sequence[Trial] = (),
+) -> list[Trial]:
+    """A whole replay deciding each budget of ``mbs`` alike, in the order of ``mbs``: replayed on ``executor``
+    (this machine's cores by default), ``top`` the largest budget the pools may take.
+
+    A budget that a trial of ``known`` (a budget search's) replayed whole and decides alike is taken from
+    it: its every alloc is decided as at that trial's budget, so its figures are the same, and it is not
+    replayed again.
+    """
+    known = sorted(known, key=lambda t: t.mb)
+    found = {mb: t for mb in mbs if (t := decided(known, mb)) is not None}
+    if progress is not None and found:
+        progress(len(found))
+    todo = [mb for mb in mbs if mb not in found]
+    run_on = LocalExecutor() if executor is None else executor
+    work = Work(events, layouts, top, 0, None)
+    try:
+        for trials in run_on.run(work, [Piece(mb, mb, UNLIMITED, whole=True) for mb in todo]) if todo else ():
+            found[trials[0].mb] = trials[0]
+            if progress is not None:
+                progress(len(found))
+    finally:
+        run_on.close()
+    return [found[mb] for mb in mbs]
+
+
+def point(mb: int, trial: Trial) -> CurvePoint:
+    """The point at ``mb`` of a whole trial that decides it alike."""
+    return CurvePoint(mb, trial.items, trial.fallback_items, trial.bytes, trial.fallback_bytes)
+
+
 def replay_budgets(
     events: Events,
     layouts: LayoutFor,
@@ -135,29 +175,6 @@ def replay_budgets(
     progress: Progress | None = None,
     known: Sequence[Trial] = (),
 ) -> list[CurvePoint]:
-    """Replay ``events`` whole at every budget of ``mbs`` on ``executor`` (this machine's cores by default);
-    ``top`` is the largest budget the pools may take. The points come in the order of ``mbs``.
-
-    A budget that a trial of ``known`` (a budget search's, sorted by budget) replayed whole and decides
-    alike is taken from it: its every alloc is decided as at that trial's budget, so its figures are
-    the same, and it is not replayed again.
-    """
-    known = sorted(known, key=lambda t: t.mb)
-    found = {mb: t for mb in mbs if (t := decided(known, mb)) is not None}
-    points: dict[int, CurvePoint] = {
-        mb: CurvePoint(mb, t.items, t.fallback_items, t.bytes, t.fallback_bytes) for mb, t in found.items()
-    }
-    if progress is not None and points:
-        progress(len(points))
-    todo = [mb for mb in mbs if mb not in points]
-    run_on = LocalExecutor() if executor is None else executor
-    work = Work(events, layouts, top, 0, None)
-    try:
-        for trials in run_on.run(work, [Piece(mb, mb, UNLIMITED, whole=True) for mb in todo]) if todo else ():
-            tr = trials[0]
-            points[tr.mb] = CurvePoint(tr.mb, tr.items, tr.fallback_items, tr.bytes, tr.fallback_bytes)
-            if progress is not None:
-                progress(len(points))
-    finally:
-        run_on.close()
-    return [points[mb] for mb in mbs]
+    """The points of ``replay_trials``: ``events`` replayed whole at every budget of ``mbs``, in that order."""
+    trials = replay_trials(events, layouts, mbs, top=top, executor=executor, progress=progress, known=known)
+    return [point(mb, t) for mb, t in zip(mbs, trials, strict=True)]

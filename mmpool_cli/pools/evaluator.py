@@ -72,6 +72,10 @@ class Evaluator:
         if self.progress is not None:
             self.progress(len(self.trials))
 
+    def seed(self, trials: Iterable[Trial]) -> None:
+        """Take trials replayed elsewhere (the curve's, each a whole replay) as if this search had run them."""
+        self._add(trials)
+
     def known(self, mb: int) -> Trial | None:
         """The trial that decides ``mb``, if one has been simulated."""
         i = bisect_right(self._starts, mb) - 1

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
 from mmpool_cli._record.mmpool_record import recfmt
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.pools.replay import SimResult
@@ -9,8 +12,23 @@ from mmpool_cli.traces.recorded_layout import DEFAULT_GRANULARITY, of_pools
 from mmpool_cli.traces.recording import Recording
 
 
-def compare(rec: Recording, result: SimResult | None, granularity: int = DEFAULT_GRANULARITY) -> list[Finding]:
-    """Whether the replay made the recorded pools' decisions: one finding, or none where it kept no decisions."""
+def damage_findings(rec: Recording) -> list[Finding]:
+    """One ``record-damaged`` warning per file of the recording that is not whole, naming it and what is read."""
+    return [Finding(Severity.warning, "record-damaged", str(damage)) for damage in rec.damage]
+
+
+def compare(
+    rec: Recording,
+    result: SimResult | None,
+    granularity: int = DEFAULT_GRANULARITY,
+    *,
+    header_for: Callable[[int], int] | None = None,
+) -> list[Finding]:
+    """Whether the replay made the recorded pools' decisions: one finding, or none where it kept no decisions.
+
+    ``header_for`` gives the data_start of the engine's cuda_ipc pools for a number of consumers: where
+    the recorded pools' is another, no flags replay them, and the finding says so instead of advising flags.
+    """
     if result is None or result.offsets is None:
         return []
     first = rec.pools[0]
@@ -21,6 +39,7 @@ def compare(rec: Recording, result: SimResult | None, granularity: int = DEFAULT
             "events were dropped" if p.info.get(recfmt.K_DROPPED) else "",
             "the first parts of its trace are gone (--max-bytes)" if not p.whole else "",
             "its process did not end cleanly" if not (p.complete and p.info.get(recfmt.K_COMPLETE)) else "",
+            f"{os.path.basename(p.damage[0].path)} is damaged" if p.damage else "",
         )
         if why
     ]
@@ -44,11 +63,13 @@ def compare(rec: Recording, result: SimResult | None, granularity: int = DEFAULT
     if want != have:
         own = of_pools(rec.pools, granularity)  # the whole-MiB budget that splits into these pools
         differ = next(k for k in want if want[k] != have[k])
-        how = (
-            f"to compare with what the pools did, replay with {own.flags()}"
-            if own.budget_mb is not None
-            else f"mmpool cannot replay the recording's own pools: {own.unsplit()}"
-        )
+        made = header_for(own.consumers) if header_for is not None and own.transport == "cuda_ipc" else None
+        if own.budget_mb is None:
+            how = f"mmpool cannot replay the recording's own pools: {own.unsplit()}"
+        elif made is not None and made != want["data_start"]:
+            how = f"mmpool cannot replay the recording's own pools: {own.unplaced(int(want['data_start']), made)}"
+        else:
+            how = f"to compare with what the pools did, replay with {own.flags()}"
         return [
             Finding(
                 Severity.info,

@@ -40,6 +40,7 @@ class PoolSetup:
     lowest_mb: int = 1  # the budgets the engine and its plan accept
     highest_mb: int = 1
     refused_every: str | None = None  # highest_mb < lowest_mb: why the plan refuses the lowest budget
+    header_for: Any = None  # consumers -> the data_start of the engine's cuda_ipc pools (None: cuda_vmm)
 
 
 def _rate(part: int, whole: int) -> float:

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmpool_cli.core import words
+from mmpool_cli.pools.budget_search import BudgetSearch
 from mmpool_cli.pools.report import SimulationReport
 from mmpool_cli.render.plot import _BY_BYTES, _BY_ITEMS, refuse_foreign, save_figure
 
@@ -81,6 +83,21 @@ def curve_figure(
     return fig
 
 
+def proof_bound(search: BudgetSearch) -> str | None:
+    """How far the proof of an answer its limit stopped got (None: proven, or an estimate by design): the
+    budgets checked, every one meeting the target, and those left undecided."""
+    if search.exact or search.smallest_mb is None:
+        return None
+    said = []
+    if search.checked_mb is not None:
+        lo, hi = search.checked_mb
+        said.append(f"every budget from {lo} to {hi} MiB meets the target")
+    if search.undecided is not None:
+        count, lo, hi = search.undecided
+        said.append(f"{words.count(count, 'budget')} from {lo} to {hi} MiB {'is' if count == 1 else 'are'} undecided")
+    return "; ".join(said) or "the proof stopped at its limit"
+
+
 def pool_curve_figure(report: SimulationReport) -> Any:
     """The figure of ``simulate --curve``: fallback by items and by bytes against the budget, KV tokens on the
     right (where the model gives them), the smallest safe budget and the target marked."""
@@ -95,9 +112,14 @@ def pool_curve_figure(report: SimulationReport) -> Any:
     search = report.search
     marks = []
     notes = [] if known else [f"KV tokens: {_wrapped(curve.kv_unknown or 'unknown')}"]
-    if search is not None and search.smallest_mb is not None:
-        proven = "" if search.exact or search.method == "bisect" else ", not proven"
-        label = f"smallest safe budget: {search.smallest_mb} MiB ({search.method}{proven})"
+    bound = None if search is None else proof_bound(search)
+    if search is not None and search.smallest_mb is not None and bound is not None:
+        # not proven: drawn apart from a proven mark (another colour, broken), with how far the proof got
+        label = f"smallest safe budget: {search.smallest_mb} MiB ({search.method}, NOT PROVEN)"
+        marks.append(Mark(search.smallest_mb, label, color="magenta", linestyle="-."))
+        notes.append(_wrapped(f"not proven: {bound}"))
+    elif search is not None and search.smallest_mb is not None:
+        label = f"smallest safe budget: {search.smallest_mb} MiB ({search.method})"
         marks.append(Mark(search.smallest_mb, label))
     elif search is not None:
         notes.append(f"no budget up to {search.top_mb} MiB meets the target")

@@ -13,6 +13,7 @@ from mmpool_cli.core import words
 from mmpool_cli.core.units import format_binary, format_size
 from mmpool_cli.pools.budget_search import BudgetSearch
 from mmpool_cli.pools.report import SimulationReport, result_data
+from mmpool_cli.render.curve_plot import proof_bound
 from mmpool_cli.render.human import Laid, _kv_cost_table, _kv_table, findings_table, launch_line, paragraph
 from mmpool_cli.render.layout import Grid, Span
 from mmpool_cli.render.text import version_note
@@ -170,6 +171,8 @@ def _curve_human(report: SimulationReport) -> RenderableType:
     c = report.curve
     assert c is not None
     found = None if report.search is None else report.search.smallest_mb
+    bound = None if report.search is None else proof_bound(report.search)
+    mark = "◀ smallest safe" if bound is None else "◀ smallest safe, NOT PROVEN"
     lo_why = "as given" if c.lo_given else "the largest feature's need"
     hi_why = "as given" if c.hi_given else "the budget at which no alloc can miss"
     if not c.hi_given and c.no_miss_mb > c.hi_mb:
@@ -193,13 +196,16 @@ def _curve_human(report: SimulationReport) -> RenderableType:
         ]
         if with_kv:
             row.append([("n/a" if p.kv_tokens is None else f"{p.kv_tokens:,}", None)])
-        row.append([("◀ smallest safe" if p.budget_mb == found else "", None)])
+        row.append([(mark if p.budget_mb == found else "", None if bound is None else "yellow")])
         rows.append(row)
     headers = ["MiB", "fallback items", "fallback bytes", *(["KV tokens"] if with_kv else []), ""]
     right = {0, 1, 2, 3} if with_kv else {0, 1, 2}
     parts.append(Laid(Grid(None, headers, rows, right=right, gap=2, rule=False)))
     if found is not None and all(p.budget_mb != found for p in c.points):
-        parts.append(paragraph(f"the smallest safe budget, {found} MiB, is not one of the points (below)"))
+        unproven = "," if bound is None else ", NOT PROVEN,"
+        parts.append(paragraph(f"the smallest safe budget{unproven} {found} MiB, is not one of the points (below)"))
+    if bound is not None:
+        parts.append(paragraph((f"the mark is not proven: {bound} (below)", "yellow")))
     if not with_kv:
         parts.append(paragraph(f"KV tokens per budget: {c.kv_unknown or 'unknown'}"))
     return Group(*parts)

@@ -11,6 +11,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from mmpool_cli.core.units import format_size
+from mmpool_cli.core.words import count, counted
 from mmpool_cli.render.human import Laid, paragraph
 from mmpool_cli.render.layout import Rows
 
@@ -46,26 +47,27 @@ def _rows(title: str, rows: list[tuple[str, str]]) -> Laid:
 def caches_text(report: dict[str, Any]) -> RenderableType:
     """The human report of ``mmpool cache --engine vllm``."""
     t = report["traffic"]
+    verdict = "OK" if report["status"] == "ok" else "BELOW TARGET"
     parts: list[RenderableType] = [
-        Text(f"mmpool cache: {report['verdict']}  ({report['engine']}, {report['model']})"),
+        Text(f"mmpool cache: {verdict}  ({report['engine']}, {report['model']})"),
         paragraph(
-            f"{t['requests_with_images']:,} requests with {t['images']:,} images ({t['distinct_images']:,} distinct) "
-            f"from {', '.join(t['files'])}"
-            + "".join(f"; {n:,} {what} not replayed" for what, n in t["not_replayed"].items())
+            f"{count(t['requests_with_images'], 'request')} with {count(t['images'], 'image')} "
+            f"({t['distinct_images']:,} distinct) from {', '.join(t['files'])}"
+            + "".join(f"; {counted(n, what)} not replayed" for what, n in t["not_replayed"].items())
         ),
     ]
     pc, enc = report["caches"]
     rows = [
-        ("layout", f"{pc['layout']}, {pc['api_processes']} API process(es)"),
+        ("layout", f"{pc['layout']}, {count(pc['api_processes'], 'API process', 'API processes')}"),
         ("size", format_size(pc["size_bytes"]) + f"  [{pc['size_origin']}]"),
-        ("hits", f"{pc['hits']:,} of {pc['lookups']:,} lookups ({pc['unbounded_hits']:,} if it never evicted)"),
+        ("hits", f"{pc['hits']:,} of {count(pc['lookups'], 'lookup')} ({pc['unbounded_hits']:,} if it never evicted)"),
     ]
     if pc["recommended_bytes"] is not None:
         cost = pc["recommended_cost"]
         rows += [
             (
                 f"{pc['target_hits_percent']}% of those",
-                format_size(pc["recommended_bytes"]) + f"  [{cost['hits']:,} hits]",
+                format_size(pc["recommended_bytes"]) + f"  [{count(cost['hits'], 'hit')}]",
             ),
             ("setting", pc["recommended_setting"]),
             ("host RAM then", format_size(cost["host_bytes"]) + f"  [now up to {pc['host_bytes']:,} B]"),
@@ -77,8 +79,8 @@ def caches_text(report: dict[str, Any]) -> RenderableType:
     size = "unknown" if enc["size_tokens"] is None else f"{enc['size_tokens']:,} tokens"
     rows = [
         ("budget", size),
-        ("hits", f"{enc['hits']:,} of {enc['lookups']:,} items shared from the cache"),
-        ("waited", f"{len(enc['waited_requests']):,} requests; refused {len(enc['refused_requests']):,}"),
+        ("hits", f"{enc['hits']:,} of {count(enc['lookups'], 'item')} shared from the cache"),
+        ("waited", f"{count(len(enc['waited_requests']), 'request')}; refused {len(enc['refused_requests']):,}"),
         ("peak", "unknown" if enc["occupancy_peak_tokens"] is None else f"{enc['occupancy_peak_tokens']:,} tokens"),
         ("smallest with no wait", f"{enc['recommended_tokens']:,} tokens"),
         ("setting", enc["recommended_setting"]),

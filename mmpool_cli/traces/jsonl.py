@@ -22,6 +22,7 @@ MAX_ITEM_CHARS = 256
 MAX_T_SECONDS = 10**9  # about 32 years: far beyond any recording, and keeps times small integers
 # ``offset`` and ``tick``: what the real pool did, in a recording (``simulate.recording``); the replay ignores them
 _KEYS = {"alloc": {"t", "op", "id", "bytes", "worker", "item", "key", "offset"}, "free": {"t", "op", "id", "tick"}}
+LAYOUT_KEY = "recording"  # a first line {"recording": {...}}: the layout of the recording it was merged from
 MAX_KEY_CHARS = 64  # an item's content key (inputs/traffic/content_key.py writes 32 hex digits, or url: and 32)
 
 
@@ -84,6 +85,8 @@ def line_event(raw: bytes, name: str, lineno: int, workers: int) -> Event | None
         raise TraceError(f"{where}: {duplicate_key(str(e))}") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise TraceError(f"{where}: not a JSON object ({_reason(e)})") from None
+    if lineno == 1 and type(obj) is dict and list(obj) == [LAYOUT_KEY] and type(obj[LAYOUT_KEY]) is dict:
+        return None  # a recording's layout, before its events (simulate reads it: simulate.recording.trace_layout)
     return _event(obj, where, workers)
 
 

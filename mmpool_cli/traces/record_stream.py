@@ -17,15 +17,18 @@ from __future__ import annotations
 import glob
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from mmpool_cli._record.mmpool_record import recfmt
+from mmpool_cli.core.words import count
 from mmpool_cli.traces.bounded import TraceError
 from mmpool_cli.traces.events import ALLOC, FREE, MAX_POOL_BYTES
 
 MAX_PARTS = 1 << 20
+MAX_RUN_BYTES = 1 << 20  # recording.json: a command line and a few numbers
 
 
 @dataclass
@@ -38,6 +41,7 @@ class PoolTrace:
     complete: bool = False  # the process wrote its END
     whole: bool = True  # read from the stream's first part (no earlier part missing)
     parts: int = 1
+    damage: list[Damage] = field(default_factory=list)  # its stream's files that are not whole
 
 
 class _Clock:
@@ -117,11 +121,11 @@ def read_stream(directory: str, stream: str, infos: dict[int, dict[str, Any]], m
         clocks[i] = _Clock(out[i], vmm, control, recfmt.interval_ns(info[recfmt.K_INTERVAL]))
     by_key: dict[int, _Clock] = {}
     started: set[int] = set()  # pools whose first read record has passed: a later HELD only continues
-    count, ended = 0, False
-    for n, path in parts:
-        records = _records(path, n)
-        count += len(records)
-        if count > max_events * 2 + 1024:
+    read, ended = 0, False
+    walk = _Stream(parts)
+    for path, records in walk:
+        read += len(records)
+        if read > max_events * 2 + 1024:
             raise TraceError(f"{directory}: more than {max_events} events; raise --max-events to read it")
         for kind, key, r, a, b, _c in records:
             where = f"{path}: record of kind {kind}"
@@ -153,25 +157,89 @@ def read_stream(directory: str, stream: str, infos: dict[int, dict[str, Any]], m
                 clock.release(r, a, True)
             else:
                 raise TraceError(f"{where}: not a record of mmpool record (kinds 1 to {recfmt.END})")
+    damage = walk.ended(ended)
     for trace in out.values():
         trace.complete = ended
+        trace.damage = damage
     return out
 
 
-def _records(path: str, part: int) -> list[tuple[int, int, int, int, int, int]]:
+Record = tuple[int, int, int, int, int, int]
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A file of a recording that is not whole: its path, and what is wrong with it and what of it is read."""
+
+    path: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.what}"
+
+
+class _Stream:
+    """One process's event stream, its parts read in turn; the damage of its files noted as they are read."""
+
+    def __init__(self, parts: list[tuple[int, str]]) -> None:
+        self.parts = parts
+        self.damage: list[Damage] = []
+        self._last: tuple[str, int, int] = ("", 0, 0)  # the last part: its path, its bytes, its cut (-1: none)
+
+    def __iter__(self) -> Iterator[tuple[str, list[Record]]]:
+        for n, path in self.parts:
+            records, damage, size, cut = _records(path, n)
+            if damage is not None:
+                self.damage.append(damage)
+            self._last = (path, size, cut)
+            yield path, records
+
+    def ended(self, ended: bool) -> list[Damage]:
+        """The damage of the stream's files, its last part's missing END (``ended`` False) among it."""
+        path, size, cut = self._last
+        if ended or not path:
+            return self.damage
+        if cut > 0:  # the cut already named: what it means for the stream is said on the same line
+            last = self.damage.pop()
+            return [*self.damage, Damage(last.path, f"{last.what}, and its process's END record is missing")]
+        if cut == 0:  # nothing of it was read: it says so already
+            return self.damage
+        return [
+            *self.damage,
+            Damage(
+                path,
+                f"ends at byte {size:,} without the END record its process writes when it ends cleanly (it was "
+                "killed or is still running, or the file was cut)",
+            ),
+        ]
+
+
+def _records(path: str, part: int) -> tuple[list[Record], Damage | None, int, int]:
+    """A part's whole records, what is wrong with its file, its bytes, and its cut (-1: none; 0: in its header)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
         raise TraceError(f"{path}: cannot read ({e.strerror or e})") from None
-    size = recfmt.RECORD.size
-    if len(data) < recfmt.HEADER.size:
-        return []  # created, never written: a process killed at once
+    size, head = recfmt.RECORD.size, recfmt.HEADER.size
+    if len(data) < head:  # created, never written (a process killed at once), or cut there
+        what = "empty (0 bytes)" if not data else f"cut inside its {head}-byte header ({count(len(data), 'byte')})"
+        return [], Damage(path, f"{what}: none of its events are read"), len(data), 0
     magic, version, number, _pid, _, _ = recfmt.HEADER.unpack_from(data)
     if magic != recfmt.MAGIC or version != recfmt.STREAM_VERSION or number != part:
         raise TraceError(f"{path}: not part {part} of an mmpool recording's event stream (version {version})")
-    whole = (len(data) - recfmt.HEADER.size) // size * size  # a record cut by a kill is not read
-    return list(recfmt.RECORD.iter_unpack(memoryview(data)[recfmt.HEADER.size : recfmt.HEADER.size + whole]))
+    whole = (len(data) - head) // size * size  # a record cut by a kill (or a copy) is not read
+    records = list(recfmt.RECORD.iter_unpack(memoryview(data)[head : head + whole]))
+    rest = len(data) - head - whole
+    if not rest:
+        return records, None, len(data), -1
+    read, lost = ("is" if len(records) == 1 else "are"), ("is" if rest == 1 else "are")
+    damage = Damage(
+        path,
+        f"cut inside a record at byte {head + whole:,} of {len(data):,}: the {count(len(records), 'record')} before "
+        f"it {read} read, the {count(rest, 'byte')} after {lost} not",
+    )
+    return records, damage, len(data), head + whole
 
 
 def read_jsonl(directory: str, info: dict[str, Any], max_events: int) -> PoolTrace:
@@ -224,12 +292,48 @@ def read_jsonl(directory: str, info: dict[str, Any], max_events: int) -> PoolTra
     return out
 
 
+def run_damage(directory: str) -> list[Damage]:
+    """``recording.json`` where it is there but not what ``mmpool record`` writes (cut short, overwritten)."""
+    path = os.path.join(directory, recfmt.RUN_MANIFEST)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_RUN_BYTES + 1)
+    except FileNotFoundError:
+        return []  # the hook alone (MMPOOL_RECORD set by hand) writes none
+    except OSError as e:
+        return [Damage(path, f"cannot be read ({e.strerror or e}); the pools' own files are read without it")]
+    why = ""
+    if len(data) > MAX_RUN_BYTES:
+        why = "over 1 MiB"
+    else:
+        try:
+            info = json.loads(data)
+        except ValueError as e:
+            why = f"not JSON: {e}" if data.strip() else f"{count(len(data), 'byte')}, no JSON"
+        else:
+            if not isinstance(info, dict) or info.get("format") != recfmt.RUN_FORMAT:
+                why = f"not an object of format {recfmt.RUN_FORMAT}"
+    if not why:
+        return []
+    what = f"not the run's manifest that mmpool record wrote ({why}): cut short or overwritten"
+    return [Damage(path, f"{what}; the pools' own files are read without it")]
+
+
+def damage_of(directory: str, traces: list[PoolTrace] | list[CacheTrace]) -> list[Damage]:
+    """The recording's files that are not whole, once each: the run's manifest, then the streams' parts."""
+    seen: dict[Damage, None] = dict.fromkeys(run_damage(directory))
+    for trace in traces:
+        seen.update(dict.fromkeys(trace.damage))
+    return list(seen)
+
+
 @dataclass
 class CacheTrace:
     """One multimodal cache's records, in order: (t, kind, a, b, c) as ``recfmt`` defines the cache kinds."""
 
     info: dict[str, Any]
     events: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    damage: list[Damage] = field(default_factory=list)  # its stream's files that are not whole
 
 
 def read_caches(directory: str, max_events: int) -> list[CacheTrace]:
@@ -244,16 +348,22 @@ def read_caches(directory: str, max_events: int) -> list[CacheTrace]:
             raise TraceError(f"{path}: not a cache manifest of mmpool record") from None
         found.setdefault(stream, {})[index] = CacheTrace(info)
     kinds = recfmt.CACHE_KINDS
-    count = 0
+    read = 0
     for stream, caches in found.items():
         by_key: dict[int, CacheTrace] = {}
-        for n, path in stream_parts(directory, stream):
-            for kind, key, t, a, b, c in _records(path, n):
+        walk, ended = _Stream(stream_parts(directory, stream)), False
+        for _path, records in walk:
+            for kind, key, t, a, b, c in records:
                 if kind == recfmt.CACHE_REGISTER and a in caches:
                     by_key[key] = caches[a]
                 elif kind in kinds and key in by_key:
                     by_key[key].events.append((t, kind, a, b, c))
-                    count += 1
-                    if count > max_events:
+                    read += 1
+                    if read > max_events:
                         raise TraceError(f"{directory}: more than {max_events} cache events")
+                elif kind == recfmt.END:
+                    ended = True
+        damage = walk.ended(ended)
+        for trace in caches.values():
+            trace.damage = damage
     return [trace for caches in found.values() for trace in caches.values()]

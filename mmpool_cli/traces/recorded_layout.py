@@ -66,6 +66,14 @@ class RecordedLayout:
             "each (the pools were not made from SGLANG_MM_FEATURE_CACHE_MB)"
         )
 
+    def unplaced(self, data_start: int, made: int) -> str:
+        """Why no flags replay these pools whose data starts at ``data_start``, where the engine's start at ``made``."""
+        consumers = f"{self.consumers} consumer{'s' if self.consumers != 1 else ''}"
+        return (
+            f"their data starts at {data_start:,} B, where SGLang's pools of {consumers} start theirs at {made:,} B "
+            "(the pools were not laid out by SGLang)"
+        )
+
 
 def of_pools(pools: list[dict[str, Any]], granularity: int = DEFAULT_GRANULARITY) -> RecordedLayout:
     """The layout of a recording's pool manifests (in worker order; the first pool's layout stands for all)."""

@@ -14,14 +14,19 @@ import glob
 import heapq
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from mmpool_cli._record.mmpool_record import recfmt
+from mmpool_cli.core.words import count
+from mmpool_cli.traces.bounded import MAX_LINE_BYTES
 from mmpool_cli.traces.events import ALLOC, Events
+from mmpool_cli.traces.jsonl import LAYOUT_KEY
+from mmpool_cli.traces.parquet import is_parquet
 from mmpool_cli.traces.reader import MAX_EVENTS, TraceError
-from mmpool_cli.traces.record_stream import PoolTrace, read_jsonl, read_stream
+from mmpool_cli.traces.record_stream import Damage, PoolTrace, damage_of, read_jsonl, read_stream
 from mmpool_cli.traces.recorded_layout import DEFAULT_GRANULARITY, RecordedLayout, of_pools
 
 MAX_POOLS = 1024  # SGLang's --tokenizer-worker-num is at most this in mmpool's plan
@@ -37,6 +42,7 @@ class Recording:
     offsets: list[int | None] = field(default_factory=list)  # per alloc of the merged trace, in order
     ids: list[str] = field(default_factory=list)
     traces: list[PoolTrace] = field(default_factory=list)  # in worker order, as ``pools``
+    damage: list[Damage] = field(default_factory=list)  # the recording's files that are not whole, once each
 
     def source(self) -> dict[str, Any]:
         """What the report's ``source`` says of the recording."""
@@ -79,6 +85,9 @@ def _manifest(path: str) -> dict[str, Any]:
 
 def _pool_manifests(path: str) -> tuple[list[str], list[dict[str, Any]]]:
     """The recording's pool manifests: their files, sorted, and what each holds; TraceError if none or too many."""
+    if not os.path.isdir(path):
+        what = "is a file, not a directory" if os.path.lexists(path) else "no such directory"
+        raise TraceError(f"{path}: {what}; give the directory of a recording (mmpool record --out DIR)")
     manifests = sorted(glob.glob(os.path.join(glob.escape(path), recfmt.POOL_GLOB)))
     if not manifests:
         raise TraceError(f"{path}: no pool-*.json: not a recording of mmpool record, or no pool was recorded")
@@ -130,7 +139,12 @@ def read_recording(
     total = sum(len(p.events) for p in traces)
     if total > max_events:
         raise TraceError(f"{path}: more than {max_events} events; raise --max-events to read it")
+    damage = damage_of(path, traces)
     if not total:
+        broken = [d for d in damage if os.path.basename(d.path) != recfmt.RUN_MANIFEST]
+        if broken:
+            more = f" (and {count(len(broken) - 1, 'more damaged file')})" if len(broken) > 1 else ""
+            raise TraceError(f"{path}: no events to read: {broken[0]}{more}")
         raise TraceError(f"{path}: no events: the recording's {len(traces)} pools leased nothing")
     start = min(int(p.t0 or 0) for p in traces)
     streams = []
@@ -141,7 +155,7 @@ def read_recording(
         streams.append(_stream(trace, n, shift, name))
     pools = [p.info for p in traces]
     out = Events(keep_ids=keep_ids, requests=requests)
-    rec = Recording(path, pools, traces=traces)
+    rec = Recording(path, pools, traces=traces, damage=damage)
     live: dict[str, int] = {}
     serial = 0
     for t, _, op, ident, nbytes, pool, offset in heapq.merge(*streams, key=lambda e: (e[0], e[1])):
@@ -158,9 +172,9 @@ def read_recording(
 
 
 def merged_lines(path: str, *, max_events: int = MAX_EVENTS) -> tuple[list[str], Recording]:
-    """The recording as one trace (``trace --from record``): its lines, worker i the i-th pool, offsets kept."""
-    count = len(glob.glob(os.path.join(glob.escape(path), recfmt.POOL_GLOB)))
-    events, rec = read_recording(path, max(count, 1), max_events=max_events)
+    """The recording as one trace (``trace --from DIR``): its lines, worker i the i-th pool, offsets kept."""
+    found = len(glob.glob(os.path.join(glob.escape(path), recfmt.POOL_GLOB)))
+    events, rec = read_recording(path, max(found, 1), max_events=max_events)
     lines = []
     allocs = 0
     ids = events.ids or []
@@ -173,6 +187,51 @@ def merged_lines(path: str, *, max_events: int = MAX_EVENTS) -> tuple[list[str],
             body = {"op": "free", "id": ids[key]}
         lines.append(head + json.dumps(body)[1:] + "\n")
     return lines, rec
+
+
+def header_line(rec: Recording) -> str:
+    """The merged trace's first line: the layout its pools had (``trace_layout`` reads it back), so that
+    ``simulate --trace FILE`` replays the file at the recording's own layout, as ``--trace DIR`` does."""
+    first = rec.pools[0]
+    layout = {
+        "pools": len(rec.pools),
+        "transport": first[recfmt.K_TRANSPORT],
+        "layout": first[recfmt.K_LAYOUT],
+        "recycle_interval_s": first[recfmt.K_INTERVAL],
+    }
+    return json.dumps({LAYOUT_KEY: layout}) + "\n"
+
+
+def trace_layout(path: str, granularity: int = DEFAULT_GRANULARITY) -> RecordedLayout | None:
+    """The recording's layout that the trace file at ``path`` begins with (``header_line``), or None where it
+    begins with none (a trace of traffic, one merged before mmpool wrote the layout, stdin, Parquet)."""
+    if path == "-" or is_parquet(path):
+        return None
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as f:
+            first = f.readline(MAX_LINE_BYTES + 1)
+    except OSError:
+        return None  # the trace's reader says what is wrong with it
+    if not first.lstrip().startswith(b'{"' + LAYOUT_KEY.encode() + b'"'):
+        return None
+    where = f"{path}:1"
+    try:
+        header = json.loads(first)[LAYOUT_KEY]
+        pools = header["pools"]
+        manifest = {
+            "file": where,
+            recfmt.K_TRANSPORT: header["transport"],
+            recfmt.K_LAYOUT: header["layout"],
+            recfmt.K_INTERVAL: header["recycle_interval_s"],
+        }
+    except (ValueError, KeyError, TypeError) as e:
+        what = "not the layout of a recording that mmpool trace --from DIR writes"
+        raise TraceError(f"{where}: {what} ({type(e).__name__}: {e})") from None
+    if type(pools) is not int or not 1 <= pools <= MAX_POOLS:
+        raise TraceError(f"{where}: the recording's pools must be a whole number from 1 to {MAX_POOLS}, not {pools!r}")
+    return of_pools([manifest] * pools, granularity)
 
 
 def _stream(trace: PoolTrace, n: int, shift: int, name: str) -> Iterator[tuple[Any, ...]]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from mmpool_cli.caches.report import CacheItem, CacheNote, CacheReport
+from mmpool_cli.core.words import count
 from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape
@@ -58,18 +59,19 @@ def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
     unkeyed = sum(1 for item in q.items if item.key is None)
     if unkeyed == len(q.items):  # every size would show 0 hits: an answer about the input, not the caches
         raise MmpoolError(
-            f"{q.source}: none of its {len(q.items):,} items carries its data, so no repeat can be seen (a request "
-            "log at --log-requests-level 2 keeps only each string's ends; bench_serving's images are random); log "
-            "with --log-requests-level 3, or give the OpenAI bodies (--from openai) or a trace mmpool trace wrote "
-            "from them"
+            f"{q.source}: none of its {count(len(q.items), 'item')} carries its data, so no repeat can be seen (a "
+            "request log at --log-requests-level 2 keeps only each string's ends; bench_serving's images are "
+            "random); log with --log-requests-level 3 (every input whole), or give --from the OpenAI bodies or a "
+            "trace mmpool trace wrote from them"
         )
     if unkeyed:
         notes.append(
             CacheNote(
                 "cache-item-unkeyed",
                 "warning",
-                f"{unkeyed:,} of {len(q.items):,} items carry no content key (their data was not in the input: a "
-                "log that cut them, bench_serving's random images, or a trace without keys): each taken as used once",
+                f"{unkeyed:,} of {count(len(q.items), 'item')} carry no content key (their data was not in the "
+                "input: a log that cut them, bench_serving's random images, or a trace without keys): each taken as "
+                "used once",
             )
         )
     if any(item.key is not None and item.key.startswith("url:") for item in q.items):

@@ -53,8 +53,8 @@ def vllm_caches(
     entries = caches.caches(request, traffic, window, progress, target)
     # the top level of SGLang's ``mmpool cache`` report (render.caches), then vLLM's own fields
     return {
-        "schema": SCHEMA_VERSION,
-        "verdict": "OK" if all(c["meets_target"] for c in entries) else "BELOW TARGET",
+        "schema_version": SCHEMA_VERSION,
+        "status": "ok" if all(c["meets_target"] for c in entries) else "fail",
         "engine": f"vLLM {request.release.version}",
         "source": ", ".join(traffic.files),
         "caches": entries,

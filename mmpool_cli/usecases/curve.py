@@ -20,7 +20,8 @@ from mmpool_cli.pools.curve import (
     PoolCurve,
     decided,
     largest_alloc_budget,
-    replay_budgets,
+    point,
+    replay_trials,
 )
 from mmpool_cli.pools.executors import Executor
 from mmpool_cli.pools.report import PoolSetup
@@ -125,13 +126,14 @@ def fill_curve(
     """``curve`` (of ``plan_curve``) with its points: each replayed, or taken from a whole trial of ``known``."""
     mbs = curve.budgets_mb
     known = sorted(known, key=lambda t: t.mb)
-    points = replay_budgets(
+    trials = replay_trials(
         events, pools.layouts, mbs, top=pools.highest_mb, executor=executor, progress=progress, known=known
     )
+    points = [point(mb, t) for mb, t in zip(mbs, trials, strict=True)]
     if kv_tokens is not None:
         points = [
             CurvePoint(p.budget_mb, p.items, p.fallback_items, p.bytes, p.fallback_bytes, kv_tokens(p.budget_mb))
             for p in points
         ]
     replayed = len(mbs) - sum(decided(known, mb) is not None for mb in mbs)
-    return dataclasses.replace(curve, points=points, replayed=replayed)
+    return dataclasses.replace(curve, points=points, replayed=replayed, trials=trials)

@@ -20,7 +20,6 @@ from mmpool_cli.pools.curve import PoolCurve
 from mmpool_cli.pools.replay import simulate as replay
 from mmpool_cli.pools.report import PoolSetup, SimulationReport
 from mmpool_cli.pools.trace_file import TraceFile
-from mmpool_cli.pools.trials import Trial
 from mmpool_cli.traces.events import Event, Events, as_events
 from mmpool_cli.traces.recorded_layout import DEFAULT_GRANULARITY
 from mmpool_cli.usecases.curve import CurveRange
@@ -65,7 +64,13 @@ class SimulateRequest:
     model: str | None = None
     progress: ProgressFor | None = None
     curve: CurveRange | None = None  # the pool's curve over these budgets, the search's answer marked
+    curve_proof: bool = False  # the mark of --curve alone: its proof bounded at about the curve's own cost
     kv_unknown: str = ""  # where the KV tokens are unknown: why, and how to get them
+
+
+# the least the proof of --curve's mark may replay (events): about a second of the compiled replay, so
+# that a small trace's mark is proven whatever its curve's points cost
+CURVE_PROOF_EVENTS = 10_000_000
 
 
 class NoBudgetError(MmpoolError):
@@ -141,6 +146,8 @@ def simulate(request: SimulateRequest) -> SimulationReport:
 
         assert events is not None
         planned = plan_curve(request.curve, events, pools)
+        # the curve first: its whole replays are the search's first trials, so the mark costs only its proof
+        report.curve = _curve(request, eng, pools, events, progress, planned)
     if request.smallest_budget or planned is not None:  # a curve marks the budget the search recommends
         assert events is not None  # a search replays the events many times: they were read whole
         from mmpool_cli.pools.executors import executor_for
@@ -158,24 +165,24 @@ def simulate(request: SimulateRequest) -> SimulationReport:
                 method=request.method,
                 executor=run_on,
                 progress=searched,
-                max_events=_limit_events(request.search_limit, len(events)),
+                max_events=_limit_events(request, len(events)),
+                known=[] if report.curve is None else report.curve.trials,
             )
         report.search = found
         if found.smallest_mb is not None:
             chosen = eng.plan_for_budget(request.pools, found.smallest_mb)
             report.settings = chosen.settings
             report.kv_cost = getattr(chosen, "kv_cost", None)
-    if planned is not None:
-        assert events is not None
-        assert report.search is not None
-        report.curve = _curve(request, eng, pools, events, progress, planned, report.search.trials)
     if request.keep_events:
         report.events_data = events
     if recorded is not None:
-        from mmpool_cli.pools.recorded import compare
+        from mmpool_cli.pools.recorded import compare, damage_findings
 
         assert request.trace is not None
-        report.findings.extend(compare(recorded, report.result, request.trace.granularity))
+        report.findings.extend(damage_findings(recorded))
+        report.findings.extend(
+            compare(recorded, report.result, request.trace.granularity, header_for=pools.header_for)
+        )
     return report
 
 
@@ -191,14 +198,19 @@ def _read_trace(trace: TraceSource, workers: int, requests: bool) -> tuple[dict[
     timeline = TraceFile(
         trace.path, workers, trace.max_events, trace.idle_timeout, keep_ids=trace.keep_ids, requests=requests
     )
-    return {"trace": trace.path}, timeline, None
+    said = {"assumptions": trace.assumptions} if trace.assumptions else {}  # a trace merged from a recording
+    return {"trace": trace.path, **said}, timeline, None
 
 
-def _limit_events(limit: tuple[int, str] | None, trace_events: int) -> int | None:
-    """The search limit in replayed events: as given, or so many whole replays of the trace."""
-    if limit is None:
+def _limit_events(request: SimulateRequest, trace_events: int) -> int | None:
+    """The search limit in replayed events: as given, or so many whole replays of the trace; for the mark of
+    ``--curve`` alone (``curve_proof``), the larger of ``CURVE_PROOF_EVENTS`` and half the curve's replays
+    (with the bisection's, the mark then costs about what the curve does)."""
+    if request.curve_proof and request.curve is not None:
+        return max(CURVE_PROOF_EVENTS, request.curve.points * trace_events // 2)
+    if request.search_limit is None:
         return None
-    count, unit = limit
+    count, unit = request.search_limit
     return count * trace_events if unit == "replays" else count
 
 
@@ -226,10 +238,8 @@ def _curve(
     events: Events,
     progress: ProgressFor,
     planned: PoolCurve,
-    known: list[Trial],
 ) -> PoolCurve:
-    """The pool's curve, each point's KV tokens as the engine's plan counts them at that budget; a point
-    that the search replayed whole is its trial's."""
+    """The pool's curve, each point's KV tokens as the engine's plan counts them at that budget."""
     from mmpool_cli.pools.executors import executor_for
     from mmpool_cli.usecases.curve import fill_curve
 
@@ -245,6 +255,5 @@ def _curve(
             executor=executor_for(request.executor, address=request.ray_address),
             kv_tokens=kv_tokens if getattr(request.pools, "kv", None) is not None else None,
             progress=tick,
-            known=known,
         )
     return dataclasses.replace(made, kv_unknown=request.kv_unknown)

@@ -53,6 +53,6 @@ def trace(request: TrafficRequest, engine_name: str = DEFAULT, map_files: FileMa
         for path in request.inputs:
             if path.startswith("--"):
                 raise MmpoolError(
-                    f"{path}: an option where a FILE belongs (bench_serving arguments need --from bench-serving)"
+                    f"{path}: an option where a FILE belongs (bench_serving arguments need --from-format bench-serving)"
                 )
     return engine(engine_name).read_traffic(replace(request, inputs=list(request.inputs)), map_files)

@@ -127,8 +127,11 @@ def spread(seed: int, n: int, distinct: int) -> tuple[list[int], list[int]]:
 
 
 @pytest.mark.skipif(cache_curve.FAST is None, reason="the compiled kernel is not built")
-@pytest.mark.parametrize(("seed", "limit", "batched"), [(0, 0, False), (1, 300, False), (2, 0, True), (3, 40, True)])
-def test_compiled_kernel_equals_python_across_blocks(seed: int, limit: int, batched: bool) -> None:
+@pytest.mark.parametrize(
+    ("seed", "limit", "batched", "in_order"),
+    [(0, 0, False, False), (1, 300, False, False), (2, 0, True, False), (3, 40, True, False), (4, 0, True, True)],
+)
+def test_compiled_kernel_equals_python_across_blocks(seed: int, limit: int, batched: bool, in_order: bool) -> None:
     # the kernel keeps the live keys in blocks of times and renumbers them as they run out: reuses at
     # every distance (inside a block, across blocks, over renumberings), empty entries, both bounds
     rng = random.Random(seed)
@@ -141,8 +144,8 @@ def test_compiled_kernel_equals_python_across_blocks(seed: int, limit: int, batc
         for _ in keys:
             g += rng.random() < 0.5
             groups.append(g)
-    a = lru_curve(keys, sizes, weights, work, groups=groups, max_entries=limit, native=False)
-    b = lru_curve(keys, sizes, weights, work, groups=groups, max_entries=limit, native=True)
+    a = lru_curve(keys, sizes, weights, work, groups=groups, max_entries=limit, in_order=in_order, native=False)
+    b = lru_curve(keys, sizes, weights, work, groups=groups, max_entries=limit, in_order=in_order, native=True)
     assert a == b
     assert len(a.steps) > 100
 

@@ -7,6 +7,7 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from mmpool_cli.caches.from_trace import read_items
@@ -71,7 +72,7 @@ def test_human_table_and_plot(run_line, tmp_path: Path) -> None:
     argv = ["mmpool", "cache", "--model", "qwen2.5-vl", "--hidden-size", "3584", "--from", log, "--plot", str(plot)]
     result = run_line([*argv, "--mm-preprocess-cache-size-mb", "4"])
     assert result.exit_code == 0, result.output
-    assert "embedding cache (GPU, scheduler)" in result.stdout and "← deployment" in result.stdout
+    assert "Embedding cache (GPU, scheduler)" in result.stdout and "← deployment" in result.stdout
     assert b"mmpool cache" in plot.read_bytes()
 
 
@@ -137,3 +138,25 @@ def test_some_items_without_data_are_a_warning(run_line, tmp_path: Path) -> None
     found = {f["code"]: f["severity"] for f in data["findings"]}
     assert found.get("cache-item-unkeyed") == "warning", result.output
     assert data["caches"][0]["hits"] == 1  # the two keyed lookups of a; the unkeyed one used once
+
+
+def test_below_target_is_1_and_exit_zero_keeps_the_report(run_line, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the shipped example: the preprocess cache is off by default and its traffic repeats, so it is below
+    # target: exit 1 with the whole report, which a script tells from mmpool's own failures (2, 70)
+    argv = ["mmpool", "cache", "--model", "examples/qwen2.5-vl-7b", "--from", "examples/traffic/chats.jsonl"]
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    below = run_line([*argv, "--format", "json"])
+    assert below.exit_code == 1 and json.loads(below.stdout)["status"] == "fail"
+    zero = run_line([*argv, "--format", "json", "--exit-zero"])
+    assert (zero.exit_code, zero.stdout) == (0, below.stdout)
+    monkeypatch.setenv("MMPOOL_EXIT_ZERO", "1")
+    assert run_line([*argv, "--format", "json"]).exit_code == 0
+    refused = run_line([*argv, "--target-hits", "101", "--exit-zero"])
+    assert (refused.exit_code, refused.stdout) == (2, "")
+
+
+def test_one_of_anything_is_said_in_the_singular(run_line, tmp_path: Path) -> None:
+    log = _bodies(tmp_path, [_png_url((56, 56))])
+    argv = ["mmpool", "cache", "--model", "qwen2.5-vl", "--hidden-size", "3584", "--from", log]
+    out = " ".join(run_line([*argv, "--mm-preprocess-cache-size-mb", "4"]).stdout.split())
+    assert "0 of 1 lookup (0.00%)" in out and "1 lookups" not in out

@@ -75,7 +75,7 @@ def test_each_release_is_replayed_by_its_own_rules(run):
 def test_exit_1_where_a_cache_misses_its_target_at_the_deployments_size(run):
     small = run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-gb", "0.01", "--format", "json")
     assert small.exit_code == 1, small.output
-    assert json.loads(small.stdout)["verdict"] == "BELOW TARGET"
+    assert json.loads(small.stdout)["status"] == "fail"
     processor, encoder = json.loads(small.stdout)["caches"]
     assert not processor["meets_target"] and encoder["meets_target"]
     loose = run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-gb", "0.01", "--target-hits", "0")
@@ -97,7 +97,7 @@ def test_the_json_has_the_shape_of_sglangs(run, tmp_path: Path):
     vllm = json.loads(run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--format", "json").stdout)
     argv = ["--model", "qwen2.5-vl", "--hidden-size", "3584", "--from", EXAMPLE, "--format", "json"]
     sglang = json.loads(run(*argv, engine="sglang").stdout)
-    assert set(sglang) <= set(vllm) and (vllm["schema"], vllm["verdict"]) == (sglang["schema"], "OK")
+    assert set(sglang) <= set(vllm) and (vllm["schema_version"], vllm["status"]) == (sglang["schema_version"], "ok")
     assert (vllm["engine"], sglang["engine"]) == ("vLLM 0.34.0", "SGLang 0.5.23")
     shared = set(sglang["caches"][0])
     for cache in vllm["caches"]:

@@ -29,7 +29,7 @@ def test_help_fits_80_columns_uncut(command: str | None) -> None:
     assert all(line == line.rstrip() for line in lines)
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [*COMMANDS, "cache", "trace"])
 def test_help_has_an_example_and_the_exit_codes(command: str) -> None:
     out = _mmpool(command, "--help").stdout
     assert f"$ mmpool {command}" in out
@@ -67,3 +67,42 @@ def test_the_validate_page_names_every_option_and_kind_validate_takes() -> None:
             if str(getattr(choice, "value", choice)) not in rows:
                 missing.append(f"{longs[0]} {getattr(choice, 'value', choice)}")
     assert missing == []
+
+
+def _sections(out: str) -> dict[str, str]:
+    """The help's sections by their heading (a line at column 0 ending in ':')."""
+    found: dict[str, list[str]] = {}
+    title = ""
+    for line in out.splitlines():
+        if line.endswith(":") and not line.startswith(" "):
+            title = line[:-1]
+        found.setdefault(title, []).append(line)
+    return {k: "\n".join(v) for k, v in found.items()}
+
+
+def test_cache_help_lists_what_every_engine_takes_first_and_each_engines_own_apart() -> None:
+    sections = _sections(_mmpool("cache", "--help").stdout)
+    common = sections["Options"]
+    for flag in ("--model", "--from FILE", "--trace", "--engine", "--target-hits", "--format", "--exit-zero"):
+        assert flag in common, flag
+    vllm = sections["vLLM (--engine vllm)"]
+    assert "--mm-processor-cache-gb" in vllm and "--encoder-window" in vllm and "--mm-processor" not in common
+    sglang = sections["SGLang only (--engine sglang)"]
+    for flag in ("--hidden-size", "--mm-preprocess-cache-size-mb", "--workers", "--tp N", "--assume-video"):
+        assert flag in sglang and flag not in common, flag
+    assert "bench-serving" not in sglang  # --from-format offers only the logs that carry their items' data
+    assert "refused with --engine vllm --from/--trace FILE" in " ".join(common.split())
+
+
+def test_help_offers_no_engine_the_command_refuses() -> None:
+    for command in ("simulate", "probe"):
+        out = _mmpool(command, "--help").stdout
+        assert "--engine sglang" in out and "<sglang|vllm>" not in out, command
+        refused = _mmpool(command, "--engine", "vllm")
+        assert refused.returncode == 2 and "plan --engine vllm" in refused.stderr, command
+
+
+def test_record_help_says_it_records_both_engines_caches() -> None:
+    out = " ".join(_mmpool("record", "--help").stdout.split())
+    assert "each SGLang pool's exact trace" not in out
+    assert "SGLang's and vLLM's multimodal caches" in out

@@ -87,8 +87,8 @@ def test_trace_errors_name_their_codes_as_json_does(run_line, tmp_path: Path) ->
     body = '{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/a.png"}}]}]}'
     log = tmp_path / "bodies.jsonl"
     log.write_text(body + "\nnot json\n")
-    human = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", "--from", "openai", str(log)]).stderr
-    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", "--from", "openai", str(log), "--format", "json"])
+    human = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", "--from-format", "openai", str(log)]).stderr
+    result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", "--from-format", "openai", str(log), "--format", "json"])
     data = json.loads(result.stdout or result.stderr)
     for finding in data["findings"]:
         assert f"{finding['where']}: error [{finding['code']}] {finding['message']}" in human

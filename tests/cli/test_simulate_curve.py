@@ -68,14 +68,66 @@ def test_the_curve_always_marks_the_budget_smallest_budget_gives(run_line) -> No
         alone = json.loads(
             run_line([*TRACE, "--smallest-budget", "--target-fallback", target, "--format", "json"]).stdout
         )
-        assert curve["smallest_budget"] == alone["smallest_budget"]  # the same search, trial for trial
+        # the same answer: the search of the mark starts from the curve's replays, so its trials differ
+        answer = [k for k in alone["smallest_budget"] if k not in ("trials", "replayed_events", "limit_events")]
+        assert curve["smallest_budget"]["exact"] and alone["smallest_budget"]["exact"]
+        assert [curve["smallest_budget"][k] for k in answer] == [alone["smallest_budget"][k] for k in answer]
+        points = {p["budget_bytes"] // MiB for p in curve["curve"]}
+        assert points <= {t["mb"] for t in curve["smallest_budget"]["trials"]}  # the curve's replays, not again
         both = run_line([*TRACE, "--curve", "--smallest-budget", "--target-fallback", target, "--format", "json"])
-        assert json.loads(both.stdout) == curve  # --smallest-budget adds nothing to --curve
+        both_data = json.loads(both.stdout)
+        assert both_data["smallest_budget"]["limit_events"] == 10**9  # --smallest-budget's own limit
+        both_data["smallest_budget"]["limit_events"] = curve["smallest_budget"]["limit_events"]
+        assert both_data == curve  # proven either way: --smallest-budget adds only its larger limit
     human = run_line([*TRACE, "--curve", "--curve-points", "8"]).stdout
     assert "Pool curve\n8 budgets from 97 MiB (the largest feature's need) to 141 MiB" in human
     assert "\n141   0 / 3 (0.00%)         0 B (0.00%)  ◀ smallest safe\n" in human
     assert "SGLANG_MM_FEATURE_CACHE_MB=141 (safe" in human
     assert "export SGLANG_MM_FEATURE_CACHE_MB=141" in human
+
+
+def test_the_mark_of_the_curve_alone_is_proven_within_about_the_curve_s_own_cost(run_line, tmp_path) -> None:
+    trace = tmp_path / "t.jsonl"
+    write_trace(trace, 3, 2)
+    base = ["mmpool", "simulate", "--trace", str(trace), "--workers", "2", "--curve", "--format", "json"]
+    events = len(trace.read_text().splitlines())
+    limits = {
+        (): max(10_000_000, 32 * events),  # at least 10M events, else half the curve's points in whole replays
+        ("--curve-points", "1000"): max(10_000_000, 500 * events),
+        ("--search-limit", "3x"): 3 * events,  # as given
+        ("--smallest-budget",): 10**9,  # --smallest-budget's search, whatever else is asked
+    }
+    for extra, limit in limits.items():
+        data = json.loads(run_line([*base, *extra]).stdout)
+        assert data["smallest_budget"]["limit_events"] == limit, extra
+
+
+def test_an_unproven_mark_is_drawn_as_such_with_how_far_its_proof_got(run_line, tmp_path, monkeypatch) -> None:
+    from mmpool_cli.usecases import simulate as use
+
+    monkeypatch.setattr(use, "CURVE_PROOF_EVENTS", 1)  # the curve's 2 points: a proof of 1 whole replay
+    trace = tmp_path / "t.jsonl"
+    write_trace(trace, 3, 2)
+    base = ["mmpool", "simulate", "--trace", str(trace), "--workers", "2", "--curve", "--curve-points", "2"]
+    data = json.loads(run_line([*base, "--format", "json"]).stdout)
+    found = data["smallest_budget"]
+    assert not found["exact"] and found["limit_events"] == len(trace.read_text().splitlines())
+    lo, hi = found["checked_mb"]
+    undecided = found["undecided"]
+    # what the bound says is so: every budget checked meets the target (0), each replayed alone
+    for mb in range(lo, hi + 1):
+        alone = json.loads(run_line([*base[:6], "--size", f"{mb}MiB", "--format", "json"]).stdout)
+        assert alone["items"]["fallback"] == 0, mb
+    human = run_line(base).stdout
+    assert f"the smallest safe budget, NOT PROVEN, {found['sglang_mm_feature_cache_mb']} MiB, is not one" in human
+    said = " ".join(human.split())
+    assert (
+        f"the mark is not proven: every budget from {lo} to {hi} MiB meets the target; "
+        f"{undecided['budgets']} budgets from {undecided['from_mb']} to {undecided['to_mb']} MiB are undecided (below)"
+    ) in said
+    assert f"SGLANG_MM_FEATURE_CACHE_MB={found['sglang_mm_feature_cache_mb']} (not proven" in said
+    marked = run_line([*base[:-1], "3", "--curve", f"{found['sglang_mm_feature_cache_mb']}MiB:"]).stdout
+    assert "◀ smallest safe, NOT PROVEN" in marked
 
 
 def test_a_recommendation_outside_the_points_is_said(run_line) -> None:
@@ -203,6 +255,9 @@ def test_a_bare_curve_before_double_dash_leaves_the_arguments_after_it_alone(run
         (["--curve", ":50MiB"], "the largest feature of the traffic needs 97 MiB, above the upper bound"),
         (["--curve", "1GiB"], "--curve: expected LO:HI, e.g. 512MiB:2GiB"),
         (["--curve", "x:1GiB"], "--curve 'x:1GiB': invalid size 'x'"),
+        (["--curve", "-1GB:"], "--curve '-1GB:': invalid size '-1GB': a size cannot be negative"),
+        (["--curve", "-1GiB:2GiB", "--format", "json"], "invalid size '-1GiB': a size cannot be negative"),
+        (["--curve", "-.5GiB:"], "invalid size '-.5GiB': a size cannot be negative"),
         (["--curve", "--curve-points", "0"], "--curve-points: expected 2 to 1024 budgets"),
         (["--curve", "--curve-points", "1"], "--curve-points: expected 2 to 1024 budgets"),
         (["--curve", "--curve-points", "100000"], "--curve-points: expected 2 to 1024 budgets"),

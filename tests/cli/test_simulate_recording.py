@@ -112,3 +112,51 @@ def test_an_uneven_split_round_trips_through_the_advice(run_line, tmp_path: Path
     assert json.loads(first.stdout)["source"]["assumptions"].startswith(
         "the recording's own layout: --size 64MiB --workers 3 --tp 1"
     )
+
+
+def test_pools_whose_layout_no_flag_makes_are_said_so_never_advised_again(run_line, tmp_path: Path) -> None:
+    # three pools of 1 MiB whose data starts at 256 B: a program that laid them out itself (as
+    # tests/record/fake_sglang.py does); SGLang puts one consumer's data further in, so no flags replay them
+    for n, pid in enumerate((5, 6, 7)):
+        (tmp_path / f"pool-{pid}-0.jsonl").write_text(
+            '{"t": 0.01, "op": "alloc", "id": "0", "bytes": 1000, "offset": 256}\n'
+        )
+        manifest = {"format": 1, "file": f"pool-{pid}-0.jsonl", "pid": pid, "pool": 0, "transport": "cuda_ipc"}
+        manifest |= {"layout": {"memory_size": 1 << 20, "data_start": 256, "slots": 64, "consumers": 1}}
+        manifest |= {"recycle_interval_s": 0.05, "t0_monotonic_ns": n, "complete": True}
+        (tmp_path / f"pool-{pid}-0.json").write_text(json.dumps(manifest))
+    for flags in ([], ["--tp", "2"]):
+        result = run_line(["mmpool", "simulate", "--trace", str(tmp_path), *flags, "--format", "json"])
+        [found] = [f for f in json.loads(result.stdout)["findings"] if f["code"].startswith("record-")]
+        assert found["code"] == "record-not-compared" and "replay with" not in found["message"], flags
+        assert found["message"].endswith(
+            "mmpool cannot replay the recording's own pools: their data starts at 256 B, where SGLang's pools "
+            "of 1 consumer start theirs at 32,768 B (the pools were not laid out by SGLang)"
+        ), flags
+
+
+def test_the_merged_trace_replays_as_written_at_the_recordings_layout(run_line, tmp_path: Path) -> None:
+    merged = tmp_path / "merged.jsonl"
+    written = run_line(["mmpool", "trace", "--from", "record", REC, "-o", str(merged)])
+    assert written.exit_code == 0, written.output
+    first = json.loads(merged.read_text().splitlines()[0])
+    assert list(first) == ["recording"]  # the layout it was recorded at, before the events
+    from_file = json.loads(run_line(["mmpool", "simulate", "--trace", str(merged), "--format", "json"]).stdout)
+    from_dir = report(run_line)
+    assert from_file["source"]["assumptions"] == OWN
+    assert (from_file["workers"], from_file["per_worker_bytes"], from_file["consumers"]) == (2, 32 * 2**20, 2)
+    for key in ("status", "event_count", "duration_ns", "items", "bytes", "occupancy", "fragmentation", "per_worker"):
+        assert from_file[key] == from_dir[key], key  # the replay of the file is the replay of the recording
+    flags = ["--size", "1GiB", "--format", "json"]
+    told = json.loads(run_line(["mmpool", "simulate", "--trace", str(merged), *flags]).stdout)
+    assert told["source"]["assumptions"].endswith("(yours: --size)") and told["per_worker_bytes"] == 2**29
+
+
+def test_a_merged_trace_without_its_layout_still_reads(run_line, tmp_path: Path) -> None:
+    merged = tmp_path / "merged.jsonl"
+    run_line(["mmpool", "trace", "--from", "record", REC, "-o", str(merged)])
+    old = tmp_path / "old.jsonl"  # as mmpool wrote it before the layout came first: the flags are the user's
+    old.write_text("".join(merged.read_text().splitlines(keepends=True)[1:]))
+    result = run_line(["mmpool", "simulate", "--trace", str(old), "--workers", "2", "--tp", "2", "--format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    assert "assumptions" not in json.loads(result.stdout)["source"]

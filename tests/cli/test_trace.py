@@ -39,6 +39,29 @@ def _bodies(tmp_path: Path, *urls: str) -> str:
     return str(path)
 
 
+def test_from_names_the_files_as_simulate_and_cache_read_them(run_line, tmp_path: Path) -> None:
+    """``--from FILE`` (repeatable) is a file in every command; the positional FILEs are read after them."""
+    both = [run_line(["mmpool", "trace", "--model", "qwen2.5-vl", *args]) for args in (["--from", LOG], [LOG])]
+    assert [r.exit_code for r in both] == [0, 0], both[0].output
+    assert both[0].stdout == both[1].stdout and both[0].stderr == both[1].stderr
+    bodies = _bodies(tmp_path, _png_url())
+    mixed = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", "--from", bodies, "--from-format", "openai"])
+    assert mixed.exit_code == 0 and "from " + bodies + " (openai)" in mixed.stderr
+
+
+def test_the_old_spelling_of_the_format_still_reads_and_says_so(run_line, tmp_path: Path) -> None:
+    bodies = _bodies(tmp_path, _png_url())
+    old = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", "--from", "openai", bodies])
+    new = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", "--from-format", "openai", bodies])
+    assert (old.exit_code, old.stdout) == (new.exit_code, new.stdout) == (0, new.stdout)
+    warning, rest = old.stderr.split("\n", 1)
+    assert warning == (
+        "mmpool: warning: --from openai is the old spelling of --from-format openai (--from names the files to "
+        "read, as in simulate and cache; --from ./openai reads a file of that name)"
+    )
+    assert rest == new.stderr
+
+
 def test_trace_writes_simulates_format_with_items(run_line, tmp_path: Path) -> None:
     out = tmp_path / "prod.jsonl"
     result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", LOG, "-o", str(out), "--workers", "2"])
@@ -112,9 +135,14 @@ def test_trace_json_summary(run_line) -> None:
         (["--model", "qwen2.5-vl"], "no input: give a log FILE"),
         (["--model", "qwen2.5-vl", "-"], "not stdin"),
         ([LOG], "--model NAME|PATH is needed"),
-        (["--model", "qwen2.5-vl", "--from", "bench-serving", "--", "--image-resolution", "8k"], "choose 4k"),
+        (["--model", "qwen2.5-vl", "--from-format", "bench-serving", "--", "--image-resolution", "8k"], "choose 4k"),
         (["--model", "qwen2.5-vl", "--assume-video", "1280x720", LOG], "--assume-video '1280x720': expected WIDTH"),
-        (["--model", "qwen2.5-vl", "--from", "bench-serving", "--", "--dataset-name", "video"], "no video dataset"),
+        (["--model", "qwen2.5-vl", "--from-format", "bench-serving", "--", "--dataset-name", "video"], "no video dataset"),
+        (["--model", "qwen2.5-vl", "--from", "garbage.bin"], "garbage.bin: cannot open the log"),
+        (
+            ["--model", "qwen2.5-vl", "--from", "openai", "--from-format", "openai", LOG],
+            "--from openai: --from names the files to read; give their format once, with --from-format",
+        ),
     ],
 )
 def test_usage_errors_are_one_line_exit_2(run_line, args: list[str], message: str) -> None:
@@ -246,7 +274,7 @@ def test_synthetic_report_states_its_assumptions(run_line) -> None:
 def test_trace_of_the_shipped_video_bodies(run_line, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("av", reason="PyAV (pip install '.[video]') reads the containers")
     monkeypatch.chdir(Path(__file__).resolve().parents[2])  # the bodies name the clip relative to the root
-    args = ["--from", "openai", "examples/traffic/videos.jsonl", "--assume-video", "1280x720:60:30"]
+    args = ["--from-format", "openai", "examples/traffic/videos.jsonl", "--assume-video", "1280x720:60:30"]
     result = run_line(["mmpool", "trace", "--model", "qwen2.5-vl", *args, "--format", "json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stderr)

@@ -141,3 +141,46 @@ def test_stopping_trials_early_never_changes_the_answer(trace, target, basis, me
             assert target < tr.rate(basis) <= budget.trial(events, tr.mb, layouts).rate(basis)
         elif tr.mb in full:
             assert tr == dataclasses.replace(full[tr.mb], same_until_mb=tr.same_until_mb)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    traces(unit=MiB // 8, most=40),
+    st.sampled_from([Fraction(0), Fraction(1, 10)]),
+    st.lists(st.integers(0, 60), max_size=8),
+    st.sampled_from(["safe", "scan"]),
+    st.sampled_from(["cuda_ipc", "cuda_vmm"]),
+)
+def test_the_curve_s_replays_known_beforehand_never_change_a_proven_answer(
+    trace, target, at, method, transport
+) -> None:
+    """``--curve`` seeds the search of its mark with its whole replays: the answer proven is the same, and
+    where the limit stops the proof, what it says was checked is so, each budget replayed alone."""
+    from mmpool_cli.pools.curve import replay_trials
+
+    workers, events = trace
+
+    def layouts(mb: int) -> PoolLayout:
+        if transport == "cuda_vmm":
+            return vmm_layout(workers, mb * MiB // workers, 1 << 20, 256, TICK, 256)
+        return layout_for(mb, workers, ipc_header_bytes(2), TICK, RULES)
+
+    lowest = REL.smallest_valid_budget_mb(workers, transport, 2, 1 << 20)
+    options = {"layouts": layouts, "lowest": lowest, "highest": 48, "target": target, "method": method, "jobs": 1}
+    alone = budget.smallest_budget(events, **options)
+    mbs = sorted({lowest + x for x in at if lowest + x <= 48})
+    known = replay_trials(budget.as_events(events), layouts, mbs, top=48, executor=budget.LocalExecutor(1))
+    seeded = budget.smallest_budget(events, known=known, **options)
+    answer = ("smallest_mb", "upper_mb", "fragile_mb", "top_mb", "no_miss_mb", "exact")
+    assert [getattr(seeded, k) for k in answer] == [getattr(alone, k) for k in answer]
+    assert {t.mb for t in known} <= {t.mb for t in seeded.trials}
+    n = len(events)
+    bounded = budget.smallest_budget(events, known=known, max_events=n, **options)  # one replay past the estimate
+    if bounded.exact:
+        assert [getattr(bounded, k) for k in answer] == [getattr(alone, k) for k in answer]
+        return
+    lo, hi = bounded.checked_mb
+    assert all(_meets(events, mb, layouts, target) for mb in range(lo, hi + 1))
+    count, first, last = bounded.undecided
+    decided = {mb for mb in range(first, last + 1) if any(t.mb <= mb <= t.same_until_mb for t in bounded.trials)}
+    assert count == last - first + 1 - len(decided) > 0

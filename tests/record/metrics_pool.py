@@ -106,7 +106,7 @@ def run_program(src: Path, *args: str, record: Path | None = None) -> subprocess
     """Run ``src/program.py`` with ``src`` first on its path, plain or under ``mmpool record --out record``."""
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
     head = [] if record is None else [sys.executable, "-m", "mmpool_cli", "record", "--out", str(record), "--"]
-    return subprocess.run(
+    done = subprocess.run(
         [*head, sys.executable, str(src / "program.py"), *args],
         capture_output=True,
         text=True,
@@ -115,3 +115,8 @@ def run_program(src: Path, *args: str, record: Path | None = None) -> subprocess
         timeout=300,
         check=False,
     )
+    if record is not None:  # the program's own stderr (the tests read it), without what mmpool record said last
+        from said import own_stderr
+
+        done.stderr = own_stderr(done.stderr)
+    return done

@@ -21,6 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import metrics_pool as mp  # noqa: E402
+from said import own_stderr  # noqa: E402
 
 from mmpool_cli._record.mmpool_record import recfmt  # noqa: E402
 from mmpool_cli.traces.record_stream import read_caches  # noqa: E402
@@ -93,7 +94,7 @@ def test_the_embedding_caches_records_and_series_are_what_it_did(tmp_path: Path)
         timeout=300,
         check=False,
     )
-    assert (done.returncode, done.stderr) == (0, "")
+    assert (done.returncode, own_stderr(done.stderr)) == (0, "")
     truth = json.loads(done.stdout)
     deadline = time.monotonic() + 30
     while (out / "follow.pid").exists() and time.monotonic() < deadline:

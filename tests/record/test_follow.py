@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fake_sglang  # noqa: E402
+from said import own_stderr  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ITEMS = 40
@@ -46,7 +47,7 @@ def series(directory: Path) -> dict[str, float]:
 
 def test_without_a_destination_it_reads_quietly_and_ends_with_the_command(tmp_path: Path) -> None:
     done, out = record(tmp_path)
-    assert (done.returncode, done.stderr) == (3, "")  # the program's own status, nothing said
+    assert (done.returncode, own_stderr(done.stderr)) == (3, "")  # the program's own status, nothing said
     assert not (out / "follow.pid").exists() and not (out / "metrics.d").exists()
 
 
@@ -56,7 +57,7 @@ def test_the_port_and_its_files_hold_what_the_pool_did(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     done, out = record(tmp_path, "--metrics-port", str(port), "--metrics-addr", "127.0.0.1")
-    assert (done.returncode, done.stderr) == (3, "")
+    assert (done.returncode, own_stderr(done.stderr)) == (3, "")
     got = series(out / "metrics.d")
     assert got["mmpool_pool_allocations_total"] == ITEMS
     assert got["mmpool_pool_capacity_bytes"] == 1 << 20
@@ -70,6 +71,6 @@ def test_the_servers_multiprocess_directory_gets_the_series(tmp_path: Path) -> N
     joined = tmp_path / "sglang-metrics"
     joined.mkdir()
     done, out = record(tmp_path, env={"PROMETHEUS_MULTIPROC_DIR": str(joined)})
-    assert (done.returncode, done.stderr) == (3, "")
+    assert (done.returncode, own_stderr(done.stderr)) == (3, "")
     assert series(joined)["mmpool_pool_allocations_total"] == ITEMS
     assert not (out / "metrics.d").exists()

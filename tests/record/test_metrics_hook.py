@@ -14,6 +14,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import metrics_pool as mp  # noqa: E402
+from said import own_stderr  # noqa: E402
 
 pytestmark = mp.NEEDED
 
@@ -33,7 +34,7 @@ def test_the_recordings_metrics_are_the_pools_own(tmp_path: Path, where: str) ->
     size, truth = 16 << 20, tmp_path / "truth.json"
     command = [*record, "--", sys.executable, *mp.driver_args(tmp_path, truth, size)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False, cwd=mp.ROOT)
-    assert (done.returncode, done.stderr) == (0, "")
+    assert (done.returncode, own_stderr(done.stderr)) == (0, "")
     deadline = time.monotonic() + 30  # the process beside the command reads the last records, then goes
     while (out / "follow.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.05)

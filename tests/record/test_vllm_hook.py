@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fake_vllm  # noqa: E402
+from said import own_stderr  # noqa: E402
 
 from mmpool_cli._record.mmpool_record import recfmt  # noqa: E402
 from mmpool_cli.traces.record_stream import read_caches  # noqa: E402
@@ -47,7 +48,7 @@ def record(tmp: Path, kind: str, known: bool = True) -> tuple[subprocess.Complet
 
 def test_the_stand_ins_are_recorded_and_replay_to_their_own_hits(tmp_path: Path) -> None:
     done, out = record(tmp_path, "processor_only")
-    assert (done.returncode, done.stderr) == (0, "")
+    assert (done.returncode, own_stderr(done.stderr)) == (0, "")
     truth = json.loads(done.stdout)
     caches = read_caches(str(out), 10**6)
     [processor] = [c for c in caches if c.info[recfmt.K_CACHE] == "vllm_processor"]
@@ -70,7 +71,7 @@ def test_the_stand_ins_are_recorded_and_replay_to_their_own_hits(tmp_path: Path)
 
 def test_an_invalidated_entry_is_recorded_as_taken_out(tmp_path: Path) -> None:
     done, out = record(tmp_path, "lru")
-    assert (done.returncode, done.stderr) == (0, "")
+    assert (done.returncode, own_stderr(done.stderr)) == (0, "")
     [processor] = [c for c in read_caches(str(out), 10**6) if c.info[recfmt.K_CACHE] == "vllm_processor"]
     assert processor.info[recfmt.K_CACHE_TYPE] == "lru"
     freed = [e for e in processor.events if e[1] == recfmt.CACHE_FREE]
@@ -80,6 +81,7 @@ def test_an_invalidated_entry_is_recorded_as_taken_out(tmp_path: Path) -> None:
 def test_unknown_code_is_left_alone_and_said_once_per_module(tmp_path: Path) -> None:
     done, out = record(tmp_path, "processor_only", known=False)
     assert done.returncode == 0 and json.loads(done.stdout)["hits"] > 0
-    lines = done.stderr.splitlines()
+    *lines, last = done.stderr.splitlines()
     assert len(lines) == 3 and all("is code mmpool does not know" in line for line in lines), lines
+    assert last.startswith(f"mmpool record: warning: nothing was recorded in {out}: ")  # and said once it ended
     assert not list(out.glob("cache-*.json"))

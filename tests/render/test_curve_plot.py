@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,29 @@ def test_a_target_no_budget_meets_is_said_on_the_picture(monkeypatch, tmp_path: 
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert "no budget up to 17 MiB meets the target" in labels
     assert not any(label.startswith("smallest safe budget") for label in labels)
+
+
+def test_an_unproven_mark_is_drawn_apart_with_how_far_its_proof_got(monkeypatch, tmp_path: Path) -> None:
+    from mmpool_cli.usecases import simulate as use
+
+    proven = _figure(monkeypatch, [*SYNTHETIC, "--target-fallback", "0.05"], tmp_path / "p.svg").axes[0]
+    mark = next(line for line in proven.get_lines() if line.get_label().startswith("smallest safe budget: "))
+    assert mark.get_label().endswith(" MiB (safe)") and mark.get_color() == "green" and mark.get_linestyle() == "-"
+    monkeypatch.setattr(use, "CURVE_PROOF_EVENTS", 1)  # a proof of 6 replays (half the curve's 12): too few here
+    rng, lines, t = random.Random(3), [], 0.0
+    for n in range(40):  # features of 1 to 60 MiB on two workers, a third of them given back
+        t += rng.choice([0.002, 0.01, 0.03])
+        size = rng.randint(1 << 20, 60 << 20)
+        lines.append({"t": round(t, 3), "op": "alloc", "id": str(n), "bytes": size, "worker": n % 2})
+        if n % 3 == 2:
+            lines.append({"t": round(t + 0.001, 3), "op": "free", "id": str(n - 1)})
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    ax = _figure(monkeypatch, ["--trace", str(trace), "--workers", "2"], tmp_path / "u.svg").axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    found = next(label for label in labels if label.startswith("smallest safe budget: "))
+    assert found.endswith(" MiB (safe, NOT PROVEN)")
+    mark = next(line for line in ax.get_lines() if line.get_label() == found)
+    assert mark.get_color() == "magenta" and mark.get_linestyle() == "-."
+    said = " ".join(next(label for label in labels if label.startswith("not proven: ")).split())
+    assert said.startswith("not proven: every budget from ") and " are undecided" in said

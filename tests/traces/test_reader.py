@@ -287,3 +287,24 @@ def test_an_allocs_key_is_read_and_an_old_trace_still_is(tmp_path) -> None:
     bad.write_text('{"t": 0, "op": "alloc", "id": "r1/0", "bytes": 4704, "key": 7}\n')
     with pytest.raises(TraceError, match="key must be a string"):
         read_trace(str(bad), 1)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_recordings_layout_on_the_first_line_is_not_an_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool
+) -> None:
+    from mmpool_cli.kernels import native
+
+    if not compiled:
+        monkeypatch.setattr(native, "FAST", None)
+    elif native.FAST is None:
+        pytest.skip("the compiled reader is not built")
+    header = '{"recording": {"pools": 2, "transport": "cuda_ipc", "layout": {"memory_size": 1048576}}}'
+    events = ['{"t": 0, "op": "alloc", "id": "a", "bytes": 1, "worker": 1}', '{"t": 1, "op": "free", "id": "a"}']
+    assert list(read_trace(_write(tmp_path, header, *events), workers=2).with_ids()) == [
+        (0, ALLOC, "a", 1, 1),
+        (1_000_000_000, FREE, "a", 0, 0),
+    ]
+    for lines, where in (((events[0], header, events[1]), 2), (('{"recording": 1}', *events), 1)):
+        with pytest.raises(TraceError, match=rf"trace.jsonl:{where}: op must be \"alloc\" or \"free\", not None"):
+            read_trace(_write(tmp_path, *lines), workers=2)  # anywhere else, or not an object: not a layout

@@ -208,3 +208,27 @@ def test_a_rotated_format_1_trace_reads_its_leases_in_flight_as_given(tmp_path: 
         found.message
         == "not compared with the recording: pool 5-0: the first parts of its trace are gone (--max-bytes)"
     )
+
+
+def test_a_merged_traces_first_line_gives_the_recordings_layout(tmp_path: Path) -> None:
+    from mmpool_cli.traces.recording import header_line, merged_lines, trace_layout
+
+    (tmp_path / "rec").mkdir()
+    three_pools(tmp_path / "rec", 64 * 2**20 // 3)
+    lines, rec = merged_lines(str(tmp_path / "rec"))
+    merged = tmp_path / "merged.jsonl"
+    merged.write_text(header_line(rec) + "".join(lines))
+    own = trace_layout(str(merged))
+    assert own is not None and own.flags() == (
+        "--size 64MiB --workers 3 --tp 1 --transport cuda_ipc with SGLANG_MM_ITEM_MEM_POOL_RECYCLE_INTERVAL_SEC=0.05"
+    )
+    plain = tmp_path / "plain.jsonl"  # a trace of traffic, or one merged before the layout came first
+    plain.write_text("".join(lines))
+    assert trace_layout(str(plain)) is None and trace_layout("-") is None
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"recording": {"pools": 0, "transport": "cuda_ipc", "layout": {}, "recycle_interval_s": 1}}\n')
+    with pytest.raises(TraceError, match="bad.jsonl:1: the recording's pools must be a whole number from 1 to 1024"):
+        trace_layout(str(bad))
+    bad.write_text('{"recording": {"pools": 2}}\n')
+    with pytest.raises(TraceError, match="bad.jsonl:1: not the layout of a recording .* \\(KeyError: 'transport'\\)"):
+        trace_layout(str(bad))

@@ -21,7 +21,7 @@ def _req() -> VllmRequest:
 
 def test_the_report_holds_the_traffic_and_both_caches():
     report = vllm_caches([EXAMPLE], _req(), window=2)
-    assert (report["engine"], report["vllm_version"], report["verdict"]) == ("vLLM 0.34.0", "0.34.0", "OK")
+    assert (report["engine"], report["vllm_version"], report["status"]) == ("vLLM 0.34.0", "0.34.0", "ok")
     assert report["traffic"]["images"] == 103 and report["traffic"]["distinct_images"] == 24
     names = [c["name"] for c in report["caches"]]
     assert names == ["processor", "encoder"]

@@ -81,12 +81,24 @@ def test_mmpool_config_gives_the_same_plan_as_mmpool_plan(run_line, tmp_path: Pa
     assert plan["budget_source"] == "config"
 
 
+def test_a_file_cut_inside_its_comments_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "f.yaml"
+    path.write_bytes(b"# mmpool config for the fleet\n# pool:\n#   si")
+    [finding] = validate_file(str(path), NO_ENV).findings
+    assert finding.message == (
+        "the file holds only comments (3 lines), no configuration: was it cut? "
+        "write the configuration as a YAML mapping after them"
+    )
+
+
 @pytest.mark.parametrize(
     ("content", "code"),
     [
         (b"\x00\x01\x02binary", "file-binary"),
         (b"pool:\n  size: caf\xe9\n", "file-not-utf8"),
         (b"", "file-empty"),
+        (b"  \n\n", "file-empty"),
+        (b"# mmpool config\n# pool: si", "file-only-comments"),
         (b"just a string\n", "root-not-mapping"),
         (b"a: b: c\n", "yaml-syntax"),
         (b"a: 1\n---\nb: 2\n", "yaml-syntax"),

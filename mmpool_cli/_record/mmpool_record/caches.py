@@ -164,6 +164,32 @@ def wrap_embedding(cls: Any, rec: Recorder = RECORDER) -> None:
     cls.clear = _marked(clear_wrapper, clear)
 
 
+# SGLang's scheduler (mm_schedule.py): each call looks one batch of items up in the embedding cache, then
+# stores its misses; the per-image path batches every request of a forward pass (one call), the others one
+# request each. A record marks where each begins, so that a batch of hits only is not read as one with the next.
+BATCHES = ("_batch_encode_per_image_misses", "_get_chunked_embedding_by_item", "_get_chunked_embedding_full")
+
+
+def wrap_batches(module: Any, rec: Recorder = RECORDER) -> None:
+    """Wrap ``mm_schedule``'s functions in ``BATCHES``: a ``CACHE_BATCH`` of the module's embedding cache first."""
+    emit = _emitter(rec, EmbeddingShape())
+
+    def marking(original: Callable[..., Any]) -> Callable[..., Any]:
+        def batch_wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                cache = module.embedding_cache
+                if cache is not None:
+                    emit(cache, recfmt.CACHE_BATCH, 0, 0)
+            except Exception as e:
+                rec.error(e)
+            return original(*args, **kwargs)
+
+        return _marked(batch_wrapper, original)
+
+    for name in BATCHES:
+        setattr(module, name, marking(module.__dict__[name]))
+
+
 class PreprocessShape(EmbeddingShape):
     """SGLang's ``MultimodalPreprocessCache`` (a tokenizer process's host RAM), as the recorder reads it."""
 

@@ -17,7 +17,8 @@ import textwrap
 
 # a vLLM processor-cache sender's methods the recording wraps or relies on
 VLLM_SENDER = ("__init__", "is_cached_item", "get_and_update_item", "touch_sender_cache_item", "clear_cache")
-# module -> class -> the methods whose code the recording relies on (wrapped or only read)
+# module -> class -> the methods whose code the recording relies on (wrapped or only read); class "":
+# the module's own functions
 TARGETS: dict[str, dict[str, tuple[str, ...]]] = {
     "sglang.srt.multimodal.transport.memory_pool": {
         "StreamOrderedMmFeaturePool": (
@@ -36,6 +37,16 @@ TARGETS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "sglang.srt.mem_cache.multimodal_cache": {
         "MultiModalStaticCache": ("__init__", "get", "get_single", "set", "has", "free", "clear"),
+    },
+    # the scheduler's batches of embedding-cache lookups: each call of these begins one (mm_schedule.py)
+    "sglang.srt.managers.mm_schedule": {
+        "": (
+            "init_mm_embedding_cache",
+            "_batch_encode_per_image_misses",
+            "_get_chunked_embedding_by_item",
+            "_get_chunked_embedding_full",
+            "_get_chunked_prefill_embedding",
+        ),
     },
     "sglang.srt.multimodal.cache.preprocess_cache": {
         "MultimodalPreprocessCache": (
@@ -99,18 +110,24 @@ DIGESTS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "digests
 
 
 def methods(source: str, cls: str) -> dict[str, tuple[int, str]]:
-    """Each method of class ``cls`` in ``source``: (its first line, the sha256 of its dedented text)."""
+    """Each method of class ``cls`` in ``source`` (``cls`` "": each function of the module): (its first
+    line, the sha256 of its dedented text)."""
     tree = ast.parse(source)
     lines = source.splitlines()
     out: dict[str, tuple[int, str]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    first = min([d.lineno for d in item.decorator_list] + [item.lineno])
-                    text = textwrap.dedent("\n".join(lines[first - 1 : item.end_lineno])) + "\n"
-                    out[item.name] = (first, hashlib.sha256(text.encode("utf-8")).hexdigest())
+    bodies = [tree.body] if not cls else [n.body for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
+    for body in bodies:
+        for item in body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([d.lineno for d in item.decorator_list] + [item.lineno])
+                text = textwrap.dedent("\n".join(lines[first - 1 : item.end_lineno])) + "\n"
+                out[item.name] = (first, hashlib.sha256(text.encode("utf-8")).hexdigest())
     return out
+
+
+def qualified(cls: str, name: str) -> str:
+    """A target's name in ``digests.json``: ``Class.method``, or a module function's own name."""
+    return f"{cls}.{name}" if cls else name
 
 
 def module_digests(source: str, module: str) -> dict[str, str]:
@@ -120,7 +137,7 @@ def module_digests(source: str, module: str) -> dict[str, str]:
         found = methods(source, cls)
         for name in names:
             if name in found:
-                out[f"{cls}.{name}"] = found[name][1]
+                out[qualified(cls, name)] = found[name][1]
     return out
 
 

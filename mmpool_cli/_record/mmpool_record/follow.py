@@ -84,7 +84,7 @@ class _Cache:
             self.entries = 0 if a == 0 else self.entries - 1
         elif kind == recfmt.CACHE_WAIT:
             self.series.on_wait()
-        else:  # CACHE_REQUEST, CACHE_UNREF: the cache's bytes and entries are as they were
+        else:  # CACHE_REQUEST, CACHE_UNREF, CACHE_BATCH: the cache's bytes and entries are as they were
             return
         self.series.on_state(self.nbytes, max(self.entries, 0))
 
@@ -102,6 +102,7 @@ class Follower:
         self.cache_keys: dict[tuple[str, int], _Cache] = {}  # (stream, cache id) -> its cache
         self.at: dict[str, tuple[int, int]] = {}  # stream -> (part, bytes read of it)
         self.server: Any = None
+        self.events = 0  # the pools' and caches' records read (their registrations, HELD and END are not events)
 
     def _choose(self, info: dict[str, Any]) -> None:
         """Where the series go, decided at the first pool: its process's multiprocess directory, or ours."""
@@ -195,7 +196,22 @@ class Follower:
             part, done = part + 1, 0  # the writer closed this part before it made the next
         self.at[stream] = (part, done)
 
+    def summary(self) -> str:
+        """What the recording holds, said once the command ended: a recording of nothing is a warning."""
+        pools, caches = len(self.pools), len(self.caches)
+        if not pools and not caches:
+            return (
+                f"warning: nothing was recorded in {self.out_dir}: the command made no pool or multimodal cache of "
+                "SGLang or vLLM in a Python process the hook reached (docs/record.md, How it loads)"
+            )
+        return (
+            f"recorded in {self.out_dir}: {pools:,} pool{'s' * (pools != 1)}, {caches:,} cache{'s' * (caches != 1)}, "
+            f"{self.events:,} event{'s' * (self.events != 1)}"
+        )
+
     def _record(self, stream: str, kind: int, key: int, t: int, a: int, b: int, c: int) -> None:
+        if kind not in (recfmt.REGISTER, recfmt.CACHE_REGISTER, recfmt.HELD, recfmt.END):
+            self.events += 1
         if kind == recfmt.REGISTER:
             pool = self.pools.get((stream, a))
             if pool is not None:
@@ -247,6 +263,7 @@ def run(out_dir: str, command_pid: int, port: int | None, addr: str) -> None:
             follower.poll()
             time.sleep(POLL_S)
         follower.poll()  # the last records, written as the command ended
+        say(follower.summary())
     finally:
         if follower.metrics is not None:
             follower.metrics.close()

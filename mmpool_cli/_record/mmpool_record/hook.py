@@ -25,6 +25,7 @@ IPC_POOL = "sglang.srt.multimodal.transport.memory_pool"
 IPC = "sglang.srt.multimodal.transport.cuda_ipc"
 VMM = "sglang.srt.utils.cuda_vmm_transport_utils"
 EMBEDDING_CACHE = "sglang.srt.mem_cache.multimodal_cache"
+MM_SCHEDULE = "sglang.srt.managers.mm_schedule"  # where the scheduler's batches of embedding lookups begin
 PREPROCESS_CACHE = "sglang.srt.multimodal.cache.preprocess_cache"
 VLLM_CACHE = "vllm.multimodal.cache"  # 0.30.0: the processor cache's one module (later a package)
 VLLM_BASE = "vllm.multimodal.cache.base"
@@ -33,7 +34,7 @@ VLLM_SHM = "vllm.multimodal.cache.shm"
 VLLM_PROCESSOR = (VLLM_CACHE, VLLM_BASE, VLLM_LRU, VLLM_SHM)
 VLLM_ENCODER = "vllm.v1.core.encoder_cache_manager"
 CACHE_MODULES = (EMBEDDING_CACHE, PREPROCESS_CACHE, *VLLM_PROCESSOR, VLLM_ENCODER)
-ALL = (IPC_POOL, IPC, VMM, EMBEDDING_CACHE, PREPROCESS_CACHE, *VLLM_PROCESSOR, VLLM_ENCODER)
+ALL = (IPC_POOL, IPC, VMM, EMBEDDING_CACHE, MM_SCHEDULE, PREPROCESS_CACHE, *VLLM_PROCESSOR, VLLM_ENCODER)
 
 # what the finder has done: the digests it knows, the methods it replaced, the modules it left alone
 _state: dict[str, Any] = {"known": None, "originals": {}, "code_of": {}, "off": set()}
@@ -60,12 +61,12 @@ def recognise(module: types.ModuleType) -> tuple[str | None, list[str]]:
     known = _known().get(name, {})
     releases: set[str] | None = None
     for cls_name, names in digest.TARGETS[name].items():
-        cls = getattr(module, cls_name, None)
-        if not isinstance(cls, type):
+        cls = getattr(module, cls_name, None) if cls_name else module
+        if cls_name and not isinstance(cls, type):
             return f"it has no class {cls_name}", []
         found = digest.methods(source, cls_name)
         for method in names:
-            qual = f"{cls_name}.{method}"
+            qual = digest.qualified(cls_name, method)
             attr = cls.__dict__.get(method)
             fn = attr.fget if isinstance(attr, property) else attr
             code = getattr(fn, "__code__", None)
@@ -94,6 +95,12 @@ def patch(module: types.ModuleType) -> None:
         why, releases = recognise(module)
         if why is not None:
             _state["off"].add(name)
+            if name == MM_SCHEDULE:  # the cache itself is recorded all the same: only its batches are not marked
+                say(
+                    f"{name}: {why}: the embedding cache's batches are not marked (its records are kept; a replay at "
+                    "other sizes reads its batches from them, as docs/record.md says)"
+                )
+                return
             what = "cache" if name in CACHE_MODULES else "pool"
             say(f"{name}: {why}: this {what} is not recorded, and runs as it would without mmpool")
             if name == IPC:
@@ -118,6 +125,9 @@ def patch(module: types.ModuleType) -> None:
             cls = module.MultiModalStaticCache
             _keep(name, cls, ("get", "get_single", "set", "free", "clear"))
             caches.wrap_embedding(cls)
+        elif name == MM_SCHEDULE:
+            _keep(name, module, caches.BATCHES)
+            caches.wrap_batches(module)
         elif name == PREPROCESS_CACHE:
             cls = module.MultimodalPreprocessCache
             _keep(name, cls, ("get", "get_if_present", "lookup_or_claim_many", "put", "pop", "clear"))
@@ -154,7 +164,7 @@ def _common(modules: tuple[str, ...]) -> list[str]:
     return sorted(set.intersection(*found)) if found else []
 
 
-def _keep(name: str, cls: type, methods: tuple[str, ...]) -> None:
+def _keep(name: str, cls: Any, methods: tuple[str, ...]) -> None:  # a class, or a module for its functions
     _state["originals"].setdefault(name, []).append((cls, {m: cls.__dict__[m] for m in methods}))
 
 

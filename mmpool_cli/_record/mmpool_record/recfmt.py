@@ -59,8 +59,11 @@ CACHE_FREE = 13  # (key, bytes, 0): an entry taken out by SGLang (``free``); a `
 CACHE_REQUEST = 14  # (items, 0, 0): a request's items are looked up next (vLLM's ``is_cached`` of its hashes)
 CACHE_WAIT = 15  # (key, size, free size): the encoder cache could not make room for the item (``can_allocate``)
 CACHE_UNREF = 16  # (key, size, 0): no request holds the entry any more; it stays, evicted only when room is needed
-KINDS = frozenset(range(REGISTER, CACHE_UNREF + 1))
-CACHE_KINDS = frozenset(range(CACHE_LOOKUP, CACHE_UNREF + 1))  # a cache's records but its registration
+# (0, 0, 0): SGLang's scheduler begins a batch of the embedding cache's lookups (mm_schedule.py: each call that
+# looks a batch's items up, then stores its misses); a recording without them reads batches from the stores
+CACHE_BATCH = 17
+KINDS = frozenset(range(REGISTER, CACHE_BATCH + 1))
+CACHE_KINDS = frozenset(range(CACHE_LOOKUP, CACHE_BATCH + 1))  # a cache's records but its registration
 TRANSPORTS = ("cuda_ipc", "cuda_vmm")
 CACHES = ("embedding", "preprocess", "vllm_processor", "vllm_encoder")
 

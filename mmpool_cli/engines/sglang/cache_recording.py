@@ -20,10 +20,11 @@ from mmpool_cli.caches.recorded import RecordedCache, recorded_lookups
 from mmpool_cli.caches.replay import REPLAYED, bisect_setting, never_evicts, replay, replay_many
 from mmpool_cli.caches.report import CacheNote, CacheReport, CacheResult, Recommendation, hits_needed
 from mmpool_cli.core.units import MiB
+from mmpool_cli.core.words import count
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.traces.reader import MAX_EVENTS
-from mmpool_cli.traces.record_stream import read_caches
+from mmpool_cli.traces.record_stream import damage_of, read_caches
 
 POINTS = 64  # the curve's points, each a replay
 
@@ -41,7 +42,7 @@ def recorded_caches(directory: str, target: Fraction, kv_cell_bytes: int | None)
         if name.startswith("vllm_"):
             raise MmpoolError(f"{directory}: the recording holds vLLM's {name[5:]} cache: give --engine vllm")
     recorded = [recorded_lookups(t.info, t.events) for t in traces]
-    results, notes = [], []
+    results, notes = [], [CacheNote("record-damaged", "warning", str(d)) for d in damage_of(directory, traces)]
     workers = max(1, sum(rec.name == "preprocess" for rec in recorded))  # the tokenizer processes
     for rec in recorded:
         if rec.name not in ("embedding", "preprocess"):
@@ -56,8 +57,8 @@ def recorded_caches(directory: str, target: Fraction, kv_cell_bytes: int | None)
                 CacheNote(
                     "cache-replay-differs",
                     "warning",
-                    f"cache {rec.where}: the replay at the recorded {rec.size_bytes:,} B makes {replayed:,} hits; "
-                    f"the server made {rec.hits:,}",
+                    f"cache {rec.where}: the replay at the recorded {rec.size_bytes:,} B makes "
+                    f"{count(replayed, 'hit')}; the server made {rec.hits:,}",
                 )
             )
     return CacheReport(engine=f"SGLang {versions.NEWEST}", source=directory, caches=results, notes=notes)

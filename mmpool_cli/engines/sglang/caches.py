@@ -7,9 +7,10 @@
   ``mem_cache/kv_cache_builder.py``). ``managers/mm_schedule.py`` drives it per modality of each
   request: one lookup per distinct item when every item of that modality is one run of
   placeholder tokens (images; Qwen2.5-VL's videos: ``_batch_encode_per_image_misses``,
-  ``get_single``/``set``), else one lookup of the combined hash of the request's items of that
-  modality (``_get_chunked_embedding_full``: Qwen3-VL's videos, whose frames are split by their
-  timestamps). An embedding larger than the whole cache is never admitted.
+  ``get_single``/``set``; an item the request holds twice is looked up again where it missed),
+  else one lookup of the combined hash of the request's items of that modality
+  (``_get_chunked_embedding_full``: Qwen3-VL's videos, whose frames are split by their timestamps).
+  An embedding larger than the whole cache is never admitted.
 * The **preprocess cache** (``multimodal/cache/preprocess_cache.py`` ``MultimodalPreprocessCache``,
   host RAM, one per tokenizer process): an LRU of at most 8192 entries counted by its own size
   provider (``estimate_cache_size_bytes`` over ``QwenVLImagePreprocessArtifact.cache_size_items``:
@@ -53,7 +54,8 @@ from mmpool_cli.caches.report import (
     Recommendation,
     hits_needed,
 )
-from mmpool_cli.core.units import MiB
+from mmpool_cli.core.units import MiB, format_size
+from mmpool_cli.core.words import count
 from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
 from mmpool_cli.errors import MmpoolError
@@ -84,6 +86,9 @@ class _Lookups:
     unique: int = 0  # lookups SGLang counts as one miss each (the preprocess cache)
     shared: list[int] | None = None  # bytes each miss adds to every entry of its batch (one batch tensor)
     max_entries: int = 0
+    # a lookup's other occurrences in its batch (the embedding cache): SGLang looks such an item up again
+    # for each where its first lookup missed (mm_schedule.py _batch_encode_per_image_misses), once where it hit
+    dups: list[int] | None = None
 
     def neutral(self) -> Lookups:
         return Lookups(self.keys, self.sizes, self.weights, self.work, self.groups, self.shared, self.max_entries)
@@ -132,13 +137,14 @@ def caches(req: CacheRequest) -> CacheReport:
                 )
             )
         if not c.meets_target():
-            to = f"; {c.recommendation.setting} would" if c.recommendation is not None else ""
+            rec = c.recommendation
+            to = f"; {rec.setting} reaches it ({format_size(rec.size_bytes)})" if rec is not None else ""
             notes.append(
                 CacheNote(
                     "cache-below-target",
                     "warning",
-                    f"the {c.title} makes {c.hits:,} hits at {c.size_bytes:,} B, short of {c.target}% of the "
-                    f"{c.curve.unbounded[0]:,} an unbounded one makes{to}",
+                    f"the {c.title} makes {count(c.hits, 'hit')} at {format_size(c.size_bytes)}, short of "
+                    f"{c.target}% of the {c.curve.unbounded[0]:,} an unbounded one makes{to}",
                 )
             )
     return CacheReport(engine=f"SGLang {versions.NEWEST}", source=req.source, caches=results, notes=notes)
@@ -242,7 +248,8 @@ class _Ids:
 
 def _embedding_lookups(req: CacheRequest, tokens: list[int], width: int) -> _Lookups:
     ids = _Ids()
-    out = _Lookups([], [], [], [], [])
+    out = _Lookups([], [], [], [], [], dups=[])
+    assert out.dups is not None
     batch = 0
     for group in _requests(req.items):
         for kind in ("image", "video"):  # managers/mm_utils.py embed_mm_inputs: one modality at a time
@@ -258,12 +265,15 @@ def _embedding_lookups(req: CacheRequest, tokens: list[int], width: int) -> _Loo
                 out.weights.append(1)
                 out.work.append(n)
                 out.groups.append(batch)
+                out.dups.append(0)
                 continue
-            seen: set[object] = set()
+            seen: dict[object, int] = {}  # key -> its first lookup
             for i, it in mine:
                 if it.key is not None and it.key in seen:
-                    continue  # one lookup per distinct item of the batch (hash_to_embedding)
-                seen.add(it.key)
+                    out.dups[seen[it.key]] += 1  # looked up again only where the first lookup missed
+                    continue
+                seen[it.key] = len(out.keys)
+                out.dups.append(0)
                 out.keys.append(ids(it.key))
                 out.sizes.append(tokens[i] * width * 2)
                 out.weights.append(1)
@@ -335,6 +345,8 @@ def _result(
     if mb is not None and mb > 0:
         rec = _recommend(req, name, mb)
     lookups = None
+    if name == "embedding":
+        lookups = embedding_lookups_at(looks, size)
     if name == "preprocess":  # SGLang counts a hit per image, a miss per distinct image missed
         hits, distinct_hits = curve.at(size) if size > 0 else (0, 0)
         lookups = hits + looks.unique - distinct_hits if size > 0 else 0
@@ -351,6 +363,18 @@ def _result(
         lookups=lookups,
         method=method,
     )
+
+
+def embedding_lookups_at(looks: _Lookups, size: int) -> int:
+    """The lookups SGLang's scheduler makes in an embedding cache of ``size`` bytes: one per distinct item
+    of a batch, and one more for each other occurrence of an item whose first lookup missed (its
+    ``get_single`` runs again, and misses again: nothing is stored before the batch is encoded)."""
+    dups = looks.dups or []
+    extra = sum(dups)
+    if extra and size > 0:  # the other occurrences of the items that hit are not looked up again
+        counted = Lookups(looks.keys, looks.sizes, dups, [0] * len(dups), looks.groups, looks.shared, looks.max_entries)
+        extra -= replay(counted, size)[0]
+    return len(looks.keys) + extra
 
 
 def _points(lk: Lookups, points: set[int]) -> Curve:

@@ -123,6 +123,7 @@ def setup(request: PlanRequest, plan: Plan, environ: Mapping[str, str]) -> PoolS
         layouts=layouts,
         lowest_mb=lowest,
         highest_mb=highest,
+        header_for=None if vmm else rel.header_bytes,
         refused_every=refused_every,
     )
 

@@ -139,11 +139,14 @@ def traffic_items(req: VllmRequest, traffic: ImageTraffic) -> TrafficItems:
 
 def _qwen_tokens(req: VllmRequest, vision: eb.QwenVision, traffic: ImageTraffic) -> dict[str, int]:
     tokens: dict[str, int] = {}
+    by_dims: dict[tuple[int, int], int] = {}  # many images share a few sizes: each computed once
     for key, (w, h) in traffic.dims.items():
-        try:
-            tokens[key] = eb.image_tokens(vision, w, h)
-        except qwen.ResizeError as e:
-            raise CacheTrafficError(f"a {w}x{h} image: vLLM's processor refuses it ({e})") from None
+        if (w, h) not in by_dims:
+            try:
+                by_dims[w, h] = eb.image_tokens(vision, w, h)
+            except qwen.ResizeError as e:
+                raise CacheTrafficError(f"a {w}x{h} image: vLLM's processor refuses it ({e})") from None
+        tokens[key] = by_dims[w, h]
     for key, nbytes in traffic.pixel_bytes.items():
         n = ib.tokens_of_trace_bytes(vision, nbytes)
         if n is None:

@@ -26,14 +26,15 @@ from mmpool_cli._record.mmpool_record import recfmt
 from mmpool_cli.caches.curve import Curve
 from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.caches.report import CacheNote, CacheReport, CacheResult, Recommendation, hits_needed
+from mmpool_cli.core.words import count
 from mmpool_cli.engines.vllm import encoder_replay, processor_cache, processor_replay, versions
-from mmpool_cli.engines.vllm.caches import smallest_reaching, smallest_without_wait
+from mmpool_cli.engines.vllm.caches import smallest_reaching
 from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for
 from mmpool_cli.engines.vllm.processor_cache import DataParallel
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.traces.reader import MAX_EVENTS
-from mmpool_cli.traces.record_stream import CacheTrace, read_caches
+from mmpool_cli.traces.record_stream import CacheTrace, damage_of, read_caches
 
 POINTS = 64  # the curve's points, each a replay
 NAMES = ("vllm_processor", "vllm_encoder")
@@ -225,7 +226,7 @@ def _processor(senders: list[RecordedSender], target: Fraction) -> tuple[CacheRe
             CacheNote(
                 "cache-replay-differs",
                 "warning",
-                f"vLLM's processor cache: the replay at the recorded {size:,} B makes {result.hits:,} hits; "
+                f"vLLM's processor cache: the replay at the recorded {size:,} B makes {count(result.hits, 'hit')}; "
                 f"vLLM counted {recorded:,}",
             )
         )
@@ -250,7 +251,7 @@ def _encoder(trace: CacheTrace) -> list[CacheNote]:
         CacheNote(
             "encoder-cache-recorded",
             "info",
-            f"vLLM's encoder cache {where}: a budget of {budget:,} tokens; {lookups:,} lookups, {hits:,} found "
+            f"vLLM's encoder cache {where}: a budget of {budget:,} tokens; {count(lookups, 'lookup')}, {hits:,} found "
             f"cached; entries evicted: {evicted:,}; at most {peak:,} tokens held. Its admissions at another budget "
             "follow the scheduler, which the recording holds at this one only: for a curve, replay the traffic "
             "(mmpool cache --engine vllm --from LOG or --trace TRACE)",
@@ -299,8 +300,8 @@ def _encoder_result(trace: CacheTrace, senders: list[RecordedSender], window: in
         return seen[size]
 
     used = {k for keys in requests for k in keys}
-    biggest, total = max(tokens[k] for k in used), sum(tokens[k] for k in used)
-    smallest = smallest_without_wait(run, biggest, total)
+    total = sum(tokens[k] for k in used)
+    smallest = encoder_replay.no_wait_budget(requests, tokens, window)
     least = min(tokens[k] for k in used)
     points = sorted({least + (total - least) * k // (POINTS // 2) for k in range(POINTS // 2 + 1)} | {0})
     points = sorted({*points, budget, smallest})
@@ -310,18 +311,18 @@ def _encoder_result(trace: CacheTrace, senders: list[RecordedSender], window: in
     )
     at = run(budget) if budget > 0 else None
     notes = [
-        f"replayed over the {len(requests):,} requests the processor caches recorded, in the order they reached "
+        f"replayed over the {count(len(requests), 'request')} the processor caches recorded, in the order they reached "
         f"them; assumed: {encoder_replay.ASSUMED.format(window=window)} (--encoder-window)",
         f"recommended: the smallest budget where no request waits for space ({smallest:,} tokens)",
     ]
     if dropped:
-        notes.append(f"{dropped:,} item(s) the encoder cache never saw (their tokens are not on record): left out")
+        notes.append(f"{count(dropped, 'item')} the encoder cache never saw (their tokens are not on record): left out")
     if at is not None:
         notes.append(
-            f"at the recorded {budget:,} tokens the replay has {len(at.waited):,} request(s) waiting, "
-            f"{len(at.refused):,} refused (an item larger than the budget) and {at.hits:,} hits; the scheduler's "
-            f"own order (its chunked prefills and their steps) made {recorded_hits:,} lookups hit: they differ "
-            "where its order is not the replay's"
+            f"at the recorded {budget:,} tokens the replay has {count(len(at.waited), 'request')} waiting, "
+            f"{len(at.refused):,} refused (an item larger than the budget) and {count(at.hits, 'hit')}; the "
+            f"scheduler's own order (its chunked prefills and their steps) made {count(recorded_hits, 'lookup')} "
+            "hit: they differ where its order is not the replay's"
         )
     origin = "max(--max-num-batched-tokens, the largest item)"
     result = CacheResult(
@@ -361,7 +362,7 @@ def recorded_caches(directory: str, target: Fraction, window: int = 1) -> CacheR
             "mmpool recorded vLLM's caches, or a server whose caches are off)"
         )
     senders = [sender(t) for t in ours if t.info.get(recfmt.K_CACHE) == "vllm_processor"]
-    caches, notes = [], []
+    caches, notes = [], [CacheNote("record-damaged", "warning", str(d)) for d in damage_of(directory, ours)]
     if senders:
         kinds = {(s.cache_type, s.size_bytes) for s in senders}
         if len(kinds) > 1:

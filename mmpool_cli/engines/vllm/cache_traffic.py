@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from mmpool_cli.core.words import count
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic import openai
 from mmpool_cli.inputs.traffic.images import ImageError, probe_base64
@@ -111,8 +112,8 @@ def read(paths: Sequence[str], assume: tuple[int, int] | None = None) -> ImageTr
         raise CacheTrafficError("; ".join(bad[:MAX_SHOWN]) + more)
     if not out.requests:
         raise CacheTrafficError(
-            f"{', '.join(paths)}: no request carries image data ({out.bodies} bodies read, no image_url part): "
-            "log the bodies with their image_url parts (data: or http(s) URLs)"
+            f"{', '.join(paths)}: no request carries image data ({count(out.bodies, 'body', 'bodies')} read, no "
+            "image_url part): log the bodies with their image_url parts (data: or http(s) URLs)"
         )
     return out
 

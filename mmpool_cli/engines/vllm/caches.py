@@ -7,15 +7,18 @@ layout, API processes and encoder budget ``plan --engine vllm`` prints); items f
 (``cache_traffic``) and the model's processing (``item_bytes``, ``cache_items``: the Qwen-VL families and
 Gemma 3).
 
-- processor: exact replays (``processor_replay``) at the deployment's size and at the curve's sizes,
-  a geometric grid from the smallest item to everything the traffic holds (vLLM's rules make the
-  hits not monotone in the size, so each point is its own replay); ``recommended_bytes`` is the
+- processor: the hits at the curve's sizes, a geometric grid from the smallest item to everything
+  the traffic holds, each exact: from one stack-distance pass (``caches.lru.batch_curve``) at every
+  size where no request's images outweigh the cache, else an exact replay (``processor_replay``,
+  compiled where built); the deployment's size is replayed (its per-process hits and failures).
+  vLLM's rules make the hits not monotone in the size; ``recommended_bytes`` is the
   smallest of those sizes that gets the hits of a cache that never evicts, with the host RAM a
   launch at that size takes on the node (``processor_cache.plan``, the shm ring's handle secret and
   the render-only caches included).
-- encoder: replays (``encoder_replay``) over token budgets; ``recommended_tokens`` is the smallest
-  budget where no request waits (no wait at one budget means the same admissions at every larger
-  one, so a bisection finds it exactly). Pure core: standard library only.
+- encoder: ``recommended_tokens`` is the smallest budget where no request waits, in one pass
+  (``encoder_replay.no_wait_budget``); from it up the curve is one stack-distance pass
+  (``encoder_replay.curve_without_wait``), below it each point a replay (``encoder_replay``).
+  Pure core: standard library only.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+from mmpool_cli.caches.lru import Batches, batch_curve
 from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.vllm import cache_items, encoder_replay, item_bytes, processor_cache, processor_replay
@@ -90,7 +94,7 @@ def smallest_reaching(
 def smallest_without_wait(run: Callable[[int], encoder_replay.EncoderReplay], lo: int, hi: int) -> int:
     """The smallest encoder budget from ``lo`` to ``hi`` (one where no request waits) at which no request
     waits or is refused: exact by bisection, since no wait at one budget means the same admissions at
-    every larger one."""
+    every larger one. The reference of ``encoder_replay.no_wait_budget``, which finds it in one pass."""
     while lo < hi:
         mid = (lo + hi) // 2
         probe = run(mid)
@@ -103,11 +107,13 @@ def processor_entry(
     traffic: ImageTraffic,
     progress: Callable[[], None] | None = None,
     target: Fraction = DEFAULT_TARGET,
+    *,
+    known: cache_items.TrafficItems | None = None,
 ) -> dict[str, Any]:
-    """The processor cache's entry of the ``caches`` list."""
+    """The processor cache's entry of the ``caches`` list (``known``: the items' ``traffic_items``, if made)."""
     plan = make_plan(req)
     pc = plan.processor_cache
-    items = cache_items.traffic_items(req, traffic)
+    items = cache_items.traffic_items(req, traffic) if known is None else known
     # with the cache off (0 GiB), the curve is of the layout the launch would get with one
     enabled = pc if pc.layout != "disabled" else processor_cache.plan(1, req.cache_type, req.dp)
     layout: processor_replay.Layout = "processor_only"
@@ -118,36 +124,49 @@ def processor_entry(
     processed = items.processed
     max_object = req.shm_max_object_mb << 20
     api = max(1, enabled.api_processes) if layout == "processor_only" else 1
-    seen: dict[int, processor_replay.ReplayResult] = {}
+    release = req.release.version
+    dense = Batches.of(traffic.requests, sizes, processed)
+    # one pass gives every size where no request's images outweigh the cache; the rest are replayed
+    one_pass = None if layout == "shm" else batch_curve(dense.keys, dense.starts, dense.sizes, dense.work, api)
 
-    def run(capacity: int) -> processor_replay.ReplayResult:
+    def replay(capacity: int) -> processor_replay.ReplayResult:
+        if progress is not None:
+            progress()
+        if processor_replay.FAST is not None:
+            return processor_replay.replay_dense(dense, capacity, layout, api, max_object, release)
+        return processor_replay.replay(
+            traffic.requests,
+            sizes,
+            capacity,
+            layout,
+            api_processes=api,
+            max_object=max_object,
+            work=processed,
+            release=release,
+        )
+
+    seen: dict[int, tuple[int, int]] = {}
+
+    def run(capacity: int) -> tuple[int, int]:
+        """(hits, processed bytes saved) at ``capacity`` bytes, each exact."""
         if capacity not in seen:
-            if progress is not None:
-                progress()
-            seen[capacity] = processor_replay.replay(
-                traffic.requests,
-                sizes,
-                capacity,
-                layout,
-                api_processes=api,
-                max_object=max_object,
-                work=processed,
-                release=req.release.version,
-            )
+            if one_pass is not None and one_pass.exact(capacity):
+                seen[capacity] = one_pass.at(capacity)
+            else:
+                r = replay(capacity)
+                seen[capacity] = (r.total_hits, r.saved)
         return seen[capacity]
 
     # at these bytes nothing is ever evicted (a ring twice its objects never wraps)
     everything = sum(sizes.values()) * (2 if layout == "shm" else 1)
     points = grid(min(sizes.values()), everything)
-    curve = [(c, run(c)) for c in points]
-    unbounded = run(everything)
-    need = _hits_needed(unbounded.total_hits, target)
+    curve = [(c, *run(c)) for c in points]
+    unbounded_hits, unbounded_saved = run(everything)
+    need = _hits_needed(unbounded_hits, target)
     recommendation = None
-    if unbounded.total_hits:
+    if unbounded_hits:
         # the setting is a float of GiB in 4 digits: the search stops where both ends give the same one
-        smallest = smallest_reaching(
-            lambda c: run(c).total_hits, points, need, lambda lo, hi: _gib_for(lo) == _gib_for(hi)
-        )
+        smallest = smallest_reaching(lambda c: run(c)[0], points, need, lambda lo, hi: _gib_for(lo) == _gib_for(hi))
         text = _gib_for(smallest)
         setting_bytes = bytes_of(float(text))
         host = processor_cache.plan(
@@ -160,16 +179,16 @@ def processor_entry(
         recommendation = {
             "bytes": setting_bytes,
             "setting": f"--mm-processor-cache-gb {text}",
-            "cost": {"host_bytes": host, "hits": run(setting_bytes).total_hits},
+            "cost": {"host_bytes": host, "hits": run(setting_bytes)[0]},
         }
-    at = run(pc.cache_bytes) if pc.layout != "disabled" else None
+    at = replay(pc.cache_bytes) if pc.layout != "disabled" else None
     notes = [
         f"replayed with vLLM {req.release.version}'s rules ({pc.layout}); assumed: {_assumed(layout, api)}",
         f"items sized as vLLM {req.release.version} processes them: {proc.why} "
         f"({req.release.at['mm_device_do_normalize']})",
-        "each curve point is its own exact replay (an item larger than the cache is never cached, so hits "
-        "need not grow with the size); the recommendation is the smallest grid point reaching the target, "
-        "lowered by bisection within its gap",
+        "each curve point is exact: one pass where no request's images outweigh the cache, a replay below "
+        "that (an item larger than the cache is never cached, so hits need not grow with the size); the "
+        "recommendation is the smallest grid point reaching the target, lowered by bisection within its gap",
     ]
     if at is not None and at.failed:
         notes.append(
@@ -185,10 +204,10 @@ def processor_entry(
         "hits": at.total_hits if at is not None else 0,
         "work_saved": at.saved if at is not None else 0,
         "work_unit": "processed bytes",
-        "unbounded_hits": unbounded.total_hits,
-        "unbounded_work_saved": unbounded.saved,
+        "unbounded_hits": unbounded_hits,
+        "unbounded_work_saved": unbounded_saved,
         "unbounded_bytes": everything,
-        "curve": [{"size_bytes": c, "hits": r.total_hits, "work_saved": r.saved} for c, r in curve],
+        "curve": [{"size_bytes": c, "hits": h, "work_saved": w} for c, h, w in curve],
         "curve_method": REPLAYED,
         "target_hits_percent": str(target),
         "meets_target": at is not None and at.total_hits >= need,
@@ -227,28 +246,45 @@ def _assumed(layout: str, api: int) -> str:
 
 
 def encoder_entry(
-    req: VllmRequest, traffic: ImageTraffic, window: int, progress: Callable[[], None] | None = None
+    req: VllmRequest,
+    traffic: ImageTraffic,
+    window: int,
+    progress: Callable[[], None] | None = None,
+    *,
+    known: cache_items.TrafficItems | None = None,
 ) -> dict[str, Any]:
-    """The encoder cache's entry of the ``caches`` list: bytes are tokens × the embedding's bytes per token."""
+    """The encoder cache's entry of the ``caches`` list: bytes are tokens × the embedding's bytes per token
+    (``known``: the items' ``traffic_items``, if made)."""
     plan = make_plan(req)
     enc = plan.encoder_cache
-    tokens = cache_items.traffic_items(req, traffic).tokens
+    tokens = (cache_items.traffic_items(req, traffic) if known is None else known).tokens
     budget = enc.get("budget_tokens")
     per_token = enc["embedding_bytes_per_token"]
     seen: dict[int, encoder_replay.EncoderReplay] = {}
+    dense = encoder_replay.Dense.of(traffic.requests, tokens) if encoder_replay.FAST is not None else None
 
     def run(size: int) -> encoder_replay.EncoderReplay:
         if size not in seen:
             if progress is not None:
                 progress()
-            seen[size] = encoder_replay.replay(traffic.requests, tokens, size, window)
+            seen[size] = encoder_replay.replay(traffic.requests if dense is None else dense, tokens, size, window)
         return seen[size]
 
     biggest = max(tokens.values())
     total = sum(tokens.values())  # at this budget nothing is ever evicted, and nothing waits
-    recommended = smallest_without_wait(run, biggest, min(total, _window_peak(traffic.requests, tokens, window)))
-    curve = [(c, run(c)) for c in grid(biggest, total, CURVE_POINTS // 2)]
-    unbounded = run(total)
+    recommended = encoder_replay.no_wait_budget(traffic.requests, tokens, window, dense=dense)
+    # from the no-wait budget up, one pass gives every budget; below it requests wait: replayed
+    one_pass = encoder_replay.curve_without_wait(traffic.requests if dense is None else dense, tokens)
+
+    def point(size: int) -> tuple[int, int, int]:
+        """(hits, tokens saved, requests that waited) at ``size`` tokens, each exact."""
+        if size >= recommended:
+            return (*one_pass.at(size), 0)
+        r = run(size)
+        return r.hits, r.saved, len(r.waited)
+
+    curve = [(c, *point(c)) for c in grid(biggest, total, CURVE_POINTS // 2)]
+    unbounded_hits, unbounded_saved, _ = point(total)
     at = run(budget) if budget is not None else None
     step = max(1, len(at.occupancy) // MAX_OCCUPANCY_POINTS) if at else 1
     floor = enc.get("max_tokens_per_item")
@@ -266,18 +302,12 @@ def encoder_entry(
         "hits": at.hits if at else 0,
         "work_saved": at.saved if at else 0,
         "work_unit": "encoder tokens",
-        "unbounded_hits": unbounded.hits,
-        "unbounded_work_saved": unbounded.saved,
+        "unbounded_hits": unbounded_hits,
+        "unbounded_work_saved": unbounded_saved,
         "unbounded_bytes": total * per_token,
         "curve": [
-            {
-                "size_bytes": c * per_token,
-                "hits": r.hits,
-                "work_saved": r.saved,
-                "size_tokens": c,
-                "waits": len(r.waited),
-            }
-            for c, r in curve
+            {"size_bytes": c * per_token, "hits": h, "work_saved": w, "size_tokens": c, "waits": waits}
+            for c, h, w, waits in curve
         ],
         "curve_method": REPLAYED,
         "target_hits_percent": None,
@@ -295,25 +325,6 @@ def encoder_entry(
         "occupancy_peak_tokens": max(at.occupancy) if at else None,
         "occupancy_tokens": [max(at.occupancy[i : i + step]) for i in range(0, len(at.occupancy), step)] if at else [],
     }
-
-
-def _window_peak(requests: list[list[str]], tokens: dict[str, int], window: int) -> int:
-    """The most tokens of distinct items in ``window`` + 1 requests in a row: what the in-flight
-    requests and the one admitted can reference at once, so no request waits at this budget."""
-    counts: dict[str, int] = {}
-    held = peak = 0
-    for i, keys in enumerate(requests):
-        for key in keys:
-            counts[key] = counts.get(key, 0) + 1
-            held += tokens[key] if counts[key] == 1 else 0
-        peak = max(peak, held)
-        if i >= window:
-            for key in requests[i - window]:
-                counts[key] -= 1
-                if not counts[key]:
-                    del counts[key]
-                    held -= tokens[key]
-    return peak
 
 
 def _setting(recommended: int, floor: int | None) -> str:
@@ -341,11 +352,15 @@ def caches(
 ) -> list[dict[str, Any]]:
     """The ``caches`` list for vLLM: the processor cache, then the encoder cache.
 
-    ``progress`` is called once per replay (about a hundred). ``meets_target``: the processor cache
+    ``progress`` is called once per replay (the sizes one pass does not give). ``meets_target``: the processor cache
     gets ``target`` percent of the hits of one that never evicts; no request waits in the encoder cache.
 
     Raises:
         CacheTrafficError: the launch has an error (``check_launch``) or the model's items are unknown.
     """
     check_launch(req)
-    return [processor_entry(req, traffic, progress, target), encoder_entry(req, traffic, window, progress)]
+    known = cache_items.traffic_items(req, traffic)
+    return [
+        processor_entry(req, traffic, progress, target, known=known),
+        encoder_entry(req, traffic, window, progress, known=known),
+    ]

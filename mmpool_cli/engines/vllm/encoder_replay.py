@@ -19,10 +19,18 @@ vLLM's own manager under the same order. Pure core: standard library only.
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, chain
+from types import ModuleType
 from typing import Any
+
+from mmpool_cli.caches.curve import Curve, lru_curve
+from mmpool_cli.kernels.native import compiled
+
+FAST: ModuleType | None = compiled("_cachereplay")
 
 ASSUMED = (
     "requests admitted first come first served, at most {window} holding encoder entries at once "
@@ -141,16 +149,51 @@ def _ignore(entry: list[Any]) -> None:
     pass
 
 
+@dataclass(frozen=True)
+class Dense:
+    """Requests as the compiled replay reads them: dense key ids, each request's start, per key its tokens."""
+
+    keys: array[int]
+    starts: array[int]
+    tokens: array[int]
+
+    @classmethod
+    def of(cls, requests: Iterable[Sequence[str]], tokens: Mapping[str, int]) -> Dense:
+        requests = list(requests)
+        names = list(dict.fromkeys(chain.from_iterable(requests)))
+        ids = {k: i for i, k in enumerate(names)}
+        keys = array("q", map(ids.__getitem__, chain.from_iterable(requests)))
+        starts = array("q", accumulate(map(len, requests), initial=0))
+        return cls(keys, starts, array("q", map(tokens.__getitem__, names)))
+
+
 def replay(
-    requests: Iterable[Sequence[str]], tokens: Mapping[str, int], size: int, window: int, *, log: bool = False
+    requests: Iterable[Sequence[str]] | Dense,
+    tokens: Mapping[str, int],
+    size: int,
+    window: int,
+    *,
+    log: bool = False,
+    native: bool | None = None,
 ) -> EncoderReplay:
     """Replay ``requests`` (each its items' keys) through an encoder cache of ``size`` tokens; ``log``
     keeps every decision in the vocabulary of the fixtures (the curve's replays need only the counts).
+    ``native`` None: the compiled replay where built and no log is asked (the same counts, waits,
+    refusals and occupancy: ``tests/engines/vllm/test_encoder_replay.py``); ``requests`` may be given
+    as a ``Dense`` made once for many replays (compiled only).
 
     >>> r = replay([["a"], ["b"], ["a"]], {"a": 60, "b": 50}, 100, 1)
     >>> r.waited, r.recomputed, r.occupancy
     ([], 60, [60, 50, 60])
     """
+    if native is None:
+        native = FAST is not None and not log
+    if native or isinstance(requests, Dense):
+        if FAST is None:
+            raise RuntimeError("the compiled cache replay is not built")
+        d = requests if isinstance(requests, Dense) else Dense.of(requests, tokens)
+        hits, saved, recomputed, waited, refused, occupancy = FAST.refcounted(d.keys, d.starts, d.tokens, size, window)
+        return EncoderReplay(size, window, [], occupancy, waited, refused, recomputed, hits, saved)
     m = Manager(size)
     out = EncoderReplay(size, window)
     inflight: list[int] = []
@@ -221,3 +264,65 @@ def replay(
         inflight.append(rid)
         out.occupancy.append(m.occupied)
     return out
+
+
+def no_wait_budget(
+    requests: Iterable[Sequence[str]], tokens: Mapping[str, int], window: int, *, dense: Dense | None = None
+) -> int:
+    """The smallest budget at which no request waits or is refused, in one pass: the most tokens of
+    distinct items in ``window`` requests in a row (at least 1).
+
+    Why it is exact: with no wait so far, the requests in flight when one is admitted are the
+    ``window - 1`` before it, and entries are referenced only by requests in flight. An item is
+    admitted when the tokens referenced (the in-flight requests' items, the request's own so far)
+    plus its own fit the budget (``can_allocate``: unreferenced entries are evicted as needed, and
+    the compute budget, the whole budget per step, is never the tighter bound). So every request
+    goes through at a budget of at least its window's distinct tokens; below the largest, the
+    request whose window holds them fails an item, and a retry in the next step fails it again
+    (what it allocated is still referenced), so it waits or is refused. ``tests/engines/vllm/
+    test_encoder_replay.py`` checks it against the replay's bisection on random traffic.
+
+    >>> no_wait_budget([["a"], ["b"], ["a", "b"]], {"a": 60, "b": 50}, 1)
+    110
+    """
+    if dense is not None and FAST is not None:  # the same pass, compiled
+        return max(int(FAST.window_peak(dense.keys, dense.starts, dense.tokens, window)), 1)
+    held: dict[str, int] = {}  # item -> its occurrences in the window
+    window_keys: list[Sequence[str]] = []
+    total = peak = 0
+    for keys in requests:
+        window_keys.append(keys)
+        for key in keys:
+            held[key] = held.get(key, 0) + 1
+            if held[key] == 1:
+                total += tokens[key]
+        peak = max(peak, total)
+        if len(window_keys) == window:
+            for key in window_keys.pop(0):
+                held[key] -= 1
+                if not held[key]:
+                    del held[key]
+                    total -= tokens[key]
+    return max(peak, 1)
+
+
+def curve_without_wait(requests: Iterable[Sequence[str]] | Dense, tokens: Mapping[str, int]) -> Curve:
+    """Hits and tokens saved at every budget from ``no_wait_budget`` up, from one stack-distance pass:
+    there the cache is a byte-counted LRU (in tokens) over the items in request order.
+
+    Why: with no wait, a request's items go in one step, and the entries the requests in flight hold
+    are the most recently used ones, which an LRU of that budget holds too (their distinct tokens fit).
+    Unreferenced entries are evicted oldest released first, only as much as an item needs; they are
+    released when the last request holding them finishes, in admission order, and a request frees its
+    inputs in order: that is the order of their last use. A repeat in a request is a hit in both.
+    ``tests/engines/vllm/test_encoder_replay.py`` checks it against the replay on random traffic.
+    Below ``no_wait_budget`` requests wait, which reorders admissions: those budgets are replayed.
+    """
+    if isinstance(requests, Dense):
+        n = array("q", [requests.tokens[k] for k in requests.keys])
+        return lru_curve(requests.keys, n, None, n)
+    ids: dict[str, int] = {}
+    flat = [k for r in requests for k in r]
+    keys = [ids.setdefault(k, len(ids)) for k in flat]
+    n = array("q", [tokens[k] for k in flat])
+    return lru_curve(keys, n, None, n)

@@ -23,20 +23,24 @@ payloads still held (``get_cached_item``), ``touch_sender_cache_item`` of every 
   processed (the ring then holds back only the current request's items).
 
 Hits and lookups are vLLM's own counters (``vllm:mm_cache_hits`` / ``vllm:mm_cache_queries``): a
-lookup per ``get_and_update_item``. Pure core: standard library only.
+lookup per ``get_and_update_item``. The byte-counted LRU and the ring are neutral (``caches/lru.py``,
+``caches/ring.py``); this module drives them as vLLM does, in Python (the reference) or through
+their compiled replays. Pure core: standard library only.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Literal
 
+from mmpool_cli.caches import lru, ring
+from mmpool_cli.caches.lru import Batches, ByteLru
+from mmpool_cli.caches.ring import RING_CHUNK_HEADER as RING_CHUNK_HEADER  # the shm chunk's header, re-exported
+
 Layout = Literal["processor_only", "lru", "shm"]
-ID_MAX = 1 << 31  # the ring's monotonic ids wrap here (shm_object_storage.py)
-RING_CHUNK_HEADER = 8  # [4-byte id][4-byte size] before each chunk
-SHM_FLAG_BYTES = 4  # the object's reader count
+FAST: ModuleType | None = lru.FAST
 
 
 @dataclass
@@ -57,106 +61,6 @@ class ReplayResult:
     @property
     def total_lookups(self) -> int:
         return sum(self.lookups)
-
-
-class ByteLru:
-    """cachetools' LRUCache counted in bytes as vLLM uses it (get, touch, put_if_fits, pop)."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.order: OrderedDict[str, int] = OrderedDict()
-        self.used = 0
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.order
-
-    def touch(self, key: str) -> None:
-        if key in self.order:
-            self.order.move_to_end(key)
-
-    def get(self, key: str) -> bool:
-        if key in self.order:
-            self.order.move_to_end(key)
-            return True
-        return False
-
-    def put_if_fits(self, key: str, size: int) -> bool:
-        if size > self.capacity:  # "value too large": nothing is evicted
-            return False
-        while self.used + size > self.capacity:
-            _, old = self.order.popitem(last=False)
-            self.used -= old
-        self.order[key] = size
-        self.used += size
-        return True
-
-    def pop(self, key: str) -> None:
-        size = self.order.pop(key, None)
-        if size is not None:
-            self.used -= size
-
-
-class ShmRing:
-    """The sender's ring buffer and object index (``SingleWriterShmRingBuffer`` and
-    ``SingleWriterShmObjectStorage``), with readers that have read everything before the request."""
-
-    def __init__(self, capacity: int, max_object: int) -> None:
-        self.size = capacity
-        self.max_object = max_object
-        self.start = self.end = 0  # data_buffer_start / data_buffer_end (end may exceed size)
-        self.id_start = self.id_end = 0
-        self.address: dict[int, int] = {}  # id -> address
-        self.chunk: dict[int, int] = {}  # id -> chunk size, header included
-        self.keys: dict[str, int] = {}  # key -> id
-        self.id_key: dict[int, str] = {}
-        self.held: set[int] = set()  # read pending or touched: not reclaimable
-
-    def allocate(self, chunk: int) -> int | None:
-        reset = self.end % self.size
-        reset = (self.end // self.size + 1) * self.size if reset + chunk > self.size else self.end
-        if reset + chunk - self.start > self.size:
-            return None
-        self.end = reset
-        ident = self.id_end
-        self.address[ident % ID_MAX] = self.end
-        self.chunk[ident % ID_MAX] = chunk
-        self.end += chunk
-        self.id_end = (self.id_end + 1) % ID_MAX
-        return ident
-
-    def free_unused(self) -> None:
-        freed = 0
-        while self.id_start in self.address and freed < 2 * self.max_object:
-            ident = self.id_start
-            if ident in self.held:
-                break
-            del self.address[ident]
-            freed += self.chunk.pop(ident)
-            del self.keys[self.id_key.pop(ident)]
-            self.id_start = (ident + 1) % ID_MAX
-            if self.id_start in self.address:
-                self.start += (self.address[self.id_start] - self.start) % self.size
-            else:
-                self.start = self.end = 0
-        if self.start >= self.size:
-            self.start -= self.size
-            self.end -= self.size
-
-    def put(self, key: str, object_bytes: int) -> bool:
-        """Store an object of ``object_bytes`` (flag, metadata and data): whether it was stored."""
-        if object_bytes > self.max_object:
-            return False
-        chunk = object_bytes + RING_CHUNK_HEADER
-        ident = self.allocate(chunk)
-        if ident is None:
-            self.free_unused()
-            ident = self.allocate(chunk)
-            if ident is None:
-                return False
-        self.keys[key] = ident
-        self.id_key[ident] = key
-        self.held.add(ident)
-        return True
 
 
 def _lru_request(
@@ -224,6 +128,7 @@ def replay(
     work: Mapping[str, int] | None = None,
     release: str = "0.34.0",
     flags: bool = False,
+    native: bool | None = None,
 ) -> ReplayResult:
     """Replay ``requests`` (each its items' keys) through a processor cache of ``capacity`` bytes.
 
@@ -231,7 +136,8 @@ def replay(
     shm object (``shm_object_bytes``) for ``shm``; ``work`` what a hit on each saves (default its
     size). Requests are dealt round robin over ``api_processes`` caches (``processor_only``).
     ``release`` is the vLLM release whose rules apply (0.30.0 to 0.34.0); ``flags`` keeps each request's
-    H/M letters (for the fixtures).
+    H/M letters (for the fixtures). ``native`` None: the compiled replay where built and no flags are
+    asked (the same figures and failures: ``tests/engines/vllm/test_processor_replay.py``).
 
     >>> r = replay([["a"], ["b"], ["a"]], {"a": 6, "b": 5}, 11, "processor_only", flags=True)
     >>> r.flags, r.total_hits, r.total_lookups
@@ -239,25 +145,13 @@ def replay(
     """
     n = api_processes if layout == "processor_only" else 1
     work = sizes if work is None else work
+    if native is None:
+        native = FAST is not None and not flags
+    if native:
+        return replay_dense(Batches.of(requests, sizes, work), capacity, layout, n, max_object, release)
     if layout == "shm":
-        hits, lookups, marks = [0], [0], []
-        saved = 0
-        ring = ShmRing(capacity, max_object)
-        for keys in requests:
-            if flags:
-                marks.append("".join("H" if k in ring.keys else "M" for k in keys))
-            touched = {ring.keys[k] for k in keys if k in ring.keys}
-            ring.held = set(touched)
-            for k in keys:
-                lookups[0] += 1
-                if k in ring.keys:
-                    hits[0] += 1
-                    saved += work[k]
-                    ring.held.add(ring.keys[k])  # looked up: held until the readers read it
-                else:
-                    ring.put(k, sizes[k])
-            ring.held = set()  # the readers read the request, its touches are released
-        return ReplayResult(capacity, hits, lookups, marks, saved=saved)
+        hits, lookups, saved, marks = ring.replay(requests, sizes, work, capacity, max_object, flags=flags)
+        return ReplayResult(capacity, [hits], [lookups], marks, saved=saved)
     payloads = keeps_payloads(layout, release)
     # the engine core's receiver holds what the sender holds until a request fails in the sender
     # (only then do they drift): replay it only where one did
@@ -302,3 +196,33 @@ def _lru_replay(
                 for k in missing:
                     cache.pop(k)
     return ReplayResult(capacity, hits, lookups, marks, failed, saved)
+
+
+def replay_dense(
+    d: Batches,
+    capacity: int,
+    layout: Layout,
+    api_processes: int = 1,
+    max_object: int = 128 << 20,
+    release: str = "0.34.0",
+) -> ReplayResult:
+    """``replay`` by the compiled kernel (``_cachereplay``), of requests made dense once for many sizes."""
+    if FAST is None:
+        raise RuntimeError("the compiled cache replay is not built")
+    n = api_processes if layout == "processor_only" else 1
+    payloads = keeps_payloads(layout, release)
+    if layout == "shm":
+        hits, lookups, saved = ring.replay_dense(d, capacity, max_object)
+        return ReplayResult(capacity, [hits], [lookups], [], saved=saved)
+    out = ReplayResult(capacity, [0] * n, [0] * n, [])
+    for p in range(n):
+        # the engine core's receiver (lru) follows the sender in the same pass: it lacks nothing until the
+        # sender fails a request, so the figures are those of the Python replay, which mirrors only then
+        mirror = layout == "lru"
+        hits, lookups, saved, failed = lru.replay_pinned(d, capacity, p, n, payloads=payloads, mirror=mirror)
+        out.hits[p], out.lookups[p] = hits, lookups
+        out.saved += saved
+        for b, where, keys in failed:
+            out.failed.append((b, ("sender", "engine core")[where], tuple(d.names[k] for k in keys)))
+    out.failed.sort(key=lambda f: f[0])
+    return out

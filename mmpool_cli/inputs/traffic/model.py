@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from mmpool_cli.core.words import count
+from mmpool_cli.core.words import count, counted
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.writer import Lease
 from mmpool_cli.workload.families import Family
@@ -156,13 +156,13 @@ class Summary:
         if self.warmup:
             lines.append(f"  skipped {self.engine}'s warm-up request ({self.warmup})")
         if self.skipped:
-            parts = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
+            parts = ", ".join(counted(n, reason) for reason, n in sorted(self.skipped.items()))
             lines.append(f"  lines skipped: {parts}")
         if self.lifetimes:
-            parts = ", ".join(f"{n} {rule}" for rule, n in sorted(self.lifetimes.items()))
+            parts = ", ".join(counted(n, rule) for rule, n in sorted(self.lifetimes.items()))
             lines.append(f"  lease lifetimes: {parts}")
         if self.decoders:
-            parts = ", ".join(f"{n} {d}" for d, n in sorted(self.decoders.items()))
+            parts = ", ".join(counted(n, d) for d, n in sorted(self.decoders.items()))
             lines.append(f"  images decoded by: {parts}")
         if self.failing:
             lines.append(f"  {count(self.failing, 'request')} {self.engine} would fail (not pooled; see the warnings)")

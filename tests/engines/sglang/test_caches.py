@@ -69,6 +69,28 @@ def test_replay_equals_sglang_at_every_size(name: str, kind: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_embedding_lookups_are_counted_as_sglang_counts_them_at_every_size(name: str) -> None:
+    # an image a request holds twice is looked up again where its first lookup missed (mm_schedule.py's
+    # second get_single), once where it hit: the lookups, not only the hits, are SGLang's
+    sc = SCENARIOS[name]
+    emb, _ = lookups(sc)
+    want = sc["embedding"]
+    assert [rules.embedding_lookups_at(emb, size) for size in want["sizes"]] == want["lookups"]
+
+
+def test_the_report_counts_the_deployments_lookups_as_sglang() -> None:
+    sc = SCENARIOS["qwen2.5-vl multi-image requests"]
+    emb, _ = lookups(sc)
+    assert emb.dups is not None and sum(emb.dups) > 0  # the scenario repeats images inside requests
+    for mb in (0, 1, 100):
+        report = caches(request(sc, environ={"SGLANG_VLM_CACHE_SIZE_MB": str(mb)}))
+        cache = report.caches[0]
+        assert cache.counted_lookups == rules.embedding_lookups_at(emb, mb << 20)
+        assert report.to_data()["caches"][0]["lookups"] == cache.counted_lookups
+    assert rules.embedding_lookups_at(emb, 0) == sum(len(r) for r in sc["requests"])  # off: every image misses
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_reported_curve_equals_sglang_at_every_point(name: str) -> None:
     # every point the report gives is SGLang's hits at that size: one pass where it is exact at every
     # size, else a replay at each point (the deployment's size and the recommendation among them)

@@ -110,10 +110,59 @@ def test_a_traces_items_replay_as_the_bodies_they_came_from(traffic, float32_ite
         caches.processor_entry(_req(), bad)
 
 
-def test_no_request_waits_at_the_window_peak(traffic):
+def test_no_request_waits_at_the_no_wait_budget_and_one_waits_below_it(traffic):
     tokens = cache_items.traffic_items(_req(), traffic).tokens
     for window in (1, 2, 5):
-        peak = caches._window_peak(traffic.requests, tokens, window)
-        replayed = encoder_replay.replay(traffic.requests, tokens, peak, window)
-        assert not replayed.waited and not replayed.refused
-        assert peak < sum(tokens.values())
+        budget = encoder_replay.no_wait_budget(traffic.requests, tokens, window)
+        replayed = encoder_replay.replay(traffic.requests, tokens, budget, window)
+        below = encoder_replay.replay(traffic.requests, tokens, budget - 1, window)
+        assert not replayed.waited and not replayed.refused and (below.waited or below.refused)
+        assert budget < sum(tokens.values())
+
+
+@pytest.mark.parametrize(
+    "kw", [{}, {"cache_type": "shm"}, {"dp": processor_cache.DataParallel(size=2)}, {"release": "0.33.0"}]
+)
+def test_every_processor_curve_point_is_a_single_python_replay(traffic, kw):
+    from mmpool_cli.engines.vllm import processor_replay
+
+    if "release" in kw:
+        kw = {"release": versions.release(kw["release"])}
+    req = dataclasses.replace(_req(), **kw)
+    entry = caches.processor_entry(req, traffic)
+    items = cache_items.traffic_items(req, traffic)
+    layout = {"lru": "lru", "shm": "shm"}.get(entry["layout"], "processor_only")
+    sizes = items.shm if layout == "shm" else items.processed
+    work = items.processed
+
+    def replay(size: int) -> processor_replay.ReplayResult:
+        return processor_replay.replay(
+            traffic.requests,
+            sizes,
+            size,
+            layout,
+            api_processes=entry["api_processes"],
+            work=work,
+            release=req.release.version,
+            native=False,
+        )
+
+    for point in entry["curve"]:
+        r = replay(point["size_bytes"])
+        assert (point["hits"], point["work_saved"]) == (r.total_hits, r.saved), point
+    assert entry["recommended_cost"]["hits"] == replay(entry["recommended_bytes"]).total_hits
+    at = replay(entry["size_bytes"])
+    assert (entry["hits"], entry["hits_per_api_process"], entry["work_saved"]) == (at.total_hits, at.hits, at.saved)
+
+
+@pytest.mark.parametrize("window", [1, 4])
+def test_every_encoder_curve_point_is_a_single_python_replay(traffic, window):
+    entry = caches.encoder_entry(_req(), traffic, window)
+    tokens = cache_items.traffic_items(_req(), traffic).tokens
+    below = 0
+    for point in entry["curve"]:
+        r = encoder_replay.replay(traffic.requests, tokens, point["size_tokens"], window, native=False)
+        assert (point["hits"], point["work_saved"], point["waits"]) == (r.hits, r.saved, len(r.waited)), point
+        below += point["size_tokens"] < entry["recommended_tokens"]
+    assert below  # some points are below the no-wait budget (replayed), the rest from one pass
+    assert entry["unbounded_hits"] == encoder_replay.replay(traffic.requests, tokens, 10**9, window).hits

@@ -82,6 +82,9 @@ def test_bad_lines_are_located(tmp_path: Path) -> None:
 def test_requests_without_images_and_a_log_of_none(tmp_path: Path) -> None:
     conv = _run(tmp_path, [_body(), _body(_png())])
     assert conv.summary.skipped["requests without images (nothing pooled)"] == 1
+    assert "lines skipped: 1 request without images (nothing pooled)" in conv.summary.text().splitlines()[1]
+    two = _run(tmp_path, [_body(), _body(), _body(_png())]).summary.text()
+    assert "lines skipped: 2 requests without images (nothing pooled)" in two
     with pytest.raises(TrafficError, match="no request with an image"):
         _run(tmp_path, [_body(), _body()])
 
@@ -104,7 +107,7 @@ def test_auto_detects_bodies_and_refuses_what_it_cannot_tell(tmp_path: Path) -> 
     other = tmp_path / "notes.txt"
     other.write_text("hello\n")
     fam = family("qwen2.5-vl")
-    with pytest.raises(TrafficError, match="give --from sglang-log or --from openai"):
+    with pytest.raises(TrafficError, match="give --from-format sglang-log or --from-format openai"):
         convert(Options(fam, dict(fam.settings), "auto", [str(other)]))
 
 

@@ -83,7 +83,7 @@ def requests(argv: list[str], duration_ns: int) -> Bench:
         raise TrafficError(
             f"--dataset-name {args.dataset_name}: bench_serving in SGLang {NEWEST} has no video dataset "
             "(benchmark/datasets/ holds none, and no dataset sends videos); log the server's requests "
-            "and read them with --from sglang-log"
+            "and read them with --from-format sglang-log"
         )
     if args.dataset_name != "image":
         raise TrafficError(f"--dataset-name {args.dataset_name}: mmpool models bench_serving's image dataset only")

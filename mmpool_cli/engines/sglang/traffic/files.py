@@ -116,7 +116,7 @@ def sniff(path: str) -> str:
         raise TrafficError(f"{path}: the file is empty: no requests to size")
     raise TrafficError(
         f"{path}: neither an SGLang server log nor JSON-lines chat-completions bodies; "
-        "give --from sglang-log or --from openai"
+        "give --from-format sglang-log or --from-format openai"
     )
 
 
