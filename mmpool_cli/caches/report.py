@@ -75,6 +75,7 @@ class CacheResult:
     # (vLLM's encoder cache: no request waits); None: the hits' target decides
     meets: bool | None = None
     unit: str = "bytes"  # what its sizes count: "bytes", or "tokens" (vLLM's encoder cache: its JSON says size_tokens)
+    extra: dict[str, Any] = field(default_factory=dict)  # the cache's own keys, after the shared ones
 
     @property
     def hits(self) -> int:
@@ -125,7 +126,7 @@ class CacheResult:
             data = {renamed.get(k, k): v for k, v in data.items()}
             data["curve"] = [{"size_tokens": s, "hits": h, "work_saved": w} for s, h, w in self.curve.steps]
             data["unit"] = "tokens"
-        return data
+        return data | self.extra
 
 
 def hits_needed(curve: Curve, target: Fraction) -> int:

@@ -25,6 +25,19 @@ from mmpool_cli.cli.cache_options import (
 )
 from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
 from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand, check_plot, told
+from mmpool_cli.cli.prefix_options import (
+    VLLM_PREFIX,
+    BlockSizeOpt,
+    DisableRadixOpt,
+    GpuBlocksOpt,
+    MaxTotalTokensOpt,
+    NoPrefixCachingOpt,
+    PageSizeOpt,
+    TokenizerOpt,
+    TokenizerPathOpt,
+    prefix_options,
+    vllm_prefix_flags,
+)
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, SourceChoice, convert
 from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options_sharing
 from mmpool_cli.core.bounds import MAX_WORKERS
@@ -32,6 +45,7 @@ from mmpool_cli.errors import EXIT_BELOW_TARGET, EXIT_OK, MmpoolError
 
 if TYPE_CHECKING:
     from mmpool_cli.caches.report import CacheReport
+    from mmpool_cli.inputs.traffic.cache_request import PrefixOptions
 
 MAX_PREPROCESS_MB = 1 << 30  # 1 PiB of host RAM: beyond any machine
 MAX_HIDDEN = 1 << 20
@@ -92,6 +106,14 @@ def cache(
     assume_video: AssumeVideoOpt = None,
     plot: PlotOpt = None,
     window: EncoderWindowOpt = 1,
+    max_total_tokens: MaxTotalTokensOpt = None,
+    disable_radix_cache: DisableRadixOpt = False,
+    page_size: PageSizeOpt = 1,
+    tokenizer_path: TokenizerPathOpt = None,
+    no_prefix_caching: NoPrefixCachingOpt = False,
+    num_gpu_blocks: GpuBlocksOpt = None,
+    block_size: BlockSizeOpt = None,
+    tokenizer: TokenizerOpt = None,
     fmt: FormatOpt = OutputFormat.human,
     exit_zero: ExitZeroOpt = False,
 ) -> None:
@@ -132,6 +154,7 @@ def cache(
             window,
             target,
             exit_zero,
+            (no_prefix_caching, num_gpu_blocks, block_size, tokenizer),
         )
         return
     with reported():
@@ -150,6 +173,7 @@ def cache(
             assume_video,
             plot,
             from_format,
+            prefix_options(max_total_tokens, disable_radix_cache, page_size, tokenizer_path),
         )
         from mmpool_cli.render.caches import cache_text, meets, to_json
 
@@ -173,7 +197,7 @@ def _refuse_other_engines(engine_name: str, given: dict[str, str], recording: bo
 
     if engine_name not in REGISTRY:
         raise MmpoolError(f"--engine {engine_name}: choose one of {', '.join(sorted(REGISTRY))}")
-    vllm_only = {"window", *(f.name for f in dataclasses.fields(VllmOptions) if f.name != "gpu_name")}
+    vllm_only = {"window", *VLLM_PREFIX, *(f.name for f in dataclasses.fields(VllmOptions) if f.name != "gpu_name")}
     for name, flag in given.items():
         if recording and engine_name == "vllm" and (name in vllm_only - {"window"} or name == "model"):
             raise MmpoolError(
@@ -184,6 +208,8 @@ def _refuse_other_engines(engine_name: str, given: dict[str, str], recording: bo
             continue  # a recording's report is drawn for either engine
         if engine_name == "vllm" and name in SGLANG_ONLY:
             raise MmpoolError(f"{flag} is for --engine sglang: {SGLANG_ONLY[name]}")
+        if engine_name != "vllm" and name in VLLM_PREFIX:
+            raise MmpoolError(f"{flag} is a vLLM flag ({VLLM_PREFIX[name]}): add --engine vllm")
         if engine_name != "vllm" and name in vllm_only:
             raise MmpoolError(f"{flag} is a vLLM flag: add --engine vllm")
 
@@ -198,10 +224,12 @@ def _run_vllm(
     window: int,
     target_text: str,
     exit_zero: bool,
+    prefix: tuple[bool, int | None, int | None, str | None] = (False, None, None, None),
 ) -> None:
     from mmpool_cli.cli import cache_vllm
 
     with reported():
+        flags = vllm_prefix_flags(*prefix, model)
         if bool(traffic) == (trace_file is not None):
             raise MmpoolError("give the traffic: --from FILE (a log; repeat) or --trace FILE, one of the two")
         if trace_file is not None and assume_image:
@@ -213,7 +241,7 @@ def _run_vllm(
 
             trace = (trace_file, [(i.request, i.kind, i.key, i.nbytes) for i in read_items(trace_file)])
     met = cache_vllm.run(
-        model, traffic, vllm, fmt, assume_image=assume_image, window=window, target=target, trace=trace
+        model, traffic, vllm, fmt, assume_image=assume_image, window=window, target=target, trace=trace, flags=flags
     )
     _exit(met, exit_zero)
 
@@ -231,7 +259,19 @@ def _run_recorded(
     """``--trace REC_DIR``: the caches the recording holds, at their recorded size and others."""
     from mmpool_cli.usecases.cache import recorded
 
-    for name in ("traffic", "hidden_size", "preprocess_mb", "workers", "gpu_name", "assume_image", "assume_video"):
+    for name in (
+        "traffic",
+        "hidden_size",
+        "preprocess_mb",
+        "workers",
+        "gpu_name",
+        "assume_image",
+        "assume_video",
+        "max_total_tokens",
+        "disable_radix_cache",
+        "page_size",
+        "tokenizer_path",
+    ):
         if name in given:
             raise MmpoolError(
                 f"{given[name]} describes traffic or a deployment to size; a recording (--trace {directory}) carries "
@@ -280,6 +320,7 @@ def _run(
     assume_video: str | None,
     plot: str | None,
     from_format: LogFormat = LogFormat.auto,
+    prefix: PrefixOptions | None = None,
 ) -> CacheReport:
     from mmpool_cli.usecases.cache import CacheQuery, cache
     from mmpool_cli.usecases.trace import resolve_model
@@ -312,6 +353,7 @@ def _run(
         from mmpool_cli.caches.from_trace import read_items
 
         items, source = read_items(trace_file), trace_file
+        prompts = {}
     else:
         from mmpool_cli.inputs.traffic.cache_request import items_of
 
@@ -329,6 +371,13 @@ def _run(
             request_time="1",
         )
         items, source = items_of(conversion.leases, conversion.keys), ", ".join(traffic)
+        prompts = conversion.prompts
+    if prefix is None:
+        from mmpool_cli.inputs.traffic.cache_request import PrefixOptions
+
+        prefix = PrefixOptions()
+    if resolved.config_path is not None:
+        prefix = dataclasses.replace(prefix, model_dir=os.path.dirname(resolved.config_path))
     return cache(
         CacheQuery(
             family=family,
@@ -343,6 +392,8 @@ def _run(
             workers=workers,
             gpu_name=gpu_name,
             target=target,
+            prompts=prompts,
+            prefix=prefix,
         ),
         engine_name,
     )

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from mmpool_cli.cli.options import SGLANG_PANEL
+from mmpool_cli.cli.prefix_options import SGLANG_PREFIX
 from mmpool_cli.cli.traffic_options import SourceChoice
 
 # the command's flags for SGLang's caches only, with what to do instead under --engine vllm
@@ -19,6 +20,7 @@ SGLANG_ONLY = {
     "assume_video": "vLLM's replay sizes images only (--assume-image)",
     "from_format": "vLLM's replay reads OpenAI bodies",
     "plot": "with --engine vllm the curve is in the output (--format json gives every point)",
+    **SGLANG_PREFIX,
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,6 +21,9 @@ from mmpool_cli.cli.traffic_options import image_size
 from mmpool_cli.cli.vllm_options import PANEL, VllmOptions
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.render import render
+
+if TYPE_CHECKING:
+    from mmpool_cli.engines.vllm.prefix import PrefixFlags
 
 EncoderWindowOpt = Annotated[
     int,
@@ -43,6 +46,7 @@ def run(
     window: int = 1,
     trace: tuple[str, Iterable[tuple[str, str, str | None, int]]] | None = None,
     target: Fraction = Fraction(99),
+    flags: PrefixFlags | None = None,
 ) -> bool:
     """Replay vLLM's processor and encoder caches over ``files`` (or ``trace``: a trace file's name and its
     items ``(request, kind, key, pixel bytes)``) and print the report: exit 0 where every cache meets its
@@ -64,7 +68,14 @@ def run(
                 show(done[0])
 
             report = vllm_caches(
-                files, request, assume_image=assumed, window=window, progress=tick, trace=trace, target=target
+                files,
+                request,
+                assume_image=assumed,
+                window=window,
+                progress=tick,
+                trace=trace,
+                target=target,
+                flags=flags,
             )
     emit(render("vllm-caches", output.value, report))
     return all(c["meets_target"] for c in report["caches"])

@@ -167,6 +167,12 @@ NEUTRAL = CodeRegistry(
         Code("cache-replay-differs", Severity.warning, "a recorded cache's replay at its own size misses its hits"),
         Code("encoder-cache-recorded", Severity.info, "what a recorded vLLM encoder cache did at its budget"),
         Code("encoder-cache-waits", Severity.warning, "a recorded vLLM encoder cache made items wait for room"),
+        Code("prefix-tokens-estimated", Severity.warning, "no tokenizer loaded: the prompts' text tokens are estimated"),
+        Code("prefix-capacity-assumed", Severity.warning, "the KV capacity unknown: the prefix cache replayed unbounded"),
+        Code("prefix-cache-off", Severity.info, "the prefix cache is off: it serves nothing, every item is looked up"),
+        Code("prefix-not-replayed", Severity.warning, "requests without a prompt mmpool can tokenize: none served"),
+        Code("prefix-replay-matches", Severity.info, "the prefix replay serves each request the server's cached tokens"),
+        Code("prefix-replay-differs", Severity.warning, "the prefix replay differs from the server's cached tokens"),
     ],
 )
 

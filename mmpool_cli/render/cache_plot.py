@@ -40,8 +40,12 @@ def write_cache_plot(report: CacheReport, path: str) -> None:
                 label=f"recommended ({c.recommendation.setting})",
             )
         ax.set_title(f"{report.engine}: {c.title}", fontsize=10)
-        ax.set_xlabel("cache size (MiB)" if c.unit == "bytes" else "cache size (encoder tokens)")
-        ax.set_ylabel("hits")
+        if c.name == "prefix":  # a prefix cache's size is the KV capacity, its hits the prompt tokens it serves
+            ax.set_xlabel("KV capacity (tokens)")
+            ax.set_ylabel("prompt tokens served")
+        else:
+            ax.set_xlabel("cache size (MiB)" if c.unit == "bytes" else "cache size (encoder tokens)")
+            ax.set_ylabel("hits")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()

@@ -56,7 +56,8 @@ def caches_text(report: dict[str, Any]) -> RenderableType:
             + "".join(f"; {counted(n, what)} not replayed" for what, n in t["not_replayed"].items())
         ),
     ]
-    pc, enc = report["caches"]
+    pc, enc = report["caches"][:2]
+    pre = next((c for c in report["caches"] if c["name"] == "prefix"), None)
     rows = [
         ("layout", f"{pc['layout']}, {count(pc['api_processes'], 'API process', 'API processes')}"),
         ("size", format_size(pc["size_bytes"]) + f"  [{pc['size_origin']}]"),
@@ -80,6 +81,7 @@ def caches_text(report: dict[str, Any]) -> RenderableType:
     rows = [
         ("budget", size),
         ("hits", f"{enc['hits']:,} of {count(enc['lookups'], 'item')} shared from the cache"),
+        *([("never encoded", f"{count(enc['served_by_prefix'], 'item')} in a cached prefix")] if pre else []),
         ("waited", f"{count(len(enc['waited_requests']), 'request')}; refused {len(enc['refused_requests']):,}"),
         ("peak", "unknown" if enc["occupancy_peak_tokens"] is None else f"{enc['occupancy_peak_tokens']:,} tokens"),
         ("smallest with no wait", f"{enc['recommended_tokens']:,} tokens"),
@@ -87,5 +89,16 @@ def caches_text(report: dict[str, Any]) -> RenderableType:
     ]
     parts.append(_rows("Encoder cache (tokens, per GPU worker)", rows))
     parts.append(_curve("hits by budget", enc["curve"], enc["lookups"], "size_tokens", "tokens"))
-    parts.append(_rows("Notes", [("-", note) for cache in (pc, enc) for note in cache["notes"]]))
+    if pre is not None:
+        rows = [
+            ("size", f"{pre['size_tokens']:,} tokens  [{pre['size_origin']}]"),
+            ("served", f"{pre['hits']:,} of {pre['lookups']:,} prompt tokens ({pre['unbounded_hits']:,} unbounded)"),
+        ]
+        if pre["recommended_setting"] is not None:
+            rows.append(("setting", pre["recommended_setting"]))
+        parts.append(_rows("Prefix cache (KV blocks)", rows))
+        parts.append(_curve("prompt tokens served by KV tokens", pre["curve"], pre["lookups"], "size_tokens", "tokens"))
+    notes = [("-", note) for cache in (pc, enc, *([pre] if pre else [])) for note in cache["notes"]]
+    notes += [("-", f"{f['severity']}: [{f['code']}] {f['message']}") for f in report.get("findings", [])]
+    parts.append(_rows("Notes", notes))
     return Group(*parts)

@@ -6,14 +6,15 @@ its caches (``Engine.caches``). No typer, rich or torch.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from mmpool_cli.caches.report import CacheItem, CacheNote, CacheReport
 from mmpool_cli.core.words import count
 from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape
+from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape, PrefixOptions
+from mmpool_cli.inputs.traffic.prompts import Timed
 from mmpool_cli.workload.families import Family
 
 
@@ -33,6 +34,8 @@ class CacheQuery:
     workers: int
     gpu_name: str | None
     target: Fraction
+    prompts: Mapping[str, Timed] = field(default_factory=dict)  # each request's prompt and times, where read
+    prefix: PrefixOptions = PrefixOptions()
 
 
 def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
@@ -90,6 +93,8 @@ def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
         gpu_name=q.gpu_name,
         target=q.target,
         notes=notes,
+        prompts=q.prompts,
+        prefix=q.prefix,
     )
     return engine(engine_name).caches(request)
 

@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 from mmpool_cli.engines.vllm import cache_traffic, caches
+from mmpool_cli.engines.vllm.prefix import PrefixFlags
 from mmpool_cli.engines.vllm.request import VllmRequest
 from mmpool_cli.errors import MmpoolError
 
@@ -34,6 +35,7 @@ def vllm_caches(
     progress: Callable[[], None] | None = None,
     trace: tuple[str, Iterable[tuple[str, str, str | None, int]]] | None = None,
     target: Fraction = caches.DEFAULT_TARGET,
+    flags: PrefixFlags | None = None,
 ) -> dict[str, Any]:
     """The report of ``mmpool cache --engine vllm`` for the body logs ``files``, or for ``trace``: a trace
     file's name and its items ``(request, kind, key, pixel bytes)`` (what ``mmpool trace`` wrote).
@@ -50,7 +52,9 @@ def vllm_caches(
         traffic = cache_traffic.from_items(trace[1], trace[0])
     else:
         traffic = cache_traffic.read(files, assume_image)
-    entries = caches.caches(request, traffic, window, progress, target)
+    entries = caches.caches(request, traffic, window, progress, target, flags)
+    # the prefix cache's findings (what its replay assumed, or its check against the server) go with the report's
+    findings = [f for entry in entries for f in entry.pop("findings", [])]
     # the top level of SGLang's ``mmpool cache`` report (render.caches), then vLLM's own fields
     return {
         "schema_version": SCHEMA_VERSION,
@@ -58,7 +62,7 @@ def vllm_caches(
         "engine": f"vLLM {request.release.version}",
         "source": ", ".join(traffic.files),
         "caches": entries,
-        "findings": [],  # what the replay assumes is in each cache's notes; it raises no finding of its own
+        "findings": findings,  # what the processor and encoder replays assume is in their notes
         "vllm_version": request.release.version,
         "model": request.model.name if request.model else None,
         "traffic": {

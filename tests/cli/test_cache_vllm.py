@@ -27,12 +27,52 @@ def test_the_example_log_in_json_and_for_a_terminal(run):
     result = run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--format", "json", "--api-server-count", "2")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    processor, encoder = data["caches"]
+    processor, encoder, radix = data["caches"]
+    assert radix["name"] == "prefix" and radix["unit"] == "tokens"
     assert processor["layout"] == "processor_only" and processor["api_processes"] == 2
     assert encoder["name"] == "encoder" and encoder["recommended_tokens"] > 0
     human = run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-type", "shm")
     assert human.exit_code == 0 and "layout         shm" in human.stdout
     assert human.stdout.startswith("mmpool cache: OK  (vLLM 0.34.0, qwen2.5-vl)\n")
+
+
+def test_prefix_caching_serves_a_chats_earlier_images_which_the_encoder_cache_never_sees(run):
+    argv = ["--model", "qwen2.5-vl", "--from", EXAMPLE, "--format", "json"]
+    data = json.loads(run(*argv).stdout)
+    processor, encoder, radix = data["caches"]
+    off = json.loads(run(*argv, "--no-enable-prefix-caching").stdout)
+    processor_off, encoder_off, radix_off = off["caches"]
+    # the processor cache (the API process) sees every item either way; the encoder cache only those outside a prefix
+    assert processor["lookups"] == processor_off["lookups"] == data["traffic"]["images"]
+    assert encoder_off["lookups"] == data["traffic"]["images"] and encoder_off["served_by_prefix"] == 0
+    assert encoder["lookups"] + encoder["served_by_prefix"] <= encoder_off["lookups"]
+    assert encoder["served_by_prefix"] > 0 and encoder["lookups"] < encoder_off["lookups"]
+    assert (radix_off["size_tokens"], radix_off["hits"]) == (0, 0) and radix["hits"] > 0
+    assert [f["code"] for f in data["findings"]] == ["prefix-capacity-assumed", "prefix-tokens-estimated"]
+    assert [f["code"] for f in off["findings"]] == ["prefix-cache-off"]
+    # a capacity of whole blocks: the curve's points are blocks of --block-size tokens
+    small = json.loads(run(*argv, "--num-gpu-blocks-override", "600", "--block-size", "32").stdout)
+    assert small["caches"][2]["size_blocks"] == 600 and small["caches"][2]["size_tokens"] == 600 * 32
+    assert small["caches"][1]["lookups"] >= encoder["lookups"]
+    human = run("--model", "qwen2.5-vl", "--from", EXAMPLE)
+    assert "Prefix cache (KV blocks)" in human.stdout and "never encoded" in human.stdout
+
+
+@pytest.mark.parametrize(
+    ("engine", "flag", "message"),
+    [
+        ("sglang", ["--no-enable-prefix-caching"], "SGLang's is --disable-radix-cache"),
+        ("sglang", ["--num-gpu-blocks-override", "8"], "SGLang's KV capacity is --max-total-tokens"),
+        ("vllm", ["--disable-radix-cache"], "vLLM's is --no-enable-prefix-caching"),
+        ("vllm", ["--max-total-tokens", "8"], "vLLM's KV capacity is --num-gpu-blocks-override"),
+        ("vllm", ["--num-gpu-blocks-override", "1"], "from 2 (one is the null block)"),
+    ],
+)
+def test_each_engines_prefix_flags_and_the_others_name_for_them(run, engine, flag, message):
+    sized = ["--hidden-size", "3584"] if engine == "sglang" else []
+    result = run("--model", "qwen2.5-vl", *sized, "--from", EXAMPLE, *flag, engine=engine)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
 
 
 @pytest.mark.parametrize(
@@ -76,7 +116,7 @@ def test_exit_1_where_a_cache_misses_its_target_at_the_deployments_size(run):
     small = run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-gb", "0.01", "--format", "json")
     assert small.exit_code == 1, small.output
     assert json.loads(small.stdout)["status"] == "fail"
-    processor, encoder = json.loads(small.stdout)["caches"]
+    processor, encoder, _ = json.loads(small.stdout)["caches"]
     assert not processor["meets_target"] and encoder["meets_target"]
     loose = run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--mm-processor-cache-gb", "0.01", "--target-hits", "0")
     assert loose.exit_code == 0, loose.output
@@ -86,10 +126,15 @@ def test_the_trace_of_the_log_replays_to_the_same_caches(run, run_line, tmp_path
     trace = tmp_path / "t.jsonl"
     assert run_line(["mmpool", "trace", "--model", "qwen2.5-vl", EXAMPLE, "-o", str(trace)]).exit_code == 0
     assert all(item.key for item in read_items(str(trace)))  # content keys: the same image bytes hit
-    logged = run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--format", "json")
+    # a trace carries no prompts: what the log gives without prefix caching
+    logged = run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--format", "json", "--no-enable-prefix-caching")
     traced = run("--model", "qwen2.5-vl", "--trace", str(trace), "--format", "json")
-    assert traced.exit_code == logged.exit_code == 0, traced.output
-    assert json.loads(traced.stdout)["caches"] == json.loads(logged.stdout)["caches"]
+    assert traced.exit_code == 0, traced.output
+
+    def figures(caches: list[dict]) -> list[dict]:
+        return [{k: v for k, v in c.items() if k not in ("notes", "served_by_prefix")} for c in caches]
+
+    assert figures(json.loads(traced.stdout)["caches"]) == figures(json.loads(logged.stdout)["caches"][:2])
     assert json.loads(traced.stdout)["source"] == str(trace)
 
 
@@ -99,10 +144,10 @@ def test_the_json_has_the_shape_of_sglangs(run, tmp_path: Path):
     sglang = json.loads(run(*argv, engine="sglang").stdout)
     assert set(sglang) <= set(vllm) and (vllm["schema_version"], vllm["status"]) == (sglang["schema_version"], "ok")
     assert (vllm["engine"], sglang["engine"]) == ("vLLM 0.34.0", "SGLang 0.5.23")
-    shared = set(sglang["caches"][0])
+    shared = set(sglang["caches"][0]) - {"served_by_prefix"}  # a cache behind a prefix cache's own key
     for cache in vllm["caches"]:
         assert shared <= set(cache), shared - set(cache)
-        assert cache["engine"] == "vllm" and isinstance(cache["recommended_bytes"], int)
+        assert cache["engine"] == "vllm" and isinstance(cache["recommended_bytes"], int | None)
         assert all({"size_bytes", "hits", "work_saved"} <= set(point) for point in cache["curve"])
 
 

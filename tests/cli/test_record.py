@@ -128,11 +128,15 @@ def test_trace_from_record_writes_the_merged_trace(tmp_path: Path) -> None:
 def test_trace_from_record_of_no_directory_says_so(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     for path, what in ((tmp_path / "none", "no such directory"), (tmp_path / "file", "is a file, not a directory")):
-        got = mmpool("trace", "--from", "record", str(path))
+        got = mmpool("trace", "--from-format", "record", str(path))
         assert (got.returncode, got.stdout) == (2, ""), got.stderr
         assert got.stderr == (
             f"mmpool: error: {path}: {what}; give the directory of a recording (mmpool record --out DIR)\n"
         )
+    old = mmpool("trace", "--from", "record", str(tmp_path / "none"))  # the old spelling: the same, and a warning
+    assert old.returncode == 2 and old.stderr.splitlines()[0].startswith("mmpool: warning: --from record is the old")
+    assert old.stderr.splitlines()[1].endswith("no such directory; give the directory of a recording (mmpool record --out DIR)")
+
 
 
 def test_record_says_what_it_recorded(tmp_path: Path) -> None:

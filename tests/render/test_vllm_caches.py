@@ -27,12 +27,14 @@ def test_every_figure_is_printed_whole(report, width):
     console = Console(width=width, record=True, color_system=None)
     console.print(caches_text(report))
     text = console.export_text()
-    pc, enc = report["caches"]
+    pc, enc, pre = report["caches"]
     for figure in (
         pc["size_bytes"],
         pc["recommended_bytes"],
         pc["recommended_cost"]["host_bytes"],
         enc["recommended_tokens"],
+        pre["size_tokens"],
+        pre["hits"],
     ):
         assert f"{figure:,}" in text
     assert f"{pc['hits']:,} of {pc['lookups']:,} lookups" in text

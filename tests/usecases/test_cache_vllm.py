@@ -24,7 +24,7 @@ def test_the_report_holds_the_traffic_and_both_caches():
     assert (report["engine"], report["vllm_version"], report["status"]) == ("vLLM 0.34.0", "0.34.0", "ok")
     assert report["traffic"]["images"] == 103 and report["traffic"]["distinct_images"] == 24
     names = [c["name"] for c in report["caches"]]
-    assert names == ["processor", "encoder"]
+    assert names == ["processor", "encoder", "prefix"]  # the prefix cache where the bodies carry prompts
     for cache in report["caches"]:
         assert {"name", "engine", "size_bytes", "lookups", "hits", "curve", "recommended_bytes"} <= set(cache)
         assert all(isinstance(p["hits"], int) for p in cache["curve"])

@@ -31,7 +31,7 @@ Pure core: standard library only.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from mmpool_cli.caches.curve import Curve, lru_curve
@@ -56,7 +56,7 @@ from mmpool_cli.caches.report import (
 )
 from mmpool_cli.core.units import MiB, format_size
 from mmpool_cli.core.words import count
-from mmpool_cli.engines.sglang import versions
+from mmpool_cli.engines.sglang import prefix, versions
 from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
@@ -108,7 +108,9 @@ def caches(req: CacheRequest) -> CacheReport:
         )
     width = _width(req)
     tokens = [_tokens(req, item) for item in req.items]
-    emb = _embedding_lookups(req, tokens, width)
+    # where the traffic carries prompts, the radix cache in front decides what is looked up
+    radix = prefix.replay(req, tokens, list(_requests(req.items)), req.shape.kv_cell_bytes) if req.prompts else None
+    emb = _embedding_lookups(req, tokens, width, radix.covered if radix is not None else frozenset())
     pre = _preprocess_lookups(req)
     emb_size, emb_origin = embedding_size(req)
     pre_size, pre_origin, _ = preprocess_size(req)
@@ -126,8 +128,14 @@ def caches(req: CacheRequest) -> CacheReport:
         ),
     ]
     notes = list(req.notes)
-    for c, knob in zip(results, ("SGLANG_VLM_CACHE_SIZE_MB", "--mm-preprocess-cache-size-mb"), strict=True):
-        if c.size_bytes == 0:
+    if radix is not None:
+        results[0].extra["served_by_prefix"] = radix.items_served
+        results.append(radix.result)
+        notes.extend(radix.notes)
+    results[0].notes.append(prefix.prefix_note(radix.items_served if radix is not None else None))
+    knobs = ("SGLANG_VLM_CACHE_SIZE_MB", "--mm-preprocess-cache-size-mb", "--max-total-tokens")
+    for c, knob in zip(results, knobs[: len(results)], strict=True):
+        if c.size_bytes == 0 and c.name != "prefix":  # the radix cache's own finding says it is off
             notes.append(
                 CacheNote(
                     "cache-off",
@@ -139,14 +147,13 @@ def caches(req: CacheRequest) -> CacheReport:
         if not c.meets_target():
             rec = c.recommendation
             to = f"; {rec.setting} reaches it ({format_size(rec.size_bytes)})" if rec is not None else ""
-            notes.append(
-                CacheNote(
-                    "cache-below-target",
-                    "warning",
-                    f"the {c.title} makes {count(c.hits, 'hit')} at {format_size(c.size_bytes)}, short of "
-                    f"{c.target}% of the {c.curve.unbounded[0]:,} an unbounded one makes{to}",
-                )
+            message = (
+                f"the {c.title} makes {count(c.hits, 'hit')} at {format_size(c.size_bytes)}, short of "
+                f"{c.target}% of the {c.curve.unbounded[0]:,} an unbounded one makes{to}"
             )
+            if c.name == "prefix":
+                message = prefix.below_target(c, req.prefix.disabled)
+            notes.append(CacheNote("cache-below-target", "warning", message))
     return CacheReport(engine=f"SGLang {versions.NEWEST}", source=req.source, caches=results, notes=notes)
 
 
@@ -216,16 +223,8 @@ def _tokens(req: CacheRequest, item: CacheItem) -> int:
     return rows // (merge * merge)
 
 
-def _requests(items: list[CacheItem]) -> Iterator[list[tuple[int, CacheItem]]]:
-    """The items of each request, in the order the requests came (a request's items come together)."""
-    group: list[tuple[int, CacheItem]] = []
-    for i, item in enumerate(items):
-        if group and group[0][1].request != item.request:
-            yield group
-            group = []
-        group.append((i, item))
-    if group:
-        yield group
+_requests = prefix.requests_of
+EMPTY: frozenset[int] = frozenset()
 
 
 class _Ids:
@@ -246,18 +245,21 @@ class _Ids:
         return got
 
 
-def _embedding_lookups(req: CacheRequest, tokens: list[int], width: int) -> _Lookups:
+def _embedding_lookups(req: CacheRequest, tokens: list[int], width: int, covered: AbstractSet[int] = EMPTY) -> _Lookups:
+    """The lookups; an item in ``covered`` (in its request's cached prefix) is never looked up (``_item_overlap``)."""
     ids = _Ids()
     out = _Lookups([], [], [], [], [], dups=[])
     assert out.dups is not None
     batch = 0
     for group in _requests(req.items):
         for kind in ("image", "video"):  # managers/mm_utils.py embed_mm_inputs: one modality at a time
-            mine = [(i, it) for i, it in group if (it.kind == "video") == (kind == "video")]
+            whole = [(i, it) for i, it in group if (it.kind == "video") == (kind == "video")]
+            mine = [(i, it) for i, it in whole if i not in covered]
             if not mine:
                 continue
             batch += 1
             if kind == "video" and req.family.name == "qwen3-vl":  # several runs per video: the combined hash
+                mine = whole  # of every item of the request, once one overlaps the part computed
                 keys = tuple(it.key for _, it in mine)
                 n = sum(tokens[i] for i, _ in mine)
                 out.keys.append(ids(None if None in keys else ("combined", keys)))

@@ -23,6 +23,7 @@ from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic import openai
 from mmpool_cli.inputs.traffic.images import ImageError, probe_base64
 from mmpool_cli.inputs.traffic.model import Summary
+from mmpool_cli.inputs.traffic.prompts import Prompt
 from mmpool_cli.inputs.traffic.refs import Decode, Sized, measure
 
 DECODE = Decode(gpu_jpeg=False, exif_transpose=True)
@@ -45,6 +46,7 @@ class ImageTraffic:
     bodies: int = 0
     not_replayed: Counter[str] = field(default_factory=Counter)  # reason -> items
     refused: list[str] = field(default_factory=list)  # where: a request vLLM fails
+    prompts: list[Prompt | None] = field(default_factory=list)  # each request's prompt, where the bodies carry it
 
     @property
     def images(self) -> int:
@@ -107,6 +109,7 @@ def read(paths: Sequence[str], assume: tuple[int, int] | None = None) -> ImageTr
                 keys.append(key)
             if keys:
                 out.requests.append(keys)
+                out.prompts.append(got.prompt)
     if bad:
         more = f" (and {len(bad) - MAX_SHOWN} more)" if len(bad) > MAX_SHOWN else ""
         raise CacheTrafficError("; ".join(bad[:MAX_SHOWN]) + more)

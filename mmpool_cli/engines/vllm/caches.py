@@ -23,6 +23,7 @@ Gemma 3).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -31,6 +32,7 @@ from mmpool_cli.caches.lru import Batches, batch_curve
 from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.core.findings import Severity
 from mmpool_cli.engines.vllm import cache_items, encoder_replay, item_bytes, processor_cache, processor_replay
+from mmpool_cli.engines.vllm import prefix as vllm_prefix
 from mmpool_cli.engines.vllm.cache_traffic import CacheTrafficError, ImageTraffic
 from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for, make_plan
@@ -349,8 +351,10 @@ def caches(
     window: int = 1,
     progress: Callable[[], None] | None = None,
     target: Fraction = DEFAULT_TARGET,
+    flags: vllm_prefix.PrefixFlags | None = None,
 ) -> list[dict[str, Any]]:
-    """The ``caches`` list for vLLM: the processor cache, then the encoder cache.
+    """The ``caches`` list for vLLM: the processor cache, the encoder cache (behind the prefix cache: the items
+    outside each cached prefix), then the prefix cache, where the traffic carries prompts.
 
     ``progress`` is called once per replay (the sizes one pass does not give). ``meets_target``: the processor cache
     gets ``target`` percent of the hits of one that never evicts; no request waits in the encoder cache.
@@ -360,7 +364,11 @@ def caches(
     """
     check_launch(req)
     known = cache_items.traffic_items(req, traffic)
-    return [
-        processor_entry(req, traffic, progress, target, known=known),
-        encoder_entry(req, traffic, window, progress, known=known),
-    ]
+    processor = processor_entry(req, traffic, progress, target, known=known)
+    if not traffic.prompts:  # a trace: no prompts, every item reaches the encoder cache
+        return [processor, encoder_entry(req, traffic, window, progress, known=known)]
+    family, flags = (req.model.family.name if req.model else ""), flags or vllm_prefix.PrefixFlags()
+    got = vllm_prefix.replay(traffic.requests, traffic.prompts, known.tokens, family, flags, target)
+    encoder = encoder_entry(req, dataclasses.replace(traffic, requests=got.behind), window, progress, known=known)
+    encoder["served_by_prefix"], encoder["notes"] = got.items_served, [*encoder["notes"], got.note]
+    return [processor, encoder, got.entry]

@@ -12,6 +12,7 @@ from typing import Any
 
 from mmpool_cli.caches.from_trace import request_of
 from mmpool_cli.caches.report import DEFAULT_TARGET, CacheItem, CacheNote
+from mmpool_cli.inputs.traffic.prompts import Timed
 from mmpool_cli.inputs.traffic.writer import Lease
 from mmpool_cli.workload.families import Family
 
@@ -25,6 +26,17 @@ class ModelShape:
     dtype_bytes: int = 2  # bfloat16, what SGLang serves these checkpoints in
     kv_cell_bytes: int | None = None  # one token's KV bytes on one rank, where the model gives it
     where: str = ""  # where it was read (a config.json), or the flag
+
+
+@dataclass(frozen=True)
+class PrefixOptions:
+    """How the engine's prefix cache is set in the launch, and where the model's tokenizer is."""
+
+    capacity_tokens: int | None = None  # the KV capacity in tokens (--max-total-tokens); None: not given
+    disabled: bool = False  # the launch turns the prefix cache off
+    page_size: int = 1
+    tokenizer: str | None = None  # --tokenizer-path / --tokenizer: a folder or a hub name in the local cache
+    model_dir: str | None = None  # --model DIR: its tokenizer, where it has one
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,9 @@ class CacheRequest:
     gpu_name: str | None = None  # the GPU that serves it (engines with GPU-dependent defaults read it)
     target: Fraction = DEFAULT_TARGET
     notes: list[CacheNote] = field(default_factory=list)
+    # each request (as the items name it) -> its prompt and times, where the traffic carries them
+    prompts: Mapping[str, Timed] = field(default_factory=dict)
+    prefix: PrefixOptions = PrefixOptions()
 
 
 def items_of(leases: Iterable[Lease], keys: Mapping[object, str]) -> list[CacheItem]:

@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 from mmpool_cli.core.words import count, counted
 from mmpool_cli.errors import MmpoolError
+from mmpool_cli.inputs.traffic.prompts import Prompt, Timed
 from mmpool_cli.inputs.traffic.writer import Lease
 from mmpool_cli.workload.families import Family
 from mmpool_cli.workload.items import Video
@@ -53,6 +54,7 @@ class Request:
     finish_ns: int | None = None  # the request's Finish, same clock
     queue_ns: int | None = None  # ReqTimeStats' queue_duration
     coarse: bool = False  # its time is to the second only (e.g. an engine's text request log)
+    prompt: Prompt | None = None  # its text as the prefix cache sees it, where the source carries it
 
 
 @dataclass(frozen=True)
@@ -204,6 +206,8 @@ class Conversion:
     items: dict[object, str]  # alloc id -> its item ("image 1920x1080")
     summary: Summary
     keys: dict[object, str] = field(default_factory=dict)  # alloc id -> its item's content key, where known
+    # each request of the leases (its trace id, as ``REQUEST/N`` names it) -> its prompt and times, in order
+    prompts: dict[str, Timed] = field(default_factory=dict)
 
 
 _A = TypeVar("_A")

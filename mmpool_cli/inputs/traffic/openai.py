@@ -1,7 +1,9 @@
 """OpenAI chat-completions request bodies, one JSON object per line, as gateways log them.
 
 Each line is a body (``{"model": ..., "messages": [...]}``, or one wrapped as ``{"body": {...}}``
-or ``{"request": {...}}``) with an optional ``timestamp``: epoch seconds or ISO-8601. Items are
+or ``{"request": {...}}``) with an optional ``timestamp``: epoch seconds or ISO-8601, and optionally
+the server's answer beside it (``"response"``, or its ``"usage"``: the prompt's, output's and cached
+tokens, which ``mmpool cache`` compares its prefix replay with). Items are
 the content parts ``image_url``, ``video_url`` and ``audio_url``; their per-item fields are kept
 for the family to honour or ignore. Pure core: standard library only.
 """
@@ -18,6 +20,7 @@ from typing import Any
 from mmpool_cli.core.words import count
 from mmpool_cli.inputs.traffic.lines import open_lines
 from mmpool_cli.inputs.traffic.model import NS_PER_S, ItemRef, Request, Summary
+from mmpool_cli.inputs.traffic.prompts import Prompt, messages_of, usage_of
 
 ITEM_FIELDS = (
     "max_dynamic_patch",
@@ -111,7 +114,11 @@ def parse(raw: bytes, lineno: int) -> tuple[Request, int | None]:
                 raise LineError(f"a {part['type']} part without a url string")
             fields = {k: spec[k] for k in ITEM_FIELDS if spec.get(k) is not None}
             items.append(ItemRef(kind, spec["url"], None, fields))
-    return Request(rid, 0, "", items), t
+    # the server's answer, where the log keeps it beside the body: its token counts
+    answer = next((obj[k] for k in ("response", "usage") if isinstance(obj.get(k), dict)), None)
+    prompt_tokens, output_tokens, cached = usage_of(answer)
+    prompt = Prompt(messages_of(messages), None, output_tokens, prompt_tokens, cached)
+    return Request(rid, 0, "", items, prompt=prompt), t
 
 
 MAX_EPOCH_SECONDS = 10**11  # the year 5138: a larger epoch is milliseconds or microseconds

@@ -116,3 +116,19 @@ def test_millisecond_timestamps_and_spans_beyond_a_trace(tmp_path: Path) -> None
         _run(tmp_path, [_body(_png(), timestamp=1700000000123)])
     with pytest.raises(TrafficError, match="span .* more than a trace holds"):
         _run(tmp_path, [_body(_png(), timestamp=0), _body(_png(), timestamp=2 * 10**9)])
+
+
+def test_a_body_keeps_its_messages_and_the_answers_usage_beside_it() -> None:
+    from mmpool_cli.inputs.traffic.openai import parse
+
+    line = {
+        "timestamp": 3,
+        "body": {"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]},
+        "response": {"usage": {"prompt_tokens": 9, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 4}}},
+    }
+    request, t = parse(json.dumps(line).encode(), 1)
+    assert t == 3 * 10**9 and request.prompt is not None
+    assert request.prompt.messages is not None and request.prompt.messages[0].parts == ("Hi",)
+    assert (request.prompt.prompt_tokens, request.prompt.output_tokens, request.prompt.cached_tokens) == (9, 2, 4)
+    bare, _ = parse(json.dumps(line["body"]).encode(), 2)
+    assert bare.prompt is not None and bare.prompt.cached_tokens is None

@@ -27,6 +27,7 @@ from mmpool_cli.inputs.traffic.model import (
     TrafficError,
     TrafficRequest,
 )
+from mmpool_cli.inputs.traffic.prompts import Timed
 from mmpool_cli.inputs.traffic.writer import Lease
 from mmpool_cli.traces.reader import MAX_T_SECONDS
 
@@ -81,6 +82,7 @@ def convert(o: TrafficRequest, map_files: FileMap | None = None) -> Conversion:
         # writes the request log apart from the scheduler's lines): the first in the files' order counts
         finished: dict[str, int] = {}
         queued: dict[str, int] = {}
+        usage: dict[str, tuple[int | None, int | None, int | None]] = {}
         measured: Counter[str] = Counter()
         sized: list[Finding] = []
         shipped = dataclasses.replace(o, environ=dict(o.environ))  # plain data, for another process
@@ -95,11 +97,19 @@ def convert(o: TrafficRequest, map_files: FileMap | None = None) -> Conversion:
                 finished.setdefault(rid, t_ns)
             for rid, queue_ns in part.queued.items():
                 queued.setdefault(rid, queue_ns)
+            for rid, given in part.usage.items():
+                usage.setdefault(rid, given)
             sized.extend(part.sized)
             measured.update(part.videos)
         for req in reqs:
             req.finish_ns = finished.get(req.rid)
             req.queue_ns = queued.get(req.rid)
+            told = usage.get(req.rid)
+            if told is not None and req.prompt is not None:  # what the server said of its prompt and output
+                prompt_tokens, output_tokens, cached = told
+                req.prompt = dataclasses.replace(
+                    req.prompt, prompt_tokens=prompt_tokens, output_tokens=output_tokens, cached_tokens=cached
+                )
         summary.findings.extend(sized)
         if sizer.videos is not None:
             sizer.videos.measured = measured
@@ -134,6 +144,7 @@ def _leases(
     items: dict[object, str] = {}
     keys: dict[object, str] = {}
     seen: dict[str, int] = {}
+    prompts: dict[str, Timed] = {}
     for n, r in enumerate(requests):
         t = r.t_ns - t0
         receipt = t + (o.recv_delay_ns or 0)
@@ -167,6 +178,7 @@ def _leases(
         seen[rid] = count
         if count > 1:
             rid = f"{rid}#{count}"
+        prompts[rid] = Timed(r.prompt, t, None if r.finish_ns is None else max(t, r.finish_ns - t0))
         for i, (nbytes, label) in enumerate(r.tensors):
             key = f"{rid}/{i}"
             content = r.keys[i] if r.keys else None
@@ -187,7 +199,7 @@ def _leases(
     if default_delay and not rule.deferred:
         summary.notes.append(f"receipt delay {leases.DEFAULT_RECV_DELAY_TEXT}; --recv-delay changes it")
     summary.notes.append(f"leases: {rule.why}; requests round-robin over {counted(o.workers, 'tokenizer worker')}")
-    return Conversion(out, items, summary, keys)
+    return Conversion(out, items, summary, keys, prompts)
 
 
 def _here(read: Callable[[str], FilePart], paths: Sequence[str]) -> Iterable[FilePart]:

@@ -27,6 +27,7 @@ from mmpool_cli.inputs.traffic.model import (
     TrafficError,
     TrafficRequest,
 )
+from mmpool_cli.inputs.traffic.prompts import Prompt
 from mmpool_cli.inputs.traffic.refs import IMAGE_EXTENSIONS, Decode, Sized, Unsized, measure
 from mmpool_cli.workload.families import Family, FamilyError
 from mmpool_cli.workload.features import pooled_tensor
@@ -46,6 +47,7 @@ class Req:
     finish_ns: int | None = None
     queue_ns: int | None = None
     keys: list[str | None] | None = None  # each tensor's item's content key (None: not known)
+    prompt: Prompt | None = None  # its prompt, where the source carries it (the prefix cache's replay)
 
 
 @dataclass
@@ -56,6 +58,7 @@ class FilePart:
     fmt: str  # the format it was read as
     reqs: list[Req] = field(default_factory=list)
     finished: dict[str, int] = field(default_factory=dict)  # rid -> its first Finish in the file
+    usage: dict[str, tuple[int | None, int | None, int | None]] = field(default_factory=dict)  # rid -> its Finish's
     queued: dict[str, int] = field(default_factory=dict)  # rid -> its first ReqTimeStats queue wait
     summary: Summary | None = None  # the file's counts, notes and located findings
     sized: list[Finding] = field(default_factory=list)  # the sizer's findings, reported after every file's own
@@ -81,7 +84,7 @@ def read_part(path: str, o: TrafficRequest) -> FilePart:
     try:
         part.fmt = sniff(path) if o.source == "auto" else o.source
         decode = leases.decode_mode(o.family.name, o.environ)
-        part.reqs = _read_file(path, part.fmt, o, decode, sizer, summary, part.finished, part.queued)
+        part.reqs = _read_file(path, part.fmt, o, decode, sizer, summary, part.finished, part.queued, part.usage)
     except MmpoolError as e:
         part.error = (str(e), list(getattr(e, "findings", [])), e.exit_code)
     if sizer.videos is not None:
@@ -156,6 +159,7 @@ def _read_file(
     summary: Summary,
     finished: dict[str, int],
     queued: dict[str, int],
+    usage: dict[str, tuple[int | None, int | None, int | None]] | None = None,
 ) -> list[Req]:
     """The sized requests of one file; its Finish times and queue waits go into ``finished``, ``queued``."""
     out: list[Req] = []
@@ -164,6 +168,8 @@ def _read_file(
     for rec in records:
         if isinstance(rec, logs.Finished):
             finished.setdefault(rec.rid, rec.t_ns)
+            if usage is not None and rec.usage != (None, None, None):
+                usage.setdefault(rec.rid, rec.usage)
         elif isinstance(rec, logs.Queued):
             queued.setdefault(rec.rid, rec.queue_ns)
         elif isinstance(rec, logs.Problem):
@@ -217,7 +223,7 @@ def _size_request(rec: Request, o: TrafficRequest, decode: Decode, sizer: Sizer,
         if nbytes:
             tensors.append((nbytes, label))
             keys.append(content_key(item.ref, item.tail, extensions=IMAGE_EXTENSIONS))
-    return Req(rec.rid, rec.t_ns, rec.where, tensors, False, keys=keys)
+    return Req(rec.rid, rec.t_ns, rec.where, tensors, False, keys=keys, prompt=rec.prompt)
 
 
 def _count_fields(item: ItemRef, o: TrafficRequest, summary: Summary) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 from mmpool_cli.engines.sglang.traffic import pyrepr
 from mmpool_cli.inputs.traffic.lines import open_lines
 from mmpool_cli.inputs.traffic.model import NS_PER_S, ItemRef, Request, Summary
+from mmpool_cli.inputs.traffic.prompts import Prompt, usage_of
 
 CUT_HALF = 1024  # json level 2: max_length 2048 // 2 characters kept at each end
 _STAMP = re.compile(rb"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
@@ -47,6 +48,8 @@ LEVELS_HINT = (
 class Finished:
     rid: str
     t_ns: int
+    # its ``meta_info``'s prompt_tokens, completion_tokens and cached_tokens (json format), where given
+    usage: tuple[int | None, int | None, int | None] = (None, None, None)
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,9 @@ def read(path: str, summary: Summary) -> Iterator[Record]:
                     continue
                 yield Queued(m.group(1), _ms_ns(m.group(2)))
                 continue
+            out: Any = None
             if kind == "json":
-                event, obj, rid, stamp = _json_event(line, stamp)
+                event, obj, rid, stamp, out = _json_event(line, stamp)
             else:
                 event, obj, rid = _text_event(line, kind)
         except (ValueError, pyrepr.ReprError) as e:
@@ -119,8 +123,10 @@ def read(path: str, summary: Summary) -> Iterator[Record]:
             warmup_next = _is_warmup_body(obj) and first_request
             continue
         if event == "finish":
-            for r in _rids(rid):
-                yield Finished(r, stamp)
+            outs = out if isinstance(out, list) else [out]
+            for i, r in enumerate(_rids(rid)):
+                meta = outs[i].get("meta_info") if i < len(outs) and isinstance(outs[i], dict) else None
+                yield Finished(r, stamp, usage_of(meta))
             continue
         if not isinstance(obj, dict) or not ("image_data" in obj or "video_data" in obj):
             summary.skipped["Receive without image_data (--log-requests-level 0 or 1)"] += 1
@@ -166,7 +172,7 @@ def _ms_ns(text: str) -> int:
         raise ValueError(f"queue_duration {text!r} is not a number") from None
 
 
-def _json_event(line: str, stamp: int | None) -> tuple[str, Any, Any, int | None]:
+def _json_event(line: str, stamp: int | None) -> tuple[str, Any, Any, int | None, Any]:
     start = line.find("{")
     data = json.loads(line[start:])
     if not isinstance(data, dict):
@@ -183,7 +189,7 @@ def _json_event(line: str, stamp: int | None) -> tuple[str, Any, Any, int | None
             raise ValueError(f"timestamp {ts[:40]!r} is not ISO-8601") from None
         # naive local time, as datetime.now() wrote it: only differences matter
         stamp = calendar.timegm(dt.utctimetuple()) * NS_PER_S + dt.microsecond * 1000
-    return kinds[event], data.get("obj"), data.get("rid"), stamp
+    return kinds[event], data.get("obj"), data.get("rid"), stamp, data.get("out")
 
 
 # GenerateReqInput's fields in its repr's order (managers/io_struct.py:177-204): rid comes first
@@ -227,10 +233,17 @@ def _requests(obj: dict[str, Any], rid: Any, stamp: int, where: str) -> list[Req
         for i, r in enumerate(rids):
             items = _items("image", _nth(images, i)) + _items("video", _nth(videos, i))
             items += _items("audio", _nth(audios, i))
-            out.append(Request(r, stamp, where, items))
+            out.append(Request(r, stamp, where, items, prompt=_prompt(_nth(obj.get("text"), i))))
         return out
     items = _items("image", images) + _items("video", videos) + _items("audio", audios)
-    return [Request(rids[0] if rids else "", stamp, where, items)]
+    return [Request(rids[0] if rids else "", stamp, where, items, prompt=_prompt(obj.get("text")))]
+
+
+def _prompt(text: Any) -> Prompt | None:
+    """The templated prompt SGLang logged, where whole (level 2 cuts a long one: its middle is gone)."""
+    if not isinstance(text, str) or (len(text) == 2 * CUT_HALF + 3 and text[CUT_HALF : CUT_HALF + 3] == "..."):
+        return None
+    return Prompt(text=text)
 
 
 def _nth(value: Any, i: int) -> Any:

@@ -254,3 +254,40 @@ def test_a_json_request_line_cut_inside_its_object_is_an_error_at_its_line(tmp_p
     message = str(stopped.value).splitlines()
     assert [line.split(": ", 1)[0] for line in message[:10]] == [f"{log}:{n}" for n in range(1, 11)]
     assert message[10] == f"... and {len(cut) - 10} more ({len(cut)} items or lines could not be used)"
+
+
+def test_a_json_log_gives_each_request_its_prompt_and_the_servers_cached_tokens(tmp_path: Path) -> None:
+    # the templated text of a Receive (whole at level 3) and the Finish's meta_info, as RequestLogger writes them
+    png = (DATA / "images").glob("*.png").__next__()
+    import base64
+
+    url = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
+    text = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Hi<|im_end|>\n<|im_start|>assistant\n"
+    lines = []
+    for n, rid in enumerate(("a", "b")):
+        obj = {"rid": rid, "text": text, "image_data": [{"url": url}]}
+        received = {"timestamp": f"2026-11-30T00:00:0{n}.000000", "event": "request.received", "rid": rid, "obj": obj}
+        meta = {"id": rid, "prompt_tokens": 40, "completion_tokens": 3, "cached_tokens": 39 * n}
+        finished = {
+            "timestamp": f"2026-11-30T00:00:0{n}.500000",
+            "event": "request.finished",
+            "rid": rid,
+            "obj": {"rid": rid},
+            "out": {"text": "ok", "meta_info": meta},
+        }
+        lines += [f"[2026-11-30 00:00:0{n}] {json.dumps(received)}", f"[2026-11-30 00:00:0{n}] {json.dumps(finished)}"]
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(lines) + "\n")
+    fam = family("qwen2.5-vl")
+    conv = convert(Options(fam, dict(fam.settings), "sglang-log", [str(log)]))
+    assert list(conv.prompts) == ["a", "b"]
+    first, second = conv.prompts["a"], conv.prompts["b"]
+    assert first.prompt is not None and second.prompt is not None
+    assert (first.prompt.text, first.prompt.prompt_tokens, first.prompt.output_tokens) == (text, 40, 3)
+    assert (first.prompt.cached_tokens, second.prompt.cached_tokens) == (0, 39)
+    assert (first.arrive_ns, first.finish_ns, second.arrive_ns, second.finish_ns) == (0, 500 * MS, 1000 * MS, 1500 * MS)
+    # a text level 2 cut in its middle is no prompt
+    cut = "x" * 1024 + "..." + "y" * 1024
+    log.write_text(log.read_text().replace(json.dumps(text)[1:-1], cut))
+    conv = convert(Options(fam, dict(fam.settings), "sglang-log", [str(log)]))
+    assert all(t.prompt is None for t in conv.prompts.values())

@@ -1,0 +1,97 @@
+"""A request's prompt as its traffic gives it: the chat messages (or an engine's templated text), what
+the server said it served from its prefix cache, and the request's times.
+
+The messages keep their text and the place of each media item, never the item's data (a multi-turn
+log repeats every earlier image in every turn: keeping the data would hold each again).
+Pure core: standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MEDIA_PARTS = {"image_url": "image", "video_url": "video", "audio_url": "audio", "image": "image", "video": "video"}
+ROLES = ("system", "user", "assistant", "tool", "developer")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message: its role and its content, text runs and media parts (their kind) in order."""
+
+    role: str
+    parts: tuple[str | tuple[str], ...]  # a text run, or ``(kind,)`` for a media item
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What the prefix cache sees of one request, where the traffic carries it."""
+
+    messages: tuple[Message, ...] | None = None  # the chat messages (OpenAI bodies, SGLang's OpenAI line)
+    text: str | None = None  # a prompt the engine already templated (SGLang's ``text``), placeholders in it
+    output_tokens: int | None = None  # the tokens it generated (the server's ``completion_tokens``)
+    prompt_tokens: int | None = None  # the server's ``prompt_tokens``
+    cached_tokens: int | None = None  # the server's ``cached_tokens``: its prompt tokens the prefix cache served
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A request's prompt (None: the traffic has none) and its times, ns from the first request."""
+
+    prompt: Prompt | None
+    arrive_ns: int
+    finish_ns: int | None  # its Finish, where the log has one
+
+
+def messages_of(raw: Any) -> tuple[Message, ...] | None:
+    """The messages of a chat body's ``messages`` list; None where a message is not one mmpool can read."""
+    if not isinstance(raw, list):
+        return None
+    out: list[Message] = []
+    for m in raw:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            return None
+        content = m.get("content")
+        parts: list[str | tuple[str]] = []
+        if content is None:
+            pass
+        elif isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            for part in content:
+                if not isinstance(part, dict):
+                    return None
+                kind = part.get("type")
+                if kind == "text" and isinstance(part.get("text"), str):
+                    parts.append(part["text"])
+                elif kind in MEDIA_PARTS:
+                    parts.append((MEDIA_PARTS[kind],))
+                else:
+                    return None  # a part whose tokens mmpool cannot know (tool calls, input_audio, ...)
+        else:
+            return None
+        out.append(Message(m["role"], tuple(parts)))
+    return tuple(out)
+
+
+def usage_of(obj: Any) -> tuple[int | None, int | None, int | None]:
+    """``(prompt_tokens, completion_tokens, cached_tokens)`` of an OpenAI ``usage`` object (or a response
+    carrying one) or of SGLang's ``meta_info``, each None where absent."""
+    if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
+        obj = obj["usage"]
+    if not isinstance(obj, dict):
+        return None, None, None
+
+    def whole(value: Any) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    details = obj.get("prompt_tokens_details")
+    # OpenAI's usage nests it; SGLang's meta_info has it at the top
+    cached = whole(details.get("cached_tokens")) if isinstance(details, dict) else whole(obj.get("cached_tokens"))
+    return whole(obj.get("prompt_tokens")), whole(obj.get("completion_tokens")), cached
+
+
+def media_count(messages: Sequence[Message]) -> int:
+    """The media items the messages place."""
+    return sum(1 for m in messages for p in m.parts if isinstance(p, tuple))

@@ -1,0 +1,92 @@
+"""A prompt's tokens: the model's tokenizer and chat template from a folder, or the estimate, said so.
+
+tests/data/byte-tokenizer is a byte-level tokenizer with a ChatML template (its README says how it
+was made): transformers loads it from the folder, nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mmpool_cli.inputs.traffic.prompts import Prompt, messages_of
+from mmpool_cli.inputs.traffic.tokens import (
+    ESTIMATE_VOCAB,
+    Chat,
+    Estimated,
+    TokenizerError,
+    load,
+    render_chatml,
+    tokens_of,
+    try_load,
+)
+
+BYTES = Path(__file__).parents[2] / "data" / "byte-tokenizer"
+ITEM = "<|vision_start|><|image_pad|><|vision_end|>"
+CHAT = Chat("You are a helpful assistant.", {"image": ITEM})
+
+
+def chat(*turns: str | tuple[str, ...]) -> Prompt:
+    messages = []
+    for n, turn in enumerate(turns):
+        role = "user" if n % 2 == 0 else "assistant"
+        if isinstance(turn, tuple):
+            parts = [{"type": "image_url", "image_url": {"url": "-"}} if t == "<img>" else {"type": "text", "text": t}
+                     for t in turn]
+            messages.append({"role": role, "content": parts})
+        else:
+            messages.append({"role": role, "content": turn})
+    got = messages_of(messages)
+    assert got is not None
+    return Prompt(got)
+
+
+def test_the_estimate_renders_chatml_with_the_default_system_message() -> None:
+    p = chat(("<img>", "What is it?"))
+    assert p.messages is not None
+    text = render_chatml(p.messages, CHAT)
+    assert text.startswith("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n")
+    assert text.endswith("What is it?<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_the_estimates_next_turn_repeats_the_earlier_turns_tokens() -> None:
+    first = tokens_of(chat(("<img>", "What is it?")), Estimated(), CHAT)
+    second = tokens_of(chat(("<img>", "What is it?"), "A cat.", ("And this?", "<img>")), Estimated(), CHAT)
+    assert first is not None and second is not None
+    assert second.runs[: len(first.runs) - 1] == first.runs[:-1]  # up to the generation prompt
+    assert [r for r in second.runs if isinstance(r[0], str)] == [("image", 0), ("image", 1)]
+    assert all(0 <= t < ESTIMATE_VOCAB for r in second.runs if not isinstance(r[0], str) for t in r)
+    # one token per word, punctuation run or special token
+    assert Estimated().encode("<|im_start|>user\nWhat is it?") == Estimated().encode("<|im_start|>user\nWhat is it?")
+    assert len(Estimated().encode("<|im_start|>user\nWhat is it?")) == 6
+
+
+def test_a_templated_text_places_items_where_the_family_writes_them() -> None:
+    got = tokens_of(Prompt(text=f"<|im_start|>user\n{ITEM}Hi<|im_end|>"), Estimated(), CHAT)
+    assert got is not None and got.runs[1] == ("image", 0)
+    assert tokens_of(Prompt(), Estimated(), CHAT) is None
+
+
+def test_a_tokenizer_from_a_folder_with_its_chat_template() -> None:
+    pytest.importorskip("transformers")
+    tok = load(str(BYTES))
+    assert tok is not None and not tok.estimated
+    got = tokens_of(chat(("<img>", "Hi")), tok, CHAT)
+    assert got is not None
+    head, slot, tail = got.runs
+    assert slot == ("image", 0)
+    assert tok.encode("<|im_start|>user\n") == list(head)  # the template's own text, no default system turn
+    assert list(tail) == tok.encode("Hi<|im_end|>\n<|im_start|>assistant\n")
+    assert got.text_tokens == len(head) + len(tail)
+
+
+def test_a_folder_without_a_tokenizer(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"model_type": "qwen2_5_vl"}')
+    assert try_load(str(tmp_path)) is None  # no tokenizer file: transformers is not even asked
+    pytest.importorskip("transformers")
+    (tmp_path / "tokenizer_config.json").write_text('{"tokenizer_class": "Qwen2Tokenizer"}')
+    with pytest.raises(TokenizerError, match="no tokenizer can be loaded"):
+        load(str(tmp_path))  # transformers builds an empty one from the config: refused
+    assert try_load(str(tmp_path)) is None
+    assert load(None) is None
