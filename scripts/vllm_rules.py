@@ -226,6 +226,107 @@ def _limit(src: Path) -> dict:
     return {"default": int(m.group(2)), "at": f"{rel}:{text[: m.start()].count(chr(10)) + 1}"}
 
 
+# mmpool's families -> the model class vLLM builds for their checkpoints (model_executor/models/<file>.py)
+FAMILY_CLASSES = {
+    "qwen2-vl": ("qwen2_vl", "Qwen2VLForConditionalGeneration"),
+    "qwen2.5-vl": ("qwen2_5_vl", "Qwen2_5_VLForConditionalGeneration"),
+    "qwen3-vl": ("qwen3_vl", "Qwen3VLForConditionalGeneration"),
+    "gemma3": ("gemma3_mm", "Gemma3ForConditionalGeneration"),
+    "llama4": ("mllama4", "Llama4ForConditionalGeneration"),
+    "kimi-k2.5": ("kimi_k25", "KimiK25ForConditionalGeneration"),
+    "kimi-vl": ("kimi_vl", "KimiVLForConditionalGeneration"),
+    "internvl": ("internvl", "InternVLChatModel"),
+    "llava-onevision": ("llava_onevision", "LlavaOnevisionForConditionalGeneration"),
+    "minicpm-v": ("minicpmv", "MiniCPMV"),
+}
+
+
+def _class_sets_flag(text: str, name: str, rel: str) -> bool:
+    """Whether class ``name``'s own body sets ``supports_mm_device_do_normalize = True`` (False where it
+    does not, or sets it False; the interface's default is False)."""
+    tree = ast.parse(text)
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    if cls is None:
+        raise UnknownShape(f"{rel}: no class {name}; teach scripts/vllm_rules.py this release's model class")
+    for node in cls.body:
+        target = (
+            node.target
+            if isinstance(node, ast.AnnAssign)
+            else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        )
+        if isinstance(target, ast.Name) and target.id == "supports_mm_device_do_normalize":
+            value = node.value
+            if not (isinstance(value, ast.Constant) and isinstance(value.value, bool)):
+                raise UnknownShape(f"{rel}:{node.lineno}: a support flag that is not a constant")
+            return value.value
+    return False
+
+
+def _device_normalize(src: Path) -> dict:
+    """``--mm-device-do-normalize``: its CLI default, how None resolves (the model class's support
+    flag), what it does to the HF processor's kwargs, the processing context's cast of floating
+    tensors to the model dtype, and which families' model classes support it."""
+    args_rel, model_rel, mm_rel, ctx_rel = (
+        "engine/arg_utils.py",
+        "config/model.py",
+        "config/multimodal.py",
+        "multimodal/processing/context.py",
+    )
+    args = _read(src, args_rel)
+    flag = _need(
+        args,
+        r'"--mm-device-do-normalize",\s+\*\*\{\s+\*\*multimodal_kwargs\["mm_device_do_normalize"\],'
+        r'\s+"default": None,',
+        args_rel,
+    )
+    model = _read(src, model_rel)
+    resolve = _need(
+        model,
+        r"if mm_device_do_normalize is None:.*?mm_device_do_normalize = \(\s+"
+        r"self\._model_info\.supports_mm_device_do_normalize",
+        model_rel,
+    )
+    _need(
+        model,
+        r"mm_device_do_normalize\s+and not self\._model_info\.supports_mm_device_do_normalize\s+\):"
+        r".*?mm_device_do_normalize = False",
+        model_rel,
+    )
+    mm = _read(src, mm_rel)
+    merge = _need(
+        mm,
+        r"if self\.mm_device_do_normalize:\s+(?:kwargs\[\"do_normalize\"\] = False\s+"
+        r"kwargs\[\"do_rescale\"\] = False|.*?for key in \(\"do_normalize\", \"do_rescale\"\):"
+        r".*?merged\[key\] = False)",
+        mm_rel,
+    )
+    ctx = _read(src, ctx_rel)
+    cast = _need(
+        ctx, r"if tensor\.is_floating_point\(\):\s+tensor = tensor\.to\(dtype=self\.model_config\.dtype\)", ctx_rel
+    )
+    families, family_at = {}, {}
+    for fam, (module, cls) in FAMILY_CLASSES.items():
+        rel = f"model_executor/models/{module}.py"
+        text = _read(src, rel)
+        families[fam] = _class_sets_flag(text, cls, rel)
+        family_at[fam] = f"{rel}:{_line(text, 'class ' + cls)}"
+
+    def at(rel: str, text: str, m: re.Match[str]) -> str:
+        return f"{rel}:{text[: m.start()].count(chr(10)) + 1}"
+
+    return {
+        "cli_default": None,
+        "rule": "none-is-the-model-class-support-flag; unsupported-forced-off; on-skips-rescale-and-normalize; "
+        "floating-tensors-cast-to-model-dtype",
+        "supported": families,
+        "at": at(args_rel, args, flag),
+        "resolve_at": at(model_rel, model, resolve),
+        "merge_at": at(mm_rel, mm, merge),
+        "cast_at": at(ctx_rel, ctx, cast),
+        "family_at": family_at,
+    }
+
+
 def extract(version: str, src: Path) -> dict:
     """Every rule of the release unpacked at ``src``, each with where it is."""
     return {
@@ -234,4 +335,5 @@ def extract(version: str, src: Path) -> dict:
         "gpu_decode_pool": _gpu_ipc(src),
         "encoder_cache": _encoder(src),
         "limit_mm_per_prompt": _limit(src),
+        "mm_device_do_normalize": _device_normalize(src),
     }

@@ -34,6 +34,15 @@ class PerformanceMode(StrEnum):
     throughput = "throughput"
 
 
+class Dtype(StrEnum):
+    auto = "auto"
+    bfloat16 = "bfloat16"
+    float = "float"
+    float16 = "float16"
+    float32 = "float32"
+    half = "half"
+
+
 class VideoBackend(StrEnum):
     opencv = "opencv"
     pynvvideocodec = "pynvvideocodec"
@@ -61,6 +70,8 @@ class VllmOptions:
     max_num_seqs: str | None = None
     performance_mode: PerformanceMode | None = None
     limit_mm_per_prompt: str | None = None
+    mm_device_do_normalize: bool | None = None
+    dtype: Dtype | None = None
     video_backend: VideoBackend | None = None
     gpu_memory: str | None = None
     gpu_name: str | None = None
@@ -76,9 +87,12 @@ class VllmOptions:
         out: list[tuple[str, str]] = []
         for name in _VLLM_FLAGS:
             value = getattr(self, name)
+            flag = "--" + name.replace("_", "-")
+            if value is False and name in _ON_OFF:
+                out.append(("--no-" + flag[2:], flag))
+                continue
             if value is None or value is False:
                 continue
-            flag = "--" + name.replace("_", "-")
             out.append((flag, flag))
             if value is not True:
                 out.append((str(value.value if isinstance(value, StrEnum) else value), flag))
@@ -139,7 +153,11 @@ _VLLM_FLAGS = (
     "max_num_seqs",
     "performance_mode",
     "limit_mm_per_prompt",
+    "mm_device_do_normalize",
+    "dtype",
 )
+# on/off flags whose off is a value of its own (not the default)
+_ON_OFF = ("mm_device_do_normalize",)
 
 
 def _opt(flag: str, metavar: str, help_: str) -> Any:
@@ -207,6 +225,22 @@ _VLLM_DECLARATIONS: dict[str, Any] = {
     "limit_mm_per_prompt": Annotated[
         str | None,
         _opt("--limit-mm-per-prompt", "JSON", "Items per modality, e.g. '{\"video\": 0}' (default 999 each)."),
+    ],
+    "mm_device_do_normalize": Annotated[
+        bool | None,
+        typer.Option(
+            "--mm-device-do-normalize/--no-mm-device-do-normalize",
+            help="Keep raw uint8 pixels and normalize on the GPU (default: where the model's class supports it).",
+            rich_help_panel=PANEL,
+        ),
+    ],
+    "dtype": Annotated[
+        Dtype | None,
+        typer.Option(
+            "--dtype",
+            help="The model's dtype; host-normalized pixels are kept in it (default auto).",
+            rich_help_panel=PANEL,
+        ),
     ],
     "video_backend": Annotated[
         VideoBackend | None,

@@ -49,6 +49,9 @@ def plan_text(plan: Any) -> RenderableType:
         ("/dev/shm", _b(pc["shm_bytes"])),
         ("host RAM, at most", _b(pc["host_bytes"])),
     ]
+    processing = data.get("item_processing")
+    if processing is not None:
+        rows.append(("items' pixels", f"{processing['pixel_dtype']}  [{processing['why']}]"))
     parts.append(_rows("Processor cache (host RAM)", rows))
     per = ", ".join(f"{m} {n:,}" for m, n in enc["per_modality"].items())
     rows = [
@@ -60,10 +63,15 @@ def plan_text(plan: Any) -> RenderableType:
     parts.append(_rows("Encoder cache (GPU, per worker)", rows))
     if enc["items"]:
         cells: list[list[list[Span]]] = [
-            [[(i["item"], None)], [(f"{i['tokens']:,}", None)], [("yes" if i["fits"] else "NO", None)]]
+            [
+                [(i["item"], None)],
+                [(f"{i['tokens']:,}", None)],
+                [("yes" if i["fits"] else "NO", None)],
+                [("" if i["processor_bytes"] is None else f"{i['processor_bytes']:,} B", None)],
+            ]
             for i in enc["items"]
         ]
-        parts.append(Laid(Grid(None, ["item", "tokens", "fits"], cells, right={1}, rule=False)))
+        parts.append(Laid(Grid(None, ["item", "tokens", "fits", "processed"], cells, right={1, 3}, rule=False)))
     if pool is None:
         parts.append(Laid(Rows("GPU decode pool (--mm-ipc-gpu-memory-gb)", [])))
         parts.append(paragraph("off (0 GiB)"))

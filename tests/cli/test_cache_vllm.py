@@ -190,3 +190,17 @@ def test_the_examples_readme_row_runs_as_written(run_line, monkeypatch):
     for row in rows:
         result = run_line(shlex.split(row))
         assert result.exit_code == 0 and "Processor cache (host RAM)" in result.stdout, result.output
+
+
+def test_the_normalize_and_dtype_flags_size_the_items(run):
+    def unbounded(*flags: str) -> int:
+        result = run("--model", "qwen2.5-vl", "--from", EXAMPLE, "--format", "json", *flags)
+        assert result.exit_code in (0, 1), result.output
+        processor = json.loads(result.stdout)["caches"][0]
+        return int(processor["unbounded_bytes"]), processor["pixel_dtype"]
+
+    raw, dtype = unbounded()
+    assert dtype == "uint8"
+    assert unbounded("--no-mm-device-do-normalize") == (2 * raw - 24 * 24, "bfloat16")  # 24 distinct items' grids
+    assert unbounded("--no-mm-device-do-normalize", "--dtype", "float32") == (4 * raw - 3 * 24 * 24, "float32")
+    assert unbounded("--mm-device-do-normalize") == (raw, "uint8")

@@ -4,7 +4,8 @@ Each entry has the shape every engine's caches share: ``name``, ``engine``, ``si
 deployment's), ``lookups``, ``hits``, ``curve`` (``[{size_bytes, hits}]``) and ``recommended_bytes``,
 plus what is vLLM's own. Sizes come from the launch through the vLLM plan (``make_plan``: the same
 layout, API processes and encoder budget ``plan --engine vllm`` prints); items from the traffic
-(``cache_traffic``) and the model's processor (``cache_items``, Qwen-VL families).
+(``cache_traffic``) and the model's processing (``item_bytes``, ``cache_items``: the Qwen-VL families and
+Gemma 3).
 
 - processor: the hits at the curve's sizes, a geometric grid from the smallest item to everything
   the traffic holds, each exact: from one stack-distance pass (``caches.lru.batch_curve``) at every
@@ -30,15 +31,12 @@ from typing import Any
 from mmpool_cli.caches.lru import Batches, batch_curve
 from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.core.findings import Severity
-from mmpool_cli.engines.vllm import cache_items, encoder_replay, processor_cache, processor_replay
-from mmpool_cli.engines.vllm import encoder_budget as eb
+from mmpool_cli.engines.vllm import cache_items, encoder_replay, item_bytes, processor_cache, processor_replay
 from mmpool_cli.engines.vllm import prefix as vllm_prefix
 from mmpool_cli.engines.vllm.cache_traffic import CacheTrafficError, ImageTraffic
 from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import _gib_for, make_plan
-from mmpool_cli.engines.vllm.plan_encoder import qwen_vision
-from mmpool_cli.engines.vllm.request import QWEN_VERSION, VllmRequest
-from mmpool_cli.workload import qwen
+from mmpool_cli.engines.vllm.request import VllmRequest
 
 CURVE_POINTS = 48
 DEFAULT_TARGET = Fraction(99)  # percent of an unbounded cache's hits, as for every engine's caches
@@ -78,34 +76,6 @@ def _iroot(x: int, n: int) -> int:
     return lo
 
 
-def _tokens(req: VllmRequest, traffic: ImageTraffic) -> tuple[eb.QwenVision, dict[str, int]]:
-    vision = qwen_vision(req)
-    if vision is None:
-        name = req.model.name if req.model else "no model"
-        raise CacheTrafficError(
-            f"--model {name}: mmpool knows the processed items of {', '.join(sorted(QWEN_VERSION))} only; "
-            "give one of them or a model directory of one"
-        )
-    tokens: dict[str, int] = {}
-    by_dims: dict[tuple[int, int], int] = {}  # many images share a few sizes: each computed once
-    for key, (w, h) in traffic.dims.items():
-        if (w, h) not in by_dims:
-            try:
-                by_dims[w, h] = eb.image_tokens(vision, w, h)
-            except qwen.ResizeError as e:
-                raise CacheTrafficError(f"a {w}x{h} image: vLLM's processor refuses it ({e})") from None
-        tokens[key] = by_dims[w, h]
-    per_token = cache_items.row_elements(vision) * cache_items.FLOAT32 * vision.merge_size**2
-    for key, nbytes in traffic.pixel_bytes.items():
-        if nbytes <= 0 or nbytes % per_token:
-            raise CacheTrafficError(
-                f"a trace item of {nbytes:,} B is not the float32 pixels of whole {per_token:,}-byte tokens of "
-                f"{req.model.name if req.model else 'this model'}: trace it with the same --model"
-            )
-        tokens[key] = nbytes // per_token
-    return vision, tokens
-
-
 def smallest_reaching(
     run: Callable[[int], int], points: list[int], need: int, same: Callable[[int, int], bool] | None = None
 ) -> int:
@@ -140,20 +110,20 @@ def processor_entry(
     progress: Callable[[], None] | None = None,
     target: Fraction = DEFAULT_TARGET,
     *,
-    known: tuple[eb.QwenVision, dict[str, int]] | None = None,
+    known: cache_items.TrafficItems | None = None,
 ) -> dict[str, Any]:
-    """The processor cache's entry of the ``caches`` list (``known``: the items' ``_tokens``, if made)."""
+    """The processor cache's entry of the ``caches`` list (``known``: the items' ``traffic_items``, if made)."""
     plan = make_plan(req)
     pc = plan.processor_cache
-    vision, tokens = _tokens(req, traffic) if known is None else known
+    items = cache_items.traffic_items(req, traffic) if known is None else known
     # with the cache off (0 GiB), the curve is of the layout the launch would get with one
     enabled = pc if pc.layout != "disabled" else processor_cache.plan(1, req.cache_type, req.dp)
     layout: processor_replay.Layout = "processor_only"
     if enabled.layout in ("lru", "shm"):
         layout = "shm" if enabled.layout == "shm" else "lru"
-    size_of = cache_items.shm_object_bytes if layout == "shm" else cache_items.item_size
-    sizes = {k: size_of(vision, n) for k, n in tokens.items()}
-    processed = {k: cache_items.item_size(vision, n) for k, n in tokens.items()}
+    proc = item_bytes.of_request(req)
+    sizes = items.shm if layout == "shm" else items.processed
+    processed = items.processed
     max_object = req.shm_max_object_mb << 20
     api = max(1, enabled.api_processes) if layout == "processor_only" else 1
     release = req.release.version
@@ -216,6 +186,8 @@ def processor_entry(
     at = replay(pc.cache_bytes) if pc.layout != "disabled" else None
     notes = [
         f"replayed with vLLM {req.release.version}'s rules ({pc.layout}); assumed: {_assumed(layout, api)}",
+        f"items sized as vLLM {req.release.version} processes them: {proc.why} "
+        f"({req.release.at['mm_device_do_normalize']})",
         "each curve point is exact: one pass where no request's images outweigh the cache, a replay below "
         "that (an item larger than the cache is never cached, so hits need not grow with the size); the "
         "recommendation is the smallest grid point reaching the target, lowered by bisection within its gap",
@@ -252,6 +224,7 @@ def processor_entry(
             {"request": i, "where": where, "keys": list(keys)} for i, where, keys in (at.failed if at else [])
         ],
         "host_bytes": pc.host_bytes,
+        "pixel_dtype": proc.pixel_dtype,
     }
 
 
@@ -280,13 +253,13 @@ def encoder_entry(
     window: int,
     progress: Callable[[], None] | None = None,
     *,
-    known: tuple[eb.QwenVision, dict[str, int]] | None = None,
+    known: cache_items.TrafficItems | None = None,
 ) -> dict[str, Any]:
     """The encoder cache's entry of the ``caches`` list: bytes are tokens × the embedding's bytes per token
-    (``known``: the items' ``_tokens``, if made)."""
+    (``known``: the items' ``traffic_items``, if made)."""
     plan = make_plan(req)
     enc = plan.encoder_cache
-    _, tokens = _tokens(req, traffic) if known is None else known
+    tokens = (cache_items.traffic_items(req, traffic) if known is None else known).tokens
     budget = enc.get("budget_tokens")
     per_token = enc["embedding_bytes_per_token"]
     seen: dict[int, encoder_replay.EncoderReplay] = {}
@@ -390,11 +363,12 @@ def caches(
         CacheTrafficError: the launch has an error (``check_launch``) or the model's items are unknown.
     """
     check_launch(req)
-    processor = processor_entry(req, traffic, progress, target, known=(known := _tokens(req, traffic)))
+    known = cache_items.traffic_items(req, traffic)
+    processor = processor_entry(req, traffic, progress, target, known=known)
     if not traffic.prompts:  # a trace: no prompts, every item reaches the encoder cache
         return [processor, encoder_entry(req, traffic, window, progress, known=known)]
     family, flags = (req.model.family.name if req.model else ""), flags or vllm_prefix.PrefixFlags()
-    got = vllm_prefix.replay(traffic.requests, traffic.prompts, known[1], family, flags, target)
+    got = vllm_prefix.replay(traffic.requests, traffic.prompts, known.tokens, family, flags, target)
     encoder = encoder_entry(req, dataclasses.replace(traffic, requests=got.behind), window, progress, known=known)
     encoder["served_by_prefix"], encoder["notes"] = got.items_served, [*encoder["notes"], got.note]
     return [processor, encoder, got.entry]

@@ -58,6 +58,8 @@ MM_DESTS: dict[str, str] = {
     "disable_chunked_mm_input": "bool",
     "kv_cache_dtype": "choice",
     "block_size": "int",
+    "dtype": "choice",
+    "mm_device_do_normalize": "bool",
 }
 # The bounds the SGLang side applies (core.bounds): ranks count GPUs, a GPU pool lives on one GPU,
 # and one host cache lives in one host's RAM. Beyond them a plan would describe no deployment.

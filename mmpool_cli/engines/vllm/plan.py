@@ -16,7 +16,7 @@ from typing import Any
 from mmpool_cli.core.bounds import LARGEST_HOST_MEMORY_BYTES, largest_host
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.vllm import encoder_budget as eb
-from mmpool_cli.engines.vllm import gpu_pool, processor_cache
+from mmpool_cli.engines.vllm import gpu_pool, item_bytes, processor_cache
 from mmpool_cli.engines.vllm import video as vv
 from mmpool_cli.engines.vllm.gib import GiB, bytes_of
 from mmpool_cli.engines.vllm.plan_encoder import encoder_cache, video_loader
@@ -152,7 +152,19 @@ def make_plan(req: VllmRequest) -> VllmPlan:
 
     # GPU decode pool
     pool_json = _decode_pool(findings, req, facts, pc)
-    return VllmPlan(rel.version, req.release_source, pc, enc, pool_json, findings)
+    processing = None
+    if req.model is not None:
+        proc = item_bytes.of_request(req)
+        processing = {
+            "family": proc.family,
+            "device_normalize": proc.device_normalize,
+            "model_dtype": proc.model_dtype,
+            "pixel_dtype": proc.pixel_dtype,
+            "pixel_bytes": proc.pixel_bytes,
+            "why": proc.why,
+            "at": rel.at["mm_device_do_normalize"],
+        }
+    return VllmPlan(rel.version, req.release_source, pc, enc, pool_json, findings, processing)
 
 
 def _dp_findings(findings: list[Finding], req: VllmRequest, facts: dict[str, Any]) -> None:
@@ -363,6 +375,8 @@ def request_from_reading(
         gpu_video_backend=backend == "pynvvideocodec",
         video_kwargs=video if isinstance(video, dict) else {},
         mm_processor_kwargs=mm_kwargs if isinstance(mm_kwargs, dict) else {},
+        device_normalize=reading.get("mm_device_do_normalize"),
+        dtype=reading.get("dtype"),
         video_pruning_rate=reading.get("video_pruning_rate"),
         kv_dtype_bytes=1 if kv_dtype.startswith("fp8") else 2,
         block_size=reading.get("block_size") or 16,

@@ -9,9 +9,10 @@ from typing import Any
 
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.engines.vllm import encoder_budget as eb
+from mmpool_cli.engines.vllm import item_bytes as ib
 from mmpool_cli.engines.vllm import processor_cache
 from mmpool_cli.engines.vllm import video as vv
-from mmpool_cli.engines.vllm.request import GRID_THW_BYTES, H200, QWEN_VERSION, VllmRequest, add_finding
+from mmpool_cli.engines.vllm.request import H200, QWEN_VERSION, VllmRequest, add_finding
 from mmpool_cli.workload import qwen
 from mmpool_cli.workload.features import _qwen_params
 from mmpool_cli.workload.items import Image, Item, Video
@@ -75,6 +76,7 @@ def encoder_cache(
                 "and --gpu-name for yours",
             )
     vision = qwen_vision(req)
+    gemma = gemma3_image_tokens(req)
     out: dict[str, Any] = {
         "budget_tokens": None,
         "max_num_batched_tokens": mnbt,
@@ -86,20 +88,24 @@ def encoder_cache(
         "budget_bytes": None,
         "items": [],
     }
-    if vision is None or mnbt is None or max_model_len is None:
+    if (vision is None and gemma is None) or mnbt is None or max_model_len is None:
         if req.model is not None:
             add_finding(
                 findings,
                 req,
                 Severity.info,
                 "vllm-encoder-not-modelled",
-                f"mmpool counts vLLM's encoder tokens for Qwen2-VL, Qwen2.5-VL and Qwen3-VL only, not "
-                f"{req.model.family.title}",
+                f"mmpool counts vLLM's encoder tokens for Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Gemma 3 (without "
+                f"pan-and-scan) only, not {req.model.family.title}"
+                + (" with pan-and-scan" if req.model.family.name == "gemma3" else ""),
             )
         return out
     limits = limits_of(req, ("image", "video"))
     enabled = tuple(m for m in ("image", "video") if limits[m] > 0)
-    per = eb.max_tokens_per_item(vision, max_model_len, enabled)
+    if vision is not None:
+        per = eb.max_tokens_per_item(vision, max_model_len, enabled)
+    else:  # Gemma 3: every image is its one crop's tokens (get_num_image_tokens without pan-and-scan)
+        per = {"image": gemma} if gemma is not None and "image" in enabled else {}
     budget = eb.budget(mnbt, per)
     per_token = facts["embed_elements"] * req.kv_dtype_bytes
     out.update(
@@ -130,11 +136,15 @@ def encoder_cache(
             "mm_processor_kwargs" if req.mm_processor_kwargs else "video_pruning_rate",
         )
     family = req.model.family.name if req.model else ""
+    proc = ib.of_request(req)
     for item in req.items:
         if unmodelled:
             continue
         try:
-            tokens, nbytes = item_tokens(vision, family, req, item)
+            if vision is None:
+                tokens, nbytes = gemma3_item_tokens(req, item, proc)
+            else:
+                tokens, nbytes = item_tokens(vision, family, req, item, proc)
         except (qwen.ResizeError, vv.NotModelled) as e:
             add_finding(findings, req, Severity.info, "vllm-item-not-counted", f"{item.label}: {e}")
             continue
@@ -211,18 +221,37 @@ def video_loader(req: VllmRequest, family: str) -> vv.Loader:
     return vv.loader(family, req.video_kwargs, req.video_loader_env)
 
 
-def item_tokens(v: eb.QwenVision, family: str, req: VllmRequest, item: Item) -> tuple[int | None, int | None]:
-    """Embedding tokens and processed bytes (float32 pixels plus the grid) of one item.
+def gemma3_image_tokens(req: VllmRequest) -> int | None:
+    """The embedding tokens of every Gemma 3 image under vLLM (one crop's ``image_seq_length``), or None for
+    another family or where pan-and-scan is on (the checkpoint's config or ``--mm-processor-kwargs``)."""
+    model = req.model
+    if model is None or model.family.name != "gemma3" or req.mm_processor_kwargs:
+        return None
+    crops = ib.gemma3_crops(model.settings)
+    return None if crops is None else crops * ib.GEMMA3_IMAGE_TOKENS
+
+
+def gemma3_item_tokens(req: VllmRequest, item: Item, proc: ib.Processing) -> tuple[int | None, int | None]:
+    """Embedding tokens and processed bytes of one Gemma 3 item (images only: the family takes no video)."""
+    tokens = gemma3_image_tokens(req)
+    if tokens is None or req.model is None or not isinstance(item, Image):
+        return None, None
+    return tokens, ib.gemma3_item(1, int(req.model.settings["image_size"]), proc)
+
+
+def item_tokens(
+    v: eb.QwenVision, family: str, req: VllmRequest, item: Item, proc: ib.Processing
+) -> tuple[int | None, int | None]:
+    """Embedding tokens and processed bytes (the pixels as ``proc`` keeps them, plus the grid) of one item.
 
     Raises:
         qwen.ResizeError: the processor refuses the item.
         vv.NotModelled: the launch samples videos in a way mmpool does not count.
     """
-    row = 3 * v.temporal_patch_size * v.patch_size**2 * 4  # one patch of float32 pixels
     if isinstance(item, Image):
         tokens = eb.image_tokens(v, item.width, item.height)
-        return tokens, tokens * v.merge_size**2 * row + GRID_THW_BYTES
+        return tokens, ib.qwen_item(v, tokens, proc)
     if isinstance(item, Video):
         tokens, _, _, _ = vv.video_tokens(v, family, video_loader(req, family), item)
-        return tokens, tokens * v.merge_size**2 * row + GRID_THW_BYTES
+        return tokens, ib.qwen_item(v, tokens, proc)
     return None, None

@@ -19,13 +19,13 @@ from mmpool_cli.workload.items import Item
 MiB = 1 << 20
 SCHEMA_VERSION = 1
 DEFAULT_CACHE_GB = 4
-GRID_THW_BYTES = 24  # image_grid_thw / video_grid_thw: 3 int64 per item, part of the item's nbytes
 QWEN_VERSION = {"qwen2-vl": 2, "qwen2.5-vl": 2, "qwen3-vl": 3}
 # checkpoint values where no config.json is given: context length and embedding elements per token
 FAMILY_DEFAULTS = {
     "qwen2-vl": {"max_model_len": 32_768, "embed_elements": 3584},
     "qwen2.5-vl": {"max_model_len": 128_000, "embed_elements": 3584},
     "qwen3-vl": {"max_model_len": 262_144, "embed_elements": 4096 * 4},  # out_hidden_size × (1 + 3 deepstack)
+    "gemma3": {"max_model_len": 131_072, "embed_elements": 2560},  # google/gemma-3-4b-it's text hidden size
 }
 H200 = eb.Gpu(150_754_820_096, "NVIDIA H200", (9, 0))  # torch's total_memory of an H200 (143,771 MiB)
 
@@ -58,6 +58,8 @@ class VllmRequest:
     video_kwargs: dict[str, Any] = field(default_factory=dict)  # the "video" of --media-io-kwargs
     video_loader_env: str | None = None  # VLLM_VIDEO_LOADER_BACKEND
     mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)
+    device_normalize: bool | None = None  # --mm-device-do-normalize; None: the model class's support flag
+    dtype: str | None = None  # --dtype; None: auto
     video_pruning_rate: float | None = None
     kv_dtype_bytes: int = 2
     block_size: int = 16
@@ -74,6 +76,7 @@ class VllmPlan:
     encoder_cache: dict[str, Any]
     gpu_decode_pool: dict[str, Any] | None
     findings: list[Finding]
+    item_processing: dict[str, Any] | None = None  # how vLLM keeps the items' pixels (item_bytes.Processing)
 
     @property
     def ok(self) -> bool:
@@ -116,6 +119,7 @@ class VllmPlan:
             "processor_cache": asdict(self.processor_cache),
             "encoder_cache": self.encoder_cache,
             "gpu_decode_pool": self.gpu_decode_pool,
+            "item_processing": self.item_processing,
         }
 
 

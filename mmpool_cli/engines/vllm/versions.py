@@ -37,6 +37,7 @@ class Release:
     gpu_decode_pool: bool  # --mm-ipc-gpu-memory-gb exists, split per API process
     limit_default: int  # items per modality when --limit-mm-per-prompt leaves it out
     model_default: str  # what vllm serve serves without a model
+    device_normalize: Mapping[str, bool]  # family -> its model class sets supports_mm_device_do_normalize
     at: Mapping[str, str]  # where each rule is in the release's source
 
 
@@ -128,6 +129,12 @@ def _release(r: dict[str, Any]) -> Release:
     if not (batch["throughput_doubles"] and batch["clamped_to_seqs_times_len"]):
         raise bad("the batch-default adjustments")
     pool = r["gpu_decode_pool"]
+    norm = r["mm_device_do_normalize"]
+    if norm["cli_default"] is not None or norm["rule"] != (
+        "none-is-the-model-class-support-flag; unsupported-forced-off; on-skips-rescale-and-normalize; "
+        "floating-tensors-cast-to-model-dtype"
+    ):
+        raise bad(f"the --mm-device-do-normalize rule {norm['rule']!r}")
     return Release(
         version=version,
         batch_defaults=batch,
@@ -135,6 +142,7 @@ def _release(r: dict[str, Any]) -> Release:
         gpu_decode_pool=pool is not None,
         limit_default=int(r["limit_mm_per_prompt"]["default"]),
         model_default=str(r["model_default"]),
+        device_normalize={str(k): bool(v) for k, v in norm["supported"].items()},
         at={
             "batch_defaults": batch["at"],
             "processor_cache": cache["at"],
@@ -142,6 +150,9 @@ def _release(r: dict[str, Any]) -> Release:
             "shm": cache["shm"]["at"],
             "encoder_cache": r["encoder_cache"]["at"],
             "limit_mm_per_prompt": r["limit_mm_per_prompt"]["at"],
+            "mm_device_do_normalize": norm["resolve_at"],
+            "device_normalize_kwargs": norm["merge_at"],
+            "model_dtype_cast": norm["cast_at"],
             **({"gpu_decode_pool": pool["split_at"], "kv_reservation": pool["reserve_at"]} if pool else {}),
         },
     )

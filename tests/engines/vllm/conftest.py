@@ -68,3 +68,23 @@ def cache_tokens(cache_recorded, cache_vision) -> dict[str, dict[str, int]]:
         family: {k: eb.image_tokens(cache_vision[family], i["w"], i["h"]) for k, i in data["items"].items()}
         for family, data in cache_recorded["families"].items()
     }
+
+
+@pytest.fixture(scope="session")
+def float32_items() -> Any:
+    """The processing that keeps float32 pixels (host normalization, ``--dtype float32``): the items of
+    vllm_cache_fixtures.json, whose recorder fed vLLM's caches float32 pixel tensors."""
+    from mmpool_cli.engines.vllm import item_bytes, versions
+
+    proc = item_bytes.processing(versions.release("0.34.0"), "qwen2.5-vl", False, "float32")
+    assert proc.pixel_dtype == "float32"
+    return proc
+
+
+@pytest.fixture(scope="session")
+def item_recorded() -> dict[str, Any]:
+    """tests/data/vllm_item_fixtures.json: vLLM's own processing of images (each release) and its lru caches
+    driven by it (scripts/record_vllm_item_fixtures.py)."""
+    data: dict[str, Any] = json.loads((DATA / "vllm_item_fixtures.json").read_text())
+    assert data["generator"] == "scripts/record_vllm_item_fixtures.py"
+    return data

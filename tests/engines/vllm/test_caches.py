@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mmpool_cli.engines.vllm import cache_traffic, caches, encoder_replay, processor_cache, versions
+from mmpool_cli.engines.vllm import cache_items, cache_traffic, caches, encoder_replay, processor_cache, versions
 from mmpool_cli.engines.vllm.gib import bytes_of as gib_bytes
+from mmpool_cli.engines.vllm.plan_encoder import qwen_vision
 from mmpool_cli.engines.vllm.request import VllmRequest
 from mmpool_cli.workload import hf
 
@@ -61,7 +62,7 @@ def test_the_encoder_budget_recommended_is_the_smallest_with_no_wait(traffic):
         entry = caches.encoder_entry(_req(), traffic, window)
         tokens = entry["recommended_tokens"]
         assert any(f"at most {window} holding" in note for note in entry["notes"])
-        tokens_of = caches._tokens(_req(), traffic)[1]
+        tokens_of = cache_items.traffic_items(_req(), traffic).tokens
         at = encoder_replay.replay(traffic.requests, tokens_of, tokens, window)
         below = encoder_replay.replay(traffic.requests, tokens_of, tokens - 1, window)
         assert not at.waited and not at.refused and (below.waited or below.refused)
@@ -93,11 +94,12 @@ def test_the_smallest_size_reaching_the_target_is_searched_within_the_first_grid
     assert caches.smallest_reaching(run, points, 5) == 37
 
 
-def test_a_traces_items_replay_as_the_bodies_they_came_from(traffic):
-    from mmpool_cli.engines.vllm import cache_items
+def test_a_traces_items_replay_as_the_bodies_they_came_from(traffic, float32_items):
+    from mmpool_cli.engines.vllm import item_bytes
 
-    vision, tokens = caches._tokens(_req(), traffic)
-    pixels = {k: cache_items.item_size(vision, n) - cache_items.GRID_THW_BYTES for k, n in tokens.items()}
+    # a trace carries SGLang's float32 pixel_values (what 'mmpool trace' writes)
+    vision, tokens = qwen_vision(_req()), cache_items.traffic_items(_req(), traffic).tokens
+    pixels = {k: item_bytes.qwen_pixels(vision, n, float32_items) for k, n in tokens.items()}
     items = [(f"r{i}", "image", key, pixels[key]) for i, keys in enumerate(traffic.requests) for key in keys]
     items.insert(3, ("r1", "video", None, 1000))
     traced = cache_traffic.from_items(items, "prod.jsonl")
@@ -109,7 +111,7 @@ def test_a_traces_items_replay_as_the_bodies_they_came_from(traffic):
 
 
 def test_no_request_waits_at_the_no_wait_budget_and_one_waits_below_it(traffic):
-    tokens = caches._tokens(_req(), traffic)[1]
+    tokens = cache_items.traffic_items(_req(), traffic).tokens
     for window in (1, 2, 5):
         budget = encoder_replay.no_wait_budget(traffic.requests, tokens, window)
         replayed = encoder_replay.replay(traffic.requests, tokens, budget, window)
@@ -122,17 +124,16 @@ def test_no_request_waits_at_the_no_wait_budget_and_one_waits_below_it(traffic):
     "kw", [{}, {"cache_type": "shm"}, {"dp": processor_cache.DataParallel(size=2)}, {"release": "0.33.0"}]
 )
 def test_every_processor_curve_point_is_a_single_python_replay(traffic, kw):
-    from mmpool_cli.engines.vllm import cache_items, processor_replay
+    from mmpool_cli.engines.vllm import processor_replay
 
     if "release" in kw:
         kw = {"release": versions.release(kw["release"])}
     req = dataclasses.replace(_req(), **kw)
     entry = caches.processor_entry(req, traffic)
-    vision, tokens = caches._tokens(req, traffic)
+    items = cache_items.traffic_items(req, traffic)
     layout = {"lru": "lru", "shm": "shm"}.get(entry["layout"], "processor_only")
-    size_of = cache_items.shm_object_bytes if layout == "shm" else cache_items.item_size
-    sizes = {k: size_of(vision, n) for k, n in tokens.items()}
-    work = {k: cache_items.item_size(vision, n) for k, n in tokens.items()}
+    sizes = items.shm if layout == "shm" else items.processed
+    work = items.processed
 
     def replay(size: int) -> processor_replay.ReplayResult:
         return processor_replay.replay(
@@ -157,7 +158,7 @@ def test_every_processor_curve_point_is_a_single_python_replay(traffic, kw):
 @pytest.mark.parametrize("window", [1, 4])
 def test_every_encoder_curve_point_is_a_single_python_replay(traffic, window):
     entry = caches.encoder_entry(_req(), traffic, window)
-    tokens = caches._tokens(_req(), traffic)[1]
+    tokens = cache_items.traffic_items(_req(), traffic).tokens
     below = 0
     for point in entry["curve"]:
         r = encoder_replay.replay(traffic.requests, tokens, point["size_tokens"], window, native=False)

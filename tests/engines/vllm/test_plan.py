@@ -187,3 +187,19 @@ def test_processor_kwargs_and_pruning_leave_the_items_uncounted():
         assert p.encoder_cache["items"] == []
         assert "vllm-item-not-counted" in _codes(p, Severity.info)
     assert _plan(items=video, video_pruning_rate=0.0).encoder_cache["items"]
+
+
+def test_an_items_processed_bytes_follow_the_releases_processing():
+    image = (parse_image("1920x1080"),)
+    raw = _plan(items=image).to_json()
+    assert raw["item_processing"]["pixel_dtype"] == "uint8"
+    assert raw["encoder_cache"]["items"][0]["processor_bytes"] == 10_764 * 1176 + 24
+    host = _plan(items=image, device_normalize=False).to_json()
+    assert host["item_processing"]["pixel_dtype"] == "bfloat16"
+    assert host["encoder_cache"]["items"][0]["processor_bytes"] == 2 * 10_764 * 1176 + 24
+    # Qwen3-VL's class gained the support flag in 0.32.0: host-normalized before, raw from then on
+    qwen3 = hf.resolve("qwen3-vl")
+    for version, dtype in (("0.31.0", "bfloat16"), ("0.32.0", "uint8")):
+        req = P.VllmRequest(release=versions.release(version), model=qwen3, items=image)
+        assert P.make_plan(req).to_json()["item_processing"]["pixel_dtype"] == dtype, version
+    assert _plan(model=None).to_json()["item_processing"] is None

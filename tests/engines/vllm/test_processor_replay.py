@@ -9,7 +9,9 @@ from mmpool_cli.engines.vllm import cache_items, processor_replay
 
 
 @pytest.mark.parametrize("release", ["0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"])
-def test_processor_cache_hits_equal_vllms_at_every_recorded_size(cache_releases, cache_vision, cache_tokens, release):
+def test_processor_cache_hits_equal_vllms_at_every_recorded_size(
+    cache_releases, cache_vision, cache_tokens, float32_items, release
+):
     cache_recorded = cache_releases[release]
     rows = cache_recorded["processor"]
     assert {(r["type"], r["api"], r["layout"]) for r in rows} == {
@@ -22,7 +24,7 @@ def test_processor_cache_hits_equal_vllms_at_every_recorded_size(cache_releases,
     for row in rows:
         family = row["family"]
         size = cache_items.shm_object_bytes if row["type"] == "shm" else cache_items.item_size
-        sizes = {k: size(cache_vision[family], n) for k, n in cache_tokens[family].items()}
+        sizes = {k: size(cache_vision[family], n, float32_items) for k, n in cache_tokens[family].items()}
         reqs = cache_recorded["families"][family]["sequences"][row["sequence"]]
         got = processor_replay.replay(
             reqs, sizes, row["capacity"], row["layout"], api_processes=row["api"], release=release, flags=True
@@ -84,13 +86,13 @@ def test_the_compiled_replay_equals_the_python_replay_on_random_traffic():
 @pytest.mark.skipif(processor_replay.FAST is None, reason="the compiled cache replay is not built (setup.py build_ext)")
 @pytest.mark.parametrize("release", ["0.30.0", "0.34.0"])
 def test_the_compiled_replay_gives_vllms_counters_at_every_recorded_size(
-    cache_releases, cache_vision, cache_tokens, release
+    cache_releases, cache_vision, cache_tokens, float32_items, release
 ):
     recorded = cache_releases[release]
     for row in recorded["processor"]:
         family = row["family"]
         size = cache_items.shm_object_bytes if row["type"] == "shm" else cache_items.item_size
-        sizes = {k: size(cache_vision[family], n) for k, n in cache_tokens[family].items()}
+        sizes = {k: size(cache_vision[family], n, float32_items) for k, n in cache_tokens[family].items()}
         reqs = recorded["families"][family]["sequences"][row["sequence"]]
         got = processor_replay.replay(
             reqs, sizes, row["capacity"], row["layout"], api_processes=row["api"], release=release, native=True
