@@ -76,10 +76,10 @@ def damage(rec: Path) -> list[str]:
 
 
 def test_trace_from_a_damaged_recording_names_each_file_and_exits_1(rec: Path, tmp_path: Path) -> None:
-    whole = mmpool("trace", "--from", "record", str(rec), "-o", str(tmp_path / "whole.jsonl"))
+    whole = mmpool("trace", "--from", str(rec), "-o", str(tmp_path / "whole.jsonl"))
     assert whole.returncode == 0, whole.stderr
     named = damage(rec)
-    got = mmpool("trace", "--from", "record", str(rec), "-o", str(tmp_path / "part.jsonl"))
+    got = mmpool("trace", "--from", str(rec), "-o", str(tmp_path / "part.jsonl"))
     assert got.returncode == 1, got.stderr
     lines = got.stderr.splitlines()
     assert len(lines) == 4, got.stderr
@@ -108,7 +108,7 @@ def test_every_stream_emptied_is_refused_naming_the_damage(rec: Path) -> None:
     for path in streams(rec):
         path.write_bytes(b"")
     first = streams(rec)[0]
-    for args in (["trace", "--from", "record", str(rec)], ["simulate", "--trace", str(rec)]):
+    for args in (["trace", "--from", str(rec)], ["simulate", "--trace", str(rec)]):
         got = mmpool(*args)
         assert (got.returncode, got.stdout) == (2, ""), args
         assert got.stderr == (

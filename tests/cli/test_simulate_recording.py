@@ -137,7 +137,7 @@ def test_pools_whose_layout_no_flag_makes_are_said_so_never_advised_again(run_li
 
 def test_the_merged_trace_replays_as_written_at_the_recordings_layout(run_line, tmp_path: Path) -> None:
     merged = tmp_path / "merged.jsonl"
-    written = run_line(["mmpool", "trace", "--from", "record", REC, "-o", str(merged)])
+    written = run_line(["mmpool", "trace", "--from", REC, "-o", str(merged)])
     assert written.exit_code == 0, written.output
     first = json.loads(merged.read_text().splitlines()[0])
     assert list(first) == ["recording"]  # the layout it was recorded at, before the events
@@ -154,7 +154,7 @@ def test_the_merged_trace_replays_as_written_at_the_recordings_layout(run_line, 
 
 def test_a_merged_trace_without_its_layout_still_reads(run_line, tmp_path: Path) -> None:
     merged = tmp_path / "merged.jsonl"
-    run_line(["mmpool", "trace", "--from", "record", REC, "-o", str(merged)])
+    run_line(["mmpool", "trace", "--from", REC, "-o", str(merged)])
     old = tmp_path / "old.jsonl"  # as mmpool wrote it before the layout came first: the flags are the user's
     old.write_text("".join(merged.read_text().splitlines(keepends=True)[1:]))
     result = run_line(["mmpool", "simulate", "--trace", str(old), "--workers", "2", "--tp", "2", "--format", "json"])
