@@ -103,16 +103,17 @@ def run(requests: Sequence[PrefixRequest], cache: Radix | Blocks) -> Replay:
     """The replay of ``requests`` through ``cache``, with whether it evicted or ran over."""
     _check_cache(cache)
     order = _events(requests)
-    with _no_collection():
+    with no_collection():
         if isinstance(cache, Radix):
             return Replay(*RadixReplay(cache.capacity_tokens, cache.page_size).run(requests, order))
         return Replay(*BlockReplay(cache.num_blocks, cache.block_size).run(requests, order))
 
 
 @contextmanager
-def _no_collection() -> Iterator[None]:
-    """A replay makes millions of small objects (nodes, keys) and no reference cycle that outlives
-    it; the cyclic collector's passes over them cost a fifth to a third of its time, and find nothing."""
+def no_collection() -> Iterator[None]:
+    """The cyclic collector off: a replay (or the building of its prompts) makes millions of small
+    objects (nodes, keys, token lists) and no reference cycle that outlives it; the collector's
+    passes over them cost a fifth to a third of its time, and find nothing."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -141,7 +142,7 @@ def _unbounded(
         if kind is Radix
         else BlockReplay(None, params.get("block_size", 16))
     )
-    with _no_collection():
+    with no_collection():
         return one.peak_after(requests, order)
 
 
@@ -170,7 +171,7 @@ def curve(
             one = RadixReplay(c, params.get("page_size", 1))
         else:
             one = BlockReplay(c, params.get("block_size", 16))
-        with _no_collection():
+        with no_collection():
             out.append(sum(one.run(requests, order)[0]))
     return out
 

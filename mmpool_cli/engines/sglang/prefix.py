@@ -117,6 +117,11 @@ def tokenizer_for(req: CacheRequest) -> Tokenizer:
 
 def build(req: CacheRequest, item_tokens: Sequence[int], groups: Sequence[list[tuple[int, CacheItem]]]) -> Built:
     """Each request's prompt tokens as SGLang pads them, in the order the requests came."""
+    with prefix.no_collection():
+        return _build(req, item_tokens, groups)
+
+
+def _build(req: CacheRequest, item_tokens: Sequence[int], groups: Sequence[list[tuple[int, CacheItem]]]) -> Built:
     chat = CHATS.get(req.family.name, CHATS["qwen3-vl"])
     tok = tokenizer_for(req)
     out = Built(estimated=tok.estimated, tokenizer=tok.name)

@@ -85,28 +85,29 @@ def replay(
     built: list[prefix.PrefixRequest] = []
     spans: list[list[tuple[int, int, int]]] = []  # per request: (position, start, length) of each item
     placed: list[int] = []
-    for n, (keys, prompt) in enumerate(zip(requests, prompts, strict=True)):
-        got = None if prompt is None else tokens_of(prompt, tok, chat, memo)
-        slots = [] if got is None else [r for r in got.runs if r and isinstance(r[0], str)]
-        if got is None or len(slots) != len(keys) or any(s[0] != "image" for s in slots):
-            continue
-        ids: list[int] = []
-        extra: list[tuple[int, int, str]] = []
-        mine: list[tuple[int, int, int]] = []
-        for run in got.runs:
-            if run and isinstance(run[0], str):
-                k = int(run[1])
-                ids.extend(wrap[0])
-                start, length = len(ids), tokens[keys[k]]
-                ids.extend([pad] * length)  # the placeholder ids: the item's hash rides in the block keys
-                extra.append((start, length, keys[k]))
-                mine.append((k, start, length))
-                ids.extend(wrap[1])
-            else:
-                ids.extend(int(t) for t in run)
-        built.append(prefix.PrefixRequest(ids, (), extra, 2 * n, 2 * n + 1))
-        spans.append(mine)
-        placed.append(n)
+    with prefix.no_collection():  # the prompts' token lists: millions of objects, no cycle
+        for n, (keys, prompt) in enumerate(zip(requests, prompts, strict=True)):
+            got = None if prompt is None else tokens_of(prompt, tok, chat, memo)
+            slots = [] if got is None else [r for r in got.runs if r and isinstance(r[0], str)]
+            if got is None or len(slots) != len(keys) or any(s[0] != "image" for s in slots):
+                continue
+            ids: list[int] = []
+            extra: list[tuple[int, int, str]] = []
+            mine: list[tuple[int, int, int]] = []
+            for run in got.runs:
+                if run and isinstance(run[0], str):
+                    k = int(run[1])
+                    ids.extend(wrap[0])
+                    start, length = len(ids), tokens[keys[k]]
+                    ids.extend([pad] * length)  # the placeholder ids: the item's hash rides in the block keys
+                    extra.append((start, length, keys[k]))
+                    mine.append((k, start, length))
+                    ids.extend(wrap[1])
+                else:
+                    ids.extend(int(t) for t in run)
+            built.append(prefix.PrefixRequest(ids, (), extra, 2 * n, 2 * n + 1))
+            spans.append(mine)
+            placed.append(n)
     size = flags.block_size
     total = sum(len(r.tokens) for r in built)
     unbounded = -(-max(total, 1) // size) + 1  # one block is the null block, never lent
