@@ -8,7 +8,7 @@ running 1 to 20 s with about 64 running at once. A chat ends after a few turns (
 capped), so the prompts stay near the mean. Prints, for SGLang's radix rule and vLLM's block rule,
 the median of three replays at a capacity that evicts (half of what the traffic ever holds) and
 the prompt tokens served; the requests are built before the clock starts (tokenization is not
-timed here).
+timed here: benchmarks/prefix_tokens.py times the whole path, from the traffic's lines).
 """
 
 from __future__ import annotations
