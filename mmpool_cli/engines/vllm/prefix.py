@@ -104,7 +104,7 @@ def replay(
                     mine.append((k, start, length))
                     ids.extend(wrap[1])
                 else:
-                    ids.extend(int(t) for t in run)
+                    ids.extend(run)  # a text run: ints, as the tokenizers give them
             built.append(prefix.PrefixRequest(ids, (), extra, 2 * n, 2 * n + 1))
             spans.append(mine)
             placed.append(n)
