@@ -20,12 +20,22 @@ class PrefixRequest(Protocol):
     def extra(self) -> Sequence[tuple[int, int, str]]: ...
 
 
+class KeyMemo:
+    """Each request's block keys, made once for every replay of one curve: a key depends on the
+    tokens and the images alone, never on the pool's size, and one table numbers them all alike."""
+
+    def __init__(self) -> None:
+        self.table: dict[tuple[int, tuple[int, ...], tuple[tuple[str, int], ...] | None], int] = {}
+        self.prompt: dict[int, list[int]] = {}  # request -> its prompt's full blocks' keys
+        self.whole: dict[int, list[int]] = {}  # request -> with its decoded tokens' full blocks too
+
+
 class BlockReplay:
     """The block pool: its free queue is the blocks freed to its head (``head``), the blocks never
     lent yet (ids ``fresh`` to ``limit``, in order, as the pool is built), then those freed to its
     tail (``tail``); a pop takes from the first part that has one."""
 
-    def __init__(self, num_blocks: int | None, block_size: int) -> None:
+    def __init__(self, num_blocks: int | None, block_size: int, memo: KeyMemo | None = None) -> None:
         self.bs = block_size
         self.limit = None if num_blocks is None else num_blocks - 1  # the null block is never lent
         self.head: OrderedDict[int, None] = OrderedDict()
@@ -37,7 +47,8 @@ class BlockReplay:
         self.key_of: dict[int, int] = {}  # block -> its key, while cached
         self.primary: dict[int, int] = {}  # key -> the block a lookup finds
         self.dups: dict[int, dict[int, None]] = {}  # key -> every block cached under it, where several
-        self.keys: dict[tuple[int, tuple[int, ...], tuple[tuple[str, int], ...] | None], int] = {}
+        self.memo = KeyMemo() if memo is None else memo
+        self.keys = self.memo.table
         self.peak = 1  # the pool size from which this replay's pops never reach a freed cached block
         self.evicted = False
         self.over = 0
@@ -167,7 +178,12 @@ class BlockReplay:
             tokens = r.tokens if type(r.tokens) is tuple else tuple(r.tokens)
             plen = len(tokens)
             if what == 0:
-                keys = self._block_keys(tokens, r.extra, [], plen // bs)
+                known = self.memo.prompt.get(i)
+                if known is None:
+                    keys = self._block_keys(tokens, r.extra, [], plen // bs)
+                    self.memo.prompt[i] = keys[:]
+                else:
+                    keys = known[:]  # extended at release: a copy
                 hit: list[int] = []
                 for key in keys[: (plen - 1) // bs]:
                     b = primary.get(key)
@@ -196,7 +212,12 @@ class BlockReplay:
                     blocks += self._new_blocks(-(-total // bs) - len(blocks))
                     n_full = total // bs
                     if n_full > len(keys):
-                        self._block_keys(tokens + tuple(r.output[:decode]), r.extra, keys, n_full)
+                        whole = self.memo.whole.get(i)
+                        if whole is None:
+                            self._block_keys(tokens + tuple(r.output[:decode]), r.extra, keys, n_full)
+                            self.memo.whole[i] = keys[:]
+                        else:
+                            keys[len(keys) :] = whole[len(keys) :]
                     self._cache(blocks, keys, plen // bs, n_full)
                 first: list[int] = []
                 last: list[int] = []

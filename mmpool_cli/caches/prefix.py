@@ -54,7 +54,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from mmpool_cli.caches.blocks import BlockReplay
+from mmpool_cli.caches.blocks import BlockReplay, KeyMemo
 from mmpool_cli.caches.radix import RadixReplay
 
 
@@ -134,13 +134,14 @@ def _unbounded(
     order: list[tuple[int, int, int, int]],
     kind: type[Radix] | type[Blocks],
     params: dict[str, int],
+    memo: KeyMemo | None = None,
 ) -> tuple[int, int]:
     """``(never_evicts, tokens served)`` of the replay in a cache that never fills."""
     _check_cache(kind(1, **params))
     one = (
         RadixReplay(None, params.get("page_size", 1))
         if kind is Radix
-        else BlockReplay(None, params.get("block_size", 16))
+        else BlockReplay(None, params.get("block_size", 16), memo)
     )
     with no_collection():
         return one.peak_after(requests, order)
@@ -160,7 +161,8 @@ def curve(
     if not caps:
         return []
     order = _events(requests)
-    saturated, total_top = _unbounded(requests, order, kind, params)
+    memo = KeyMemo()  # the block keys, made once for every point
+    saturated, total_top = _unbounded(requests, order, kind, params, memo)
     out: list[int] = []
     for c in caps:  # each point a replay of its own
         if c >= saturated:
@@ -170,7 +172,7 @@ def curve(
         if kind is Radix:
             one = RadixReplay(c, params.get("page_size", 1))
         else:
-            one = BlockReplay(c, params.get("block_size", 16))
+            one = BlockReplay(c, params.get("block_size", 16), memo)
         with no_collection():
             out.append(sum(one.run(requests, order)[0]))
     return out
