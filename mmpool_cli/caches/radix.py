@@ -5,18 +5,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from typing import Protocol
 
-
-class PrefixRequest(Protocol):
-    """What the replay reads of ``prefix.PrefixRequest``."""
-
-    @property
-    def tokens(self) -> Sequence[int]: ...
-    @property
-    def output(self) -> Sequence[int]: ...
-    @property
-    def extra(self) -> Sequence[tuple[int, int, str]]: ...
+from mmpool_cli.caches.prompted import PrefixRequest
 
 
 class Node:
