@@ -54,8 +54,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from mmpool_cli.caches import radix
 from mmpool_cli.caches.blocks import BlockReplay, KeyMemo
-from mmpool_cli.caches.radix import RadixReplay
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +102,10 @@ def replay(requests: Sequence[PrefixRequest], cache: Radix | Blocks) -> list[int
 def run(requests: Sequence[PrefixRequest], cache: Radix | Blocks) -> Replay:
     """The replay of ``requests`` through ``cache``, with whether it evicted or ran over."""
     _check_cache(cache)
-    order = _events(requests)
     with no_collection():
+        order = _events(requests)
         if isinstance(cache, Radix):
-            return Replay(*RadixReplay(cache.capacity_tokens, cache.page_size).run(requests, order))
+            return Replay(*radix.replay(requests, order, cache.capacity_tokens, cache.page_size)[:3])
         return Replay(*BlockReplay(cache.num_blocks, cache.block_size).run(requests, order))
 
 
@@ -126,7 +126,9 @@ def no_collection() -> Iterator[None]:
 def never_evicts(requests: Sequence[PrefixRequest], kind: type[Radix] | type[Blocks], **params: int) -> int:
     """The smallest capacity (tokens for Radix, blocks for Blocks) at which the replay of
     ``requests`` evicts nothing; every capacity from it up serves what the unbounded cache serves."""
-    return _unbounded(requests, _events(requests), kind, params)[0]
+    with no_collection():
+        order = _events(requests)
+    return _unbounded(requests, order, kind, params)[0]
 
 
 def _unbounded(
@@ -138,13 +140,12 @@ def _unbounded(
 ) -> tuple[int, int]:
     """``(never_evicts, tokens served)`` of the replay in a cache that never fills."""
     _check_cache(kind(1, **params))
-    one = (
-        RadixReplay(None, params.get("page_size", 1))
-        if kind is Radix
-        else BlockReplay(None, params.get("block_size", 16), memo)
-    )
     with no_collection():
-        return one.peak_after(requests, order)
+        if kind is Radix:
+            page = params.get("page_size", 1)
+            served, _, _, peak = radix.replay(requests, order, None, page)
+            return -(-peak // page) * page, sum(served)  # the pool holds whole pages
+        return BlockReplay(None, params.get("block_size", 16), memo).peak_after(requests, order)
 
 
 def curve(
@@ -160,7 +161,8 @@ def curve(
         _check_cache(kind(c, **params))
     if not caps:
         return []
-    order = _events(requests)
+    with no_collection():
+        order = _events(requests)
     memo = KeyMemo()  # the block keys, made once for every point
     saturated, total_top = _unbounded(requests, order, kind, params, memo)
     out: list[int] = []
@@ -168,13 +170,11 @@ def curve(
         if c >= saturated:
             out.append(total_top)
             continue
-        one: RadixReplay | BlockReplay
-        if kind is Radix:
-            one = RadixReplay(c, params.get("page_size", 1))
-        else:
-            one = BlockReplay(c, params.get("block_size", 16), memo)
         with no_collection():
-            out.append(sum(one.run(requests, order)[0]))
+            if kind is Radix:
+                out.append(sum(radix.replay(requests, order, c, params.get("page_size", 1))[0]))
+            else:
+                out.append(sum(BlockReplay(c, params.get("block_size", 16), memo).run(requests, order)[0]))
     return out
 
 
