@@ -49,13 +49,13 @@ is ever evicted; every point at or above it is that replay's answer.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from mmpool_cli.caches import radix
 from mmpool_cli.caches.blocks import BlockReplay, KeyMemo
+from mmpool_cli.core.collector import paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,18 +109,11 @@ def run(requests: Sequence[PrefixRequest], cache: Radix | Blocks) -> Replay:
         return Replay(*BlockReplay(cache.num_blocks, cache.block_size).run(requests, order))
 
 
-@contextmanager
-def no_collection() -> Iterator[None]:
+def no_collection() -> AbstractContextManager[None]:
     """The cyclic collector off: a replay (or the building of its prompts) makes millions of small
     objects (nodes, keys, token lists) and no reference cycle that outlives it; the collector's
     passes over them cost a fifth to a third of its time, and find nothing."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+    return paused()
 
 
 def never_evicts(requests: Sequence[PrefixRequest], kind: type[Radix] | type[Blocks], **params: int) -> int:

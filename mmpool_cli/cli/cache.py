@@ -41,6 +41,7 @@ from mmpool_cli.cli.prefix_options import (
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, SourceChoice, convert
 from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options_sharing
 from mmpool_cli.core.bounds import MAX_WORKERS
+from mmpool_cli.core.collector import paused
 from mmpool_cli.errors import EXIT_BELOW_TARGET, EXIT_OK, MmpoolError
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
 
 MAX_PREPROCESS_MB = 1 << 30  # 1 PiB of host RAM: beyond any machine
 MAX_HIDDEN = 1 << 20
+
+
 @app.command(
     cls=PanelledCommand,
     short_help="Hits of the engine's multimodal caches over real traffic, at every size, and the size to set.",
@@ -144,20 +147,22 @@ def cache(
         emit(to_json(report) if fmt is OutputFormat.json else cache_text(report))
         _exit(all(meets(c) for c in report.caches), exit_zero)
     if engine_name == "vllm":
-        _run_vllm(
-            model,
-            traffic or [],
-            trace_file,
-            dataclasses.replace(vllm, gpu_name=gpu_name),
-            fmt,
-            assume_image,
-            window,
-            target,
-            exit_zero,
-            (no_prefix_caching, num_gpu_blocks, block_size, tokenizer),
-        )
+        with paused(keep=True):
+            _run_vllm(
+                model,
+                traffic or [],
+                trace_file,
+                dataclasses.replace(vllm, gpu_name=gpu_name),
+                fmt,
+                assume_image,
+                window,
+                target,
+                exit_zero,
+                (no_prefix_caching, num_gpu_blocks, block_size, tokenizer),
+            )
         return
-    with reported():
+    # the traffic's prompts and the prefix cache's requests live until the command exits, and hold no cycle
+    with reported(), paused(keep=True):
         report = _run(
             model,
             traffic or [],

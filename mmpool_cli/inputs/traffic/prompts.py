@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 MEDIA_PARTS = {"image_url": "image", "video_url": "video", "audio_url": "audio", "image": "image", "video": "video"}
 ROLES = ("system", "user", "assistant", "tool", "developer")
 
 
-@dataclass(frozen=True)
-class Message:
-    """One chat message: its role and its content, text runs and media parts (their kind) in order."""
+class Message(NamedTuple):
+    """One chat message: its role and its content, text runs and media parts (their kind) in order.
+    A tuple: built, hashed and compared in C (a chat's every turn re-sends its earlier messages, and the
+    prefix replay looks each up)."""
 
     role: str
     parts: tuple[str | tuple[str], ...]  # a text run, or ``(kind,)`` for a media item
