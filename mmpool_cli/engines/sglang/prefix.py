@@ -152,9 +152,7 @@ def _build(req: CacheRequest, item_tokens: Sequence[int], groups: Sequence[list[
                 key = (item.key if item.key is not None else index, item_tokens[index])
                 run = padded.get(key)
                 if run is None:
-                    run = padded[key] = array(
-                        "q", [*wrap[0], *padding(pad_values(_identity(item, index)), item_tokens[index]), *wrap[1]]
-                    )
+                    run = padded[key] = _run(wrap, pad_values(_identity(item, index)), item_tokens[index])
                 start = len(ids) + len(wrap[0])
                 ids.extend(run)
                 offs.append((index, [(start, start + item_tokens[index] - 1)]))
@@ -192,6 +190,16 @@ def _segments(
     if runs is None:
         return None
     return tuple(r[0] if r and isinstance(r[0], str) else r for r in runs.runs)
+
+
+def _run(wrap: tuple[list[int], list[int]], values: tuple[int, ...], length: int) -> array[int]:
+    """An item's run in the prompt: ``padding(values, length)`` between the wrap's two ids."""
+    repeats, remainder = divmod(length, len(values))
+    run = array("q", wrap[0])
+    run.extend(array("q", values) * repeats)
+    run.extend(values[:remainder])
+    run.extend(wrap[1])
+    return run
 
 
 def _identity(item: CacheItem, index: int) -> bytes:

@@ -82,6 +82,13 @@ class Estimated:
                 out[n] = got
         return out  # type: ignore[return-value]  # every None replaced
 
+    def ids_of(self, text: str) -> array[int]:
+        """``encode`` as int64 ids."""
+        try:
+            return array("q", map(self.ids.get, _PIECES.findall(text)))  # every piece known
+        except TypeError:  # a piece not seen yet (its id None)
+            return array("q", self.encode(text))
+
     def render(self, messages: Sequence[Message], chat: Chat) -> str:
         return render_chatml(messages, chat)
 
@@ -186,11 +193,15 @@ class Memo:
 
     def __init__(self, tokenizer: Tokenizer, max_chars: int = MAX_MEMO_CHARS) -> None:
         self.tokenizer = tokenizer
+        self.ids_of = getattr(tokenizer, "ids_of", None) or self._ids_of
         self.runs: dict[str, tuple[int, ...]] = {}
         self.messages: dict[Message, tuple[Segment, ...]] = {}
         self.chars = 0
         self.max_chars = max_chars
         self.generation: array[int] | None = None
+
+    def _ids_of(self, text: str) -> array[int]:
+        return array("q", self.tokenizer.encode(text))
 
     def chatml(self, messages: Sequence[Message], chat: Chat) -> list[Segment] | None:
         """The ids ``tokens_of`` gives the ChatML rendering of ``messages`` (``render_chatml``), made
@@ -232,6 +243,7 @@ class Memo:
         texts.append(text + "<|im_end|>\n")
         got: list[Segment] = []
         runs = self.runs
+        ids_of = self.ids_of
         size = 0
         for i, piece in enumerate(texts):
             size += len(piece)
@@ -244,11 +256,11 @@ class Memo:
                 elif TURN in piece[1:]:
                     got.append(array("q", self.encode(piece)))
                 else:  # one turn: ``encode``'s own result without its split; heads are kept
-                    ids = self.tokenizer.encode(piece)
+                    ids = ids_of(piece)
                     if i == 0 and len(texts) > 1 and self.chars + len(piece) <= self.max_chars:
                         runs[piece] = tuple(ids)
                         self.chars += len(piece)
-                    got.append(array("q", ids))
+                    got.append(ids)
         out = tuple(got)
         if self.chars + size <= self.max_chars:
             self.messages[m] = out
