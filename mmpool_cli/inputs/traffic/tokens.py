@@ -85,8 +85,8 @@ class Estimated:
     def ids_of(self, text: str) -> array[int]:
         """``encode`` as int64 ids."""
         try:
-            return array("q", map(self.ids.get, _PIECES.findall(text)))  # every piece known
-        except TypeError:  # a piece not seen yet (its id None)
+            return array("q", map(self.ids.__getitem__, _PIECES.findall(text)))  # every piece known
+        except KeyError:  # a piece not seen yet
             return array("q", self.encode(text))
 
     def render(self, messages: Sequence[Message], chat: Chat) -> str:
