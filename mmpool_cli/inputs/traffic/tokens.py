@@ -16,6 +16,7 @@ import re
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Protocol, TypeAlias
 
 from mmpool_cli.errors import MmpoolError
@@ -209,17 +210,16 @@ class Memo:
         the text anyway, so a message's runs are the same wherever it comes, and a chat's next turn
         looks its earlier messages up instead of rendering and splitting them again. Items are their
         kind. None where a message holds a NUL (where ``MARK`` could hide): then ``tokens_of``."""
-        out: list[Segment] = []
         if chat.default_system is not None and (not messages or messages[0].role != "system"):
-            got = self._message(Message("system", (chat.default_system,)))
-            if got is None:
-                return None
-            out.extend(got)
-        for m in messages:
-            got = self.messages.get(m) or self._message(m)
-            if got is None:
-                return None
-            out.extend(got)
+            messages = (Message("system", (chat.default_system,)), *messages)
+        found = list(map(self.messages.get, messages))  # a chat's earlier messages: known
+        if None in found:
+            for n, got in enumerate(found):
+                if got is None:
+                    got = found[n] = self._message(messages[n])
+                    if got is None:
+                        return None
+        out: list[Segment] = list(chain.from_iterable(found))  # type: ignore[arg-type]  # no None left
         if self.generation is None:
             self.generation = array("q", self.encode(GENERATION))
         out.append(self.generation)
