@@ -478,6 +478,8 @@ static PyObject *radix(PyObject *self, PyObject *args) {
     Py_ssize_t nreq = PySequence_Fast_GET_SIZE(reqs);
     PyObject **ritems = PySequence_Fast_ITEMS(reqs);
     int64_t *start = NULL, *plen = NULL, *olen = NULL, *buf = NULL, *served = NULL, *state_len = NULL;
+    const int64_t **seqs = NULL;
+    Py_buffer *views = NULL; /* a prompt read in place: an int64 buffer, no output inserted */
     int32_t *state_node = NULL;
     Tree t;
     memset(&t, 0, sizeof t);
@@ -488,27 +490,52 @@ static PyObject *radix(PyObject *self, PyObject *args) {
     served = calloc((size_t)nreq + 1, sizeof(int64_t));
     state_len = calloc((size_t)nreq + 1, sizeof(int64_t));
     state_node = malloc(((size_t)nreq + 1) * sizeof(int32_t));
-    if (!start || !plen || !olen || !served || !state_len || !state_node) { PyErr_NoMemory(); goto done; }
-    /* the lengths first: one buffer for every prompt and the outputs' tokens that are inserted */
+    seqs = calloc((size_t)nreq + 1, sizeof(int64_t *));
+    views = calloc((size_t)nreq + 1, sizeof(Py_buffer));
+    if (!start || !plen || !olen || !served || !state_len || !state_node || !seqs || !views) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* the lengths first; the prompts held as int64 buffers are read in place (held until the end), the
+     * others copied, with the outputs' tokens that are inserted, into one buffer */
     int64_t total = 0;
     for (Py_ssize_t i = 0; i < nreq; i++) {
+        state_node[i] = -1;
         PyObject *tok = PyObject_GetAttrString(ritems[i], "tokens");
         if (!tok) goto done;
         PyObject *out = PyObject_GetAttrString(ritems[i], "output");
         if (!out) { Py_DECREF(tok); goto done; }
         int64_t p = seq_len(tok), o = seq_len(out);
-        Py_DECREF(tok);
         Py_DECREF(out);
-        if (p < 0 || o < 0) goto done;
-        start[i] = total;
+        if (p < 0 || o < 0) { Py_DECREF(tok); goto done; }
         plen[i] = p;
         olen[i] = o;
-        total += p + (o > 1 ? o - 1 : 0);
-        state_node[i] = -1;
+        if (o <= 1 && PyObject_CheckBuffer(tok)) {
+            if (PyObject_GetBuffer(tok, &views[i], PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
+                Py_buffer *v = &views[i];
+                if (v->itemsize == 8 && v->format != NULL && (strcmp(v->format, "q") == 0 || strcmp(v->format, "l") == 0) &&
+                    v->len / 8 == p) {
+                    seqs[i] = v->buf;
+                } else {
+                    PyBuffer_Release(v);
+                    v->obj = NULL;
+                }
+            } else {
+                PyErr_Clear();
+                views[i].obj = NULL;
+            }
+        }
+        Py_DECREF(tok);
+        if (seqs[i] == NULL) {
+            start[i] = total;
+            total += p + (o > 1 ? o - 1 : 0);
+        }
     }
     buf = malloc((size_t)(total > 0 ? total : 1) * sizeof(int64_t));
     if (!buf) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t i = 0; i < nreq; i++) {
+        if (seqs[i] != NULL) continue;
+        seqs[i] = buf + start[i];
         PyObject *tok = PyObject_GetAttrString(ritems[i], "tokens");
         if (!tok) goto done;
         int rc = copy_ints(tok, plen[i], buf + start[i]);
@@ -547,7 +574,7 @@ static PyObject *radix(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_IndexError, "an event's request index is out of range");
             goto done;
         }
-        const int64_t *seq = buf + start[i];
+        const int64_t *seq = seqs[i];
         int64_t pl = plen[i];
         if (what == 0) {
             int64_t prefix;
@@ -622,6 +649,11 @@ done:
     free(plen);
     free(olen);
     free(buf);
+    if (views)
+        for (Py_ssize_t i = 0; i < nreq; i++)
+            if (views[i].obj) PyBuffer_Release(&views[i]);
+    free(views);
+    free(seqs);
     free(served);
     free(state_len);
     free(state_node);

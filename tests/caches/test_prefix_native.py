@@ -77,10 +77,19 @@ def test_the_compiled_replay_is_the_pythons_on_the_engines_fixtures() -> None:
 
 
 def test_tokens_as_arrays_lists_or_tuples_replay_alike() -> None:
-    reqs = random_chats(3, 200)
+    # prompts read in place (int64 arrays, at most one output token: none inserted) beside copied ones
+    reqs = [
+        PrefixRequest(r.tokens, r.output[: n % 3], r.extra, r.arrive, r.finish)
+        for n, r in enumerate(random_chats(3, 200))
+    ]
     as_arrays = [PrefixRequest(array("q", r.tokens), list(r.output), r.extra, r.arrive, r.finish) for r in reqs]
+    other = [PrefixRequest(array("i", r.tokens), r.output, r.extra, r.arrive, r.finish) for r in reqs]  # 4 bytes
     for cap in (50, 400, 10_000):
-        assert replay(as_arrays, Radix(cap, 1)) == replay(reqs, Radix(cap, 1))
+        for page in (1, 16):
+            want = replay(reqs, Radix(cap, page))
+            assert replay(as_arrays, Radix(cap, page)) == want
+            assert replay(other, Radix(cap, page)) == want
+            both(as_arrays, cap, page)
 
 
 def test_tokens_beyond_int64_run_in_python() -> None:
