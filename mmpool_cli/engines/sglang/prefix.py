@@ -152,7 +152,7 @@ def _build(req: CacheRequest, item_tokens: Sequence[int], groups: Sequence[list[
                 key = (item.key if item.key is not None else index, item_tokens[index])
                 run = padded.get(key)
                 if run is None:
-                    run = padded[key] = _run(wrap, pad_values(_identity(item, index)), item_tokens[index])
+                    run = padded[key] = _run(wrap, item.key if item.key is not None else f"unkeyed:{index}", key[1])
                 start = len(ids) + len(wrap[0])
                 ids.extend(run)
                 offs.append((index, [(start, start + item_tokens[index] - 1)]))
@@ -192,12 +192,18 @@ def _segments(
     return tuple(r[0] if r and isinstance(r[0], str) else r for r in runs.runs)
 
 
-def _run(wrap: tuple[list[int], list[int]], values: tuple[int, ...], length: int) -> array[int]:
-    """An item's run in the prompt: ``padding(values, length)`` between the wrap's two ids."""
-    repeats, remainder = divmod(length, len(values))
+def _run(wrap: tuple[list[int], list[int]], key: str, length: int) -> array[int]:
+    """An item's run in the prompt: its pads (``padding(pad_values(_identity(...)), length)``, inlined:
+    an item repeats, but a day's traffic has a hundred thousand) between the wrap's two ids."""
+    digest = hashlib.sha256(_MM_WIDE_PAD_TAG + hashlib.sha256(key.encode()).digest()).digest()
+    a, b, c, d = _WORDS.unpack(digest[:_MM_IDENTITY_BYTES])
+    m = _MM_WIDE_PAD_MASK
+    v = MM_PAD_SHIFT_VALUE
+    values = array("q", (v + (a & m), v + (b & m), v + (c & m), v + (d & m)))
+    repeats, remainder = divmod(length, 4)
     run = array("q", wrap[0])
-    run.extend(array("q", values) * repeats)
-    run.extend(values[:remainder])
+    run += values * repeats
+    run += values[:remainder]
     run.extend(wrap[1])
     return run
 

@@ -236,3 +236,12 @@ def test_prompts_built_message_by_message_are_those_of_the_whole_rendering(
             whole.not_placed,
         )
         assert len(fast.requests) > 30 and fast.not_placed > 0
+
+
+@pytest.mark.parametrize("length", [0, 1, 3, 4, 5, 16, 1023])
+def test_an_items_run_is_its_pad_values_padded_between_the_wrap(length: int) -> None:
+    wrap = ([7, 8], [9])
+    for index, key in enumerate(["img-a", "https://x/1.png", None]):
+        item = CacheItem("r", "image", key, 1, "image")
+        want = [7, 8, *prefix.padding(prefix.pad_values(prefix._identity(item, index)), length), 9]
+        assert list(prefix._run(wrap, key if key is not None else f"unkeyed:{index}", length)) == want
