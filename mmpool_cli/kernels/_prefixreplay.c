@@ -664,8 +664,100 @@ done:
     return result;
 }
 
+/* ---------- the estimate's tokens (inputs/traffic/tokens.py) ----------
+ * The pieces _PIECES.findall gives, with the classes re gives a str pattern (\s Py_UNICODE_ISSPACE, \d
+ * Py_UNICODE_ISDECIMAL, \w Py_UNICODE_ISALNUM or '_'), in the pattern's order of alternatives:
+ *   <\|[^|<>\s]{1,40}\|>  |  \s?[^\W\d_]+  |  \s?\d{1,3}  |  \s?[^\w\s]+  |  \s+
+ * each looked up in ids (piece -> id); None where one is not there (the Python code then runs). */
+
+static int is_space(Py_UCS4 c) { return Py_UNICODE_ISSPACE(c); }
+static int is_digit(Py_UCS4 c) { return Py_UNICODE_ISDECIMAL(c); }
+static int is_word(Py_UCS4 c) { return Py_UNICODE_ISALNUM(c) || c == '_'; }
+static int is_letter(Py_UCS4 c) { return is_word(c) && !is_digit(c) && c != '_'; }
+static int is_punct(Py_UCS4 c) { return !is_word(c) && !is_space(c); }
+
+/* the end of the match at pos, or -1 where none of the alternatives matches there */
+static Py_ssize_t piece_end(int kind, const void *data, Py_ssize_t n, Py_ssize_t pos) {
+    Py_UCS4 c = PyUnicode_READ(kind, data, pos);
+    if (c == '<' && pos + 1 < n && PyUnicode_READ(kind, data, pos + 1) == '|') {
+        Py_ssize_t i = pos + 2;
+        while (i < n && i - (pos + 2) <= 40) {
+            Py_UCS4 x = PyUnicode_READ(kind, data, i);
+            if (x == '|' || x == '<' || x == '>' || is_space(x)) break;
+            i++;
+        }
+        Py_ssize_t run = i - (pos + 2);
+        if (run >= 1 && run <= 40 && i + 1 < n && PyUnicode_READ(kind, data, i) == '|' &&
+            PyUnicode_READ(kind, data, i + 1) == '>')
+            return i + 2;
+    }
+    Py_ssize_t at = pos; /* where the class starts: after the optional space */
+    Py_UCS4 first = c;
+    if (is_space(c) && pos + 1 < n) {
+        Py_UCS4 next = PyUnicode_READ(kind, data, pos + 1);
+        if (is_letter(next) || is_digit(next) || is_punct(next)) {
+            at = pos + 1;
+            first = next;
+        }
+    }
+    Py_ssize_t i = at;
+    if (is_letter(first)) {
+        while (i < n && is_letter(PyUnicode_READ(kind, data, i))) i++;
+        return i;
+    }
+    if (is_digit(first)) {
+        while (i < n && i - at < 3 && is_digit(PyUnicode_READ(kind, data, i))) i++;
+        return i;
+    }
+    if (is_punct(first)) {
+        while (i < n && is_punct(PyUnicode_READ(kind, data, i))) i++;
+        return i;
+    }
+    if (is_space(c)) {
+        i = pos;
+        while (i < n && is_space(PyUnicode_READ(kind, data, i))) i++;
+        return i;
+    }
+    return -1;
+}
+
+static PyObject *estimate(PyObject *self, PyObject *args) {
+    PyObject *text, *ids;
+    if (!PyArg_ParseTuple(args, "UO!", &text, &PyDict_Type, &ids)) return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    int64_t *out = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t)); /* at most a piece a character */
+    if (!out) return PyErr_NoMemory();
+    Py_ssize_t k = 0, pos = 0;
+    while (pos < n) {
+        Py_ssize_t end = piece_end(kind, data, n, pos);
+        if (end < 0) {
+            pos++;
+            continue;
+        }
+        PyObject *piece = PyUnicode_Substring(text, pos, end);
+        if (!piece) { free(out); return NULL; }
+        PyObject *id = PyDict_GetItemWithError(ids, piece);
+        Py_DECREF(piece);
+        if (!id) {
+            free(out);
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
+        long long v = PyLong_AsLongLong(id);
+        if (v == -1 && PyErr_Occurred()) { free(out); return NULL; }
+        out[k++] = (int64_t)v;
+        pos = end;
+    }
+    PyObject *got = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(k * (Py_ssize_t)sizeof(int64_t)));
+    free(out);
+    return got;
+}
+
 static PyMethodDef methods[] = {
     {"radix", radix, METH_VARARGS, "radix(requests, order, capacity, page) -> (served, evicted, over, peak)"},
+    {"estimate", estimate, METH_VARARGS, "estimate(text, ids) -> the ids of its pieces as int64 bytes, or None"},
     {NULL, NULL, 0, NULL},
 };
 

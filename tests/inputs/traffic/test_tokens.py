@@ -7,13 +7,16 @@ was made): transformers loads it from the folder, nothing is downloaded.
 from __future__ import annotations
 
 import random
+from array import array
 from pathlib import Path
 
 import pytest
 
 from mmpool_cli.inputs.traffic.prompts import Message, Prompt, messages_of
 from mmpool_cli.inputs.traffic.tokens import (
+    _PIECES,
     ESTIMATE_VOCAB,
+    FAST,
     MARK,
     Chat,
     Estimated,
@@ -142,3 +145,32 @@ def test_the_estimates_array_ids_are_its_ids() -> None:
     est = Estimated()
     for text in ("the truck, 12 north", "the truck, 12 north", "new words here", ""):
         assert list(est.ids_of(text)) == est.encode(text)
+
+
+ALPHABET = [
+    *"ab Z_09 \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u2003\u3000<>|,.!-'\"éßЖ漢字٣²Ⅻ𝟘\u0300😀\x00",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|" + "x" * 40 + "|>",
+    "<|" + "x" * 41 + "|>",
+    "<||>",
+    "<| a|>",
+    "<|a",
+    "a|>",
+]
+
+
+@pytest.mark.skipif(FAST is None, reason="the compiled estimate is not built")
+def test_the_compiled_estimate_gives_the_patterns_pieces() -> None:
+    assert FAST is not None
+    rng = random.Random(7)
+    texts = ["".join(rng.choice(ALPHABET) for _ in range(rng.randrange(0, 30))) for _ in range(20_000)]
+    # every character's class, where the pattern's classes decide: alone, in runs, after a space
+    texts += [f"{c}{c}a{c} {c}1{c}{c}{c}{c}. {c}<|{c}|>{c}" for c in map(chr, range(0, 0x110000, 7)) if c.isprintable()]
+    for text in texts:
+        pieces = _PIECES.findall(text)
+        ids = {p: n for n, p in enumerate(sorted(set(pieces)))}
+        assert FAST.estimate(text, ids) == array("q", [ids[p] for p in pieces]).tobytes(), text
+        if pieces:  # a piece without an id: the Python code gives it one
+            del ids[pieces[-1]]
+            assert FAST.estimate(text, ids) is None
