@@ -50,8 +50,6 @@ if TYPE_CHECKING:
 
 MAX_PREPROCESS_MB = 1 << 30  # 1 PiB of host RAM: beyond any machine
 MAX_HIDDEN = 1 << 20
-
-
 @app.command(
     cls=PanelledCommand,
     short_help="Hits of the engine's multimodal caches over real traffic, at every size, and the size to set.",
@@ -147,22 +145,20 @@ def cache(
         emit(to_json(report) if fmt is OutputFormat.json else cache_text(report))
         _exit(all(meets(c) for c in report.caches), exit_zero)
     if engine_name == "vllm":
-        with paused(keep=True):
-            _run_vllm(
-                model,
-                traffic or [],
-                trace_file,
-                dataclasses.replace(vllm, gpu_name=gpu_name),
-                fmt,
-                assume_image,
-                window,
-                target,
-                exit_zero,
-                (no_prefix_caching, num_gpu_blocks, block_size, tokenizer),
-            )
+        _run_vllm(
+            model,
+            traffic or [],
+            trace_file,
+            dataclasses.replace(vllm, gpu_name=gpu_name),
+            fmt,
+            assume_image,
+            window,
+            target,
+            exit_zero,
+            (no_prefix_caching, num_gpu_blocks, block_size, tokenizer),
+        )
         return
-    # the traffic's prompts and the prefix cache's requests live until the command exits, and hold no cycle
-    with reported(), paused(keep=True):
+    with reported(), paused(keep=True):  # its prompts and prefix requests: millions of objects, no cycle
         report = _run(
             model,
             traffic or [],
