@@ -92,8 +92,11 @@ def test_every_row_equals_cache_and_simulate_at_its_settings(run_line, tmp_path:
     rec = rows[data["recommended"]]
     assert rec["recommended"] and rec["on_front"]
     assert data["settings"] == rec["settings"]
+    over = any(f["code"] == "tune-today-over-budget" for f in data["findings"])
+    fits = [r for r in rows if not (over and r["today"])]  # a launch over the budget is shown, never chosen
     for i, row in enumerate(rows):  # the front: no row better on every measure
-        assert row["on_front"] == (not any(_dominates(o["measures"], row["measures"]) for o in rows if o is not row))
+        beaten = any(_dominates(o["measures"], row["measures"]) for o in fits if o is not row)
+        assert row["on_front"] == (row in fits and not beaten), i
         if not row["today"]:  # the KV cache takes what the pool and the embedding cache leave, as SGLang counts it
             left = total - (row["values"]["pool"] + row["values"]["embedding"]) * MiB
             assert row["values"]["kv"] == left // CELL // page * page, i
@@ -170,3 +173,37 @@ def test_the_human_report_and_exit_zero(run_line) -> None:
     assert "export SGLANG_MM_FEATURE_CACHE_MB=20\n" in out and "--max-total-tokens 22235\n" in out
     assert "What the change buys" in out and "Assumptions" in out
     assert run_line([*argv, "--exit-zero"]).exit_code == 0
+
+
+def test_the_tuned_split_is_not_each_memorys_own_recommendation_added_up(run_line) -> None:
+    """The shipped chat traffic in 220 MiB a rank: each command alone recommends a pool of 20 MiB (simulate), an
+    embedding cache of 21 MiB and a KV cache of 3,650 tokens (cache, at today's launch); together they do not fit,
+    and giving the embedding cache its 21 MiB leaves the KV cache too small for the radix cache to serve the chats'
+    earlier turns. Tuned, the radix cache serves every repeated image, so the embedding cache is worth nothing."""
+    log = "examples/traffic/chats.jsonl"
+    launch = ["--model", MODEL, "--from", log]
+    alone = json.loads(run_line(["mmpool", "cache", *launch, "--max-total-tokens", "2048", "--format", "json"]).stdout)
+    emb, _pre, radix = alone["caches"]
+    assert (emb["recommended_setting"], radix["recommended_setting"]) == (
+        "SGLANG_VLM_CACHE_SIZE_MB=21",
+        "--max-total-tokens 3650",
+    )
+    sim = run_line(["mmpool", "simulate", *launch, "--smallest-budget", "--format", "json"])
+    pool_mb = json.loads(sim.stdout)["smallest_budget"]["sglang_mm_feature_cache_mb"]
+    assert pool_mb == 20
+    budget = 220 * MiB
+    assert (pool_mb + 21) * MiB + 3650 * CELL > budget  # the three recommendations do not fit together
+    got = run_line(["mmpool", "tune", *launch, "--max-total-tokens", "2048", "--budget", "220MiB", "--format", "json"])
+    data = json.loads(got.stdout)
+    rows = data["rows"]
+    tuned = rows[data["recommended"]]
+    assert tuned["values"] == {"kv": 3657, "pool": 20, "embedding": 0}
+    # the split the separate answers make, the KV cache taking what the pool and the embedding cache leave
+    (separate,) = [r for r in rows if r["values"]["pool"] == 20 and r["values"]["embedding"] == 21 and not r["today"]]
+    assert separate["values"]["kv"] == (budget - 41 * MiB) // CELL == 3273
+    _same_as_the_commands(run_line, [*launch, "--workers", "1"], separate)
+    a, b = tuned["measures"], separate["measures"]
+    assert a["fallback_items"] == b["fallback_items"] == 0
+    assert (a["work_tokens"], b["work_tokens"]) == (7862, 8591)  # 729 prompt tokens less computed, on the front
+    assert a["prefix_served_tokens"] - b["prefix_served_tokens"] == 8591 - 7862
+    assert tuned["on_front"] and not separate["on_front"]

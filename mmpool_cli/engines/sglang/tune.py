@@ -41,8 +41,8 @@ from mmpool_cli.tune.split import (
     TuneNote,
     TuneReport,
     batch_of,
-    mib_grid,
-    splits,
+    fitting,
+    lattice_pairs,
 )
 
 KV, POOL, EMBEDDING = "kv", "pool", "embedding"
@@ -61,7 +61,6 @@ class _KvPoint:
     items_served: int  # embedding lookups spared (served_by_prefix)
     looks: caches._Lookups  # the embedding cache's lookups behind it
     work: int  # their encoder tokens, every one missing
-    evicts: bool  # the radix cache evicts at this capacity (its answer depends on lifetimes and outputs)
     at: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # embedding bytes -> (hits, saved, lookups)
 
 
@@ -142,7 +141,6 @@ class Scorer:
             prefix.spared(self.groups, covered),
             looks,
             caches.looked_up_work(looks),
-            point < self.saturated,
         )
         return got
 
@@ -257,17 +255,21 @@ def settings_of(values: dict[str, int]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class _Today:
-    values: dict[str, int] | None  # None: today's KV is unknown (no --max-total-tokens, no --budget)
+    values: dict[str, int] | None  # None: no KV token is left beside today's pool and embedding cache
     pool_mb: int
     embedding_mb: int
+    kv_given: bool  # --max-total-tokens gave today's KV (else: what the budget leaves)
 
 
-def _today(request: TuneRequest, setup: PoolSetup) -> _Today:
-    req = request.cache
-    emb_bytes, _ = caches.embedding_size(req)
-    emb_mb = emb_bytes // MiB
-    kv = req.prefix.capacity_tokens
-    return _Today(None if kv is None else {KV: kv, POOL: setup.budget_mb, EMBEDDING: emb_mb}, setup.budget_mb, emb_mb)
+def _today(request: TuneRequest, setup: PoolSetup, total: int, cell: int, page: int) -> _Today:
+    """Today's launch: its pool and embedding cache, and its KV (``--max-total-tokens``, else the budget's rest)."""
+    emb_mb = caches.embedding_size(request.cache)[0] // MiB
+    kv = request.cache.prefix.capacity_tokens
+    given = kv is not None
+    if kv is None:
+        kv = (total - (setup.budget_mb + emb_mb) * MiB) // cell // page * page
+    values = {KV: kv, POOL: setup.budget_mb, EMBEDDING: emb_mb} if kv >= page else None
+    return _Today(values, setup.budget_mb, emb_mb, given)
 
 
 def budget(request: TuneRequest, setup: PoolSetup) -> tuple[int, str]:
@@ -284,11 +286,11 @@ def budget(request: TuneRequest, setup: PoolSetup) -> tuple[int, str]:
             "prints at start-up as max_total_num_tokens) to divide today's launch's"
         )
     assert cell
-    today = _today(request, setup)
-    total = kv * cell + today.pool_mb * MiB + today.embedding_mb * MiB
+    pool_mb, emb_mb = setup.budget_mb, caches.embedding_size(req)[0] // MiB
+    total = kv * cell + (pool_mb + emb_mb) * MiB
     return total, (
-        f"today's launch: --max-total-tokens {kv} × {cell:,} B a token + SGLANG_MM_FEATURE_CACHE_MB={today.pool_mb} "
-        f"+ SGLANG_VLM_CACHE_SIZE_MB={today.embedding_mb}"
+        f"today's launch: --max-total-tokens {kv} × {cell:,} B a token + SGLANG_MM_FEATURE_CACHE_MB={pool_mb} "
+        f"+ SGLANG_VLM_CACHE_SIZE_MB={emb_mb}"
     )
 
 
@@ -309,19 +311,19 @@ def _scored(request: TuneRequest, setup: PoolSetup) -> tuple[Scorer, int, str, l
         raise MmpoolError(f"--objective {request.objective}: one of {', '.join(OBJECTIVES)}")
     scorer = Scorer(request, setup)
     total, origin = budget(request, setup)
-    today = _today(request, setup)
+    today = _today(request, setup, total, scorer.cell, scorer.page)
     curve = scorer.pool_curve()
     pools = _pool_choices(curve, request.points)
-    if setup.lowest_mb <= today.pool_mb <= setup.highest_mb:
-        pools.append(today.pool_mb)
     # the size from which the embedding cache never evicts, with every item looked up (no KV point looks up more)
     every = caches.embedding_lookups(request.cache, scorer.tokens, scorer.width, set())
     widest = -(-never_evicts(every.neutral()) // MiB) if scorer.groups else 0
-    embeddings = [*mib_grid(0, widest, request.points), today.embedding_mb]
-    extra = [] if today.values is None else [{POOL: today.values[POOL], EMBEDDING: today.values[EMBEDDING]}]
+    # each pool budget with embedding caches from 0 to past that size, pool + cache on one lattice of totals:
+    # the KV cache, which takes the rest, then has few distinct sizes, each a radix replay
+    combos = [{POOL: p, EMBEDDING: e} for p, e in lattice_pairs(sorted(set(pools)), widest, request.points)]
+    if setup.lowest_mb <= today.pool_mb <= setup.highest_mb:  # today's pool and cache, the KV the rest
+        combos.append({POOL: today.pool_mb, EMBEDDING: today.embedding_mb})
     candidates = []
-    choices = {POOL: sorted(set(pools)), EMBEDDING: sorted(set(embeddings))}
-    for combo, left in splits(total, choices, lambda _name, mb: mb * MiB, extra):
+    for combo, left in fitting(total, combos, lambda _name, mb: mb * MiB):
         kv = scorer.kv_tokens(left)
         if kv >= scorer.page:
             candidates.append({KV: kv, **combo})
@@ -332,7 +334,8 @@ def tune(request: TuneRequest, setup: PoolSetup) -> TuneReport:
     """Every candidate split of the budget scored; the front and the recommendation."""
     scorer, total, origin, candidates, today = _scored(request, setup)
     notes = [TuneNote(n.code, n.severity, n.message) for n in request.cache.notes]
-    splits_ = list(candidates)
+    splits_ = [s for s in candidates if s != today.values]
+    over = False
     if today.values is not None:
         used = today.values[KV] * scorer.cell + (today.pool_mb + today.embedding_mb) * MiB
         if not setup.lowest_mb <= today.pool_mb <= setup.highest_mb:
@@ -345,22 +348,24 @@ def tune(request: TuneRequest, setup: PoolSetup) -> TuneReport:
                 )
             )
         else:
-            if used > total:
+            over = used > total
+            if over:
                 notes.append(
                     TuneNote(
                         "tune-today-over-budget",
                         "warning",
-                        f"today's launch takes {used:,} B per rank, more than the {total:,} B divided",
+                        f"today's launch takes {used:,} B per rank, more than the {total:,} B divided: its row is "
+                        "shown to compare, never recommended",
                     )
                 )
-            splits_ = [s for s in splits_ if s != today.values] + [today.values]
-    if not splits_:
+            splits_.append(today.values)
+    if not splits_ or (over and len(splits_) == 1):
         raise MmpoolError(
             f"mmpool tune: {total:,} B per rank leaves no KV token beside the smallest pool and embedding cache; "
             "give a larger --budget"
         )
     rows = scorer.rows(splits_, today.values)
-    marked, status = mark(rows, request.objective)
+    marked, status = mark(rows, request.objective, [not (over and r.today) for r in rows])
     return TuneReport(
         engine=f"SGLang {versions.NEWEST}",
         version=versions.NEWEST,
@@ -379,18 +384,17 @@ def tune(request: TuneRequest, setup: PoolSetup) -> TuneReport:
 def tune_at(request: TuneRequest, setup: PoolSetup, values: dict[str, int] | None = None) -> Row:
     """One split's row (None: today's launch), from the same replays as ``tune``'s rows."""
     scorer = Scorer(request, setup)
-    today = _today(request, setup)
+    today = values is None
     if values is None:
-        if today.values is None:
-            raise MmpoolError(
-                "today's KV capacity is unknown: give --max-total-tokens N (SGLang prints max_total_num_tokens at "
-                "start-up)"
-            )
-        values = today.values
+        total, _ = budget(request, setup)
+        launch = _today(request, setup, total, scorer.cell, scorer.page)
+        if launch.values is None:
+            raise MmpoolError(f"today's launch leaves no KV token of the {total:,} B per rank divided")
+        values = launch.values
     missing = [m.name for m in MEMORIES if m.name not in values]
     if missing:
         raise MmpoolError(f"a split names every memory: {', '.join(missing)} missing")
-    return scorer.rows([values], today.values)[0]
+    return scorer.rows([values], values if today else None)[0]
 
 
 def cache_request_at(req: CacheRequest, values: dict[str, int]) -> CacheRequest:
