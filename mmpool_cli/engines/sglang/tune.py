@@ -394,6 +394,13 @@ def tune_at(request: TuneRequest, setup: PoolSetup, values: dict[str, int] | Non
     missing = [m.name for m in MEMORIES if m.name not in values]
     if missing:
         raise MmpoolError(f"a split names every memory: {', '.join(missing)} missing")
+    if not setup.lowest_mb <= values[POOL] <= setup.highest_mb:
+        raise MmpoolError(
+            f"SGLANG_MM_FEATURE_CACHE_MB={values[POOL]}: a budget SGLang refuses for this layout ({setup.lowest_mb} to "
+            f"{setup.highest_mb} MiB; 'mmpool plan --size {values[POOL]}MiB' says why)"
+        )
+    if values[KV] < scorer.page or values[KV] % scorer.page or min(values[POOL], values[EMBEDDING]) < 0:
+        raise MmpoolError(f"{values}: the KV cache takes whole pages of {scorer.page} tokens, each size at least 0")
     return scorer.rows([values], values if today else None)[0]
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from mmpool_cli.cli.cache_options import LogFormat
-from mmpool_cli.cli.tune import _query
+from mmpool_cli.cli.tune import tune_query
 from mmpool_cli.engines import engine
 from mmpool_cli.engines.sglang.tune import EMBEDDING, KV, POOL, settings_of
 from mmpool_cli.errors import MmpoolError
@@ -24,7 +24,7 @@ MiB = 1 << 20
 def _request(
     kv: int | None = 2048, budget: str | None = None, disabled: bool = False, page: int = 1, points: int = 8
 ) -> TuneRequest:
-    q = _query(
+    q = tune_query(
         MODEL,
         [CHATS],
         budget,
@@ -105,3 +105,14 @@ def test_without_max_total_tokens_today_has_what_the_budget_leaves() -> None:
 def test_an_unknown_objective_is_refused() -> None:
     with pytest.raises(MmpoolError, match="--objective cheapest: one of no-fallback, least-work, most-kv"):
         engine("sglang").tune(dataclasses.replace(_request(), objective="cheapest"))
+
+
+def test_tune_at_refuses_a_split_sglang_cannot_take() -> None:
+    req = _request(page=16)
+    sglang = engine("sglang")
+    with pytest.raises(MmpoolError, match="a split names every memory: embedding missing"):
+        sglang.tune_at(req, {KV: 2048, POOL: 20})
+    with pytest.raises(MmpoolError, match="whole pages of 16 tokens"):
+        sglang.tune_at(req, {KV: 2047, POOL: 20, EMBEDDING: 0})
+    with pytest.raises(MmpoolError, match="SGLANG_MM_FEATURE_CACHE_MB=0: a budget SGLang refuses"):
+        sglang.tune_at(req, {KV: 2048, POOL: 0, EMBEDDING: 0})
