@@ -34,11 +34,15 @@ def _traffic(rng: random.Random, path: Path) -> str:
     images = [_png_url(rng.choice(sizes), n) for n in range(rng.randint(6, 14))]
     chats: list[list[dict]] = [[] for _ in range(rng.randint(1, 4))]
     lines, t = [], 1_780_000_000
-    for _ in range(rng.randint(8, 24)):
+    wide = rng.random() < 0.5  # a request of more than 32 distinct images: its embedding cache replayed at each size
+    for n in range(rng.randint(8, 24)):
         t += rng.randint(0, 4)
         roll = rng.random()
         text = {"type": "text", "text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12)))}
-        if roll < 0.15:
+        if wide and n % 5 == 2:
+            many = [_png_url((56, 56), 1000 + 40 * (n % 2) + k) for k in range(34)]
+            messages = [{"role": "user", "content": [*(_image(u) for u in many), text]}]
+        elif roll < 0.15:
             url = rng.choice(images)
             messages = [{"role": "user", "content": [_image(url), _image(url), text]}]
         elif roll < 0.35:
@@ -72,12 +76,14 @@ def test_every_row_equals_cache_and_simulate_at_its_settings(run_line, tmp_path:
     log = _traffic(rng, tmp_path / "traffic.jsonl")
     page = rng.choice([1, 1, 4, 16])
     workers = rng.choice([1, 2])
+    tp = rng.choice([1, 1, 2])
+    cell = CELL // tp  # its 4 KV heads split over the ranks
     today = {
         "kv": rng.randint(1, 150) * 16,
         "pool": rng.choice([12, 20, 48, 100, 1024]),
         "embedding": rng.choice([0, 2, 10, 100]),
     }
-    launch = ["--model", MODEL, "--from", log, "--workers", str(workers), "--page-size", str(page)]
+    launch = ["--model", MODEL, "--from", log, "--workers", str(workers), "--tp", str(tp), "--page-size", str(page)]
     env = {"SGLANG_MM_FEATURE_CACHE_MB": str(today["pool"]), "SGLANG_VLM_CACHE_SIZE_MB": str(today["embedding"])}
     budget = [] if seed % 3 else ["--budget", f"{rng.randint(40, 160)}MiB"]
     argv = ["mmpool", "tune", *launch, "--max-total-tokens", str(today["kv"]), *budget, "--format", "json"]
@@ -88,7 +94,7 @@ def test_every_row_equals_cache_and_simulate_at_its_settings(run_line, tmp_path:
     rows = data["rows"]
     total = data["budget_bytes"]
     if not budget:  # today's launch is the budget
-        assert total == today["kv"] * CELL + (today["pool"] + today["embedding"]) * MiB
+        assert total == today["kv"] * cell + (today["pool"] + today["embedding"]) * MiB
     rec = rows[data["recommended"]]
     assert rec["recommended"] and rec["on_front"]
     assert data["settings"] == rec["settings"]
@@ -99,7 +105,7 @@ def test_every_row_equals_cache_and_simulate_at_its_settings(run_line, tmp_path:
         assert row["on_front"] == (row in fits and not beaten), i
         if not row["today"]:  # the KV cache takes what the pool and the embedding cache leave, as SGLang counts it
             left = total - (row["values"]["pool"] + row["values"]["embedding"]) * MiB
-            assert row["values"]["kv"] == left // CELL // page * page, i
+            assert row["values"]["kv"] == left // cell // page * page, i
     mine = rows[data["today"]]
     assert mine["today"] and mine["values"] == today
     picked = {data["recommended"], data["today"], *rng.sample(range(len(rows)), min(3, len(rows)))}
@@ -126,8 +132,9 @@ def _same_as_the_commands(run_line, launch: list[str], row: dict) -> None:
         m["encoder_tokens"],
         f["served_by_prefix"],
     )
-    workers = launch[launch.index("--workers") + 1]
-    sim = ["mmpool", "simulate", "--model", MODEL, "--from", launch[3], "--workers", workers, "--format", "json"]
+    workers, tp = launch[launch.index("--workers") + 1], launch[launch.index("--tp") + 1]
+    sim = ["mmpool", "simulate", "--model", MODEL, "--from", launch[3], "--workers", workers, "--tp", tp]
+    sim += ["--format", "json"]
     got = run_line(sim, env=env)
     assert got.exit_code in (0, 1), got.output
     pool = json.loads(got.stdout)
@@ -201,7 +208,7 @@ def test_the_tuned_split_is_not_each_memorys_own_recommendation_added_up(run_lin
     # the split the separate answers make, the KV cache taking what the pool and the embedding cache leave
     (separate,) = [r for r in rows if r["values"]["pool"] == 20 and r["values"]["embedding"] == 21 and not r["today"]]
     assert separate["values"]["kv"] == (budget - 41 * MiB) // CELL == 3273
-    _same_as_the_commands(run_line, [*launch, "--workers", "1"], separate)
+    _same_as_the_commands(run_line, [*launch, "--workers", "1", "--tp", "1"], separate)
     a, b = tuned["measures"], separate["measures"]
     assert a["fallback_items"] == b["fallback_items"] == 0
     assert (a["work_tokens"], b["work_tokens"]) == (7862, 8591)  # 729 prompt tokens less computed, on the front
