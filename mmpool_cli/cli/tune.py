@@ -11,7 +11,6 @@ import typer
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.cache_options import (
     AssumeVideoOpt,
-    ExitZeroOpt,
     FromFormatOpt,
     HiddenSizeOpt,
     LogFormat,
@@ -37,6 +36,16 @@ if TYPE_CHECKING:
 MAX_POINTS = 32  # settings per memory: the grid's rows are about their product, each scored
 
 
+ExitZeroOpt = Annotated[
+    bool,
+    typer.Option(
+        "--exit-zero",
+        envvar="MMPOOL_EXIT_ZERO",
+        help="Exit 0 even where a split does better than today's launch (usage errors stay 2).",
+    ),
+]
+
+
 class Objective(StrEnum):
     """``--objective``: what the recommended split is best at (docs/tune.md)."""
 
@@ -53,10 +62,10 @@ class Objective(StrEnum):
             "mmpool tune --model examples/qwen2.5-vl-7b --from examples/traffic/chats.jsonl --max-total-tokens 2048",
             "mmpool tune --model /models/Qwen2.5-VL-7B-Instruct --from server.log --budget 20GiB --format json",
         ],
-        "0 today's launch is as good as the recommended split under the objective (or there is no today's "
-        "launch to hold to it: --budget without --max-total-tokens); 1 a split does better (the report is printed, "
-        "its JSON status 'fail'; --exit-zero makes it 0); 2 usage error, or input that cannot be sized (nothing on "
-        "stdout); 70 internal error.",
+        "0 today's launch is as good as the recommended split under the objective (or it is not scored: its pool "
+        "and embedding cache leave no KV token of --budget); 1 a split does better (the report is printed, its JSON "
+        "status 'fail'; --exit-zero makes it 0); 2 usage error, or input that cannot be sized (nothing on stdout); "
+        "70 internal error.",
     ),
 )
 def tune(
@@ -77,7 +86,12 @@ def tune(
         ),
     ] = None,
     objective: Annotated[
-        Objective, typer.Option("--objective", help="What the recommended split is best at (docs/tune.md).")
+        Objective,
+        typer.Option(
+            "--objective",
+            help="What the recommended split is best at: no-fallback (no feature falls back, then the least prefill "
+            "+ encoder work), least-work (the least work, then the fewest fallbacks), most-kv (the most KV tokens).",
+        ),
     ] = Objective.no_fallback,
     points: Annotated[
         int,

@@ -126,7 +126,16 @@ def tune(request: TuneRequest, setup: PoolSetup) -> TuneReport:
     notes = [TuneNote(n.code, n.severity, n.message) for n in request.cache.notes]
     splits_ = [s for s in candidates if s != today.values]
     over = False
-    if today.values is not None:
+    if today.values is None:
+        notes.append(
+            TuneNote(
+                "tune-today-not-scored",
+                "warning",
+                f"today's SGLANG_MM_FEATURE_CACHE_MB={today.pool_mb} and SGLANG_VLM_CACHE_SIZE_MB={today.embedding_mb} "
+                f"leave no KV token of the {total:,} B per rank divided: today's launch is not scored",
+            )
+        )
+    else:
         used = today.values[KV] * scorer.cell + (today.pool_mb + today.embedding_mb) * MiB
         if not setup.lowest_mb <= today.pool_mb <= setup.highest_mb:
             notes.append(

@@ -116,3 +116,10 @@ def test_tune_at_refuses_a_split_sglang_cannot_take() -> None:
         sglang.tune_at(req, {KV: 2047, POOL: 20, EMBEDDING: 0})
     with pytest.raises(MmpoolError, match="SGLANG_MM_FEATURE_CACHE_MB=0: a budget SGLang refuses"):
         sglang.tune_at(req, {KV: 2048, POOL: 0, EMBEDDING: 0})
+
+
+def test_today_with_no_kv_left_is_not_scored_and_says_so() -> None:
+    report = engine("sglang").tune(_request(kv=None, budget="150MiB"))
+    assert report.today is None and report.status == "ok"
+    (note,) = [n for n in report.notes if n.code == "tune-today-not-scored"]
+    assert "SGLANG_MM_FEATURE_CACHE_MB=1024 and SGLANG_VLM_CACHE_SIZE_MB=100 leave no KV token" in note.message
