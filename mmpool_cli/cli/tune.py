@@ -172,7 +172,6 @@ def tune_query(
     from mmpool_cli.caches.report import DEFAULT_TARGET
     from mmpool_cli.cli.options import size_arg
     from mmpool_cli.cli.pool_options import PoolOptions
-    from mmpool_cli.core.words import count
     from mmpool_cli.inputs.traffic.cache_request import items_of
     from mmpool_cli.usecases.cache import CacheQuery
     from mmpool_cli.usecases.trace import resolve_model
@@ -211,9 +210,11 @@ def tune_query(
     if resolved.config_path is not None:
         prefix = dataclasses.replace(prefix, model_dir=os.path.dirname(resolved.config_path))
     summary = conversion.summary
-    lifetimes = ", ".join(f"{count(n, 'lease')} {rule}" for rule, n in sorted(summary.lifetimes.items()))
-    arrivals = "pool: arrivals as logged"
-    leases = f"{arrivals}; leases {lifetimes}; receipt {DEFAULT_RECV_DELAY} s after arrival (as 'mmpool simulate')"
+    lifetimes = ", ".join(f"{n} {rule}" for rule, n in sorted(summary.lifetimes.items()))
+    leases = (
+        f"the pool: arrivals as logged; leases {lifetimes}; receipt {DEFAULT_RECV_DELAY} s after arrival (as "
+        "'mmpool simulate --from' reads the traffic)"
+    )
     return TuneQuery(
         cache=CacheQuery(
             family=family,

@@ -196,7 +196,7 @@ class Scorer:
                 "looked up) and the batch is not counted"
             )
             return tuple(said)
-        said.append(prefix._assumed(built, self.page))
+        said.append("the radix cache: " + prefix._assumed(built, self.page).removeprefix("assumed: "))
         if built.estimated:
             said.append(
                 "no tokenizer loaded: the prompts' text tokens are estimated (one per word, number group or "
