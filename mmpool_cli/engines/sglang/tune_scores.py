@@ -74,11 +74,20 @@ class Scorer:
 
     # the pool: simulate's replay at each budget
     def pool_curve(self) -> list[CurvePoint]:
-        """The pool's curve as ``simulate --curve`` makes it by default (its range from the traffic)."""
+        """The pool's curve as ``simulate --curve`` makes it by default (its range from the traffic); where the
+        traffic's largest feature fits no budget (it always falls back), every budget SGLang accepts."""
+        from mmpool_cli.pools.curve import largest_alloc_budget
         from mmpool_cli.pools.curve_range import CurveRange, pool_curve
         from mmpool_cli.pools.executors import LocalExecutor
 
-        curve = pool_curve(CurveRange(), self.events, self.setup, executor=LocalExecutor())
+        setup = self.setup
+        wanted = CurveRange()
+        if setup.lowest_mb <= setup.highest_mb < largest_alloc_budget(
+            self.events, setup.layouts, setup.lowest_mb, setup.highest_mb
+        ):
+            hi = min(self.no_miss_mb, setup.highest_mb)
+            wanted = CurveRange(setup.lowest_mb, hi, f"{setup.lowest_mb}:{hi}")
+        curve = pool_curve(wanted, self.events, setup, executor=LocalExecutor())
         for p in curve.points:
             self.pool[p.budget_mb] = p
         return list(curve.points)

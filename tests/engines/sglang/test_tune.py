@@ -123,3 +123,14 @@ def test_today_with_no_kv_left_is_not_scored_and_says_so() -> None:
     assert report.today is None and report.status == "ok"
     (note,) = [n for n in report.notes if n.code == "tune-today-not-scored"]
     assert "SGLANG_MM_FEATURE_CACHE_MB=1024 and SGLANG_VLM_CACHE_SIZE_MB=100 leave no KV token" in note.message
+
+
+def test_a_feature_no_pool_holds_still_gives_a_pool_curve() -> None:
+    from mmpool_cli.engines.sglang.tune_scores import Scorer
+
+    req = _request()
+    setup = engine("sglang").simulation_setup(req.pools, req.environ)
+    small = dataclasses.replace(setup, highest_mb=6)  # the chats' largest feature needs 8 MiB
+    points = Scorer(req, small).pool_curve()
+    assert [p.budget_mb for p in points] == list(range(small.lowest_mb, 7))
+    assert all(p.fallback_items > 0 for p in points)
