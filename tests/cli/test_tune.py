@@ -16,7 +16,26 @@ from PIL import Image
 MODEL = "examples/qwen2.5-vl-7b"  # a model directory: the KV bytes a token, the embedding's width
 CELL = 57_344  # its KV bytes a token on one rank (28 layers, 4 KV heads of 128 + 128, bfloat16)
 MiB = 1 << 20
-WORDS = ["the", "a", "cat", "dog", "red", "blue", "picture", "what", "is", "in", "this", "and", "how", "many", "are", "there", "show", "me"]
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "red",
+    "blue",
+    "picture",
+    "what",
+    "is",
+    "in",
+    "this",
+    "and",
+    "how",
+    "many",
+    "are",
+    "there",
+    "show",
+    "me",
+]
 
 
 def _png_url(size: tuple[int, int], mark: int) -> str:
@@ -60,6 +79,47 @@ def _traffic(rng: random.Random, path: Path) -> str:
     return str(path)
 
 
+def _sglang_log(rng: random.Random, bodies: str, path: Path) -> str:
+    """The same requests as SGLang's JSON request log writes them (level 3: every input whole): each chat rendered
+    in ChatML, its images in ``image_data``, received and finished at times that overlap (the lifetimes the pool
+    and the radix cache replay come from the log)."""
+    events = []
+    for n, line in enumerate(Path(bodies).read_text().splitlines()):
+        obj = json.loads(line)
+        text, urls = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n", []
+        for m in obj["body"]["messages"]:
+            parts = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+            text += f"<|im_start|>{m['role']}\n"
+            for part in parts:
+                if part["type"] == "image_url":
+                    text += "<|vision_start|><|image_pad|><|vision_end|>"
+                    urls.append({"url": part["image_url"]["url"]})
+                else:
+                    text += part["text"]
+            text += "<|im_end|>\n"
+        text += "<|im_start|>assistant\n"
+        rid = f"r{n}"
+        start = 10_000 * n + rng.randint(0, 9_000)  # ms: some requests overlap the next
+        meta = {"id": rid, "completion_tokens": rng.randint(1, 40)}
+        received = {"event": "request.received", "rid": rid, "obj": {"rid": rid, "text": text, "image_data": urls}}
+        finished = {
+            "event": "request.finished",
+            "rid": rid,
+            "obj": {"rid": rid},
+            "out": {"text": "ok", "meta_info": meta},
+        }
+        events += [(start, received), (start + rng.randint(1, 25_000), finished)]
+    lines = []
+    for ms, event in sorted(events, key=lambda e: e[0]):
+        stamp = f"2026-11-30T00:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}000"
+        lines.append(
+            f"[2026-11-30 00:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}] "
+            + json.dumps({"timestamp": stamp, **event})
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
 def _image(url: str) -> dict:
     return {"type": "image_url", "image_url": {"url": url}}
 
@@ -74,6 +134,8 @@ def _dominates(a: dict, b: dict) -> bool:
 def test_every_row_equals_cache_and_simulate_at_its_settings(run_line, tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     log = _traffic(rng, tmp_path / "traffic.jsonl")
+    if seed % 2:  # the same requests as SGLang logs them, with their lifetimes
+        log = _sglang_log(rng, log, tmp_path / "server.log")
     page = rng.choice([1, 1, 4, 16])
     workers = rng.choice([1, 2])
     tp = rng.choice([1, 1, 2])
