@@ -180,14 +180,20 @@ def _same_as_the_commands(run_line, launch: list[str], row: dict) -> None:
     env = {"SGLANG_VLM_CACHE_SIZE_MB": str(v["embedding"]), "SGLANG_MM_FEATURE_CACHE_MB": str(v["pool"])}
     got = run_line(["mmpool", "cache", *launch, "--max-total-tokens", str(v["kv"]), "--format", "json"], env=env)
     assert got.exit_code in (0, 1), got.output
-    emb, _pre, radix = json.loads(got.stdout)["caches"]
-    assert (radix["size_tokens"], radix["hits"], radix["lookups"]) == (
-        v["kv"],
-        m["prefix_served_tokens"],
-        m["prompt_tokens"],
-    )
+    caches = json.loads(got.stdout)["caches"]
+    emb = caches[0]
+    if "--trace" in launch:  # no prompts: no radix cache replayed, every item looked up
+        assert len(caches) == 2
+        assert (m["prefix_served_tokens"], m["prompt_tokens"], m["batch"]) == (0, 0, 0)
+    else:
+        radix = caches[2]
+        assert (radix["size_tokens"], radix["hits"], radix["lookups"]) == (
+            v["kv"],
+            m["prefix_served_tokens"],
+            m["prompt_tokens"],
+        )
     assert emb["size_bytes"] == v["embedding"] * MiB
-    assert (emb["hits"], emb["lookups"], emb["work_saved"], emb["encoder_tokens"], emb["served_by_prefix"]) == (
+    assert (emb["hits"], emb["lookups"], emb["work_saved"], emb["encoder_tokens"], emb.get("served_by_prefix", 0)) == (
         f["embedding_hits"],
         f["embedding_lookups"],
         f["embedding_work_saved"],
@@ -195,7 +201,10 @@ def _same_as_the_commands(run_line, launch: list[str], row: dict) -> None:
         f["served_by_prefix"],
     )
     workers, tp = launch[launch.index("--workers") + 1], launch[launch.index("--tp") + 1]
-    sim = ["mmpool", "simulate", "--model", MODEL, "--from", launch[3], "--workers", workers, "--tp", tp]
+    given = "--trace" if "--trace" in launch else "--from"
+    traffic = [given, launch[launch.index(given) + 1]]
+    model = [] if given == "--trace" else ["--model", MODEL]  # a trace carries its own sizes
+    sim = ["mmpool", "simulate", *model, *traffic, "--workers", workers, "--tp", tp]
     sim += ["--format", "json"]
     got = run_line(sim, env=env)
     assert got.exit_code in (0, 1), got.output
@@ -276,3 +285,33 @@ def test_the_tuned_split_is_not_each_memorys_own_recommendation_added_up(run_lin
     assert (a["work_tokens"], b["work_tokens"]) == (7862, 8591)  # 729 prompt tokens less computed, on the front
     assert a["prefix_served_tokens"] - b["prefix_served_tokens"] == 8591 - 7862
     assert tuned["on_front"] and not separate["on_front"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_trace_equals_cache_and_simulate_over_it(run_line, tmp_path: Path, seed: int) -> None:
+    rng = random.Random(100 + seed)
+    log = _traffic(rng, tmp_path / "traffic.jsonl")
+    workers = rng.choice([1, 2])
+    trace = str(tmp_path / "t.jsonl")
+    made = run_line(["mmpool", "trace", "--model", MODEL, "--workers", str(workers), log, "-o", trace])
+    assert made.exit_code == 0, made.output
+    launch = ["--model", MODEL, "--trace", trace, "--workers", str(workers), "--tp", "1"]
+    env = {"SGLANG_MM_FEATURE_CACHE_MB": "48", "SGLANG_VLM_CACHE_SIZE_MB": str(rng.choice([0, 4, 100]))}
+    result = run_line(
+        ["mmpool", "tune", *launch, "--budget", f"{rng.randint(60, 200)}MiB", "--format", "json"], env=env
+    )
+    assert result.exit_code in (0, 1), result.output
+    data = json.loads(result.stdout)
+    assert "the traffic carries no prompts" in data["assumptions"][1]
+    rows = data["rows"]
+    for i in sorted({data["recommended"], *rng.sample(range(len(rows)), min(4, len(rows)))}):
+        _same_as_the_commands(run_line, launch, rows[i])
+
+
+def test_a_trace_refuses_the_flags_of_a_log(run_line, tmp_path: Path) -> None:
+    argv = ["mmpool", "tune", "--model", MODEL, "--trace", "t.jsonl", "--budget", "1GiB", "--assume-image", "64x64"]
+    result = run_line(argv)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "a --trace carries its own sizes" in result.stderr
+    both = run_line(["mmpool", "tune", "--model", MODEL, "--trace", "t.jsonl", "--from", "x", "--budget", "1GiB"])
+    assert both.exit_code == 2 and "--from FILE (a log; repeat) or --trace FILE, one of the two" in both.stderr

@@ -66,7 +66,7 @@ class Scorer:
         self.request_tokens = [-(-(len(r.tokens) + len(r.output)) // self.page) * self.page for r in requests]
         saturated = radix.never_evicts(requests, radix.Radix, page_size=self.page) if requests else 0
         self.saturated = max(-(-saturated // self.page) * self.page, self.page)  # whole pages, as the pool is
-        self.events = as_events(writer.events(request.leases))
+        self.events = as_events(request.events if request.events is not None else writer.events(request.leases))
         self.no_miss_mb = no_miss_budget(self.events, setup.layouts, setup.lowest_mb, setup.highest_mb)
         self.kv: dict[int, _KvPoint] = {}
         self.pool: dict[int, CurvePoint] = {}
@@ -231,7 +231,9 @@ class Scorer:
         n = len(self.request.assumptions)
         if pool_mb < self.no_miss_mb:  # from it up no alloc can miss, whatever the leases' lifetimes
             out.extend(range(n))
-        if self.built is not None:
+        if self.built is None:
+            out.append(n)  # no prompts: no radix cache, no batch
+        else:
             out.append(n)  # the radix replay's lifetimes and outputs: its batch, and its hits where it evicts
             if self.built.estimated:
                 out.append(n + 1)
