@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from mmpool_cli.caches.replay import never_evicts
 from mmpool_cli.core.units import MiB
-from mmpool_cli.engines.sglang import caches, versions
+from mmpool_cli.engines.sglang import cache_lookups, caches, versions
 from mmpool_cli.engines.sglang.tune_scores import EMBEDDING, KV, POOL, Scorer, settings_of
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.tune_request import TuneRequest
@@ -105,7 +105,7 @@ def _scored(request: TuneRequest, setup: PoolSetup) -> tuple[Scorer, int, str, l
     curve = scorer.pool_curve()
     pools = _pool_choices(curve, request.points)
     # the size from which the embedding cache never evicts, with every item looked up (no KV point looks up more)
-    every = caches.embedding_lookups(request.cache, scorer.tokens, scorer.width, set())
+    every = cache_lookups.embedding_lookups(request.cache, scorer.tokens, scorer.width, set())
     widest = -(-never_evicts(every.neutral()) // MiB) if scorer.groups else 0
     # each pool budget with embedding caches from 0 to past that size, pool + cache on one lattice of totals:
     # the KV cache, which takes the rest, then has few distinct sizes, each a radix replay

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from mmpool_cli.caches import prefix as radix
 from mmpool_cli.core.units import MiB
-from mmpool_cli.engines.sglang import caches, prefix
+from mmpool_cli.engines.sglang import cache_lookups, caches, prefix
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.tune_request import TuneRequest
 from mmpool_cli.pools.curve import CurvePoint
@@ -61,6 +61,7 @@ class Scorer:
         self.width = caches._width(req)
         self.tokens = [caches._tokens(req, item) for item in req.items]
         self.groups = list(prefix.requests_of(req.items))
+        self.batches = cache_lookups.modal_batches(req, self.tokens)  # made once for every KV point
         self.built = prefix.build(req, self.tokens, self.groups) if req.prompts else None
         requests = self.built.requests if self.built is not None else []
         self.request_tokens = [-(-(len(r.tokens) + len(r.output)) // self.page) * self.page for r in requests]
@@ -135,9 +136,9 @@ class Scorer:
         else:
             served = prefix.served_at(built, capacity, self.page)
         covered = prefix.covered_by(built, served) if built is not None else set()
-        looks = caches.embedding_lookups(self.req, self.tokens, self.width, covered)
+        looks = cache_lookups.embedding_lookups(self.req, self.tokens, self.width, covered, self.batches)
         at = dict(zip(sizes, embedding_at(looks, sizes), strict=True))
-        return _KvPoint(sum(served), prefix.spared(self.groups, covered), caches.looked_up_work(looks), at)
+        return _KvPoint(sum(served), prefix.spared(self.groups, covered), cache_lookups.looked_up_work(looks), at)
 
     def _map(self, asked: Sequence[tuple[int, tuple[int, ...]]]) -> list[_KvPoint]:
         """``point`` at each of ``asked``, in order: in forked workers where it pays (each its own replay)."""
@@ -240,7 +241,7 @@ class Scorer:
         return tuple(out)
 
 
-def embedding_at(looks: caches._Lookups, sizes: Sequence[int]) -> list[tuple[int, int, int]]:
+def embedding_at(looks: cache_lookups._Lookups, sizes: Sequence[int]) -> list[tuple[int, int, int]]:
     """``(hits, encoder tokens saved, lookups)`` of the embedding cache at each of ``sizes`` bytes, as its
     report reads them at the deployment's size: the one-pass curve where it is exact, else a replay at each."""
     from mmpool_cli.caches.replay import one_pass, replay
@@ -251,7 +252,7 @@ def embedding_at(looks: caches._Lookups, sizes: Sequence[int]) -> list[tuple[int
         at = [curve.at(size) if size > 0 else (0, 0) for size in sizes]
     else:
         at = [replay(looks.neutral(), size) if size > 0 else (0, 0) for size in sizes]
-    return [(h, w, caches.embedding_lookups_at(looks, size)) for (h, w), size in zip(at, sizes, strict=True)]
+    return [(h, w, cache_lookups.embedding_lookups_at(looks, size)) for (h, w), size in zip(at, sizes, strict=True)]
 
 
 def settings_of(values: dict[str, int]) -> tuple[str, ...]:
