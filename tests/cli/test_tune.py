@@ -217,6 +217,22 @@ def _same_as_the_commands(run_line, launch: list[str], row: dict) -> None:
     assert Fraction(m["work_per_request"]) == Fraction(m["work_tokens"], m["requests"])
 
 
+def test_a_family_name_has_no_kv_bytes_a_token(run_line) -> None:
+    argv = [
+        "mmpool",
+        "tune",
+        "--model",
+        "qwen2.5-vl",
+        "--hidden-size",
+        "3584",
+        "--from",
+        "examples/traffic/chats.jsonl",
+    ]
+    result = run_line([*argv, "--max-total-tokens", "2048"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "the KV cache's tokens per byte need the model's attention shape; give --model DIR" in result.stderr
+
+
 def test_no_budget_is_one_line_naming_the_flags(run_line, tmp_path: Path) -> None:
     log = _traffic(random.Random(1), tmp_path / "t.jsonl")
     result = run_line(["mmpool", "tune", "--model", MODEL, "--from", log])

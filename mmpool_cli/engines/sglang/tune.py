@@ -48,18 +48,16 @@ class _Today:
     values: dict[str, int] | None  # None: no KV token is left beside today's pool and embedding cache
     pool_mb: int
     embedding_mb: int
-    kv_given: bool  # --max-total-tokens gave today's KV (else: what the budget leaves)
 
 
 def _today(request: TuneRequest, setup: PoolSetup, total: int, cell: int, page: int) -> _Today:
     """Today's launch: its pool and embedding cache, and its KV (``--max-total-tokens``, else the budget's rest)."""
     emb_mb = caches.embedding_size(request.cache)[0] // MiB
     kv = request.cache.prefix.capacity_tokens
-    given = kv is not None
     if kv is None:
         kv = (total - (setup.budget_mb + emb_mb) * MiB) // cell // page * page
     values = {KV: kv, POOL: setup.budget_mb, EMBEDDING: emb_mb} if kv >= page else None
-    return _Today(values, setup.budget_mb, emb_mb, given)
+    return _Today(values, setup.budget_mb, emb_mb)
 
 
 def budget(request: TuneRequest, setup: PoolSetup) -> tuple[int, str]:
