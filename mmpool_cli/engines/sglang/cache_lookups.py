@@ -58,17 +58,28 @@ class _Ids:
         return got
 
 
-def modal_batches(req: CacheRequest, tokens: list[int]) -> list[tuple[bool, list[tuple[int, str | None, int]]]]:
+# a request's items of one modality: whether they take one combined lookup (its key id, else -1), and each
+# item's index, content key, tokens and key id (the same id for the same key, traffic-wide)
+Batch = tuple[bool, int, list[tuple[int, str | None, int, int]]]
+
+
+def modal_batches(req: CacheRequest, tokens: list[int]) -> list[Batch]:
     """Each request's items of one modality (``managers/mm_utils.py`` ``embed_mm_inputs``: one at a time), in
-    order: whether they are looked up by their combined hash (Qwen3-VL's videos), and each item's index, key
-    and tokens. What ``embedding_lookups`` walks, made once for every set of covered items."""
-    combined = req.family.name == "qwen3-vl"
-    out: list[tuple[bool, list[tuple[int, str | None, int]]]] = []
+    order, with their keys' ids (an item without a key, and a combined key with one, its own): what
+    ``embedding_lookups`` walks, made once for every set of covered items."""
+    ids = _Ids()
+    qwen3 = req.family.name == "qwen3-vl"
+    out: list[Batch] = []
     for group in _requests(req.items):
         for video in (False, True):
-            whole = [(i, it.key, tokens[i]) for i, it in group if (it.kind == "video") == video]
-            if whole:
-                out.append((video and combined, whole))
+            whole = [(i, it.key, tokens[i], ids(it.key)) for i, it in group if (it.kind == "video") == video]
+            if not whole:
+                continue
+            combined = -1
+            if video and qwen3:  # several runs per video: the combined hash of every item of the request
+                combo = tuple(key for _, key, _, _ in whole)
+                combined = ids(None if None in combo else ("combined", combo))
+            out.append((combined >= 0, combined, whole))
     return out
 
 
@@ -77,11 +88,10 @@ def embedding_lookups(
     tokens: list[int],
     width: int,
     covered: AbstractSet[int] = EMPTY,
-    batches: list[tuple[bool, list[tuple[int, str | None, int]]]] | None = None,
+    batches: list[Batch] | None = None,
 ) -> _Lookups:
     """The lookups; an item in ``covered`` (in its request's cached prefix) is never looked up (``_item_overlap``).
     ``batches``: ``modal_batches(req, tokens)``, where it was made already."""
-    ids = _Ids()
     keys: list[int] = []
     sizes: list[int] = []
     work: list[int] = []
@@ -89,30 +99,30 @@ def embedding_lookups(
     dups: list[int] = []
     row = width * 2
     batch = 0
-    for combined, whole in modal_batches(req, tokens) if batches is None else batches:
+    dense: dict[int, int] = {}  # key id -> its id among these lookups (dense from 0, in order of first lookup)
+    for combined, combined_id, whole in modal_batches(req, tokens) if batches is None else batches:
         mine = [x for x in whole if x[0] not in covered] if covered else whole
         if not mine:
             continue
         batch += 1
-        if combined:  # several runs per video: the combined hash of every item of the request, once one
-            combo = tuple(key for _, key, _ in whole)  # overlaps the part computed
-            n = sum(t for _, _, t in whole)
-            keys.append(ids(None if None in combo else ("combined", combo)))
+        if combined:  # every item of the request, once one overlaps the part computed
+            n = sum(x[2] for x in whole)
+            keys.append(dense.setdefault(combined_id, len(dense)))
             sizes.append(n * row)
             work.append(n)
             groups.append(batch)
             dups.append(0)
             continue
-        seen: dict[object, int] = {}  # key -> its first lookup
-        for _, key, n in mine:
+        seen: dict[int, int] = {}  # key id -> its first lookup
+        for _, key, n, kid in mine:
             if key is not None:
-                first = seen.get(key)
+                first = seen.get(kid)
                 if first is not None:
                     dups[first] += 1  # looked up again only where the first lookup missed
                     continue
-                seen[key] = len(keys)
+                seen[kid] = len(keys)
             dups.append(0)
-            keys.append(ids(key))
+            keys.append(dense.setdefault(kid, len(dense)))
             sizes.append(n * row)
             work.append(n)
             groups.append(batch)
