@@ -331,3 +331,17 @@ def test_a_trace_refuses_the_flags_of_a_log(run_line, tmp_path: Path) -> None:
     assert "a --trace carries its own sizes" in result.stderr
     both = run_line(["mmpool", "tune", "--model", MODEL, "--trace", "t.jsonl", "--from", "x", "--budget", "1GiB"])
     assert both.exit_code == 2 and "--from FILE (a log; repeat) or --trace FILE, one of the two" in both.stderr
+
+
+def test_requests_whose_prompt_places_no_item_are_said_as_cache_says_them(run_line, tmp_path: Path) -> None:
+    rng = random.Random(7)
+    log = Path(_sglang_log(rng, _traffic(rng, tmp_path / "t.jsonl"), tmp_path / "server.log"))
+    lines = log.read_text().splitlines()
+    first = next(n for n, line in enumerate(lines) if "request.received" in line)
+    lines[first] = lines[first].replace("<|vision_start|><|image_pad|><|vision_end|>", "", 1)  # one item unplaced
+    log.write_text("\n".join(lines) + "\n")
+    launch = ["--model", MODEL, "--from", str(log), "--max-total-tokens", "4096", "--format", "json"]
+    tuned = json.loads(run_line(["mmpool", "tune", *launch]).stdout)["findings"]
+    cached = json.loads(run_line(["mmpool", "cache", *launch]).stdout)["findings"]
+    (said,) = [f for f in tuned if f["code"] == "prefix-not-replayed"]
+    assert said in cached and said["message"].startswith("1 of ")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from mmpool_cli.caches.replay import never_evicts
 from mmpool_cli.core.units import MiB
-from mmpool_cli.engines.sglang import cache_lookups, caches, versions
+from mmpool_cli.engines.sglang import cache_lookups, caches, prefix, versions
 from mmpool_cli.engines.sglang.tune_scores import EMBEDDING, KV, POOL, Scorer, settings_of
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.tune_request import TuneRequest
@@ -121,7 +121,8 @@ def _scored(request: TuneRequest, setup: PoolSetup) -> tuple[Scorer, int, str, l
 def tune(request: TuneRequest, setup: PoolSetup) -> TuneReport:
     """Every candidate split of the budget scored; the front and the recommendation."""
     scorer, total, origin, candidates, today = _scored(request, setup)
-    notes = [TuneNote(n.code, n.severity, n.message) for n in request.cache.notes]
+    said = [*request.cache.notes, *(prefix.not_replayed(scorer.built, len(scorer.groups)) if scorer.built else [])]
+    notes = [TuneNote(n.code, n.severity, n.message) for n in said]
     splits_ = [s for s in candidates if s != today.values]
     over = False
     if today.values is None:
