@@ -17,12 +17,12 @@ from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.errors import EXIT_FINDINGS, MmpoolError
 from mmpool_cli.pools.budget_search import Basis, Method, Progress, smallest_budget
 from mmpool_cli.pools.curve import PoolCurve
+from mmpool_cli.pools.curve_range import CurveRange
 from mmpool_cli.pools.replay import simulate as replay
 from mmpool_cli.pools.report import PoolSetup, SimulationReport
 from mmpool_cli.pools.trace_file import TraceFile
 from mmpool_cli.traces.events import Event, Events, as_events
 from mmpool_cli.traces.recorded_layout import DEFAULT_GRANULARITY
-from mmpool_cli.usecases.curve import CurveRange
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     if not (isinstance(timeline, TraceFile) and one_replay and pools.per_worker_bytes is not None):
         events = as_events(timeline.read() if isinstance(timeline, TraceFile) else timeline)
         if isinstance(timeline, TraceFile) and pools.workers > 1 and events.worker and max(events.worker) == 0:
-            _one_worker(timeline, pools.workers)
+            one_worker_refused(timeline, pools.workers)
     if pools.per_worker_bytes is not None:
         layout = pools.layouts(pools.budget_mb)
         with progress("simulating") as tick:
@@ -121,7 +121,7 @@ def simulate(request: SimulateRequest) -> SimulationReport:
             elif isinstance(timeline, TraceFile):  # one replay of a file: as it is read, where it can be
                 result = timeline.replay(layout)
                 if result.workers[0].items and not any(w.items for w in result.workers[1:]):
-                    _one_worker(timeline, pools.workers)
+                    one_worker_refused(timeline, pools.workers)
             tick(1)
     report = SimulationReport(
         source=source,
@@ -142,7 +142,7 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     )
     planned = None
     if request.curve is not None:  # its range checked before any replay
-        from mmpool_cli.usecases.curve import plan_curve
+        from mmpool_cli.pools.curve_range import plan_curve
 
         assert events is not None
         planned = plan_curve(request.curve, events, pools)
@@ -214,7 +214,7 @@ def _limit_events(request: SimulateRequest, trace_events: int) -> int | None:
     return count * trace_events if unit == "replays" else count
 
 
-def _one_worker(trace: TraceFile, workers: int) -> None:
+def one_worker_refused(trace: TraceFile, workers: int) -> None:
     """Refuse a trace whose every alloc names worker 0, replayed over more workers than one.
 
     Such a trace was made for one worker (``mmpool trace``'s default): its traffic would all go to
@@ -240,8 +240,8 @@ def _curve(
     planned: PoolCurve,
 ) -> PoolCurve:
     """The pool's curve, each point's KV tokens as the engine's plan counts them at that budget."""
+    from mmpool_cli.pools.curve_range import fill_curve
     from mmpool_cli.pools.executors import executor_for
-    from mmpool_cli.usecases.curve import fill_curve
 
     def kv_tokens(mb: int) -> int | None:
         cost = getattr(eng.plan_for_budget(request.pools, mb), "kv_cost", None)

@@ -17,7 +17,9 @@ if TYPE_CHECKING:  # the simulator, and the traffic readers, load only for the c
     from mmpool_cli.caches.report import CacheReport
     from mmpool_cli.inputs.traffic.cache_request import CacheRequest
     from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
+    from mmpool_cli.inputs.traffic.tune_request import TuneRequest
     from mmpool_cli.pools.report import PoolSetup
+    from mmpool_cli.tune.split import Row, TuneReport
 
 # The families whose features SGLang moves through the pool (every release mmpool knows); the
 # others' processors keep their features on the CPU path, so a pool for them is pure cost.
@@ -105,6 +107,25 @@ class SGLangEngine(Engine[PlanRequest, Plan]):
         from mmpool_cli.engines.sglang.caches import caches
 
         return caches(request)
+
+    def tune(self, request: TuneRequest) -> TuneReport:
+        from mmpool_cli.engines.sglang.tune import tune
+
+        return tune(request, self._tune_setup(request))
+
+    def tune_at(self, request: TuneRequest, values: dict[str, int] | None = None) -> Row:
+        from mmpool_cli.engines.sglang.tune import tune_at
+
+        return tune_at(request, self._tune_setup(request), values)
+
+    def _tune_setup(self, request: TuneRequest) -> PoolSetup:
+        """The pools of the launch, as ``simulate`` takes them (its refusals first)."""
+        from mmpool_cli.errors import MmpoolError
+
+        refused = self.simulation_refusal(request.pools.sglang_version, request.pools.transport)
+        if refused is not None:
+            raise MmpoolError(refused)
+        return self.simulation_setup(request.pools, request.environ)
 
     def recorded_caches(
         self, directory: str, target: Fraction, kv_cell_bytes: int | None, window: int = 1

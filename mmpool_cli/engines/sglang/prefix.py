@@ -22,7 +22,9 @@ import hashlib
 import struct
 from array import array
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from mmpool_cli.caches import prefix
 from mmpool_cli.caches.curve import Curve
@@ -94,6 +96,12 @@ class Built:
     timed: bool = False  # lifetimes from the log's receipts and Finish lines
     outputs: int = 0  # requests whose output length the log gives
     prompt_tokens: int = 0
+
+    @cached_property
+    def last_ends(self) -> list[list[tuple[int, int]]]:
+        """Each request's items and the last offset of their runs, made once for every replay: an item
+        overlaps the part computed, ``[served, len)``, exactly where a run ends at or past ``served``."""
+        return [[(index, max(end for _, end in runs)) for index, runs in offs] for offs in self.offsets]
 
 
 @dataclass
@@ -257,12 +265,8 @@ def replay(
             )
         )
 
-    def served_at(cap: int) -> list[int]:
-        return prefix.replay(built.requests, prefix.Radix(cap, page)) if built.requests else []
-
-    # from the least capacity every request runs in (its prompt and output) to room for everything
-    least = -(-max((len(r.tokens) + len(r.output) for r in built.requests), default=0) // page) * page
-    at = [0] * len(built.requests) if req.prefix.disabled else served_at(capacity)
+    least = least_capacity(built, page)
+    at = [0] * len(built.requests) if req.prefix.disabled else served_at(built, capacity, page)
     if not req.prefix.disabled and capacity < least:
         result_notes_extra = [
             f"a request needs {least:,} tokens, more than the capacity: SGLang would refuse or hold it; the "
@@ -270,11 +274,7 @@ def replay(
         ]
     else:
         result_notes_extra = []
-    covered: set[int] = set()
-    for served, offs in zip(at, built.offsets, strict=True):
-        for index, runs in offs:
-            if not overlaps(runs, served, 1 << 62):
-                covered.add(index)
+    covered = covered_by(built, at)
     span = max(unbounded - least, 0)
     points = sorted({least + span * k // CURVE_POINTS // page * page for k in range(CURVE_POINTS + 1)} | {capacity})
     sums = prefix.curve(built.requests, prefix.Radix, points, page_size=page) if built.requests else [0] * len(points)
@@ -300,15 +300,7 @@ def replay(
                 "tokens are estimates; which items it serves is not",
             )
         )
-    if built.not_placed:
-        notes.append(
-            CacheNote(
-                "prefix-not-replayed",
-                "warning",
-                f"{built.not_placed:,} of {len(groups):,} requests carry no prompt mmpool can place their items in "
-                "(a log without messages or with cut text): the prefix cache serves them nothing",
-            )
-        )
+    notes.extend(not_replayed(built, len(groups)))
     notes.extend(_check(built, at))
     if built.estimated and any(c is not None for c in built.cached):
         result_notes.append("the server's cached_tokens are not compared: the replay's tokens are estimated")
@@ -334,8 +326,44 @@ def replay(
             "lifetimes": "log" if built.timed else "one at a time",
         },
     )
-    spared = sum(len({(it.key if it.key is not None else i) for i, it in g if i in covered}) for g in groups)
-    return PrefixReplay(dict(zip(built.names, at, strict=True)), covered, result, notes, spared)
+    return PrefixReplay(dict(zip(built.names, at, strict=True)), covered, result, notes, spared(groups, covered))
+
+
+def not_replayed(built: Built, requests: int) -> list[CacheNote]:
+    """``prefix-not-replayed`` where requests carry no prompt their items can be placed in."""
+    if not built.not_placed:
+        return []
+    return [
+        CacheNote(
+            "prefix-not-replayed",
+            "warning",
+            f"{built.not_placed:,} of {requests:,} requests carry no prompt mmpool can place their items in "
+            "(a log without messages or with cut text): the prefix cache serves them nothing",
+        )
+    ]
+
+
+def served_at(built: Built, capacity: int, page: int) -> list[int]:
+    """Each replayed request's prompt tokens the radix cache of ``capacity`` tokens serves at its admission."""
+    return prefix.replay(built.requests, prefix.Radix(capacity, page)) if built.requests else []
+
+
+def least_capacity(built: Built, page: int) -> int:
+    """The least capacity every request runs in (its prompt and output), in whole pages."""
+    return -(-max((len(r.tokens) + len(r.output) for r in built.requests), default=0) // page) * page
+
+
+def covered_by(built: Built, served: Sequence[int]) -> set[int]:
+    """The items (indices into the request's items) wholly inside each request's served prefix: never looked up."""
+    covered: set[int] = set()
+    for n, items in zip(served, built.last_ends, strict=True):  # overlaps(runs, n, 1 << 62), run by run
+        covered.update(index for index, end in items if end < n)
+    return covered
+
+
+def spared(groups: Sequence[list[tuple[int, CacheItem]]], covered: AbstractSet[int]) -> int:
+    """The embedding cache's lookups the radix cache spared: one per distinct covered item of a request."""
+    return sum(len({(it.key if it.key is not None else i) for i, it in g if i in covered}) for g in groups)
 
 
 def prefix_note(served: int | None) -> str:
