@@ -31,8 +31,8 @@ from mmpool_cli.caches.curve import Curve
 from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.caches.report import CacheItem, CacheNote, CacheResult, Recommendation, hits_needed
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
-from mmpool_cli.inputs.traffic.prompts import Prompt, Timed
-from mmpool_cli.inputs.traffic.tokens import Chat, Estimated, Memo, Tokenizer, load, tokens_of, try_load
+from mmpool_cli.inputs.traffic.prompts import Timed
+from mmpool_cli.inputs.traffic.tokens import Chat, Estimated, Memo, Tokenizer, load, prompt_segments, try_load
 
 MM_PAD_SHIFT_VALUE = 1_000_000  # schedule_batch.py: pads start above every text token id
 _MM_WIDE_PAD_TAG = b"sglang-mm-wide-pad-v1"
@@ -135,25 +135,20 @@ def _build(req: CacheRequest, item_tokens: Sequence[int], groups: Sequence[list[
     out = Built(estimated=tok.estimated, tokenizer=tok.name)
     wrap = (tok.encode(WRAP[0]), tok.encode(WRAP[1]))
     memo = Memo(tok)
-    by_message = type(tok) is Estimated  # ChatML, a message's ids the same wherever it comes
     padded: dict[tuple[object, int], array[int]] = {}  # an item's run, wrapped: it repeats turn after turn
     times = [req.prompts.get(g[0][1].request) for g in groups]
     out.timed = all(t is not None and t.finish_ns is not None for t in times)
     fresh = 0
     for n, (group, timed) in enumerate(zip(groups, times, strict=True)):
         prompt = None if timed is None else timed.prompt
-        segments = _segments(prompt, tok, chat, memo, by_message)
-        if segments is None:
-            out.not_placed += 1
-            continue
-        assert timed is not None
-        assert prompt is not None
+        segments = None if prompt is None else prompt_segments(prompt, tok, chat, memo)
         ids: array[int] = array("q")
         offs: list[tuple[int, list[tuple[int, int]]]] = []
         placed = 0
-        for seg in segments:
+        for seg in segments or ():
             if isinstance(seg, str):  # an item: its wrapped pad run
                 if placed == len(group) or group[placed][1].kind != seg:
+                    placed = -1  # its items are not the prompt's
                     break
                 index, item = group[placed]
                 placed += 1
@@ -166,49 +161,27 @@ def _build(req: CacheRequest, item_tokens: Sequence[int], groups: Sequence[list[
                 offs.append((index, [(start, start + item_tokens[index] - 1)]))
             else:
                 ids.extend(seg)  # a text run
-        else:
-            if placed == len(group):
-                output: list[int] = []
-                if prompt.output_tokens:
-                    out.outputs += 1
-                    output = list(range(-fresh - 1, -fresh - 1 - prompt.output_tokens, -1))  # never matched
-                    fresh += prompt.output_tokens
-                arrive, finish = _times(timed, n, out.timed)
-                out.requests.append(prefix.PrefixRequest(ids, output, (), arrive, finish))
-                out.names.append(group[0][1].request)
-                out.offsets.append(offs)
-                out.cached.append(prompt.cached_tokens)
-                out.prompt_tokens += len(ids)
-                continue
-        out.not_placed += 1  # its items are not the prompt's
+        if segments is None or timed is None or prompt is None or placed != len(group):
+            out.not_placed += 1  # no prompt, or its items are not the request's
+            continue
+        output: list[int] = []
+        if prompt.output_tokens:
+            out.outputs += 1
+            output = list(range(-fresh - 1, -fresh - 1 - prompt.output_tokens, -1))  # never matched
+            fresh += prompt.output_tokens
+        arrive, finish = _times(timed, n, out.timed)
+        out.requests.append(prefix.PrefixRequest(ids, output, (), arrive, finish))
+        out.names.append(group[0][1].request)
+        out.offsets.append(offs)
+        out.cached.append(prompt.cached_tokens)
+        out.prompt_tokens += len(ids)
     return out
 
 
-def _segments(
-    prompt: Prompt | None, tok: Tokenizer, chat: Chat, memo: Memo, by_message: bool
-) -> list[array[int] | str] | tuple[tuple[int, ...] | str, ...] | None:
-    """The prompt's text runs (ids) and items (their kind), in order; None where it has no prompt."""
-    if prompt is None:
-        return None
-    if by_message and prompt.messages is not None:
-        got = memo.chatml(prompt.messages, chat)
-        if got is not None:
-            return got
-    runs = tokens_of(prompt, tok, chat, memo)
-    if runs is None:
-        return None
-    return tuple(r[0] if r and isinstance(r[0], str) else r for r in runs.runs)
-
-
 def _run(wrap: tuple[list[int], list[int]], key: str, length: int) -> array[int]:
-    """An item's run in the prompt: its pads (``padding(pad_values(_identity(...)), length)``, inlined:
-    an item repeats, but a day's traffic has a hundred thousand) between the wrap's two ids."""
-    digest = hashlib.sha256(_MM_WIDE_PAD_TAG + hashlib.sha256(key.encode()).digest()).digest()
-    a, b, c, d = _WORDS.unpack(digest[:_MM_IDENTITY_BYTES])
-    m = _MM_WIDE_PAD_MASK
-    v = MM_PAD_SHIFT_VALUE
-    values = array("q", (v + (a & m), v + (b & m), v + (c & m), v + (d & m)))
-    repeats, remainder = divmod(length, 4)
+    """An item's run: ``padding(pad_values(...), length)`` (of its key's digest) between the wrap's ids."""
+    values = array("q", pad_values(hashlib.sha256(key.encode()).digest()))
+    repeats, remainder = divmod(length, len(values))
     run = array("q", wrap[0])
     run += values * repeats
     run += values[:remainder]

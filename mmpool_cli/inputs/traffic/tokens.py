@@ -315,3 +315,16 @@ def tokens_of(prompt: Prompt, tokenizer: Tokenizer, chat: Chat, memo: Memo | Non
         elif piece:
             runs.append((memo or Memo(tokenizer)).encode(piece))
     return Tokens(tuple(runs))
+
+
+def prompt_segments(prompt: Prompt, tokenizer: Tokenizer, chat: Chat, memo: Memo) -> list[Segment] | None:
+    """The prompt's text runs (int64 ids) and items (their kind), in order: ``tokens_of``'s, the
+    estimate's ChatML made message by message (``Memo.chatml``); None where ``tokens_of`` gives none."""
+    if type(tokenizer) is Estimated and prompt.messages is not None:
+        got = memo.chatml(prompt.messages, chat)
+        if got is not None:
+            return got
+    runs = tokens_of(prompt, tokenizer, chat, memo)
+    if runs is None:
+        return None
+    return [r[0] if r and isinstance(r[0], str) else array("q", r) for r in runs.runs]
