@@ -38,7 +38,7 @@ MM_PAD_SHIFT_VALUE = 1_000_000  # schedule_batch.py: pads start above every text
 _MM_WIDE_PAD_TAG = b"sglang-mm-wide-pad-v1"
 _MM_WIDE_PAD_MASK = (1 << 62) - 1
 _MM_IDENTITY_BYTES = 32
-_WORDS = struct.Struct(f">{_MM_IDENTITY_BYTES // 8}Q")  # the identity's big-endian 8-byte words
+_WORDS = struct.Struct(">4Q")  # the identity's four big-endian 8-byte words
 CURVE_POINTS = 24
 _ITEM_TEXT = {
     "image": "<|vision_start|><|image_pad|><|vision_end|>",
@@ -67,8 +67,9 @@ def requests_of(items: list[CacheItem]) -> Iterator[list[tuple[int, CacheItem]]]
 
 def pad_values(identity: bytes) -> tuple[int, ...]:
     """The four pad sentinels of an item (``_compute_pad_values`` of SGLang 0.5.23)."""
-    digest = hashlib.sha256(_MM_WIDE_PAD_TAG + identity).digest()
-    return tuple(MM_PAD_SHIFT_VALUE + (w & _MM_WIDE_PAD_MASK) for w in _WORDS.unpack(digest[:_MM_IDENTITY_BYTES]))
+    a, b, c, d = _WORDS.unpack(hashlib.sha256(_MM_WIDE_PAD_TAG + identity).digest()[:_MM_IDENTITY_BYTES])
+    m, v = _MM_WIDE_PAD_MASK, MM_PAD_SHIFT_VALUE
+    return (v + (a & m), v + (b & m), v + (c & m), v + (d & m))
 
 
 def padding(values: tuple[int, ...], length: int) -> list[int]:
