@@ -50,7 +50,7 @@ def tune_figure(report: TuneReport) -> Any:
     """The figure of ``report`` (a matplotlib ``Figure``), not yet written."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(10, 6), dpi=100)
+    fig = Figure(figsize=(10, 6.5), dpi=100)
     ax = fig.subplots()
     clean = [r for r in report.rows if r.measures.fallback_items == 0]
     falling = [r for r in report.rows if r.measures.fallback_items > 0]
@@ -73,7 +73,8 @@ def tune_figure(report: TuneReport) -> Any:
         _draw(ax, [chosen], f"recommended: {_values(chosen)}", "*", color="C2", markersize=16, markeredgecolor="black")
     ax.set_xlabel(X_LABEL)
     ax.set_ylabel(Y_LABEL)
-    ax.set_ylim(bottom=0)
+    top = max((point(r)[1] for r in report.rows), default=0.0)
+    ax.set_ylim(0, top * 1.08 or 1.0)  # from 0, so a gap reads as its share of the work; room above the top mark
     ax.grid(alpha=0.3)
     source = os.path.basename(report.source.split(", ")[0].rstrip("/")) or "the traffic"
     ax.set_title(
@@ -86,7 +87,8 @@ def tune_figure(report: TuneReport) -> Any:
         ),
         fontsize=9,
     )
-    ax.legend(loc="upper right", fontsize="small")
+    # under the axes: the points that matter sit at either end of the KV axis, where a legend inside would hide them
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize="small", frameon=False)
     fig.tight_layout()
     return fig
 

@@ -98,3 +98,16 @@ def test_the_file_is_deterministic_signed_and_only_replaces_its_own(tmp_path: Pa
     with pytest.raises(MmpoolError, match="mmpool did not draw it"):
         write_tune_plot(report, str(foreign))
     assert foreign.read_text() == "<svg>mine</svg>"
+
+
+def test_tune_draws_its_report_and_refuses_a_format_before_any_work(run_line, tmp_path: Path) -> None:
+    argv = ["mmpool", "tune", "--model", "examples/qwen2.5-vl-7b", "--from", "examples/traffic/chats.jsonl"]
+    argv += ["--max-total-tokens", "2048"]
+    bad = run_line([*argv, "--plot", str(tmp_path / "t.pdf")])
+    assert bad.exit_code == 2 and ".svg or .png" in bad.stderr and bad.stdout == ""
+    assert not (tmp_path / "t.pdf").exists()
+    svg = tmp_path / "t.svg"
+    done = run_line([*argv, "--plot", str(svg), "--format", "json"])
+    assert done.exit_code in (0, 1), done.output
+    drawn = svg.read_text()
+    assert "mmpool tune" in drawn and "recommended: kv " in drawn and "today: kv 2,048" in drawn
