@@ -296,7 +296,7 @@ def _tune_query(launch: TuneLaunch, traffic: list[str], environ: Mapping[str, st
     both), with the launch's pool request and the environment checked (``--env``, ``--env-file``)."""
     from mmpool_cli.cli.cache_options import LogFormat
     from mmpool_cli.cli.prefix_options import prefix_options
-    from mmpool_cli.cli.tune import _query
+    from mmpool_cli.cli.tune import tune_query
 
     if launch.model_path is None:
         raise MmpoolError("--from: the launch names no --model-path, so its traffic cannot be sized")
@@ -310,7 +310,7 @@ def _tune_query(launch: TuneLaunch, traffic: list[str], environ: Mapping[str, st
             "--from: the launch makes no feature pool (its transport resolves to cpu: every feature takes the CPU "
             "path), and its traffic is replayed through the pool tune divides; add --mm-feature-transport cuda_ipc"
         )
-    query = _query(
+    query = tune_query(
         launch.model_path,
         traffic,
         None,

@@ -123,7 +123,7 @@ def tune(
             raise MmpoolError(f"--engine {engine_name}: mmpool tune divides SGLang's memory only so far")
         if plot is not None:
             check_plot(plot)  # before any work
-        query = _query(
+        query = tune_query(
             model,
             traffic or [],
             budget,
@@ -151,7 +151,7 @@ def tune(
     raise typer.Exit(EXIT_OK if report.status == "ok" or exit_zero else EXIT_BELOW_TARGET)
 
 
-def _query(
+def tune_query(
     model: str | None,
     traffic: list[str],
     budget: str | None,
@@ -166,7 +166,8 @@ def _query(
     assume_video: str | None,
     prefix: PrefixOptions,
 ) -> TuneQuery:
-    """The traffic read once, as ``simulate --from`` reads it; the caches' query as ``cache`` makes it."""
+    """``mmpool tune``'s query from its flags (``check`` may build one alike): the traffic read once, as
+    ``simulate --from`` reads it; the caches' query as ``cache`` makes it. Usage errors raise ``MmpoolError``."""
     import dataclasses
 
     from mmpool_cli.caches.report import DEFAULT_TARGET
