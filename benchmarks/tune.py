@@ -7,12 +7,13 @@ the chat so far, earlier images included, as chat clients send it (the traffic o
 (--images of them, each chat drawing its own at random), so the embedding cache, the prefix cache in
 front of it and the pool all have work. Requests arrive --rate a second, chats interleaved.
 
-Then runs ``python -m mmpool_cli tune --model examples/qwen2.5-vl-7b --from LOG --format json`` (the whole
-command: start-up, reading and sizing the log, every memory's replay, the front and the report) --runs
-times, and prints each run's wall and CPU seconds (the process and the workers it waited for), the
-load average before it, and the median.
+Then runs ``python -m mmpool_cli tune --model examples/qwen2.5-vl-7b --from LOG --max-total-tokens KV
+--format json`` (the whole command: start-up, reading and sizing the log, every memory's replay, the
+front and the report; today's launch a KV cache of --kv tokens, the pool and the embedding cache at
+SGLang's defaults) --runs times, and prints each run's wall and CPU seconds (the process and the
+workers it waited for), the load average before it, and the median.
 
-    python benchmarks/tune.py [--requests 100000] [--runs 3] [--turns 5] [--images 2000] [--words 8]
+    python benchmarks/tune.py [--requests 100000] [--runs 3] [--kv 500000] [--turns 5] [--images 2000]
     python benchmarks/tune.py --write LOG      # only write the log (to profile or rerun by hand)
 """
 
@@ -106,6 +107,7 @@ def main() -> int:
     p.add_argument("--images", type=int, default=2000)
     p.add_argument("--words", type=int, default=8)
     p.add_argument("--rate", type=int, default=20, help="requests a second")
+    p.add_argument("--kv", type=int, default=500_000, help="today's --max-total-tokens")
     p.add_argument("--write", metavar="LOG", help="only write the log to LOG")
     p.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags for tune, last")
     a = p.parse_args()
@@ -116,7 +118,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "chats.jsonl"
         n = write_log(log, a.requests, a.turns, a.images, a.words, a.rate)
-        argv = ["tune", "--model", "examples/qwen2.5-vl-7b", "--from", str(log), "--format", "json", *a.extra]
+        argv = ["tune", "--model", "examples/qwen2.5-vl-7b", "--from", str(log), "--max-total-tokens", str(a.kv)]
+        argv += ["--format", "json", *a.extra]
         git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
         print(
             f"{a.requests:,} requests, {n:,} image items, {log.stat().st_size:,} B; {git.stdout.strip()}; "
