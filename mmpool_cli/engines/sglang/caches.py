@@ -245,69 +245,42 @@ class _Ids:
         return got
 
 
-@dataclass(frozen=True)
-class LookupPlan:
-    """What ``embedding_lookups`` reads of the traffic, made once for every set of covered items (``tune``
-    asks at each KV point): each request's batches, one per modality in the order SGLang encodes them,
-    each item with its key and tokens."""
-
-    width: int
-    # per batch: whether it is looked up as one combined hash (Qwen3-VL's videos), and its (item, key, tokens)
-    batches: tuple[tuple[bool, tuple[tuple[int, str | None, int], ...]], ...]
-
-
-def lookup_plan(req: CacheRequest, tokens: list[int], width: int) -> LookupPlan:
-    """The batches of ``req``'s items, as ``embedding_lookups`` walks them."""
-    batches = []
-    for group in _requests(req.items):
-        for kind in ("image", "video"):  # managers/mm_utils.py embed_mm_inputs: one modality at a time
-            whole = tuple((i, it.key, tokens[i]) for i, it in group if (it.kind == "video") == (kind == "video"))
-            if whole:
-                batches.append((kind == "video" and req.family.name == "qwen3-vl", whole))
-    return LookupPlan(width, tuple(batches))
-
-
-def embedding_lookups(
-    req: CacheRequest,
-    tokens: list[int],
-    width: int,
-    covered: AbstractSet[int] = EMPTY,
-    plan: LookupPlan | None = None,
-) -> _Lookups:
-    """The lookups; an item in ``covered`` (in its request's cached prefix) is never looked up (``_item_overlap``).
-    ``plan``: ``lookup_plan(req, tokens, width)``, where it was made already."""
-    plan = plan if plan is not None else lookup_plan(req, tokens, width)
+def embedding_lookups(req: CacheRequest, tokens: list[int], width: int, covered: AbstractSet[int] = EMPTY) -> _Lookups:
+    """The lookups; an item in ``covered`` (in its request's cached prefix) is never looked up (``_item_overlap``)."""
     ids = _Ids()
     out = _Lookups([], [], [], [], [], dups=[])
     assert out.dups is not None
     batch = 0
-    for combined, whole in plan.batches:
-        mine = [entry for entry in whole if entry[0] not in covered] if covered else whole
-        if not mine:
-            continue
-        batch += 1
-        if combined:  # several runs per video: the combined hash of every item of the request, once one
-            keys = tuple(key for _, key, _ in whole)  # overlaps the part computed
-            n = sum(t for _, _, t in whole)
-            out.keys.append(ids(None if None in keys else ("combined", keys)))
-            out.sizes.append(n * width * 2)
-            out.weights.append(1)
-            out.work.append(n)
-            out.groups.append(batch)
-            out.dups.append(0)
-            continue
-        seen: dict[object, int] = {}  # key -> its first lookup
-        for _, key, t in mine:
-            if key is not None and key in seen:
-                out.dups[seen[key]] += 1  # looked up again only where the first lookup missed
+    for group in _requests(req.items):
+        for kind in ("image", "video"):  # managers/mm_utils.py embed_mm_inputs: one modality at a time
+            whole = [(i, it) for i, it in group if (it.kind == "video") == (kind == "video")]
+            mine = [(i, it) for i, it in whole if i not in covered]
+            if not mine:
                 continue
-            seen[key] = len(out.keys)
-            out.dups.append(0)
-            out.keys.append(ids(key))
-            out.sizes.append(t * width * 2)
-            out.weights.append(1)
-            out.work.append(t)
-            out.groups.append(batch)
+            batch += 1
+            if kind == "video" and req.family.name == "qwen3-vl":  # several runs per video: the combined hash
+                mine = whole  # of every item of the request, once one overlaps the part computed
+                keys = tuple(it.key for _, it in mine)
+                n = sum(tokens[i] for i, _ in mine)
+                out.keys.append(ids(None if None in keys else ("combined", keys)))
+                out.sizes.append(n * width * 2)
+                out.weights.append(1)
+                out.work.append(n)
+                out.groups.append(batch)
+                out.dups.append(0)
+                continue
+            seen: dict[object, int] = {}  # key -> its first lookup
+            for i, it in mine:
+                if it.key is not None and it.key in seen:
+                    out.dups[seen[it.key]] += 1  # looked up again only where the first lookup missed
+                    continue
+                seen[it.key] = len(out.keys)
+                out.dups.append(0)
+                out.keys.append(ids(it.key))
+                out.sizes.append(tokens[i] * width * 2)
+                out.weights.append(1)
+                out.work.append(tokens[i])
+                out.groups.append(batch)
     return out
 
 

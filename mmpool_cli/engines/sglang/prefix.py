@@ -18,7 +18,6 @@ Pure core: standard library only.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
@@ -306,46 +305,19 @@ def least_capacity(built: Built, page: int) -> int:
     return -(-max((len(r.tokens) + len(r.output) for r in built.requests), default=0) // page) * page
 
 
-class Coverage:
-    """What ``covered_by`` and ``spared`` read of the traffic, made once for every capacity (``tune`` asks at
-    many): each replayed request's items in the order of their runs' last offsets, and each item's request
-    and key. ``_item_overlap`` finds an item in the computed part ``[n, len)`` where a run ends at or past
-    ``n``, so the items a served prefix of ``n`` tokens covers are those whose last run ends before ``n``:
-    a prefix of that order."""
-
-    def __init__(self, built: Built, groups: Sequence[list[tuple[int, CacheItem]]] = ()) -> None:
-        self.ends: list[list[int]] = []  # per replayed request: its items' last run ends, ascending
-        self.items: list[list[int]] = []  # the items (indices into the request's items) in that order
-        for offs in built.offsets:
-            # an item without runs overlaps nothing (``overlaps``): always covered, as an end of -1 says
-            order = sorted((max((end for _, end in runs), default=-1), index) for index, runs in offs)
-            self.ends.append([end for end, _ in order])
-            self.items.append([index for _, index in order])
-        # item -> one identity per distinct item of its request: the embedding cache's lookup it would be
-        self.lookup = {i: (g, it.key if it.key is not None else i) for g, grp in enumerate(groups) for i, it in grp}
-
-    def covered(self, served: Sequence[int]) -> set[int]:
-        """The items wholly inside each request's served prefix (``served``: its tokens, request by request)."""
-        covered: set[int] = set()
-        for n, ends, items in zip(served, self.ends, self.items, strict=True):
-            k = bisect.bisect_left(ends, n)
-            if k:
-                covered.update(items[:k])
-        return covered
-
-    def spared(self, covered: AbstractSet[int]) -> int:
-        """The embedding cache's lookups the radix cache spared: one per distinct covered item of a request."""
-        return len({self.lookup[i] for i in covered if i in self.lookup})
-
-
 def covered_by(built: Built, served: Sequence[int]) -> set[int]:
     """The items (indices into the request's items) wholly inside each request's served prefix: never looked up."""
-    return Coverage(built).covered(served)
+    covered: set[int] = set()
+    for n, offs in zip(served, built.offsets, strict=True):
+        for index, runs in offs:
+            if not overlaps(runs, n, 1 << 62):
+                covered.add(index)
+    return covered
 
 
 def spared(groups: Sequence[list[tuple[int, CacheItem]]], covered: AbstractSet[int]) -> int:
     """The embedding cache's lookups the radix cache spared: one per distinct covered item of a request."""
-    return Coverage(Built(), groups).spared(covered)
+    return sum(len({(it.key if it.key is not None else i) for i, it in g if i in covered}) for g in groups)
 
 
 def prefix_note(served: int | None) -> str:

@@ -63,9 +63,6 @@ class Scorer:
         self.tokens = [caches._tokens(req, item) for item in req.items]
         self.groups = list(prefix.requests_of(req.items))
         self.built = prefix.build(req, self.tokens, self.groups) if req.prompts else None
-        # which items each served prefix covers, and the embedding cache's batches, read once for every KV point
-        self.plan = caches.lookup_plan(req, self.tokens, self.width)
-        self.coverage = prefix.Coverage(self.built if self.built is not None else prefix.Built(), self.groups)
         requests = self.built.requests if self.built is not None else []
         self.request_tokens = [-(-(len(r.tokens) + len(r.output)) // self.page) * self.page for r in requests]
         saturated = radix.never_evicts(requests, radix.Radix, page_size=self.page) if requests else 0
@@ -128,9 +125,11 @@ class Scorer:
 
     def _keep(self, point: int, served: list[int]) -> _KvPoint:
         built = self.built
-        covered = self.coverage.covered(served) if built is not None else set()
-        looks = caches.embedding_lookups(self.req, self.tokens, self.width, covered, self.plan)
-        got = self.kv[point] = _KvPoint(sum(served), self.coverage.spared(covered), looks, caches.looked_up_work(looks))
+        covered = prefix.covered_by(built, served) if built is not None else set()
+        looks = caches.embedding_lookups(self.req, self.tokens, self.width, covered)
+        got = self.kv[point] = _KvPoint(
+            sum(served), prefix.spared(self.groups, covered), looks, caches.looked_up_work(looks)
+        )
         return got
 
     def embedding_at(self, point: _KvPoint, sizes: Iterable[int]) -> None:
