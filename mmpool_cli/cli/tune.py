@@ -11,7 +11,6 @@ import typer
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.cache_options import (
     AssumeVideoOpt,
-    ExitZeroOpt,
     FromFormatOpt,
     HiddenSizeOpt,
     LogFormat,
@@ -35,6 +34,18 @@ if TYPE_CHECKING:
     from mmpool_cli.usecases.tune import TuneQuery
 
 MAX_POINTS = 32  # settings per memory: the grid's rows are about their product, each scored
+MAX_EVENTS = 10_000_000  # a --trace's events, as simulate --trace takes them by default (its --max-events)
+IDLE_TIMEOUT = 30.0  # seconds a --trace read from a pipe may stay silent, as simulate's --idle-timeout
+
+
+ExitZeroOpt = Annotated[
+    bool,
+    typer.Option(
+        "--exit-zero",
+        envvar="MMPOOL_EXIT_ZERO",
+        help="Exit 0 even where a split does better than today's launch (usage errors stay 2).",
+    ),
+]
 
 
 class Objective(StrEnum):
@@ -52,11 +63,12 @@ class Objective(StrEnum):
         [
             "mmpool tune --model examples/qwen2.5-vl-7b --from examples/traffic/chats.jsonl --max-total-tokens 2048",
             "mmpool tune --model /models/Qwen2.5-VL-7B-Instruct --from server.log --budget 20GiB --format json",
+            "mmpool tune --model /models/Qwen2.5-VL-7B-Instruct --trace prod.jsonl --workers 2 --budget 2GiB",
         ],
-        "0 today's launch is as good as the recommended split under the objective (or there is no today's "
-        "launch to hold to it: --budget without --max-total-tokens); 1 a split does better (the report is printed, "
-        "its JSON status 'fail'; --exit-zero makes it 0); 2 usage error, or input that cannot be sized (nothing on "
-        "stdout); 70 internal error.",
+        "0 today's launch is as good as the recommended split under the objective (or it is not scored: its pool "
+        "and embedding cache leave no KV token of --budget); 1 a split does better (the report is printed, its JSON "
+        "status 'fail'; --exit-zero makes it 0); 2 usage error, or input that cannot be sized (nothing on stdout); "
+        "70 internal error.",
     ),
 )
 def tune(
@@ -66,6 +78,14 @@ def tune(
     traffic: Annotated[
         list[str] | None,
         typer.Option("--from", metavar="FILE", help="A server log or OpenAI body log (as 'mmpool trace'); repeat."),
+    ] = None,
+    trace_file: Annotated[
+        str | None,
+        typer.Option(
+            "--trace",
+            metavar="FILE",
+            help="A trace of 'mmpool trace' (with its items' keys; no prompts: no radix cache).",
+        ),
     ] = None,
     budget: Annotated[
         str | None,
@@ -77,7 +97,12 @@ def tune(
         ),
     ] = None,
     objective: Annotated[
-        Objective, typer.Option("--objective", help="What the recommended split is best at (docs/tune.md).")
+        Objective,
+        typer.Option(
+            "--objective",
+            help="What the recommended split is best at: no-fallback (no feature falls back, then the least prefill "
+            "+ encoder work), least-work (the least work, then the fewest fallbacks), most-kv (the most KV tokens).",
+        ),
     ] = Objective.no_fallback,
     points: Annotated[
         int,
@@ -137,6 +162,7 @@ def tune(
             assume_image,
             assume_video,
             prefix_options(max_total_tokens, disable_radix_cache, page_size, tokenizer_path),
+            trace=trace_file,
         )
         from mmpool_cli.usecases.tune import tune as run_tune
 
@@ -165,6 +191,7 @@ def tune_query(
     assume_image: str | None,
     assume_video: str | None,
     prefix: PrefixOptions,
+    trace: str | None = None,
 ) -> TuneQuery:
     """``mmpool tune``'s query from its flags (``check`` may build one alike): the traffic read once, as
     ``simulate --from`` reads it; the caches' query as ``cache`` makes it. Usage errors raise ``MmpoolError``."""
@@ -173,7 +200,6 @@ def tune_query(
     from mmpool_cli.caches.report import DEFAULT_TARGET
     from mmpool_cli.cli.options import size_arg
     from mmpool_cli.cli.pool_options import PoolOptions
-    from mmpool_cli.core.words import count
     from mmpool_cli.inputs.traffic.cache_request import items_of
     from mmpool_cli.usecases.cache import CacheQuery
     from mmpool_cli.usecases.trace import resolve_model
@@ -181,8 +207,17 @@ def tune_query(
     from mmpool_cli.workload.hf import resolve
     from mmpool_cli.workload.kv import cell_bytes
 
-    if not traffic:
-        raise MmpoolError("give the traffic: --from FILE (a log; repeat)")
+    if bool(traffic) == (trace is not None):
+        raise MmpoolError("give the traffic: --from FILE (a log; repeat) or --trace FILE, one of the two")
+    if trace is not None and os.path.isdir(trace):
+        raise MmpoolError(
+            f"--trace {trace}: a recording's directory; tune reads a trace file (mmpool trace --from {trace} -o FILE "
+            "makes one)"
+        )
+    if trace is not None and (assume_image or assume_video or from_format is not LogFormat.auto):
+        raise MmpoolError(
+            "--assume-image, --assume-video and --from-format describe a log to read; a --trace carries its own sizes"
+        )
     if not 2 <= points <= MAX_POINTS:
         raise MmpoolError(f"--points {points}: from 2 to {MAX_POINTS}")
     if not 1 <= workers <= MAX_WORKERS:
@@ -196,31 +231,47 @@ def tune_query(
     resolved = resolve(model or "")
     cell = None if resolved.kv is None else cell_bytes(resolved.kv, tp, 2)[0]
     pools = PoolOptions(workers=workers, tp=tp).request(os.environ)
-    conversion = convert(
-        model=model,
-        source=SourceChoice(from_format.value),
-        inputs=traffic,
-        workers=workers,
-        tp=tp,
-        dp_encoder=False,
-        recv_delay_ns=None,
-        hold_ns=None,
-        assume_image=assume_image,
-        assume_video=assume_video,
-        request_time="1",
-    )
     if resolved.config_path is not None:
         prefix = dataclasses.replace(prefix, model_dir=os.path.dirname(resolved.config_path))
-    summary = conversion.summary
-    lifetimes = ", ".join(f"{count(n, 'lease')} {rule}" for rule, n in sorted(summary.lifetimes.items()))
-    arrivals = "pool: arrivals as logged"
-    leases = f"{arrivals}; leases {lifetimes}; receipt {DEFAULT_RECV_DELAY} s after arrival (as 'mmpool simulate')"
+    events = None
+    if trace is not None:  # its items as cache --trace reads them, its events as simulate --trace does
+        from mmpool_cli.caches.from_trace import read_items
+        from mmpool_cli.pools.trace_file import TraceFile
+        from mmpool_cli.usecases.simulate import one_worker_refused
+
+        items, prompts, leases, source = read_items(trace), {}, [], trace
+        timeline = TraceFile(trace, workers, MAX_EVENTS, IDLE_TIMEOUT)
+        events = timeline.read()
+        if workers > 1 and events.worker and max(events.worker) == 0:
+            one_worker_refused(timeline, workers)
+        said = f"the pool: the times of {trace}, as 'mmpool simulate --trace' replays them"
+    else:
+        conversion = convert(
+            model=model,
+            source=SourceChoice(from_format.value),
+            inputs=traffic,
+            workers=workers,
+            tp=tp,
+            dp_encoder=False,
+            recv_delay_ns=None,
+            hold_ns=None,
+            assume_image=assume_image,
+            assume_video=assume_video,
+            request_time="1",
+        )
+        lifetimes = ", ".join(f"{n} {rule}" for rule, n in sorted(conversion.summary.lifetimes.items()))
+        said = (
+            f"the pool: arrivals as logged; leases {lifetimes}; receipt {DEFAULT_RECV_DELAY} s after arrival (as "
+            "'mmpool simulate --from' reads the traffic)"
+        )
+        items, prompts = items_of(conversion.leases, conversion.keys), conversion.prompts
+        leases, source = conversion.leases, ", ".join(traffic)
     return TuneQuery(
         cache=CacheQuery(
             family=family,
             settings=settings,
-            items=items_of(conversion.leases, conversion.keys),
-            source=", ".join(traffic),
+            items=items,
+            source=source,
             config_path=resolved.config_path,
             kv_cell_bytes=cell,
             hidden_size=hidden_size,
@@ -229,14 +280,15 @@ def tune_query(
             workers=workers,
             gpu_name=gpu_name,
             target=DEFAULT_TARGET,
-            prompts=conversion.prompts,
+            prompts=prompts,
             prefix=prefix,
         ),
         pools=pools,
-        leases=conversion.leases,
+        leases=leases,
         budget_bytes=budget_bytes,
         budget_text=budget,
         objective=objective,
         points=points,
-        assumptions=(leases,),
+        assumptions=(said,),
+        events=events,
     )

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from mmpool_cli.caches.replay import never_evicts
 from mmpool_cli.core.units import MiB
-from mmpool_cli.engines.sglang import caches, versions
+from mmpool_cli.engines.sglang import cache_lookups, caches, versions
 from mmpool_cli.engines.sglang.tune_scores import EMBEDDING, KV, POOL, Scorer, settings_of
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.tune_request import TuneRequest
@@ -48,18 +48,16 @@ class _Today:
     values: dict[str, int] | None  # None: no KV token is left beside today's pool and embedding cache
     pool_mb: int
     embedding_mb: int
-    kv_given: bool  # --max-total-tokens gave today's KV (else: what the budget leaves)
 
 
 def _today(request: TuneRequest, setup: PoolSetup, total: int, cell: int, page: int) -> _Today:
     """Today's launch: its pool and embedding cache, and its KV (``--max-total-tokens``, else the budget's rest)."""
     emb_mb = caches.embedding_size(request.cache)[0] // MiB
     kv = request.cache.prefix.capacity_tokens
-    given = kv is not None
     if kv is None:
         kv = (total - (setup.budget_mb + emb_mb) * MiB) // cell // page * page
     values = {KV: kv, POOL: setup.budget_mb, EMBEDDING: emb_mb} if kv >= page else None
-    return _Today(values, setup.budget_mb, emb_mb, given)
+    return _Today(values, setup.budget_mb, emb_mb)
 
 
 def budget(request: TuneRequest, setup: PoolSetup) -> tuple[int, str]:
@@ -105,7 +103,7 @@ def _scored(request: TuneRequest, setup: PoolSetup) -> tuple[Scorer, int, str, l
     curve = scorer.pool_curve()
     pools = _pool_choices(curve, request.points)
     # the size from which the embedding cache never evicts, with every item looked up (no KV point looks up more)
-    every = caches.embedding_lookups(request.cache, scorer.tokens, scorer.width, set())
+    every = cache_lookups.embedding_lookups(request.cache, scorer.tokens, scorer.width, set())
     widest = -(-never_evicts(every.neutral()) // MiB) if scorer.groups else 0
     # each pool budget with embedding caches from 0 to past that size, pool + cache on one lattice of totals:
     # the KV cache, which takes the rest, then has few distinct sizes, each a radix replay
@@ -126,7 +124,16 @@ def tune(request: TuneRequest, setup: PoolSetup) -> TuneReport:
     notes = [TuneNote(n.code, n.severity, n.message) for n in request.cache.notes]
     splits_ = [s for s in candidates if s != today.values]
     over = False
-    if today.values is not None:
+    if today.values is None:
+        notes.append(
+            TuneNote(
+                "tune-today-not-scored",
+                "warning",
+                f"today's SGLANG_MM_FEATURE_CACHE_MB={today.pool_mb} and SGLANG_VLM_CACHE_SIZE_MB={today.embedding_mb} "
+                f"leave no KV token of the {total:,} B per rank divided: today's launch is not scored",
+            )
+        )
+    else:
         used = today.values[KV] * scorer.cell + (today.pool_mb + today.embedding_mb) * MiB
         if not setup.lowest_mb <= today.pool_mb <= setup.highest_mb:
             notes.append(

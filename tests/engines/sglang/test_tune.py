@@ -116,3 +116,30 @@ def test_tune_at_refuses_a_split_sglang_cannot_take() -> None:
         sglang.tune_at(req, {KV: 2047, POOL: 20, EMBEDDING: 0})
     with pytest.raises(MmpoolError, match="SGLANG_MM_FEATURE_CACHE_MB=0: a budget SGLang refuses"):
         sglang.tune_at(req, {KV: 2048, POOL: 0, EMBEDDING: 0})
+
+
+def test_today_with_no_kv_left_is_not_scored_and_says_so() -> None:
+    report = engine("sglang").tune(_request(kv=None, budget="150MiB"))
+    assert report.today is None and report.status == "ok"
+    (note,) = [n for n in report.notes if n.code == "tune-today-not-scored"]
+    assert "SGLANG_MM_FEATURE_CACHE_MB=1024 and SGLANG_VLM_CACHE_SIZE_MB=100 leave no KV token" in note.message
+
+
+def test_a_feature_no_pool_holds_still_gives_a_pool_curve() -> None:
+    from mmpool_cli.engines.sglang.tune_scores import Scorer
+
+    req = _request()
+    setup = engine("sglang").simulation_setup(req.pools, req.environ)
+    small = dataclasses.replace(setup, highest_mb=6)  # the chats' largest feature needs 8 MiB
+    points = Scorer(req, small).pool_curve()
+    assert [p.budget_mb for p in points] == list(range(small.lowest_mb, 7))
+    assert all(p.fallback_items > 0 for p in points)
+
+
+def test_the_points_made_in_forked_workers_are_the_points_made_here(monkeypatch, chats) -> None:
+    from mmpool_cli.engines.sglang import tune_scores
+
+    req, report = chats
+    monkeypatch.setattr(tune_scores, "PARALLEL_FROM", 0)  # every KV point in a worker
+    monkeypatch.setattr("mmpool_cli.core.workers.default_jobs", lambda: 2)
+    assert engine("sglang").tune(req) == report
