@@ -94,16 +94,22 @@ class Replay:
     over: int  # admissions and releases that ran over the capacity
 
 
-def replay(requests: Sequence[PrefixRequest], cache: Radix | Blocks) -> list[int]:
-    """Per request (input order), the prompt tokens served from the cache at its admission."""
-    return run(requests, cache).served
+def replay(
+    requests: Sequence[PrefixRequest], cache: Radix | Blocks, order: list[tuple[int, int, int, int]] | None = None
+) -> list[int]:
+    """Per request (input order), the prompt tokens served from the cache at its admission; ``order``:
+    ``events(requests)``, where it was made already (one order for every capacity)."""
+    return run(requests, cache, order).served
 
 
-def run(requests: Sequence[PrefixRequest], cache: Radix | Blocks) -> Replay:
+def run(
+    requests: Sequence[PrefixRequest], cache: Radix | Blocks, order: list[tuple[int, int, int, int]] | None = None
+) -> Replay:
     """The replay of ``requests`` through ``cache``, with whether it evicted or ran over."""
     _check_cache(cache)
     with no_collection():
-        order = _events(requests)
+        if order is None:
+            order = _events(requests)
         if isinstance(cache, Radix):
             return Replay(*radix.replay(requests, order, cache.capacity_tokens, cache.page_size)[:3])
         return Replay(*BlockReplay(cache.num_blocks, cache.block_size).run(requests, order))
@@ -116,11 +122,22 @@ def no_collection() -> AbstractContextManager[None]:
     return paused()
 
 
-def never_evicts(requests: Sequence[PrefixRequest], kind: type[Radix] | type[Blocks], **params: int) -> int:
+def events(requests: Sequence[PrefixRequest]) -> list[tuple[int, int, int, int]]:
+    """The admissions and releases every replay of ``requests`` walks, in time order (checked)."""
+    with no_collection():
+        return _events(requests)
+
+
+def never_evicts(
+    requests: Sequence[PrefixRequest],
+    kind: type[Radix] | type[Blocks],
+    order: list[tuple[int, int, int, int]] | None = None,
+    **params: int,
+) -> int:
     """The smallest capacity (tokens for Radix, blocks for Blocks) at which the replay of
     ``requests`` evicts nothing; every capacity from it up serves what the unbounded cache serves."""
-    with no_collection():
-        order = _events(requests)
+    if order is None:
+        order = events(requests)
     return _unbounded(requests, order, kind, params)[0]
 
 

@@ -246,25 +246,28 @@ def tune_query(
             one_worker_refused(timeline, workers)
         said = f"the pool: the times of {trace}, as 'mmpool simulate --trace' replays them"
     else:
-        conversion = convert(
-            model=model,
-            source=SourceChoice(from_format.value),
-            inputs=traffic,
-            workers=workers,
-            tp=tp,
-            dp_encoder=False,
-            recv_delay_ns=None,
-            hold_ns=None,
-            assume_image=assume_image,
-            assume_video=assume_video,
-            request_time="1",
-        )
+        from mmpool_cli.core.collector import paused
+
+        with paused(keep=True):  # the log's requests, kept until the command ends: no pass over them finds a cycle
+            conversion = convert(
+                model=model,
+                source=SourceChoice(from_format.value),
+                inputs=traffic,
+                workers=workers,
+                tp=tp,
+                dp_encoder=False,
+                recv_delay_ns=None,
+                hold_ns=None,
+                assume_image=assume_image,
+                assume_video=assume_video,
+                request_time="1",
+            )
+            items, prompts = items_of(conversion.leases, conversion.keys), conversion.prompts
         lifetimes = ", ".join(f"{n} {rule}" for rule, n in sorted(conversion.summary.lifetimes.items()))
         said = (
             f"the pool: arrivals as logged; leases {lifetimes}; receipt {DEFAULT_RECV_DELAY} s after arrival (as "
             "'mmpool simulate --from' reads the traffic)"
         )
-        items, prompts = items_of(conversion.leases, conversion.keys), conversion.prompts
         leases, source = conversion.leases, ", ".join(traffic)
     return TuneQuery(
         cache=CacheQuery(

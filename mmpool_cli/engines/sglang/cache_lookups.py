@@ -11,10 +11,12 @@ Pure core: standard library only.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from mmpool_cli.caches.replay import Lookups, replay
+from mmpool_cli.caches.report import CacheItem
 from mmpool_cli.engines.sglang import prefix
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
 
@@ -144,3 +146,125 @@ def embedding_lookups_at(looks: _Lookups, size: int) -> int:
         counted = Lookups(looks.keys, looks.sizes, dups, [0] * len(dups), looks.groups, looks.shared, looks.max_entries)
         extra -= replay(counted, size)[0]
     return len(looks.keys) + extra
+
+
+class Behind:
+    """The embedding cache's lookups behind the radix cache at any number of its sizes, the traffic walked
+    once: ``at(served)`` equals ``embedding_lookups`` over ``prefix.covered_by(built, served)``, with the
+    lookups the radix cache spared (``prefix.spared``), without a set of covered items per size.
+
+    A request's items lie in its prompt in the order they came, each run ending past the one before, so
+    the items a served prefix covers are the first few of its request; each batch's lookups are made
+    once per number of them covered (a chat's turns see few), and read from there at every size."""
+
+    def __init__(self, batches: list[Batch], groups: list[list[tuple[int, CacheItem]]], built: prefix.Built) -> None:
+        self.batches = batches
+        # a request's items are consecutive indices: its first, and each item's request
+        starts = [group[0][0] for group in groups]
+        request_of: list[int] = []
+        for g, group in enumerate(groups):
+            request_of += [g] * len(group)
+        self.group_of = [request_of[whole[0][0]] for _, _, whole in batches]
+        self.places = [
+            [x[0] - starts[g] for x in whole] for g, (_, _, whole) in zip(self.group_of, batches, strict=True)
+        ]
+        # each replayed request: its group and its items' last offsets, in order (None: not in order)
+        self.ends: list[tuple[int, list[int]]] | None = []
+        for items in built.last_ends:
+            g = request_of[items[0][0]]
+            ends = [end for _, end in items]
+            first = starts[g]
+            in_order = len(items) == len(groups[g]) and all(i == first + k for k, (i, _) in enumerate(items))
+            if not in_order or any(b <= a for a, b in zip(ends, ends[1:], strict=False)):
+                self.ends = None
+                break
+            self.ends.append((g, ends))
+        # the distinct keys among each request's first k items, k = 0.. (what a cover of k spares)
+        self.distinct: list[list[int]] = []
+        for group in groups:
+            seen = {it.key if it.key is not None else i for i, it in group}
+            if len(seen) == len(group):
+                self.distinct.append(list(range(len(group) + 1)))
+                continue
+            seen = set()
+            counts = [0]
+            for i, it in group:
+                seen.add(it.key if it.key is not None else i)
+                counts.append(len(seen))
+            self.distinct.append(counts)
+        self.groups = len(groups)
+        self._made: list[dict[int, tuple[list[int], list[int], list[int], list[int]]]] = [{} for _ in batches]
+
+    @property
+    def exact(self) -> bool:
+        """Whether every replayed request's items lie in its prompt in order (else ``covered_by`` is walked)."""
+        return self.ends is not None
+
+    def covers(self, served: list[int]) -> list[int]:
+        """Each request's items wholly inside its served prefix: how many of its first."""
+        assert self.ends is not None
+        k = [0] * self.groups
+        for n, (g, ends) in zip(served, self.ends, strict=True):
+            if n > ends[0]:
+                k[g] = bisect_left(ends, n)
+        return k
+
+    def spared(self, k: list[int]) -> int:
+        """``prefix.spared``: one lookup per distinct covered item of a request."""
+        return sum(d[c] for d, c in zip(self.distinct, k, strict=True) if c)
+
+    def at(self, k: list[int], width: int) -> _Lookups:
+        """``embedding_lookups`` with each request's first ``k`` items covered."""
+        row = width * 2
+        raw: list[int] = []
+        sizes: list[int] = []
+        work: list[int] = []
+        groups: list[int] = []
+        dups: list[int] = []
+        batch = 0
+        for b, (combined, combined_id, whole) in enumerate(self.batches):
+            c = k[self.group_of[b]]
+            if c:
+                c = bisect_left(self.places[b], c)  # the batch's items among those covered
+                if c == len(whole):
+                    continue
+            batch += 1
+            made = self._made[b].get(c)
+            if made is None:
+                made = self._made[b][c] = _made(combined, combined_id, whole, c, row)
+            ks, ss, ws, ds = made
+            raw += ks
+            sizes += ss
+            work += ws
+            dups += ds
+            groups += [batch] * len(ks)
+        dense: dict[int, int] = {}
+        keys = [dense.setdefault(kid, len(dense)) for kid in raw]
+        return _Lookups(keys, sizes, [1] * len(keys), work, groups, dups=dups)
+
+
+def _made(
+    combined: bool, combined_id: int, whole: list[tuple[int, str | None, int, int]], c: int, row: int
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """One batch's lookups (key ids, bytes, work, repeats) with its first ``c`` items covered, as
+    ``embedding_lookups`` makes them."""
+    if combined:
+        n = sum(x[2] for x in whole)
+        return [combined_id], [n * row], [n], [0]
+    keys: list[int] = []
+    sizes: list[int] = []
+    work: list[int] = []
+    dups: list[int] = []
+    seen: dict[int, int] = {}
+    for _, key, n, kid in whole[c:]:
+        if key is not None:
+            first = seen.get(kid)
+            if first is not None:
+                dups[first] += 1
+                continue
+            seen[kid] = len(keys)
+        dups.append(0)
+        keys.append(kid)
+        sizes.append(n * row)
+        work.append(n)
+    return keys, sizes, work, dups

@@ -104,6 +104,11 @@ class Built:
         overlaps the part computed, ``[served, len)``, exactly where a run ends at or past ``served``."""
         return [[(index, max(end for _, end in runs)) for index, runs in offs] for offs in self.offsets]
 
+    @cached_property
+    def order(self) -> list[tuple[int, int, int, int]]:
+        """The requests' admissions and releases, made once for every replay."""
+        return prefix.events(self.requests)
+
 
 @dataclass
 class PrefixReplay:
@@ -319,7 +324,7 @@ def not_replayed(built: Built, requests: int) -> list[CacheNote]:
 
 def served_at(built: Built, capacity: int, page: int) -> list[int]:
     """Each replayed request's prompt tokens the radix cache of ``capacity`` tokens serves at its admission."""
-    return prefix.replay(built.requests, prefix.Radix(capacity, page)) if built.requests else []
+    return prefix.replay(built.requests, prefix.Radix(capacity, page), built.order) if built.requests else []
 
 
 def least_capacity(built: Built, page: int) -> int:

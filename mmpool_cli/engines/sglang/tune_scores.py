@@ -44,6 +44,7 @@ class Scorer:
     """The traffic read once; the replays of each memory made once per point and shared by every row."""
 
     def __init__(self, request: TuneRequest, setup: PoolSetup) -> None:
+        from mmpool_cli.core.collector import paused
         from mmpool_cli.inputs.traffic import writer
         from mmpool_cli.traces.events import as_events
 
@@ -56,19 +57,26 @@ class Scorer:
                 f"{req.family.name}: the KV cache's tokens per byte need the model's attention shape; give --model DIR "
                 "(a model directory whose config.json has it)"
             )
-        self.request, self.req, self.setup, self.cell = request, req, setup, cell
-        self.page = max(1, req.prefix.page_size)
-        self.width = caches._width(req)
-        self.tokens = [caches._tokens(req, item) for item in req.items]
-        self.groups = list(prefix.requests_of(req.items))
-        self.batches = cache_lookups.modal_batches(req, self.tokens)  # made once for every KV point
-        self.built = prefix.build(req, self.tokens, self.groups) if req.prompts else None
-        requests = self.built.requests if self.built is not None else []
-        self.request_tokens = [-(-(len(r.tokens) + len(r.output)) // self.page) * self.page for r in requests]
-        saturated = radix.never_evicts(requests, radix.Radix, page_size=self.page) if requests else 0
-        self.saturated = max(-(-saturated // self.page) * self.page, self.page)  # whole pages, as the pool is
-        self.events = as_events(request.events if request.events is not None else writer.events(request.leases))
-        self.no_miss_mb = no_miss_budget(self.events, setup.layouts, setup.lowest_mb, setup.highest_mb)
+        with paused(keep=True):  # the traffic's prompts and keys, kept for every point: no pass finds a cycle
+            self.request, self.req, self.setup, self.cell = request, req, setup, cell
+            self.page = max(1, req.prefix.page_size)
+            self.width = caches._width(req)
+            self.tokens = [caches._tokens(req, item) for item in req.items]
+            self.groups = list(prefix.requests_of(req.items))
+            self.batches = cache_lookups.modal_batches(req, self.tokens)  # made once for every KV point
+            self.built = prefix.build(req, self.tokens, self.groups) if req.prompts else None
+            behind = cache_lookups.Behind(self.batches, self.groups, self.built) if self.built is not None else None
+            self.behind = behind if behind is not None and behind.exact else None  # else covered_by, item by item
+            requests = self.built.requests if self.built is not None else []
+            self.request_tokens = [-(-(len(r.tokens) + len(r.output)) // self.page) * self.page for r in requests]
+            saturated = (
+                radix.never_evicts(requests, radix.Radix, self.built.order, page_size=self.page)
+                if self.built is not None and requests
+                else 0
+            )
+            self.saturated = max(-(-saturated // self.page) * self.page, self.page)  # whole pages, as the pool is
+            self.events = as_events(request.events if request.events is not None else writer.events(request.leases))
+            self.no_miss_mb = no_miss_budget(self.events, setup.layouts, setup.lowest_mb, setup.highest_mb)
         self.kv: dict[int, _KvPoint] = {}
         self.pool: dict[int, CurvePoint] = {}
 
@@ -130,15 +138,26 @@ class Scorer:
 
     def point(self, capacity: int, sizes: Sequence[int]) -> _KvPoint:
         """The radix cache at ``capacity`` tokens, the embedding cache's lookups behind it, read at ``sizes``."""
+        from mmpool_cli.core.collector import paused
+
+        with paused():  # lists of ints and tuples, no cycle
+            return self._point(capacity, sizes)
+
+    def _point(self, capacity: int, sizes: Sequence[int]) -> _KvPoint:
         built = self.built
         if built is None or self.req.prefix.disabled:
             served = [0] * (len(built.requests) if built is not None else 0)
         else:
             served = prefix.served_at(built, capacity, self.page)
-        covered = prefix.covered_by(built, served) if built is not None else set()
-        looks = cache_lookups.embedding_lookups(self.req, self.tokens, self.width, covered, self.batches)
+        if self.behind is not None:
+            k = self.behind.covers(served)
+            looks, spared = self.behind.at(k, self.width), self.behind.spared(k)
+        else:
+            covered = prefix.covered_by(built, served) if built is not None else set()
+            looks = cache_lookups.embedding_lookups(self.req, self.tokens, self.width, covered, self.batches)
+            spared = prefix.spared(self.groups, covered)
         at = dict(zip(sizes, embedding_at(looks, sizes), strict=True))
-        return _KvPoint(sum(served), prefix.spared(self.groups, covered), cache_lookups.looked_up_work(looks), at)
+        return _KvPoint(sum(served), spared, cache_lookups.looked_up_work(looks), at)
 
     def _map(self, asked: Sequence[tuple[int, tuple[int, ...]]]) -> list[_KvPoint]:
         """``point`` at each of ``asked``, in order: in forked workers where it pays (each its own replay)."""

@@ -143,3 +143,26 @@ def test_the_points_made_in_forked_workers_are_the_points_made_here(monkeypatch,
     monkeypatch.setattr(tune_scores, "PARALLEL_FROM", 0)  # every KV point in a worker
     monkeypatch.setattr("mmpool_cli.core.workers.default_jobs", lambda: 2)
     assert engine("sglang").tune(req) == report
+
+
+@pytest.mark.parametrize("page", [1, 16])
+def test_the_lookups_behind_the_radix_cache_equal_those_made_item_by_item(page: int) -> None:
+    from mmpool_cli.engines.sglang import cache_lookups, prefix
+    from mmpool_cli.engines.sglang.tune_scores import Scorer
+
+    req = _request(page=page)
+    scorer = Scorer(req, engine("sglang")._tune_setup(req))
+    built, behind = scorer.built, scorer.behind
+    assert built is not None and behind is not None  # the chats' items lie in their prompts in order
+    capacities = sorted({page, *range(page, scorer.saturated + 2 * page, max(page, scorer.saturated // 40))})
+    seen = set()
+    for capacity in capacities:
+        served = prefix.served_at(built, capacity // page * page or page, page)
+        covered = prefix.covered_by(built, served)
+        k = behind.covers(served)
+        assert sum(k) == len(covered)
+        want = cache_lookups.embedding_lookups(req.cache, scorer.tokens, scorer.width, covered, scorer.batches)
+        assert behind.at(k, scorer.width) == want
+        assert behind.spared(k) == prefix.spared(scorer.groups, covered)
+        seen.add(len(covered))
+    assert len(seen) > 3  # capacities that cover few items, many, and every one
