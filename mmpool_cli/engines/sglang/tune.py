@@ -103,7 +103,12 @@ def _scored(request: TuneRequest, setup: PoolSetup) -> tuple[Scorer, int, str, l
     curve = scorer.pool_curve()
     pools = _pool_choices(curve, request.points)
     # the size from which the embedding cache never evicts, with every item looked up (no KV point looks up more)
-    every = cache_lookups.embedding_lookups(request.cache, scorer.tokens, scorer.width, set(), scorer.batches)
+    # (behind the radix cache, made here before the KV points fork: their batches with nothing covered, made once)
+    every = (
+        scorer.behind.at([0] * len(scorer.groups), scorer.width)
+        if scorer.behind is not None
+        else cache_lookups.embedding_lookups(request.cache, scorer.tokens, scorer.width, set(), scorer.batches)
+    )
     widest = -(-never_evicts(every.neutral()) // MiB) if scorer.groups else 0
     # each pool budget with embedding caches from 0 to past that size, pool + cache on one lattice of totals:
     # the KV cache, which takes the rest, then has few distinct sizes, each a radix replay
