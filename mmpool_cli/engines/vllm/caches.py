@@ -301,6 +301,7 @@ def encoder_entry(
         "size_bytes": None if budget is None else budget * per_token,
         "size_origin": "max(--max-num-batched-tokens, the largest item the launch allows)",
         "lookups": traffic.images,
+        "lookup_tokens": sum(tokens[k] for r in traffic.requests for k in r),  # less work_saved: the misses' tokens
         "hits": at.hits if at else 0,
         "work_saved": at.saved if at else 0,
         "work_unit": "encoder tokens",
