@@ -21,7 +21,9 @@ if TYPE_CHECKING:  # the simulator, and the traffic readers, load only for the c
     from mmpool_cli.caches.report import CacheReport
     from mmpool_cli.inputs.traffic.cache_request import CacheRequest
     from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
+    from mmpool_cli.inputs.traffic.tune_request import TuneRequest
     from mmpool_cli.pools.report import PoolSetup
+    from mmpool_cli.tune.split import Row, TuneReport
 
 RequestT = TypeVar("RequestT")
 PlanT = TypeVar("PlanT", bound=PlanResult)
@@ -119,3 +121,14 @@ class Engine(ABC, Generic[RequestT, PlanT]):
         from mmpool_cli.errors import MmpoolError
 
         raise MmpoolError(f"mmpool replays no recorded caches of {self.title}")
+
+    @abstractmethod
+    def tune(self, request: TuneRequest) -> TuneReport:
+        """The engine's GPU memories divided over ``request``'s budget: every candidate split scored from one
+        replay of the traffic per memory, the Pareto front and the split the objective recommends. Raises
+        ``MmpoolError`` for a budget it cannot find or input the separate commands refuse."""
+
+    @abstractmethod
+    def tune_at(self, request: TuneRequest, values: dict[str, int] | None = None) -> Row:
+        """The measures of one split (memory name -> its setting; None: the launch's own, "today"),
+        computed by the code that scores ``tune``'s rows."""

@@ -17,7 +17,9 @@ if TYPE_CHECKING:  # the simulator, and the traffic readers, load only for the c
     from mmpool_cli.caches.report import CacheReport
     from mmpool_cli.inputs.traffic.cache_request import CacheRequest
     from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
+    from mmpool_cli.inputs.traffic.tune_request import TuneRequest
     from mmpool_cli.pools.report import PoolSetup
+    from mmpool_cli.tune.split import Row, TuneReport
 
 # The families whose features SGLang moves through the pool (every release mmpool knows); the
 # others' processors keep their features on the CPU path, so a pool for them is pure cost.
@@ -105,6 +107,16 @@ class SGLangEngine(Engine[PlanRequest, Plan]):
         from mmpool_cli.engines.sglang.caches import caches
 
         return caches(request)
+
+    def tune(self, request: TuneRequest) -> TuneReport:
+        from mmpool_cli.engines.sglang.tune import tune
+
+        return tune(request)
+
+    def tune_at(self, request: TuneRequest, values: dict[str, int] | None = None) -> Row:
+        from mmpool_cli.engines.sglang.tune import tune_at
+
+        return tune_at(request, values)
 
     def recorded_caches(
         self, directory: str, target: Fraction, kv_cell_bytes: int | None, window: int = 1

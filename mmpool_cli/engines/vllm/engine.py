@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
     from mmpool_cli.caches.report import CacheReport
     from mmpool_cli.inputs.traffic.model import Conversion, FileMap, TrafficRequest
+    from mmpool_cli.inputs.traffic.tune_request import TuneRequest
     from mmpool_cli.pools.report import PoolSetup
+    from mmpool_cli.tune.split import Row, TuneReport
 
 ENV_BACKEND = "VLLM_VIDEO_LOADER_BACKEND"
 
@@ -163,6 +165,14 @@ class VllmEngine(Engine[VllmRequest, VllmPlan]):
             "vLLM's traffic is not replayed: its multimodal memory has no pool to simulate; "
             "'mmpool plan --engine vllm' plans it from the items of one request"
         )
+
+    def tune(self, request: TuneRequest) -> TuneReport:
+        from mmpool_cli.errors import MmpoolError
+
+        raise MmpoolError("mmpool tune --engine vllm: not yet; vLLM's split is tuned from a later release of mmpool")
+
+    def tune_at(self, request: TuneRequest, values: dict[str, int] | None = None) -> Row:
+        return self.tune(request).recommended
 
 
 LAUNCHERS = "'vllm serve MODEL …' or 'python -m vllm.entrypoints.openai.api_server …'"
