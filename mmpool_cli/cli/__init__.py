@@ -14,7 +14,7 @@ from mmpool_cli.cli.app import app
 from mmpool_cli.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 from mmpool_cli.render import escape_undecodable
 
-COMMANDS = ("cache", "check", "plan", "probe", "record", "schema", "simulate", "trace", "validate")
+COMMANDS = ("cache", "check", "plan", "probe", "record", "schema", "simulate", "trace", "tune", "validate")
 # The console entry point names the one command a run needs (``entry.run``): only that module is
 # imported, since a run of ``simulate`` has no use for ``check``'s. Anything else (help, completion,
 # an unknown word, the library's own users of ``app``) registers every command.

@@ -16,7 +16,7 @@ from mmpool_cli.cli.traffic_options import SourceChoice
 from mmpool_cli.errors import MmpoolError
 
 if TYPE_CHECKING:
-    from mmpool_cli.usecases.curve import CurveRange
+    from mmpool_cli.pools.curve_range import CurveRange
 
 
 class ModeChoice(StrEnum):
@@ -259,7 +259,7 @@ def curve_arg(text: str) -> tuple[int | None, int | None]:
 def curve_range(o: RunOptions) -> CurveRange | None:
     """``--curve`` and ``--curve-points`` as the use case takes them (None: no curve)."""
     from mmpool_cli.core.excerpt import shorten
-    from mmpool_cli.usecases.curve import CurveRange
+    from mmpool_cli.pools.curve_range import CurveRange
 
     if o.curve is None:
         if o.curve_points is not None:

@@ -173,6 +173,8 @@ NEUTRAL = CodeRegistry(
         Code("prefix-not-replayed", Severity.warning, "requests without a prompt mmpool can tokenize: none served"),
         Code("prefix-replay-matches", Severity.info, "the prefix replay serves each request the server's cached tokens"),
         Code("prefix-replay-differs", Severity.warning, "the prefix replay differs from the server's cached tokens"),
+        Code("tune-today-over-budget", Severity.warning, "today's launch takes more memory per rank than the budget"),
+        Code("tune-today-not-scored", Severity.warning, "today's pool budget is one SGLang refuses: today is not scored"),
     ],
 )
 

@@ -45,6 +45,15 @@ def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
         MmpoolError: nothing to replay, no item carrying its data, a --hidden-size the model directory
             contradicts, or what the engine's rules cannot size (exit 2).
     """
+    return engine(engine_name).caches(cache_request(q))
+
+
+def cache_request(q: CacheQuery) -> CacheRequest:
+    """What ``q`` asks the engine's caches (``mmpool tune`` asks the same): its items checked, the model's shape.
+
+    Raises:
+        MmpoolError: as ``cache``.
+    """
     from mmpool_cli.workload.embedding import embedding_shape
 
     if not q.items:
@@ -81,7 +90,7 @@ def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
         notes.append(
             CacheNote("cache-url-key", "info", "http(s) URLs are never fetched: the same URL is taken as the same item")
         )
-    request = CacheRequest(
+    return CacheRequest(
         family=q.family,
         settings=dict(q.settings),
         items=q.items,
@@ -96,7 +105,6 @@ def cache(q: CacheQuery, engine_name: str = DEFAULT) -> CacheReport:
         prompts=q.prompts,
         prefix=q.prefix,
     )
-    return engine(engine_name).caches(request)
 
 
 def recorded(

@@ -17,12 +17,12 @@ from mmpool_cli.engines import DEFAULT, engine
 from mmpool_cli.errors import EXIT_FINDINGS, MmpoolError
 from mmpool_cli.pools.budget_search import Basis, Method, Progress, smallest_budget
 from mmpool_cli.pools.curve import PoolCurve
+from mmpool_cli.pools.curve_range import CurveRange
 from mmpool_cli.pools.replay import simulate as replay
 from mmpool_cli.pools.report import PoolSetup, SimulationReport
 from mmpool_cli.pools.trace_file import TraceFile
 from mmpool_cli.traces.events import Event, Events, as_events
 from mmpool_cli.traces.recorded_layout import DEFAULT_GRANULARITY
-from mmpool_cli.usecases.curve import CurveRange
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     )
     planned = None
     if request.curve is not None:  # its range checked before any replay
-        from mmpool_cli.usecases.curve import plan_curve
+        from mmpool_cli.pools.curve_range import plan_curve
 
         assert events is not None
         planned = plan_curve(request.curve, events, pools)
@@ -240,8 +240,8 @@ def _curve(
     planned: PoolCurve,
 ) -> PoolCurve:
     """The pool's curve, each point's KV tokens as the engine's plan counts them at that budget."""
+    from mmpool_cli.pools.curve_range import fill_curve
     from mmpool_cli.pools.executors import executor_for
-    from mmpool_cli.usecases.curve import fill_curve
 
     def kv_tokens(mb: int) -> int | None:
         cost = getattr(eng.plan_for_budget(request.pools, mb), "kv_cost", None)

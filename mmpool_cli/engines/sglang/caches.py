@@ -31,10 +31,11 @@ Pure core: standard library only.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from mmpool_cli.caches.curve import lru_curve
+from mmpool_cli.caches.curve import Curve, lru_curve
 from mmpool_cli.caches.replay import (
     ONE_PASS,
     REPLAYED,
@@ -108,7 +109,7 @@ def caches(req: CacheRequest) -> CacheReport:
     tokens = [_tokens(req, item) for item in req.items]
     # where the traffic carries prompts, the radix cache in front decides what is looked up
     radix = prefix.replay(req, tokens, list(_requests(req.items)), req.shape.kv_cell_bytes) if req.prompts else None
-    emb = _embedding_lookups(req, tokens, width, radix.covered if radix is not None else frozenset())
+    emb = embedding_lookups(req, tokens, width, radix.covered if radix is not None else frozenset())
     pre = _preprocess_lookups(req)
     emb_size, emb_origin = embedding_size(req)
     pre_size, pre_origin, _ = preprocess_size(req)
@@ -126,6 +127,7 @@ def caches(req: CacheRequest) -> CacheReport:
         ),
     ]
     notes = list(req.notes)
+    results[0].extra["encoder_tokens"] = looked_up_work(emb) - results[0].work_saved  # computed at its size
     if radix is not None:
         results[0].extra["served_by_prefix"] = radix.items_served
         results.append(radix.result)
@@ -243,7 +245,7 @@ class _Ids:
         return got
 
 
-def _embedding_lookups(req: CacheRequest, tokens: list[int], width: int, covered: AbstractSet[int] = EMPTY) -> _Lookups:
+def embedding_lookups(req: CacheRequest, tokens: list[int], width: int, covered: AbstractSet[int] = EMPTY) -> _Lookups:
     """The lookups; an item in ``covered`` (in its request's cached prefix) is never looked up (``_item_overlap``)."""
     ids = _Ids()
     out = _Lookups([], [], [], [], [], dups=[])
@@ -329,14 +331,7 @@ def _result(
 
     rec: Recommendation | None = None
     if exact is not None:
-        curve = lru_curve(
-            looks.keys,
-            exact,
-            looks.weights,
-            looks.work,
-            groups=looks.groups,
-            max_entries=max_entries,
-        )
+        curve = one_pass_curve(looks, exact, max_entries)
         method = ONE_PASS
         need = hits_needed(curve, req.target)
         mb = first_setting(curve.steps, need, setting_of, size_of) if need > 0 else None
@@ -364,6 +359,16 @@ def _result(
         lookups=lookups,
         method=method,
     )
+
+
+def one_pass_curve(looks: _Lookups, exact: Sequence[int], max_entries: int) -> Curve:
+    """The curve of ``looks`` from one pass, where ``one_pass`` found it exact (``exact``: each lookup's bytes)."""
+    return lru_curve(looks.keys, exact, looks.weights, looks.work, groups=looks.groups, max_entries=max_entries)
+
+
+def looked_up_work(looks: _Lookups) -> int:
+    """The encoder tokens of every lookup, each computed once where it misses (what a cache of 0 bytes computes)."""
+    return sum(w * k for w, k in zip(looks.weights, looks.work, strict=True))
 
 
 def embedding_lookups_at(looks: _Lookups, size: int) -> int:

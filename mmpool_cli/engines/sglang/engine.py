@@ -111,12 +111,21 @@ class SGLangEngine(Engine[PlanRequest, Plan]):
     def tune(self, request: TuneRequest) -> TuneReport:
         from mmpool_cli.engines.sglang.tune import tune
 
-        return tune(request)
+        return tune(request, self._tune_setup(request))
 
     def tune_at(self, request: TuneRequest, values: dict[str, int] | None = None) -> Row:
         from mmpool_cli.engines.sglang.tune import tune_at
 
-        return tune_at(request, values)
+        return tune_at(request, self._tune_setup(request), values)
+
+    def _tune_setup(self, request: TuneRequest) -> PoolSetup:
+        """The pools of the launch, as ``simulate`` takes them (its refusals first)."""
+        from mmpool_cli.errors import MmpoolError
+
+        refused = self.simulation_refusal(request.pools.sglang_version, request.pools.transport)
+        if refused is not None:
+            raise MmpoolError(refused)
+        return self.simulation_setup(request.pools, request.environ)
 
     def recorded_caches(
         self, directory: str, target: Fraction, kv_cell_bytes: int | None, window: int = 1

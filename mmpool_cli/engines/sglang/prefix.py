@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from mmpool_cli.caches import prefix
@@ -222,12 +223,8 @@ def replay(
             )
         )
 
-    def served_at(cap: int) -> list[int]:
-        return prefix.replay(built.requests, prefix.Radix(cap, page)) if built.requests else []
-
-    # from the least capacity every request runs in (its prompt and output) to room for everything
-    least = -(-max((len(r.tokens) + len(r.output) for r in built.requests), default=0) // page) * page
-    at = [0] * len(built.requests) if req.prefix.disabled else served_at(capacity)
+    least = least_capacity(built, page)
+    at = [0] * len(built.requests) if req.prefix.disabled else served_at(built, capacity, page)
     if not req.prefix.disabled and capacity < least:
         result_notes_extra = [
             f"a request needs {least:,} tokens, more than the capacity: SGLang would refuse or hold it; the "
@@ -235,11 +232,7 @@ def replay(
         ]
     else:
         result_notes_extra = []
-    covered: set[int] = set()
-    for served, offs in zip(at, built.offsets, strict=True):
-        for index, runs in offs:
-            if not overlaps(runs, served, 1 << 62):
-                covered.add(index)
+    covered = covered_by(built, at)
     span = max(unbounded - least, 0)
     points = sorted({least + span * k // CURVE_POINTS // page * page for k in range(CURVE_POINTS + 1)} | {capacity})
     sums = prefix.curve(built.requests, prefix.Radix, points, page_size=page) if built.requests else [0] * len(points)
@@ -299,8 +292,32 @@ def replay(
             "lifetimes": "log" if built.timed else "one at a time",
         },
     )
-    spared = sum(len({(it.key if it.key is not None else i) for i, it in g if i in covered}) for g in groups)
-    return PrefixReplay(dict(zip(built.names, at, strict=True)), covered, result, notes, spared)
+    return PrefixReplay(dict(zip(built.names, at, strict=True)), covered, result, notes, spared(groups, covered))
+
+
+def served_at(built: Built, capacity: int, page: int) -> list[int]:
+    """Each replayed request's prompt tokens the radix cache of ``capacity`` tokens serves at its admission."""
+    return prefix.replay(built.requests, prefix.Radix(capacity, page)) if built.requests else []
+
+
+def least_capacity(built: Built, page: int) -> int:
+    """The least capacity every request runs in (its prompt and output), in whole pages."""
+    return -(-max((len(r.tokens) + len(r.output) for r in built.requests), default=0) // page) * page
+
+
+def covered_by(built: Built, served: Sequence[int]) -> set[int]:
+    """The items (indices into the request's items) wholly inside each request's served prefix: never looked up."""
+    covered: set[int] = set()
+    for n, offs in zip(served, built.offsets, strict=True):
+        for index, runs in offs:
+            if not overlaps(runs, n, 1 << 62):
+                covered.add(index)
+    return covered
+
+
+def spared(groups: Sequence[list[tuple[int, CacheItem]]], covered: AbstractSet[int]) -> int:
+    """The embedding cache's lookups the radix cache spared: one per distinct covered item of a request."""
+    return sum(len({(it.key if it.key is not None else i) for i, it in g if i in covered}) for g in groups)
 
 
 def prefix_note(served: int | None) -> str:

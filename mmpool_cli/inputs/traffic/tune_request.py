@@ -29,3 +29,4 @@ class TuneRequest:
     environ: Mapping[str, str] = field(default_factory=dict)
     source: str = ""  # what was read, for the report
     summary: Any = None  # the conversion's summary (its lifetimes and assumptions), where traffic was converted
+    assumptions: tuple[str, ...] = ()  # what reading the pool's traffic assumed (its leases' lifetimes), said once

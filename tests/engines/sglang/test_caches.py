@@ -49,7 +49,7 @@ def lookups(sc: dict[str, Any]) -> tuple[rules._Lookups, rules._Lookups]:
     req = request(sc)
     width = rules._width(req)
     tokens = [rules._tokens(req, it) for it in req.items]
-    return rules._embedding_lookups(req, tokens, width), rules._preprocess_lookups(req)
+    return rules.embedding_lookups(req, tokens, width), rules._preprocess_lookups(req)
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

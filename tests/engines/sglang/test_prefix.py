@@ -78,7 +78,7 @@ def test_embedding_hits_equal_sglangs_scheduler_behind_the_radix_cache(name: str
     assert [len(r.tokens) for r in built.requests] == fix["prompt_len"]
     assert [got.served[f"r{n}"] for n in range(len(sc["requests"]))] == fix["extend_prefix_len"]
     assert [[[i, [list(o) for o in runs]] for i, runs in offs] for offs in built.offsets] == fix["offsets"]
-    lk = rules._embedding_lookups(req, tokens, rules._width(req), got.covered).neutral()
+    lk = rules.embedding_lookups(req, tokens, rules._width(req), got.covered).neutral()
     hits = [replay(lk, size)[0] for size in fix["embedding"]["sizes"]]
     assert hits == fix["embedding"]["hits"]
 

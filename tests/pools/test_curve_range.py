@@ -1,4 +1,4 @@
-"""usecases.curve: the range from the traffic and the engine's bounds, each point's KV tokens from the engine."""
+"""pools.curve_range: the range from the traffic and the engine's bounds, each point's KV tokens from the engine."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from mmpool_cli.core.units import MiB
 from mmpool_cli.engines import engine
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.pools.budget_search import smallest_budget
+from mmpool_cli.pools.curve_range import CurveRange, pool_curve
 from mmpool_cli.pools.executors import LocalExecutor
 from mmpool_cli.pools.replay import ALLOC, FREE
 from mmpool_cli.traces.events import as_events
-from mmpool_cli.usecases.curve import CurveRange, pool_curve
 
 # examples/trace.jsonl: two 48.29 MiB images and a 21.93 MiB one on two workers
 EVENTS = as_events(

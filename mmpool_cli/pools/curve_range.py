@@ -1,7 +1,7 @@
-"""``mmpool simulate --curve``: the pool's fallback and KV cost at a range of budgets.
+"""The range of the pool's curve (``mmpool simulate --curve``, ``mmpool tune``) and its points replayed.
 
 The engine gives the pools of every budget and the budgets it accepts (``PoolSetup``), and its plan
-the KV tokens each budget takes; the neutral ``simulate.curve`` replays the traffic at each point.
+the KV tokens each budget takes; ``pools.curve`` replays the traffic at each point.
 A range outside what the engine accepts is a usage error, in the words of the budget search's
 bounds: the same budgets ``--size`` and ``--smallest-budget`` accept.
 """

@@ -1,0 +1,226 @@
+"""``mmpool tune``: one split of the GPU's memory between the KV cache, the embedding cache and the pool."""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from mmpool_cli.cli.app import app, emit, epilog, reported
+from mmpool_cli.cli.cache_options import (
+    AssumeVideoOpt,
+    ExitZeroOpt,
+    FromFormatOpt,
+    HiddenSizeOpt,
+    LogFormat,
+    TpOpt,
+    WorkersOpt,
+)
+from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand
+from mmpool_cli.cli.prefix_options import (
+    DisableRadixOpt,
+    MaxTotalTokensOpt,
+    PageSizeOpt,
+    TokenizerPathOpt,
+    prefix_options,
+)
+from mmpool_cli.cli.traffic_options import DEFAULT_RECV_DELAY, AssumeImageOpt, SourceChoice, convert
+from mmpool_cli.core.bounds import MAX_WORKERS
+from mmpool_cli.errors import EXIT_BELOW_TARGET, EXIT_OK, MmpoolError
+
+if TYPE_CHECKING:
+    from mmpool_cli.inputs.traffic.cache_request import PrefixOptions
+    from mmpool_cli.usecases.tune import TuneQuery
+
+MAX_POINTS = 32  # settings per memory: the grid's rows are about their product, each scored
+
+
+class Objective(StrEnum):
+    """``--objective``: what the recommended split is best at (docs/tune.md)."""
+
+    no_fallback = "no-fallback"
+    least_work = "least-work"
+    most_kv = "most-kv"
+
+
+@app.command(
+    cls=PanelledCommand,
+    short_help="Divide the GPU between the KV cache, the embedding cache and the pool, from real traffic.",
+    epilog=epilog(
+        [
+            "mmpool tune --model examples/qwen2.5-vl-7b --from examples/traffic/chats.jsonl --max-total-tokens 2048",
+            "mmpool tune --model /models/Qwen2.5-VL-7B-Instruct --from server.log --budget 20GiB --format json",
+        ],
+        "0 today's launch is as good as the recommended split under the objective (or there is no today's "
+        "launch to hold to it: --budget without --max-total-tokens); 1 a split does better (the report is printed, "
+        "its JSON status 'fail'; --exit-zero makes it 0); 2 usage error, or input that cannot be sized (nothing on "
+        "stdout); 70 internal error.",
+    ),
+)
+def tune(
+    model: Annotated[
+        str | None, typer.Option("--model", metavar="NAME|PATH", help="A model directory (its KV bytes per token).")
+    ] = None,
+    traffic: Annotated[
+        list[str] | None,
+        typer.Option("--from", metavar="FILE", help="A server log or OpenAI body log (as 'mmpool trace'); repeat."),
+    ] = None,
+    budget: Annotated[
+        str | None,
+        typer.Option(
+            "--budget",
+            metavar="SIZE",
+            help="The GPU memory per rank to divide, e.g. 20GiB (default: today's launch's: --max-total-tokens "
+            "tokens of KV, the pool and the embedding cache).",
+        ),
+    ] = None,
+    objective: Annotated[
+        Objective, typer.Option("--objective", help="What the recommended split is best at (docs/tune.md).")
+    ] = Objective.no_fallback,
+    points: Annotated[
+        int,
+        typer.Option("--points", metavar="N", help=f"Settings per memory in the grid of splits (2 to {MAX_POINTS})."),
+    ] = 8,
+    engine_name: Annotated[str, typer.Option("--engine", metavar="NAME", help="The engine: sglang.")] = "sglang",
+    hidden_size: HiddenSizeOpt = None,
+    workers: WorkersOpt = 1,
+    tp: TpOpt = 1,
+    from_format: FromFormatOpt = LogFormat.auto,
+    gpu_name: Annotated[
+        str | None,
+        typer.Option("--gpu-name", metavar="NAME", help="The GPU that serves it (SGLang's Qwen3-VL default)."),
+    ] = None,
+    assume_image: AssumeImageOpt = None,
+    assume_video: AssumeVideoOpt = None,
+    max_total_tokens: MaxTotalTokensOpt = None,
+    disable_radix_cache: DisableRadixOpt = False,
+    page_size: PageSizeOpt = 1,
+    tokenizer_path: TokenizerPathOpt = None,
+    fmt: FormatOpt = OutputFormat.human,
+    exit_zero: ExitZeroOpt = False,
+) -> None:
+    """Score every split of one GPU's memory between SGLang's KV cache (the radix cache), its embedding
+    cache and its feature pool over the traffic, and recommend one.
+
+    Each memory is replayed once per point by the code of 'mmpool cache' (the radix cache at each KV
+    capacity, the embedding cache behind it) and 'mmpool simulate' (the pool at each budget), so each
+    row is what those commands print at its settings. Prints the split to copy, what it buys over
+    today's launch, and the Pareto front (no row better on every measure).
+    """
+    with reported():
+        if engine_name != "sglang":
+            raise MmpoolError(f"--engine {engine_name}: mmpool tune divides SGLang's memory only so far")
+        query = _query(
+            model,
+            traffic or [],
+            budget,
+            objective.value,
+            points,
+            hidden_size,
+            workers,
+            tp,
+            from_format,
+            gpu_name,
+            assume_image,
+            assume_video,
+            prefix_options(max_total_tokens, disable_radix_cache, page_size, tokenizer_path),
+        )
+        from mmpool_cli.usecases.tune import tune as run_tune
+
+        report = run_tune(query)
+    from mmpool_cli.render.tune import to_json, tune_text
+
+    emit(to_json(report) if fmt is OutputFormat.json else tune_text(report))
+    raise typer.Exit(EXIT_OK if report.status == "ok" or exit_zero else EXIT_BELOW_TARGET)
+
+
+def _query(
+    model: str | None,
+    traffic: list[str],
+    budget: str | None,
+    objective: str,
+    points: int,
+    hidden_size: int | None,
+    workers: int,
+    tp: int,
+    from_format: LogFormat,
+    gpu_name: str | None,
+    assume_image: str | None,
+    assume_video: str | None,
+    prefix: PrefixOptions,
+) -> TuneQuery:
+    """The traffic read once, as ``simulate --from`` reads it; the caches' query as ``cache`` makes it."""
+    import dataclasses
+
+    from mmpool_cli.caches.report import DEFAULT_TARGET
+    from mmpool_cli.cli.options import size_arg
+    from mmpool_cli.cli.pool_options import PoolOptions
+    from mmpool_cli.core.words import count
+    from mmpool_cli.inputs.traffic.cache_request import items_of
+    from mmpool_cli.usecases.cache import CacheQuery
+    from mmpool_cli.usecases.trace import resolve_model
+    from mmpool_cli.usecases.tune import TuneQuery
+    from mmpool_cli.workload.hf import resolve
+    from mmpool_cli.workload.kv import cell_bytes
+
+    if not traffic:
+        raise MmpoolError("give the traffic: --from FILE (a log; repeat)")
+    if not 2 <= points <= MAX_POINTS:
+        raise MmpoolError(f"--points {points}: from 2 to {MAX_POINTS}")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise MmpoolError(f"--workers {workers}: from 1 to {MAX_WORKERS} tokenizer workers")
+    if not 1 <= tp <= MAX_WORKERS:
+        raise MmpoolError(f"--tp {tp}: from 1 to {MAX_WORKERS}")
+    budget_bytes = None if budget is None else size_arg("--budget", budget)
+    if budget_bytes is not None and budget_bytes <= 0:
+        raise MmpoolError(f"--budget {budget}: a size above 0, e.g. 20GiB")
+    family, settings = resolve_model(model, {}, {}, "sglang")
+    resolved = resolve(model or "")
+    cell = None if resolved.kv is None else cell_bytes(resolved.kv, tp, 2)[0]
+    pools = PoolOptions(workers=workers, tp=tp).request(os.environ)
+    conversion = convert(
+        model=model,
+        source=SourceChoice(from_format.value),
+        inputs=traffic,
+        workers=workers,
+        tp=tp,
+        dp_encoder=False,
+        recv_delay_ns=None,
+        hold_ns=None,
+        assume_image=assume_image,
+        assume_video=assume_video,
+        request_time="1",
+    )
+    if resolved.config_path is not None:
+        prefix = dataclasses.replace(prefix, model_dir=os.path.dirname(resolved.config_path))
+    summary = conversion.summary
+    lifetimes = ", ".join(f"{count(n, 'lease')} {rule}" for rule, n in sorted(summary.lifetimes.items()))
+    arrivals = "pool: arrivals as logged"
+    leases = f"{arrivals}; leases {lifetimes}; receipt {DEFAULT_RECV_DELAY} s after arrival (as 'mmpool simulate')"
+    return TuneQuery(
+        cache=CacheQuery(
+            family=family,
+            settings=settings,
+            items=items_of(conversion.leases, conversion.keys),
+            source=", ".join(traffic),
+            config_path=resolved.config_path,
+            kv_cell_bytes=cell,
+            hidden_size=hidden_size,
+            environ=os.environ,
+            preprocess_mb=None,
+            workers=workers,
+            gpu_name=gpu_name,
+            target=DEFAULT_TARGET,
+            prompts=conversion.prompts,
+            prefix=prefix,
+        ),
+        pools=pools,
+        leases=conversion.leases,
+        budget_bytes=budget_bytes,
+        budget_text=budget,
+        objective=objective,
+        points=points,
+        assumptions=(leases,),
+    )

@@ -1,0 +1,172 @@
+"""``mmpool tune``: every row equals ``mmpool cache`` and ``mmpool simulate`` run at its settings, over random
+traffic and launches; the recommended row is on the front; bad input in one line."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import random
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+MODEL = "examples/qwen2.5-vl-7b"  # a model directory: the KV bytes a token, the embedding's width
+CELL = 57_344  # its KV bytes a token on one rank (28 layers, 4 KV heads of 128 + 128, bfloat16)
+MiB = 1 << 20
+WORDS = ["the", "a", "cat", "dog", "red", "blue", "picture", "what", "is", "in", "this", "and", "how", "many", "are", "there", "show", "me"]
+
+
+def _png_url(size: tuple[int, int], mark: int) -> str:
+    img = Image.new("RGB", size, (128, 128, 128))
+    img.putpixel((mark % size[0], mark // size[0] % size[1]), (mark % 251, 7, 9))  # its own bytes
+    buf = io.BytesIO()
+    img.save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _traffic(rng: random.Random, path: Path) -> str:
+    """Multi-turn chats re-sending their images, one-off questions about images seen before, a request holding
+    one image twice; some lines carry the server's completion_tokens."""
+    sizes = [(56, 56), (112, 84), (224, 168), (168, 224), (280, 224), (448, 336)]
+    images = [_png_url(rng.choice(sizes), n) for n in range(rng.randint(6, 14))]
+    chats: list[list[dict]] = [[] for _ in range(rng.randint(1, 4))]
+    lines, t = [], 1_780_000_000
+    for _ in range(rng.randint(8, 24)):
+        t += rng.randint(0, 4)
+        roll = rng.random()
+        text = {"type": "text", "text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12)))}
+        if roll < 0.15:
+            url = rng.choice(images)
+            messages = [{"role": "user", "content": [_image(url), _image(url), text]}]
+        elif roll < 0.35:
+            messages = [{"role": "user", "content": [_image(rng.choice(images)), text]}]
+        else:
+            chat = rng.choice(chats)
+            chat.append({"role": "user", "content": [_image(rng.choice(images)), text]})
+            messages = list(chat)
+            chat.append({"role": "assistant", "content": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))})
+        line: dict = {"timestamp": t, "body": {"model": "m", "messages": messages}}
+        if rng.random() < 0.5:
+            line["usage"] = {"completion_tokens": rng.randint(1, 40)}
+        lines.append(json.dumps(line))
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _image(url: str) -> dict:
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _dominates(a: dict, b: dict) -> bool:
+    x = (a["fallback_items"], a["fallback_bytes"], a["work_tokens"], -a["kv_tokens"])
+    y = (b["fallback_items"], b["fallback_bytes"], b["work_tokens"], -b["kv_tokens"])
+    return x != y and all(p <= q for p, q in zip(x, y, strict=True))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_row_equals_cache_and_simulate_at_its_settings(run_line, tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    log = _traffic(rng, tmp_path / "traffic.jsonl")
+    page = rng.choice([1, 1, 4, 16])
+    workers = rng.choice([1, 2])
+    today = {
+        "kv": rng.randint(1, 150) * 16,
+        "pool": rng.choice([12, 20, 48, 100, 1024]),
+        "embedding": rng.choice([0, 2, 10, 100]),
+    }
+    launch = ["--model", MODEL, "--from", log, "--workers", str(workers), "--page-size", str(page)]
+    env = {"SGLANG_MM_FEATURE_CACHE_MB": str(today["pool"]), "SGLANG_VLM_CACHE_SIZE_MB": str(today["embedding"])}
+    budget = [] if seed % 3 else ["--budget", f"{rng.randint(40, 160)}MiB"]
+    argv = ["mmpool", "tune", *launch, "--max-total-tokens", str(today["kv"]), *budget, "--format", "json"]
+    result = run_line(argv, env=env)
+    assert result.exit_code in (0, 1), result.output
+    data = json.loads(result.stdout)
+    assert (data["schema_version"], data["status"]) == (1, "ok" if result.exit_code == 0 else "fail")
+    rows = data["rows"]
+    total = data["budget_bytes"]
+    if not budget:  # today's launch is the budget
+        assert total == today["kv"] * CELL + (today["pool"] + today["embedding"]) * MiB
+    rec = rows[data["recommended"]]
+    assert rec["recommended"] and rec["on_front"]
+    assert data["settings"] == rec["settings"]
+    for i, row in enumerate(rows):  # the front: no row better on every measure
+        assert row["on_front"] == (not any(_dominates(o["measures"], row["measures"]) for o in rows if o is not row))
+        if not row["today"]:  # the KV cache takes what the pool and the embedding cache leave, as SGLang counts it
+            left = total - (row["values"]["pool"] + row["values"]["embedding"]) * MiB
+            assert row["values"]["kv"] == left // CELL // page * page, i
+    mine = rows[data["today"]]
+    assert mine["today"] and mine["values"] == today
+    picked = {data["recommended"], data["today"], *rng.sample(range(len(rows)), min(3, len(rows)))}
+    for i in sorted(picked):
+        _same_as_the_commands(run_line, launch, rows[i])
+
+
+def _same_as_the_commands(run_line, launch: list[str], row: dict) -> None:
+    v, m, f = row["values"], row["measures"], row["figures"]
+    env = {"SGLANG_VLM_CACHE_SIZE_MB": str(v["embedding"]), "SGLANG_MM_FEATURE_CACHE_MB": str(v["pool"])}
+    got = run_line(["mmpool", "cache", *launch, "--max-total-tokens", str(v["kv"]), "--format", "json"], env=env)
+    assert got.exit_code in (0, 1), got.output
+    emb, _pre, radix = json.loads(got.stdout)["caches"]
+    assert (radix["size_tokens"], radix["hits"], radix["lookups"]) == (
+        v["kv"],
+        m["prefix_served_tokens"],
+        m["prompt_tokens"],
+    )
+    assert emb["size_bytes"] == v["embedding"] * MiB
+    assert (emb["hits"], emb["lookups"], emb["work_saved"], emb["encoder_tokens"], emb["served_by_prefix"]) == (
+        f["embedding_hits"],
+        f["embedding_lookups"],
+        f["embedding_work_saved"],
+        m["encoder_tokens"],
+        f["served_by_prefix"],
+    )
+    workers = launch[launch.index("--workers") + 1]
+    sim = ["mmpool", "simulate", "--model", MODEL, "--from", launch[3], "--workers", workers, "--format", "json"]
+    got = run_line(sim, env=env)
+    assert got.exit_code in (0, 1), got.output
+    pool = json.loads(got.stdout)
+    assert pool["sglang_mm_feature_cache_mb"] == v["pool"]
+    assert (pool["items"]["fallback"], pool["bytes"]["fallback"]) == (m["fallback_items"], m["fallback_bytes"])
+    assert (pool["items"]["total"], pool["bytes"]["total"]) == (f["pool_items"], f["pool_bytes"])
+    prefill = m["prompt_tokens"] - m["prefix_served_tokens"]
+    assert m["work_tokens"] == prefill + m["encoder_tokens"]
+    assert Fraction(m["work_per_request"]) == Fraction(m["work_tokens"], m["requests"])
+
+
+def test_no_budget_is_one_line_naming_the_flags(run_line, tmp_path: Path) -> None:
+    log = _traffic(random.Random(1), tmp_path / "t.jsonl")
+    result = run_line(["mmpool", "tune", "--model", MODEL, "--from", log])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert "give --budget SIZE" in result.stderr and "--max-total-tokens N" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--budget", "12 furlongs"], "--budget: "),
+        (["--budget", "0"], "--budget 0: a size above 0"),
+        (["--points", "1"], "--points 1: from 2 to 32"),
+        (["--engine", "vllm"], "--engine vllm: mmpool tune divides SGLang's memory only so far"),
+        (["--objective", "cheapest"], "'cheapest' is not one of"),
+    ],
+)
+def test_bad_flags_are_usage_errors(run_line, tmp_path: Path, extra: list[str], message: str) -> None:
+    log = _traffic(random.Random(2), tmp_path / "t.jsonl")
+    result = run_line(["mmpool", "tune", "--model", MODEL, "--from", log, "--max-total-tokens", "2048", *extra])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert message in result.stderr
+
+
+def test_the_human_report_and_exit_zero(run_line) -> None:
+    argv = ["mmpool", "tune", "--model", MODEL, "--from", "examples/traffic/chats.jsonl", "--max-total-tokens", "2048"]
+    result = run_line(argv)
+    assert result.exit_code == 1, result.output  # the shipped example's launch leaves work a split saves
+    out = result.stdout
+    assert out.startswith("mmpool tune: BETTER SPLIT  (SGLang 0.5.23, examples/traffic/chats.jsonl)\n")
+    assert "export SGLANG_MM_FEATURE_CACHE_MB=20\n" in out and "--max-total-tokens 22235\n" in out
+    assert "What the change buys" in out and "Assumptions" in out
+    assert run_line([*argv, "--exit-zero"]).exit_code == 0
