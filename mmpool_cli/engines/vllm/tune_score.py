@@ -2,10 +2,10 @@
 
 Each memory's rule, with the vLLM 0.34.0 code it follows, is in ``tune``'s docstring. A row's figures come
 from the functions ``mmpool cache --engine vllm`` runs: the block cache replayed at the row's KV blocks
-(``prefix.Built.served``, once per KV size; the sizes from which nothing is evicted share one replay), the
-encoder cache replayed behind it at the row's budget (``encoder_replay.replay``), the decode pool's refusals
-as ``plan --engine vllm --video`` sizes them (``plan.decode_requests``, ``gpu_pool.plan``). Pure core:
-standard library only.
+(``caches.prefix.Replays``, as its curve replays each point: the block keys made once, the sizes from which
+nothing is evicted sharing one replay), the encoder cache replayed behind it at the row's budget
+(``encoder_replay.replay``), the decode pool's refusals as ``plan --engine vllm --video`` sizes them
+(``plan.decode_requests``, ``gpu_pool.plan``). Pure core: standard library only.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mmpool_cli.caches import prefix
 from mmpool_cli.engines.vllm import cache_items, encoder_replay, gpu_pool
 from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm import prefix as vllm_prefix
@@ -97,11 +98,13 @@ class Scorer:
         self.prompt_tokens = sum(len(r.tokens) for r in self.built.requests)
         bs = flags.block_size
         self.lengths = [-(-len(r.tokens) // bs) * bs for r in self.built.requests]
-        self.saturated: int | None = None
-        if self.built.requests and flags.enabled:
-            from mmpool_cli.caches import prefix
-
-            self.saturated = prefix.never_evicts(self.built.requests, prefix.Blocks, block_size=bs)
+        # the block cache at any KV size, its keys made once (``prefix.Replays``, what cache's curve runs)
+        self.replays = (
+            prefix.Replays(self.built.requests, prefix.Blocks, block_size=bs)
+            if self.built.requests and flags.enabled
+            else None
+        )
+        self.saturated: int | None = None if self.replays is None else self.replays.saturated
         self.api = max(1, self.plan.processor_cache.api_processes)
         self.decodes, self.decode_errors = self._decodes(req, inp.videos)
         self.today_pool = 0 if req.ipc_gb is None else req.ipc_gb.bytes
@@ -186,7 +189,7 @@ class Scorer:
         key = blocks if self.saturated is None else min(blocks, self.saturated)
         got = self._behind.get(key)
         if got is None:
-            served = self.built.served(self.inp.flags, key)
+            served = self.replays.served(key) if self.replays is not None else [0] * len(self.built.requests)
             _covered, spared, requests = self.built.behind(self.inp.traffic.requests, served)
             dense = encoder_replay.Dense.of(requests, self.tokens) if encoder_replay.FAST is not None else None
             lookup = sum(self.tokens[k] for r in requests for k in r)
