@@ -270,3 +270,21 @@ def test_videos_decoded_on_the_host_leave_the_pool_nothing_to_decide(tmp_path, m
     assert any("host" in n.message for n in report.notes if n.code == "vllm-tune-fixed")
     assert {r.values["decode_pool"] for r in report.rows if not r.today} == {0}
     assert report.today is not None and report.today.values["decode_pool"] == 1 << 29
+
+
+def test_the_best_split_differs_from_each_caches_own_recommendation(model_dir):
+    # the shipped example, videos off, 400 KV blocks: cache alone keeps the encoder at its floor (no request
+    # waits there) and asks for the KV blocks that serve 99 % of the prefix hits; tune gives blocks to the
+    # encoder cache, whose hits behind the smaller prefix cache save more than the prefix hits lost
+    launch = {"limit_mm_per_prompt": VIDEO_OFF}
+    request = VllmOptions(**launch).request(os.environ, resolve(model_dir), ())
+    flags = PrefixFlags(num_blocks=400, model_dir=model_dir)
+    alone = vllm_caches([str(EXAMPLE)], request, flags=flags)
+    _, encoder, prefix = alone["caches"]
+    assert encoder["recommended_setting"].startswith("none") and encoder["size_tokens"] == 16384
+    assert prefix["recommended_setting"] == "--num-gpu-blocks-override 2315"
+    best = tune_vllm.tune(tune_vllm.tune_request([str(EXAMPLE)], request, flags)).recommended
+    assert best.values["encoder"] > 16384 and best.values["kv"] < 400
+    today = tune_vllm.tune_at(tune_vllm.tune_request([str(EXAMPLE)], request, flags))
+    assert best.measures.work < today.measures.work
+    assert best.measures.prefix_served_tokens < today.measures.prefix_served_tokens
