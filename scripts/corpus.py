@@ -456,6 +456,19 @@ def cases() -> list[dict[str, Any]]:
     for name, args in cache:
         add(_case(f"cache-{name}", ["cache", *args]))
 
+    # tune over the README's example: the split of today's launch, of a budget (JSON), the usage errors, its help
+    example = ["--model", "examples/qwen2.5-vl-7b", "--from", "examples/traffic/chats.jsonl"]
+    tune = [
+        ("sglang-example", [*example, "--max-total-tokens", "2048"]),
+        ("sglang-budget-json", [*example, "--max-total-tokens", "2048", "--budget", "220MiB", "--format", "json"]),
+        ("sglang-least-work", [*example, "--budget", "150MiB", "--objective", "least-work"]),
+        ("no-budget", example),
+        ("budget-bad", [*example, "--budget", "12 furlongs"]),
+        ("help", ["--help"]),
+    ]
+    for name, args in tune:
+        add(_case(f"tune-{name}", ["tune", *args]))
+
     # trace's --from: the files, as in simulate and cache; the old spelling of the format still read
     bodies = ["trace", "--model", "qwen2.5-vl", "--from"]
     add(_case("trace-from-old-spelling", [*bodies, "openai", "examples/traffic/chats.jsonl", "-o", "/dev/null"]))

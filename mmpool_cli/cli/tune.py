@@ -12,7 +12,6 @@ import typer
 from mmpool_cli.cli.app import app, emit, epilog, reported
 from mmpool_cli.cli.cache_options import (
     AssumeVideoOpt,
-    ExitZeroOpt,
     FromFormatOpt,
     HiddenSizeOpt,
     LogFormat,
@@ -45,6 +44,16 @@ if TYPE_CHECKING:
 MAX_POINTS = 32  # settings per memory: the grid's rows are about their product, each scored
 
 
+ExitZeroOpt = Annotated[
+    bool,
+    typer.Option(
+        "--exit-zero",
+        envvar="MMPOOL_EXIT_ZERO",
+        help="Exit 0 even where a split does better than today's launch (usage errors stay 2).",
+    ),
+]
+
+
 class Objective(StrEnum):
     """``--objective``: what the recommended split is best at (docs/tune.md)."""
 
@@ -63,9 +72,9 @@ class Objective(StrEnum):
             "mmpool tune --engine vllm --model /models/Qwen2.5-VL-7B-Instruct --from bodies.jsonl "
             "--num-gpu-blocks-override 30000",
         ],
-        "0 today's launch is as good as the recommended split under the objective (or there is no today's "
-        "launch to hold to it: --budget without --max-total-tokens or, for vLLM, --num-gpu-blocks-override); 1 a "
-        "split does better (the report is printed, its JSON status 'fail'; --exit-zero makes it 0); 2 usage error, "
+        "0 today's launch is as good as the recommended split under the objective (or it is not scored: its pool "
+        "and embedding cache leave no KV token of --budget, or vLLM's launch gives no --num-gpu-blocks-override); 1 "
+        "a split does better (the report is printed, its JSON status 'fail'; --exit-zero makes it 0); 2 usage error, "
         "or input that cannot be sized (nothing on stdout); 70 internal error.",
     ),
 )
@@ -90,7 +99,12 @@ def tune(
         ),
     ] = None,
     objective: Annotated[
-        Objective, typer.Option("--objective", help="What the recommended split is best at (docs/tune.md).")
+        Objective,
+        typer.Option(
+            "--objective",
+            help="What the recommended split is best at: no-fallback (no feature falls back, then the least prefill "
+            "+ encoder work), least-work (the least work, then the fewest fallbacks), most-kv (the most KV tokens).",
+        ),
     ] = Objective.no_fallback,
     points: Annotated[
         int,
@@ -155,7 +169,7 @@ def tune(
             )
         _emit(report, fmt, exit_zero)
     with reported():
-        query = _query(
+        query = tune_query(
             model,
             traffic or [],
             budget,
@@ -184,7 +198,7 @@ def _emit(report: TuneReport, fmt: OutputFormat, exit_zero: bool) -> NoReturn:
     raise typer.Exit(EXIT_OK if report.status == "ok" or exit_zero else EXIT_BELOW_TARGET)
 
 
-def _query(
+def tune_query(
     model: str | None,
     traffic: list[str],
     budget: str | None,
@@ -199,13 +213,13 @@ def _query(
     assume_video: str | None,
     prefix: PrefixOptions,
 ) -> TuneQuery:
-    """The traffic read once, as ``simulate --from`` reads it; the caches' query as ``cache`` makes it."""
+    """``mmpool tune``'s query from its flags (``check`` may build one alike): the traffic read once, as
+    ``simulate --from`` reads it; the caches' query as ``cache`` makes it. Usage errors raise ``MmpoolError``."""
     import dataclasses
 
     from mmpool_cli.caches.report import DEFAULT_TARGET
     from mmpool_cli.cli.options import size_arg
     from mmpool_cli.cli.pool_options import PoolOptions
-    from mmpool_cli.core.words import count
     from mmpool_cli.inputs.traffic.cache_request import items_of
     from mmpool_cli.usecases.cache import CacheQuery
     from mmpool_cli.usecases.trace import resolve_model
@@ -244,9 +258,11 @@ def _query(
     if resolved.config_path is not None:
         prefix = dataclasses.replace(prefix, model_dir=os.path.dirname(resolved.config_path))
     summary = conversion.summary
-    lifetimes = ", ".join(f"{count(n, 'lease')} {rule}" for rule, n in sorted(summary.lifetimes.items()))
-    arrivals = "pool: arrivals as logged"
-    leases = f"{arrivals}; leases {lifetimes}; receipt {DEFAULT_RECV_DELAY} s after arrival (as 'mmpool simulate')"
+    lifetimes = ", ".join(f"{n} {rule}" for rule, n in sorted(summary.lifetimes.items()))
+    leases = (
+        f"the pool: arrivals as logged; leases {lifetimes}; receipt {DEFAULT_RECV_DELAY} s after arrival (as "
+        "'mmpool simulate --from' reads the traffic)"
+    )
     return TuneQuery(
         cache=CacheQuery(
             family=family,

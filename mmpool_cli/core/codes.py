@@ -174,7 +174,7 @@ NEUTRAL = CodeRegistry(
         Code("prefix-replay-matches", Severity.info, "the prefix replay serves each request the server's cached tokens"),
         Code("prefix-replay-differs", Severity.warning, "the prefix replay differs from the server's cached tokens"),
         Code("tune-today-over-budget", Severity.warning, "today's launch takes more memory per rank than the budget"),
-        Code("tune-today-not-scored", Severity.warning, "today's pool budget is one SGLang refuses: today is not scored"),
+        Code("tune-today-not-scored", Severity.warning, "today's pool is refused, or leaves no KV: today is not scored"),
     ],
 )
 

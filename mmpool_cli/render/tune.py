@@ -121,7 +121,7 @@ def tune_text(report: TuneReport) -> str:
     )
     lines += [
         "",
-        f"The front ({len(shown):,} of {len(report.rows):,} rows; * recommended; JSON: every row)",
+        f"The front, and today's launch ({len(shown):,} of {len(report.rows):,} rows; * recommended; JSON: every row)",
         *(f"  {line}" for line in table(shown, report.memories)),
     ]
     m = rec.measures

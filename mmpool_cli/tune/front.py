@@ -66,11 +66,22 @@ def recommend(rows: Sequence[Row], objective: str = DEFAULT_OBJECTIVE) -> int:
     return min(range(len(rows)), key=lambda i: key(rows[i].measures, objective))
 
 
-def mark(rows: Sequence[Row], objective: str = DEFAULT_OBJECTIVE) -> tuple[tuple[Row, ...], str]:
+def mark(
+    rows: Sequence[Row], objective: str = DEFAULT_OBJECTIVE, eligible: Sequence[bool] | None = None
+) -> tuple[tuple[Row, ...], str]:
     """``rows`` with their place on the front and the recommendation marked, and the report's status:
-    ``ok`` where today's row (if any) is as good as the recommended one under the objective, else ``fail``."""
-    on = front(rows)
-    best = recommend(rows, objective)
+    ``ok`` where today's row (if any) is as good as the recommended one under the objective, else ``fail``.
+    A row not ``eligible`` (today's launch, where it takes more than the budget divided) is neither on the
+    front nor recommended, and beats no row; its status is still weighed."""
+    ok_rows = [i for i in range(len(rows)) if eligible is None or eligible[i]]
+    if not ok_rows:
+        raise ValueError("no eligible row to choose from")
+    chosen = [rows[i] for i in ok_rows]
+    on_chosen = front(chosen)
+    on = [False] * len(rows)
+    for j, i in enumerate(ok_rows):
+        on[i] = on_chosen[j]
+    best = ok_rows[recommend(chosen, objective)]
     marked = tuple(dataclasses.replace(r, on_front=on[i], recommended=i == best) for i, r in enumerate(rows))
     today = next((r for r in rows if r.today), None)
     ok = today is None or key(today.measures, objective) <= key(rows[best].measures, objective)

@@ -209,33 +209,64 @@ def mib_grid(lo_mb: int, hi_mb: int, points: int) -> list[int]:
     return sorted({lo_mb + (hi_mb - lo_mb) * i // (points - 1) for i in range(points)})
 
 
+def lattice_pairs(firsts: Sequence[int], widest: int, points: int) -> list[tuple[int, int]]:
+    """Pairs ``(a, b)`` of whole-unit settings of two memories: each ``a`` of ``firsts`` with ``b`` = 0 and ``b``
+    from above 0 to the first at or past ``widest``, so chosen that ``a + b`` falls on one lattice of about
+    ``2 × points`` totals. The memory that takes the rest then has few distinct sizes (one per total and
+    one per ``a``), and each of its sizes costs a replay.
+
+    >>> lattice_pairs([8, 12], 6, 2)
+    [(8, 0), (8, 4), (8, 8), (12, 0), (12, 4), (12, 8)]
+    >>> sorted({a + b for a, b in lattice_pairs([8, 9, 11, 15], 20, 4)} - {8, 9, 11, 15})
+    [12, 16, 20, 24, 28, 32, 36]
+    """
+    if not firsts:
+        return []
+    lo, hi = min(firsts), max(firsts)
+    step = max(1, -(-(hi - lo + widest) // max(1, 2 * points - 1)))
+    out: set[tuple[int, int]] = set()
+    for a in firsts:
+        out.add((a, 0))
+        t = lo + (a - lo) // step * step + step  # the first total of the lattice above a
+        while widest > 0 and t - a - step < widest:
+            out.add((a, t - a))
+            t += step
+    return sorted(out)
+
+
 def splits(
     budget_bytes: int,
     choices: Mapping[str, Sequence[int]],
     bytes_of: Callable[[str, int], int],
     extra: Sequence[Mapping[str, int]] = (),
 ) -> list[tuple[dict[str, int], int]]:
-    """Every combination of ``choices`` (memory name -> its settings) that fits ``budget_bytes``, with the
-    bytes left to the memory that takes the rest; ``extra`` combinations (today's) are added where they
-    are not already there. ``bytes_of(name, setting)`` is a setting's bytes per rank. In the order of
-    the choices; at most ``MAX_CANDIDATES``.
+    """Every combination of ``choices`` (memory name -> its settings), then ``extra``, as ``fitting`` keeps them.
 
     >>> [left for _, left in splits(10, {"a": [0, 4, 8], "b": [0, 4]}, lambda name, v: v)]
     [10, 6, 6, 2, 2]
     """
     names = list(choices)
-    out: list[tuple[dict[str, int], int]] = []
-    seen: set[tuple[int, ...]] = set()
     combos = [dict(zip(names, c, strict=True)) for c in itertools.product(*(choices[n] for n in names))]
-    for combo in [*combos, *(dict(e) for e in extra)]:
-        k = tuple(combo[n] for n in names)
+    return fitting(budget_bytes, [*combos, *extra], bytes_of)
+
+
+def fitting(
+    budget_bytes: int, combos: Sequence[Mapping[str, int]], bytes_of: Callable[[str, int], int]
+) -> list[tuple[dict[str, int], int]]:
+    """The combinations (memory name -> its setting) that fit ``budget_bytes``, each once, in order, with the
+    bytes left to the memory that takes the rest. ``bytes_of(name, setting)`` is a setting's bytes per
+    rank. At most ``MAX_CANDIDATES``: more is a ``ValueError`` (the grid is bounded before it is scored)."""
+    out: list[tuple[dict[str, int], int]] = []
+    seen: set[tuple[tuple[str, int], ...]] = set()
+    for combo in combos:
+        k = tuple(sorted(combo.items()))
         if k in seen:
             continue
-        used = sum(bytes_of(n, combo[n]) for n in names)
+        used = sum(bytes_of(n, v) for n, v in combo.items())
         if used > budget_bytes:
             continue
         seen.add(k)
-        out.append((combo, budget_bytes - used))
+        out.append((dict(combo), budget_bytes - used))
     if len(out) > MAX_CANDIDATES:
         raise ValueError(f"{len(out):,} candidate splits: at most {MAX_CANDIDATES:,}")
     return out

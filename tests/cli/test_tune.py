@@ -34,11 +34,15 @@ def _traffic(rng: random.Random, path: Path) -> str:
     images = [_png_url(rng.choice(sizes), n) for n in range(rng.randint(6, 14))]
     chats: list[list[dict]] = [[] for _ in range(rng.randint(1, 4))]
     lines, t = [], 1_780_000_000
-    for _ in range(rng.randint(8, 24)):
+    wide = rng.random() < 0.5  # a request of more than 32 distinct images: its embedding cache replayed at each size
+    for n in range(rng.randint(8, 24)):
         t += rng.randint(0, 4)
         roll = rng.random()
         text = {"type": "text", "text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12)))}
-        if roll < 0.15:
+        if wide and n % 5 == 2:
+            many = [_png_url((56, 56), 1000 + 40 * (n % 2) + k) for k in range(34)]
+            messages = [{"role": "user", "content": [*(_image(u) for u in many), text]}]
+        elif roll < 0.15:
             url = rng.choice(images)
             messages = [{"role": "user", "content": [_image(url), _image(url), text]}]
         elif roll < 0.35:
@@ -72,12 +76,14 @@ def test_every_row_equals_cache_and_simulate_at_its_settings(run_line, tmp_path:
     log = _traffic(rng, tmp_path / "traffic.jsonl")
     page = rng.choice([1, 1, 4, 16])
     workers = rng.choice([1, 2])
+    tp = rng.choice([1, 1, 2])
+    cell = CELL // tp  # its 4 KV heads split over the ranks
     today = {
         "kv": rng.randint(1, 150) * 16,
         "pool": rng.choice([12, 20, 48, 100, 1024]),
         "embedding": rng.choice([0, 2, 10, 100]),
     }
-    launch = ["--model", MODEL, "--from", log, "--workers", str(workers), "--page-size", str(page)]
+    launch = ["--model", MODEL, "--from", log, "--workers", str(workers), "--tp", str(tp), "--page-size", str(page)]
     env = {"SGLANG_MM_FEATURE_CACHE_MB": str(today["pool"]), "SGLANG_VLM_CACHE_SIZE_MB": str(today["embedding"])}
     budget = [] if seed % 3 else ["--budget", f"{rng.randint(40, 160)}MiB"]
     argv = ["mmpool", "tune", *launch, "--max-total-tokens", str(today["kv"]), *budget, "--format", "json"]
@@ -88,15 +94,18 @@ def test_every_row_equals_cache_and_simulate_at_its_settings(run_line, tmp_path:
     rows = data["rows"]
     total = data["budget_bytes"]
     if not budget:  # today's launch is the budget
-        assert total == today["kv"] * CELL + (today["pool"] + today["embedding"]) * MiB
+        assert total == today["kv"] * cell + (today["pool"] + today["embedding"]) * MiB
     rec = rows[data["recommended"]]
     assert rec["recommended"] and rec["on_front"]
     assert data["settings"] == rec["settings"]
+    over = any(f["code"] == "tune-today-over-budget" for f in data["findings"])
+    fits = [r for r in rows if not (over and r["today"])]  # a launch over the budget is shown, never chosen
     for i, row in enumerate(rows):  # the front: no row better on every measure
-        assert row["on_front"] == (not any(_dominates(o["measures"], row["measures"]) for o in rows if o is not row))
+        beaten = any(_dominates(o["measures"], row["measures"]) for o in fits if o is not row)
+        assert row["on_front"] == (row in fits and not beaten), i
         if not row["today"]:  # the KV cache takes what the pool and the embedding cache leave, as SGLang counts it
             left = total - (row["values"]["pool"] + row["values"]["embedding"]) * MiB
-            assert row["values"]["kv"] == left // CELL // page * page, i
+            assert row["values"]["kv"] == left // cell // page * page, i
     mine = rows[data["today"]]
     assert mine["today"] and mine["values"] == today
     picked = {data["recommended"], data["today"], *rng.sample(range(len(rows)), min(3, len(rows)))}
@@ -123,8 +132,9 @@ def _same_as_the_commands(run_line, launch: list[str], row: dict) -> None:
         m["encoder_tokens"],
         f["served_by_prefix"],
     )
-    workers = launch[launch.index("--workers") + 1]
-    sim = ["mmpool", "simulate", "--model", MODEL, "--from", launch[3], "--workers", workers, "--format", "json"]
+    workers, tp = launch[launch.index("--workers") + 1], launch[launch.index("--tp") + 1]
+    sim = ["mmpool", "simulate", "--model", MODEL, "--from", launch[3], "--workers", workers, "--tp", tp]
+    sim += ["--format", "json"]
     got = run_line(sim, env=env)
     assert got.exit_code in (0, 1), got.output
     pool = json.loads(got.stdout)
@@ -172,3 +182,37 @@ def test_the_human_report_and_exit_zero(run_line) -> None:
     assert "export SGLANG_MM_FEATURE_CACHE_MB=20\n" in out and "--max-total-tokens 22235\n" in out
     assert "What the change buys" in out and "Assumptions" in out
     assert run_line([*argv, "--exit-zero"]).exit_code == 0
+
+
+def test_the_tuned_split_is_not_each_memorys_own_recommendation_added_up(run_line) -> None:
+    """The shipped chat traffic in 220 MiB a rank: each command alone recommends a pool of 20 MiB (simulate), an
+    embedding cache of 21 MiB and a KV cache of 3,650 tokens (cache, at today's launch); together they do not fit,
+    and giving the embedding cache its 21 MiB leaves the KV cache too small for the radix cache to serve the chats'
+    earlier turns. Tuned, the radix cache serves every repeated image, so the embedding cache is worth nothing."""
+    log = "examples/traffic/chats.jsonl"
+    launch = ["--model", MODEL, "--from", log]
+    alone = json.loads(run_line(["mmpool", "cache", *launch, "--max-total-tokens", "2048", "--format", "json"]).stdout)
+    emb, _pre, radix = alone["caches"]
+    assert (emb["recommended_setting"], radix["recommended_setting"]) == (
+        "SGLANG_VLM_CACHE_SIZE_MB=21",
+        "--max-total-tokens 3650",
+    )
+    sim = run_line(["mmpool", "simulate", *launch, "--smallest-budget", "--format", "json"])
+    pool_mb = json.loads(sim.stdout)["smallest_budget"]["sglang_mm_feature_cache_mb"]
+    assert pool_mb == 20
+    budget = 220 * MiB
+    assert (pool_mb + 21) * MiB + 3650 * CELL > budget  # the three recommendations do not fit together
+    got = run_line(["mmpool", "tune", *launch, "--max-total-tokens", "2048", "--budget", "220MiB", "--format", "json"])
+    data = json.loads(got.stdout)
+    rows = data["rows"]
+    tuned = rows[data["recommended"]]
+    assert tuned["values"] == {"kv": 3657, "pool": 20, "embedding": 0}
+    # the split the separate answers make, the KV cache taking what the pool and the embedding cache leave
+    (separate,) = [r for r in rows if r["values"]["pool"] == 20 and r["values"]["embedding"] == 21 and not r["today"]]
+    assert separate["values"]["kv"] == (budget - 41 * MiB) // CELL == 3273
+    _same_as_the_commands(run_line, [*launch, "--workers", "1", "--tp", "1"], separate)
+    a, b = tuned["measures"], separate["measures"]
+    assert a["fallback_items"] == b["fallback_items"] == 0
+    assert (a["work_tokens"], b["work_tokens"]) == (7862, 8591)  # 729 prompt tokens less computed, on the front
+    assert a["prefix_served_tokens"] - b["prefix_served_tokens"] == 8591 - 7862
+    assert tuned["on_front"] and not separate["on_front"]

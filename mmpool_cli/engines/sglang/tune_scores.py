@@ -1,0 +1,279 @@
+"""The replays behind ``mmpool tune``'s rows for SGLang 0.5.23, each made once per point and shared by every row.
+
+* the **pool**: ``simulate``'s replay at each budget (``simulate --curve``'s points, by its code);
+* the **radix cache** (the KV cache): ``cache``'s replay at each distinct KV capacity (from the
+  capacity that never evicts up, one replay serves every capacity), spread over the cores;
+* the **embedding cache** behind it: its lookups at that capacity (the items the radix cache did not
+  serve), read at each candidate's size from its one-pass curve, or replayed at each size where one
+  pass is not exact: what ``cache`` reads at the deployment's size.
+
+Pure core: standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from mmpool_cli.caches import prefix as radix
+from mmpool_cli.core.units import MiB
+from mmpool_cli.engines.sglang import caches, prefix
+from mmpool_cli.errors import MmpoolError
+from mmpool_cli.inputs.traffic.tune_request import TuneRequest
+from mmpool_cli.pools.curve import CurvePoint
+from mmpool_cli.pools.report import PoolSetup
+from mmpool_cli.pools.trials import no_miss_budget
+from mmpool_cli.tune.split import Measures, Row, batch_of
+
+KV, POOL, EMBEDDING = "kv", "pool", "embedding"
+PARALLEL_FROM = 1 << 13  # replayed requests x capacities below which one process is quicker than forking workers
+_SHARED: dict[str, object] = {}  # what the forked workers replay (inherited, never pickled)
+
+
+@dataclass
+class _KvPoint:
+    """What the radix cache and the embedding cache behind it do at one KV capacity."""
+
+    served: int  # prompt tokens served
+    items_served: int  # embedding lookups spared (served_by_prefix)
+    looks: caches._Lookups  # the embedding cache's lookups behind it
+    work: int  # their encoder tokens, every one missing
+    at: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # embedding bytes -> (hits, saved, lookups)
+
+
+class Scorer:
+    """The traffic read once; the replays of each memory made once per point and shared by every row."""
+
+    def __init__(self, request: TuneRequest, setup: PoolSetup) -> None:
+        from mmpool_cli.inputs.traffic import writer
+        from mmpool_cli.traces.events import as_events
+
+        req = request.cache
+        if req.family.name not in caches.FAMILIES:
+            caches.caches(req)  # its own refusal, in its own words
+        cell = req.shape.kv_cell_bytes
+        if not cell:
+            raise MmpoolError(
+                f"{req.family.name}: the KV cache's tokens per byte need the model's attention shape; give --model DIR "
+                "(a model directory whose config.json has it)"
+            )
+        self.request, self.req, self.setup, self.cell = request, req, setup, cell
+        self.page = max(1, req.prefix.page_size)
+        self.width = caches._width(req)
+        self.tokens = [caches._tokens(req, item) for item in req.items]
+        self.groups = list(prefix.requests_of(req.items))
+        self.built = prefix.build(req, self.tokens, self.groups) if req.prompts else None
+        requests = self.built.requests if self.built is not None else []
+        self.request_tokens = [-(-(len(r.tokens) + len(r.output)) // self.page) * self.page for r in requests]
+        saturated = radix.never_evicts(requests, radix.Radix, page_size=self.page) if requests else 0
+        self.saturated = max(-(-saturated // self.page) * self.page, self.page)  # whole pages, as the pool is
+        self.events = as_events(writer.events(request.leases))
+        self.no_miss_mb = no_miss_budget(self.events, setup.layouts, setup.lowest_mb, setup.highest_mb)
+        self.kv: dict[int, _KvPoint] = {}
+        self.pool: dict[int, CurvePoint] = {}
+
+    # the pool: simulate's replay at each budget
+    def pool_curve(self) -> list[CurvePoint]:
+        """The pool's curve as ``simulate --curve`` makes it by default (its range from the traffic); where the
+        traffic's largest feature fits no budget (it always falls back), every budget SGLang accepts."""
+        from mmpool_cli.pools.curve import largest_alloc_budget
+        from mmpool_cli.pools.curve_range import CurveRange, pool_curve
+        from mmpool_cli.pools.executors import LocalExecutor
+
+        setup = self.setup
+        wanted = CurveRange()
+        if setup.lowest_mb <= setup.highest_mb < largest_alloc_budget(
+            self.events, setup.layouts, setup.lowest_mb, setup.highest_mb
+        ):
+            hi = min(self.no_miss_mb, setup.highest_mb)
+            wanted = CurveRange(setup.lowest_mb, hi, f"{setup.lowest_mb}:{hi}")
+        curve = pool_curve(wanted, self.events, setup, executor=LocalExecutor())
+        for p in curve.points:
+            self.pool[p.budget_mb] = p
+        return list(curve.points)
+
+    def pool_at(self, mbs: Iterable[int]) -> None:
+        """The pool replayed at each budget of ``mbs`` not replayed yet."""
+        from mmpool_cli.pools.curve import replay_budgets
+        from mmpool_cli.pools.executors import LocalExecutor
+
+        todo = sorted({mb for mb in mbs if mb not in self.pool})
+        if not todo:
+            return
+        for p in replay_budgets(
+            self.events, self.setup.layouts, todo, top=self.setup.highest_mb, executor=LocalExecutor()
+        ):
+            self.pool[p.budget_mb] = p
+
+    # the KV cache: the radix replay at each capacity, and the embedding cache behind it
+    def _point(self, capacity: int) -> int:
+        """The capacity whose replay answers ``capacity``: from the one that never evicts up, every capacity
+        serves what that one serves (``caches.prefix``); with no radix cache, one answer for all."""
+        off = self.built is None or self.req.prefix.disabled
+        return 0 if off else min(capacity, self.saturated)
+
+    def kv_many(self, capacities: Iterable[int]) -> None:
+        """The radix replays of every capacity not replayed yet, spread over the cores."""
+        todo = sorted({self._point(c) for c in capacities} - set(self.kv))
+        if self.built is not None and not self.req.prefix.disabled and len(todo) > 1:
+            for point, served in zip(todo, served_many(self.built, todo, self.page), strict=True):
+                self._keep(point, served)
+
+    def kv_at(self, capacity: int) -> _KvPoint:
+        """The radix cache at ``capacity`` tokens and the embedding cache's lookups behind it."""
+        point = self._point(capacity)
+        got = self.kv.get(point)
+        if got is not None:
+            return got
+        built = self.built
+        if built is None or self.req.prefix.disabled:
+            served = [0] * (len(built.requests) if built is not None else 0)
+        else:
+            served = prefix.served_at(built, point, self.page)
+        return self._keep(point, served)
+
+    def _keep(self, point: int, served: list[int]) -> _KvPoint:
+        built = self.built
+        covered = prefix.covered_by(built, served) if built is not None else set()
+        looks = caches.embedding_lookups(self.req, self.tokens, self.width, covered)
+        got = self.kv[point] = _KvPoint(
+            sum(served), prefix.spared(self.groups, covered), looks, caches.looked_up_work(looks)
+        )
+        return got
+
+    def embedding_at(self, point: _KvPoint, sizes: Iterable[int]) -> None:
+        todo = sorted({s for s in sizes if s not in point.at})
+        if todo:
+            point.at.update(zip(todo, embedding_at(point.looks, todo), strict=True))
+
+    def kv_tokens(self, nbytes: int) -> int:
+        """The tokens SGLang makes of ``nbytes`` of KV memory: ``(bytes // cell) // page * page``."""
+        return nbytes // self.cell // self.page * self.page
+
+    def rows(self, splits_: Sequence[dict[str, int]], today: dict[str, int] | None = None) -> list[Row]:
+        """The row of each split (memory name -> setting), the replays each needs made once."""
+        self.pool_at(s[POOL] for s in splits_)
+        self.kv_many(s[KV] for s in splits_)
+        by_kv: dict[int, set[int]] = {}
+        for s in splits_:
+            by_kv.setdefault(s[KV], set()).add(s[EMBEDDING] * MiB)
+        for kv, sizes in by_kv.items():
+            self.embedding_at(self.kv_at(kv), sizes)
+        return [self.row(s, s == today) for s in splits_]
+
+    def row(self, values: dict[str, int], today: bool = False) -> Row:
+        kv, pool_mb, emb_mb = values[KV], values[POOL], values[EMBEDDING]
+        point, pool = self.kv_at(kv), self.pool[pool_mb]
+        self.embedding_at(point, [emb_mb * MiB])
+        hits, saved, lookups = point.at[emb_mb * MiB]
+        built = self.built
+        m = Measures(
+            requests=len(self.groups),
+            prompt_tokens=built.prompt_tokens if built is not None else 0,
+            prefix_served_tokens=point.served,
+            encoder_tokens=point.work - saved,
+            fallback_items=pool.fallback_items,
+            fallback_bytes=pool.fallback_bytes,
+            kv_tokens=kv,
+            batch=batch_of(self.request_tokens, kv),
+        )
+        figures = {
+            "embedding_hits": hits,
+            "embedding_lookups": lookups,
+            "embedding_work_saved": saved,
+            "served_by_prefix": point.items_served,
+            "pool_items": pool.items,
+            "pool_bytes": pool.bytes,
+        }
+        return Row(
+            values=dict(values),
+            bytes={KV: kv * self.cell, POOL: pool_mb * MiB, EMBEDDING: emb_mb * MiB},
+            measures=m,
+            settings=settings_of(values),
+            today=today,
+            assumed=self._assumed(point, pool_mb),
+            figures=figures,
+        )
+
+    def assumptions(self) -> tuple[str, ...]:
+        """What the replays assume, each once, in the order ``Row.assumed`` indexes them."""
+        built = self.built
+        said = list(self.request.assumptions)
+        if built is None:
+            said.append(
+                "the traffic carries no prompts: the radix cache is not replayed (it serves nothing, every item is "
+                "looked up) and the batch is not counted"
+            )
+            return tuple(said)
+        said.append("the radix cache: " + prefix._assumed(built, self.page).removeprefix("assumed: "))
+        if built.estimated:
+            said.append(
+                "no tokenizer loaded: the prompts' text tokens are estimated (one per word, number group or "
+                "punctuation run), so the prompt, prefill and KV token counts are estimates; which items the radix "
+                "cache serves is not"
+            )
+        return tuple(said)
+
+    def _assumed(self, point: _KvPoint, pool_mb: int) -> tuple[int, ...]:
+        """The assumptions a row's figures depend on: the lease lifetimes where its pool can miss, the
+        radix replay's where it evicts (and its batch always), the token estimate everywhere."""
+        out: list[int] = []
+        n = len(self.request.assumptions)
+        if pool_mb < self.no_miss_mb:  # from it up no alloc can miss, whatever the leases' lifetimes
+            out.extend(range(n))
+        if self.built is not None:
+            out.append(n)  # the radix replay's lifetimes and outputs: its batch, and its hits where it evicts
+            if self.built.estimated:
+                out.append(n + 1)
+        return tuple(out)
+
+
+def embedding_at(looks: caches._Lookups, sizes: Sequence[int]) -> list[tuple[int, int, int]]:
+    """``(hits, encoder tokens saved, lookups)`` of the embedding cache at each of ``sizes`` bytes, as its
+    report reads them at the deployment's size: the one-pass curve where it is exact, else a replay at each."""
+    from mmpool_cli.caches.replay import one_pass, replay
+
+    exact = one_pass(looks.neutral())
+    if exact is not None:
+        curve = caches.one_pass_curve(looks, exact, 0)
+        at = [curve.at(size) if size > 0 else (0, 0) for size in sizes]
+    else:
+        at = [replay(looks.neutral(), size) if size > 0 else (0, 0) for size in sizes]
+    return [(h, w, caches.embedding_lookups_at(looks, size)) for (h, w), size in zip(at, sizes, strict=True)]
+
+
+def settings_of(values: dict[str, int]) -> tuple[str, ...]:
+    """The lines to copy into the launch for a split."""
+    return (
+        f"export SGLANG_MM_FEATURE_CACHE_MB={values[POOL]}",
+        f"export SGLANG_VLM_CACHE_SIZE_MB={values[EMBEDDING]}",
+        f"--max-total-tokens {values[KV]}",
+    )
+
+
+def served_many(built: prefix.Built, capacities: Sequence[int], page: int) -> list[list[int]]:
+    """``prefix.served_at`` at each capacity, in order, spread over the cores where it pays (each replay is
+    independent of the others: its own tree)."""
+    import multiprocessing
+
+    from mmpool_cli.core.workers import default_jobs
+
+    slots = min(default_jobs(), len(capacities))
+    forks = "fork" in multiprocessing.get_all_start_methods()
+    if slots <= 1 or not forks or len(built.requests) * len(capacities) < PARALLEL_FROM:
+        return [prefix.served_at(built, c, page) for c in capacities]
+    from mmpool_cli.core.workers import worker_start
+
+    _SHARED.update(built=built, page=page)
+    try:
+        with multiprocessing.get_context("fork").Pool(slots, initializer=worker_start) as pool:
+            return pool.map(_served_shared, capacities, chunksize=1)
+    finally:
+        _SHARED.clear()
+
+
+def _served_shared(capacity: int) -> list[int]:
+    built, page = _SHARED["built"], _SHARED["page"]
+    assert isinstance(built, prefix.Built)
+    assert isinstance(page, int)
+    return prefix.served_at(built, capacity, page)
