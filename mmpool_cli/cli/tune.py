@@ -95,7 +95,8 @@ def tune(
             "--budget",
             metavar="SIZE",
             help="The GPU memory per rank to divide, e.g. 20GiB (default: today's launch's: --max-total-tokens "
-            "tokens of KV, the pool and the embedding cache).",
+            "tokens of KV, the pool and the embedding cache; vLLM's: --num-gpu-blocks-override blocks, the encoder "
+            "cache and the decode pool).",
         ),
     ] = None,
     objective: Annotated[
@@ -119,7 +120,11 @@ def tune(
     from_format: FromFormatOpt = LogFormat.auto,
     gpu_name: Annotated[
         str | None,
-        typer.Option("--gpu-name", metavar="NAME", help="The GPU that serves it (SGLang's Qwen3-VL default)."),
+        typer.Option(
+            "--gpu-name",
+            metavar="NAME",
+            help="The GPU that serves it (SGLang's Qwen3-VL default, vLLM's token defaults).",
+        ),
     ] = None,
     assume_image: AssumeImageOpt = None,
     assume_video: AssumeVideoOpt = None,
