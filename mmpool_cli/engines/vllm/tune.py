@@ -9,7 +9,7 @@ The memories (files and lines of vLLM 0.34.0), each taken out of what the KV cac
   ``block_size`` tokens of every layer's K and V: ``layers × max(1, kv_heads // tp) × (head_dim +
   v_head_dim) × dtype`` bytes a token (``v1/kv_cache_interface.py:597-612``, summed over the layers by
   ``kv_cache_planning.py:620-648``; ``plan.kv_bytes_per_token``, from a model directory). One block is the
-  null block, never lent (``v1/core/block_pool.py``): ``(N - 1) × block_size`` tokens hold requests. The
+  null block, never lent (``v1/core/block_pool.py:162-165``): ``(N - 1) × block_size`` tokens hold requests. The
   prefix cache lives in these blocks (chained block hashes, ``caches/blocks.py``), replayed at each
   candidate's N by the code ``mmpool cache --engine vllm``'s curve runs at each point (``caches.prefix.Replays``).
 * **Encoder cache** (``encoder``, tokens, set by ``--max-num-batched-tokens``): its budget is
@@ -19,7 +19,7 @@ The memories (files and lines of vLLM 0.34.0), each taken out of what the KV cac
   at least ``--max-num-seqs`` (``config/scheduler.py:375-380``). The manager lets the cache hold up to the
   budget's tokens of embeddings on every GPU worker; vLLM takes them out of the KV cache through its memory
   profile, which encodes ``budget // largest`` items of the largest size and keeps them in the encoder cache
-  while the decoder's dummy batch runs (``multimodal/encoder_budget.py:143-188``,
+  while the decoder's dummy batch runs (``multimodal/encoder_budget.py:142-217``,
   ``v1/worker/gpu/mm/encoder_runner.py:111-147``, ``v1/worker/gpu/model_runner.py:1070-1104``, measured
   by ``determine_available_memory``, ``v1/worker/gpu_worker.py:673-780``). mmpool counts the budget's
   bytes, tokens × the embedding's bytes a token (``plan --engine vllm``'s budget bytes): what the cache

@@ -362,6 +362,6 @@ def _assumptions(s: Scorer) -> list[str]:
     if s.pool_decides:
         out.append(
             "decode pool: each video decoded once against one API process's share; concurrent decodes wait for "
-            "room (gpu_ipc_memory.py:95-100), which no count here shows"
+            "room (gpu_ipc_memory.py:94-97), which no count here shows"
         )
     return out
