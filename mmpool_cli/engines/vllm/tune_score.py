@@ -355,8 +355,10 @@ def _assumptions(s: Scorer) -> list[str]:
     out = [
         f"prefix cache: {vllm_prefix.assumed(s.built, s.inp.flags)}",
         f"encoder cache: {encoder_replay.ASSUMED.format(window=s.inp.window)}",
-        "--max-num-batched-tokens also sets the scheduler's step and the decoder's profile batch, whose "
-        "activations are outside the split: only the encoder cache's bytes are counted",
+        "--max-num-batched-tokens also sets the scheduler's step and the decoder's profile batch of that many "
+        "tokens, whose activations vLLM takes out of the KV cache too (v1/worker/gpu/model_runner.py:1086-1091) and "
+        "mmpool does not measure: only the encoder cache's bytes are counted; a row that raises it needs the "
+        "start-up log's 'Available KV cache memory' to confirm its KV blocks fit",
         "KV: batch is the most requests whose prompts (in whole blocks) fit at once, the shortest first",
     ]
     if s.pool_decides:
