@@ -152,7 +152,8 @@ def tune(
         )
     outside: list[Row] = []
     if today is not None and not any(r.today for r in rows):
-        # today's launch takes more than --budget, or decodes ungated: shown beside the candidates, never recommended
+        # today's launch is no split of this budget (its blocks are not what the budget leaves, or it decodes
+        # ungated): shown beside the candidates, held to the recommendation, never recommended itself
         outside.append(s.row(today, today=True))
     marked, status = mark(rows, objective)
     if outside:
