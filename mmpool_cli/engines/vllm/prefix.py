@@ -90,7 +90,9 @@ class Built:
         for n, got_served, mine in zip(self.placed, served, self.spans, strict=True):
             covered[n] = {k for k, start, length in mine if start + length <= got_served}
         spared = sum(len({requests[n][k] for k in c}) for n, c in enumerate(covered))
-        behind = [[k for i, k in enumerate(r) if i not in c] for r, c in zip(requests, covered, strict=True)]
+        behind = [
+            [k for i, k in enumerate(r) if i not in c] if c else list(r) for r, c in zip(requests, covered, strict=True)
+        ]
         return covered, spared, behind
 
 

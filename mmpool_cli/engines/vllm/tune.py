@@ -48,8 +48,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
+from mmpool_cli.engines.vllm import encoder_replay
 from mmpool_cli.engines.vllm import prefix as vllm_prefix
-from mmpool_cli.engines.vllm.tune_score import ENCODER, KV, MAX_BLOCKS, MEMORIES, POOL, Scorer, VllmTuneInput
+from mmpool_cli.engines.vllm.caches import grid
+from mmpool_cli.engines.vllm.tune_score import ENCODER, KV, MAX_BLOCKS, MEMORIES, POOL, MiB, Scorer, VllmTuneInput
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.tune.front import key, mark
 from mmpool_cli.tune.split import Row, TuneNote, TuneReport, splits
@@ -119,8 +121,8 @@ def tune(
     else:
         origin = f"--budget {budget_text}" if budget_text else f"--budget {budget_bytes:,} B"
     notes: list[TuneNote] = []
-    enc_values, enc_why = s.encoder_choices(points)
-    pool_values, pool_why = s.pool_choices(points)
+    enc_values, enc_why = encoder_choices(s, points)
+    pool_values, pool_why = pool_choices(s, points)
     for why in (enc_why, pool_why):
         if why is not None:
             notes.append(TuneNote("vllm-tune-fixed", "info", why))
@@ -138,6 +140,7 @@ def tune(
     combos = splits(budget_bytes, {ENCODER: enc_values, POOL: pool_values}, s.bytes_of, extra)
     if s.pool_decides:  # a launch without the pool decodes ungated: today's own row only, never a candidate
         combos = [(c, left) for c, left in combos if c[POOL]]
+    s.prepare([left // s.block_bytes for _combo, left in combos])
     rows: list[Row] = []
     for combo, left in combos:
         blocks = min(left // s.block_bytes, MAX_BLOCKS)
@@ -196,6 +199,47 @@ def tune(
         notes=tuple(notes),
         status=status,
     )
+
+
+def encoder_choices(s: Scorer, points: int) -> tuple[list[int], str | None]:
+    """The encoder budgets to try, and why there is only the floor where the traffic gives nothing to decide."""
+    reqs = s.inp.traffic.requests
+    keys = [k for r in reqs for k in r]
+    repeats = len(set(keys)) < len(keys)
+    widest = encoder_replay.no_wait_budget(reqs, s.tokens, s.inp.window)
+    top = max(sum(s.tokens.values()), widest)  # from here nothing is evicted and nothing waits
+    floor = f"its floor, {s.floor:,} tokens (the largest item the launch allows)"
+    if top <= s.floor:
+        return [s.floor], (
+            f"the encoder cache has nothing to decide: every item of the traffic ({top:,} tokens) fits {floor} "
+            "at once, so no larger budget hits more; every candidate keeps it there"
+        )
+    if not repeats and widest <= s.floor:
+        return [s.floor], (
+            f"the encoder cache has nothing to decide: no item is looked up twice and no request waits at "
+            f"{floor}; every candidate keeps it there"
+        )
+    got = [t for t in grid(s.floor, top, max(points, 2)) if s.mnbt_for(t) >= s.max_seqs]
+    return got or [s.today_tokens], None
+
+
+def pool_choices(s: Scorer, points: int) -> tuple[list[int], str | None]:
+    """The decode pools to try (whole MiB), and why there is only 0 where the pool decides nothing."""
+    if not s.decodes:
+        return [0], (
+            "the GPU decode pool has nothing to decide: the traffic has no video it can size; every candidate "
+            "sets it to 0 (off), which gives its bytes back to the KV cache"
+        )
+    if not s.inp.request.gpu_video_backend:
+        return [0], (
+            "the GPU decode pool has nothing to decide: only the PyNvVideoCodec backend decodes on the GPU and "
+            "uses it, and this launch decodes videos on the host; every candidate sets it to 0 (off)"
+        )
+    # the smallest whole MiB whose share holds each video: refusals change only there
+    need = sorted({-(-d.bytes * s.api // MiB) * MiB for d in s.decodes})
+    if len(need) > points:
+        need = sorted({need[(len(need) - 1) * i // (points - 1)] for i in range(points)} | {need[-1]})
+    return need, None
 
 
 def _prefix_notes(s: Scorer) -> list[TuneNote]:

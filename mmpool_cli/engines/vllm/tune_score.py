@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmpool_cli.caches import prefix
+from mmpool_cli.core.workers import default_jobs, worker_start
 from mmpool_cli.engines.vllm import cache_items, encoder_replay, gpu_pool
 from mmpool_cli.engines.vllm import encoder_budget as eb
 from mmpool_cli.engines.vllm import prefix as vllm_prefix
 from mmpool_cli.engines.vllm.cache_traffic import ImageTraffic
-from mmpool_cli.engines.vllm.caches import check_launch, grid
+from mmpool_cli.engines.vllm.caches import check_launch
 from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import decode_requests, kv_bytes_per_token, make_plan
 from mmpool_cli.engines.vllm.request import H200, VllmPlan, VllmRequest
@@ -110,6 +111,7 @@ class Scorer:
         self.today_pool = 0 if req.ipc_gb is None else req.ipc_gb.bytes
         self.assumptions = _assumptions(self)
         self._behind: dict[int, _Behind] = {}
+        self._served: dict[int, list[int]] = {}  # replayed ahead (``prepare``), taken once
         self._encoder: dict[tuple[int, int], encoder_replay.EncoderReplay] = {}
 
     @staticmethod
@@ -183,13 +185,36 @@ class Scorer:
 
     # --- the replays
 
+    def prepare(self, blocks: Sequence[int]) -> None:
+        """Replay the block cache at each of these KV sizes ahead, in forked workers where there are cores for
+        more than one (each replay is its own, deterministic: the answer is the same either way)."""
+        keys = sorted({b if self.saturated is None else min(b, self.saturated) for b in blocks} - set(self._behind))
+        keys = [k for k in keys if k != self.saturated]  # the unbounded replay's answer is at hand
+        jobs = min(default_jobs(), len(keys))
+        if self.replays is None or jobs < 2:
+            return
+        import multiprocessing
+
+        if "fork" not in multiprocessing.get_all_start_methods():
+            return
+        _SHARED["replays"] = self.replays
+        pool = multiprocessing.get_context("fork").Pool(jobs, initializer=worker_start)
+        try:
+            self._served.update(zip(keys, pool.map(_served_shared, keys, chunksize=1), strict=True))
+        finally:
+            pool.terminate()
+            pool.join()
+            _SHARED.clear()
+
     def behind(self, blocks: int) -> _Behind:
         """The prefix cache at ``blocks`` KV blocks and the items it leaves the encoder cache (each KV size from
         which nothing is evicted gives the unbounded replay's answer: replayed once)."""
         key = blocks if self.saturated is None else min(blocks, self.saturated)
         got = self._behind.get(key)
         if got is None:
-            served = self.replays.served(key) if self.replays is not None else [0] * len(self.built.requests)
+            served = self._served.pop(key, None)
+            if served is None:
+                served = self.replays.served(key) if self.replays is not None else [0] * len(self.built.requests)
             _covered, spared, requests = self.built.behind(self.inp.traffic.requests, served)
             dense = encoder_replay.Dense.of(requests, self.tokens) if encoder_replay.FAST is not None else None
             lookup = sum(self.tokens[k] for r in requests for k in r)
@@ -278,46 +303,13 @@ class Scorer:
             out.append(f"--block-size {self.inp.flags.block_size}")
         return tuple(out)
 
-    # --- the candidates
 
-    def encoder_choices(self, points: int) -> tuple[list[int], str | None]:
-        """The encoder budgets to try, and why there is only the floor where the traffic gives nothing to decide."""
-        reqs = self.inp.traffic.requests
-        keys = [k for r in reqs for k in r]
-        repeats = len(set(keys)) < len(keys)
-        widest = encoder_replay.no_wait_budget(reqs, self.tokens, self.inp.window)
-        top = max(sum(self.tokens.values()), widest)  # from here nothing is evicted and nothing waits
-        floor = f"its floor, {self.floor:,} tokens (the largest item the launch allows)"
-        if top <= self.floor:
-            return [self.floor], (
-                f"the encoder cache has nothing to decide: every item of the traffic ({top:,} tokens) fits {floor} "
-                "at once, so no larger budget hits more; every candidate keeps it there"
-            )
-        if not repeats and widest <= self.floor:
-            return [self.floor], (
-                f"the encoder cache has nothing to decide: no item is looked up twice and no request waits at "
-                f"{floor}; every candidate keeps it there"
-            )
-        got = [t for t in grid(self.floor, top, max(points, 2)) if self.mnbt_for(t) >= self.max_seqs]
-        return got or [self.today_tokens], None
+_SHARED: dict[str, Any] = {}  # what forked workers inherit: the replays of one traffic
 
-    def pool_choices(self, points: int) -> tuple[list[int], str | None]:
-        """The decode pools to try (whole MiB), and why there is only 0 where the pool decides nothing."""
-        if not self.decodes:
-            return [0], (
-                "the GPU decode pool has nothing to decide: the traffic has no video it can size; every candidate "
-                "sets it to 0 (off), which gives its bytes back to the KV cache"
-            )
-        if not self.inp.request.gpu_video_backend:
-            return [0], (
-                "the GPU decode pool has nothing to decide: only the PyNvVideoCodec backend decodes on the GPU and "
-                "uses it, and this launch decodes videos on the host; every candidate sets it to 0 (off)"
-            )
-        # the smallest whole MiB whose share holds each video: refusals change only there
-        need = sorted({-(-d.bytes * self.api // MiB) * MiB for d in self.decodes})
-        if len(need) > points:
-            need = sorted({need[(len(need) - 1) * i // (points - 1)] for i in range(points)} | {need[-1]})
-        return need, None
+
+def _served_shared(blocks: int) -> list[int]:
+    replays: prefix.Replays = _SHARED["replays"]
+    return replays.served(blocks)
 
 
 def _max_num_seqs(req: VllmRequest, max_model_len: int | None) -> int:
