@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from mmpool_cli.usecases.tune import TuneQuery
 
 MAX_POINTS = 32  # settings per memory: the grid's rows are about their product, each scored
+MAX_EVENTS = 10_000_000  # a --trace's events, as simulate --trace takes them by default (its --max-events)
+IDLE_TIMEOUT = 30.0  # seconds a --trace read from a pipe may stay silent, as simulate's --idle-timeout
 
 
 ExitZeroOpt = Annotated[
@@ -69,6 +71,7 @@ class Objective(StrEnum):
         [
             "mmpool tune --model examples/qwen2.5-vl-7b --from examples/traffic/chats.jsonl --max-total-tokens 2048",
             "mmpool tune --model /models/Qwen2.5-VL-7B-Instruct --from server.log --budget 20GiB --format json",
+            "mmpool tune --model /models/Qwen2.5-VL-7B-Instruct --trace prod.jsonl --workers 2 --budget 2GiB",
             "mmpool tune --engine vllm --model /models/Qwen2.5-VL-7B-Instruct --from bodies.jsonl "
             "--num-gpu-blocks-override 30000",
         ],
@@ -88,6 +91,14 @@ def tune(
     traffic: Annotated[
         list[str] | None,
         typer.Option("--from", metavar="FILE", help="A server log or OpenAI body log (as 'mmpool trace'); repeat."),
+    ] = None,
+    trace_file: Annotated[
+        str | None,
+        typer.Option(
+            "--trace",
+            metavar="FILE",
+            help="A trace of 'mmpool trace' (with its items' keys; no prompts: no radix cache).",
+        ),
     ] = None,
     budget: Annotated[
         str | None,
@@ -188,6 +199,7 @@ def tune(
             assume_image,
             assume_video,
             prefix_options(max_total_tokens, disable_radix_cache, page_size, tokenizer_path),
+            trace=trace_file,
         )
         from mmpool_cli.usecases.tune import tune as run_tune
 
@@ -217,6 +229,7 @@ def tune_query(
     assume_image: str | None,
     assume_video: str | None,
     prefix: PrefixOptions,
+    trace: str | None = None,
 ) -> TuneQuery:
     """``mmpool tune``'s query from its flags (``check`` may build one alike): the traffic read once, as
     ``simulate --from`` reads it; the caches' query as ``cache`` makes it. Usage errors raise ``MmpoolError``."""
@@ -232,8 +245,17 @@ def tune_query(
     from mmpool_cli.workload.hf import resolve
     from mmpool_cli.workload.kv import cell_bytes
 
-    if not traffic:
-        raise MmpoolError("give the traffic: --from FILE (a log; repeat)")
+    if bool(traffic) == (trace is not None):
+        raise MmpoolError("give the traffic: --from FILE (a log; repeat) or --trace FILE, one of the two")
+    if trace is not None and os.path.isdir(trace):
+        raise MmpoolError(
+            f"--trace {trace}: a recording's directory; tune reads a trace file (mmpool trace --from {trace} -o FILE "
+            "makes one)"
+        )
+    if trace is not None and (assume_image or assume_video or from_format is not LogFormat.auto):
+        raise MmpoolError(
+            "--assume-image, --assume-video and --from-format describe a log to read; a --trace carries its own sizes"
+        )
     if not 2 <= points <= MAX_POINTS:
         raise MmpoolError(f"--points {points}: from 2 to {MAX_POINTS}")
     if not 1 <= workers <= MAX_WORKERS:
@@ -247,33 +269,47 @@ def tune_query(
     resolved = resolve(model or "")
     cell = None if resolved.kv is None else cell_bytes(resolved.kv, tp, 2)[0]
     pools = PoolOptions(workers=workers, tp=tp).request(os.environ)
-    conversion = convert(
-        model=model,
-        source=SourceChoice(from_format.value),
-        inputs=traffic,
-        workers=workers,
-        tp=tp,
-        dp_encoder=False,
-        recv_delay_ns=None,
-        hold_ns=None,
-        assume_image=assume_image,
-        assume_video=assume_video,
-        request_time="1",
-    )
     if resolved.config_path is not None:
         prefix = dataclasses.replace(prefix, model_dir=os.path.dirname(resolved.config_path))
-    summary = conversion.summary
-    lifetimes = ", ".join(f"{n} {rule}" for rule, n in sorted(summary.lifetimes.items()))
-    leases = (
-        f"the pool: arrivals as logged; leases {lifetimes}; receipt {DEFAULT_RECV_DELAY} s after arrival (as "
-        "'mmpool simulate --from' reads the traffic)"
-    )
+    events = None
+    if trace is not None:  # its items as cache --trace reads them, its events as simulate --trace does
+        from mmpool_cli.caches.from_trace import read_items
+        from mmpool_cli.pools.trace_file import TraceFile
+        from mmpool_cli.usecases.simulate import one_worker_refused
+
+        items, prompts, leases, source = read_items(trace), {}, [], trace
+        timeline = TraceFile(trace, workers, MAX_EVENTS, IDLE_TIMEOUT)
+        events = timeline.read()
+        if workers > 1 and events.worker and max(events.worker) == 0:
+            one_worker_refused(timeline, workers)
+        said = f"the pool: the times of {trace}, as 'mmpool simulate --trace' replays them"
+    else:
+        conversion = convert(
+            model=model,
+            source=SourceChoice(from_format.value),
+            inputs=traffic,
+            workers=workers,
+            tp=tp,
+            dp_encoder=False,
+            recv_delay_ns=None,
+            hold_ns=None,
+            assume_image=assume_image,
+            assume_video=assume_video,
+            request_time="1",
+        )
+        lifetimes = ", ".join(f"{n} {rule}" for rule, n in sorted(conversion.summary.lifetimes.items()))
+        said = (
+            f"the pool: arrivals as logged; leases {lifetimes}; receipt {DEFAULT_RECV_DELAY} s after arrival (as "
+            "'mmpool simulate --from' reads the traffic)"
+        )
+        items, prompts = items_of(conversion.leases, conversion.keys), conversion.prompts
+        leases, source = conversion.leases, ", ".join(traffic)
     return TuneQuery(
         cache=CacheQuery(
             family=family,
             settings=settings,
-            items=items_of(conversion.leases, conversion.keys),
-            source=", ".join(traffic),
+            items=items,
+            source=source,
             config_path=resolved.config_path,
             kv_cell_bytes=cell,
             hidden_size=hidden_size,
@@ -282,14 +318,15 @@ def tune_query(
             workers=workers,
             gpu_name=gpu_name,
             target=DEFAULT_TARGET,
-            prompts=conversion.prompts,
+            prompts=prompts,
             prefix=prefix,
         ),
         pools=pools,
-        leases=conversion.leases,
+        leases=leases,
         budget_bytes=budget_bytes,
         budget_text=budget,
         objective=objective,
         points=points,
-        assumptions=(leases,),
+        assumptions=(said,),
+        events=events,
     )

@@ -19,8 +19,11 @@ from mmpool_cli.errors import MmpoolError
 if TYPE_CHECKING:
     from mmpool_cli.tune.split import TuneReport
 
-# tune's own flags that mean nothing to vLLM's split, beyond those of cache's SGLang panel
-_SGLANG_TUNE = {"hidden_size", "workers", "tp", "from_format", "assume_video", *SGLANG_ONLY}
+# tune's flags that mean nothing to vLLM's split (cache's SGLang panel, and tune's own), with what to give instead
+_SGLANG_TUNE = {
+    **SGLANG_ONLY,
+    "trace_file": "vLLM's split reads OpenAI bodies (--from), whose prompts its block cache replays",
+}
 VLLM_ONLY = {"window", *VLLM_PREFIX, *(f.name for f in dataclasses.fields(VllmOptions) if f.name != "gpu_name")}
 
 
@@ -28,8 +31,7 @@ def refuse_other_engine(engine_name: str, given: dict[str, str]) -> None:
     """A usage error for a flag of the engine not chosen (one line, naming what to give instead)."""
     for name, flag in given.items():
         if engine_name == "vllm" and name in _SGLANG_TUNE:
-            why = SGLANG_ONLY.get(name, "it sizes SGLang's pool")
-            raise MmpoolError(f"{flag} is for --engine sglang: {why}")
+            raise MmpoolError(f"{flag} is for --engine sglang: {_SGLANG_TUNE[name]}")
         if engine_name != "vllm" and name in VLLM_PREFIX:
             raise MmpoolError(f"{flag} is a vLLM flag ({VLLM_PREFIX[name]}): add --engine vllm")
         if engine_name != "vllm" and name in VLLM_ONLY:

@@ -112,7 +112,7 @@ def simulate(request: SimulateRequest) -> SimulationReport:
     if not (isinstance(timeline, TraceFile) and one_replay and pools.per_worker_bytes is not None):
         events = as_events(timeline.read() if isinstance(timeline, TraceFile) else timeline)
         if isinstance(timeline, TraceFile) and pools.workers > 1 and events.worker and max(events.worker) == 0:
-            _one_worker(timeline, pools.workers)
+            one_worker_refused(timeline, pools.workers)
     if pools.per_worker_bytes is not None:
         layout = pools.layouts(pools.budget_mb)
         with progress("simulating") as tick:
@@ -121,7 +121,7 @@ def simulate(request: SimulateRequest) -> SimulationReport:
             elif isinstance(timeline, TraceFile):  # one replay of a file: as it is read, where it can be
                 result = timeline.replay(layout)
                 if result.workers[0].items and not any(w.items for w in result.workers[1:]):
-                    _one_worker(timeline, pools.workers)
+                    one_worker_refused(timeline, pools.workers)
             tick(1)
     report = SimulationReport(
         source=source,
@@ -214,7 +214,7 @@ def _limit_events(request: SimulateRequest, trace_events: int) -> int | None:
     return count * trace_events if unit == "replays" else count
 
 
-def _one_worker(trace: TraceFile, workers: int) -> None:
+def one_worker_refused(trace: TraceFile, workers: int) -> None:
     """Refuse a trace whose every alloc names worker 0, replayed over more workers than one.
 
     Such a trace was made for one worker (``mmpool trace``'s default): its traffic would all go to

@@ -28,6 +28,7 @@ class TuneQuery:
     objective: str
     points: int
     assumptions: tuple[str, ...] = ()
+    events: Any = None  # a --trace's events (then ``leases`` is empty)
 
 
 def request_of(q: TuneQuery) -> TuneRequest:
@@ -36,6 +37,7 @@ def request_of(q: TuneQuery) -> TuneRequest:
         cache=cache_request(q.cache),
         pools=q.pools,
         leases=q.leases,
+        events=q.events,
         budget_bytes=q.budget_bytes,
         budget_text=q.budget_text,
         objective=q.objective,

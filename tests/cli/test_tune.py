@@ -16,7 +16,26 @@ from PIL import Image
 MODEL = "examples/qwen2.5-vl-7b"  # a model directory: the KV bytes a token, the embedding's width
 CELL = 57_344  # its KV bytes a token on one rank (28 layers, 4 KV heads of 128 + 128, bfloat16)
 MiB = 1 << 20
-WORDS = ["the", "a", "cat", "dog", "red", "blue", "picture", "what", "is", "in", "this", "and", "how", "many", "are", "there", "show", "me"]
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "red",
+    "blue",
+    "picture",
+    "what",
+    "is",
+    "in",
+    "this",
+    "and",
+    "how",
+    "many",
+    "are",
+    "there",
+    "show",
+    "me",
+]
 
 
 def _png_url(size: tuple[int, int], mark: int) -> str:
@@ -60,6 +79,47 @@ def _traffic(rng: random.Random, path: Path) -> str:
     return str(path)
 
 
+def _sglang_log(rng: random.Random, bodies: str, path: Path) -> str:
+    """The same requests as SGLang's JSON request log writes them (level 3: every input whole): each chat rendered
+    in ChatML, its images in ``image_data``, received and finished at times that overlap (the lifetimes the pool
+    and the radix cache replay come from the log)."""
+    events = []
+    for n, line in enumerate(Path(bodies).read_text().splitlines()):
+        obj = json.loads(line)
+        text, urls = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n", []
+        for m in obj["body"]["messages"]:
+            parts = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+            text += f"<|im_start|>{m['role']}\n"
+            for part in parts:
+                if part["type"] == "image_url":
+                    text += "<|vision_start|><|image_pad|><|vision_end|>"
+                    urls.append({"url": part["image_url"]["url"]})
+                else:
+                    text += part["text"]
+            text += "<|im_end|>\n"
+        text += "<|im_start|>assistant\n"
+        rid = f"r{n}"
+        start = 10_000 * n + rng.randint(0, 9_000)  # ms: some requests overlap the next
+        meta = {"id": rid, "completion_tokens": rng.randint(1, 40)}
+        received = {"event": "request.received", "rid": rid, "obj": {"rid": rid, "text": text, "image_data": urls}}
+        finished = {
+            "event": "request.finished",
+            "rid": rid,
+            "obj": {"rid": rid},
+            "out": {"text": "ok", "meta_info": meta},
+        }
+        events += [(start, received), (start + rng.randint(1, 25_000), finished)]
+    lines = []
+    for ms, event in sorted(events, key=lambda e: e[0]):
+        stamp = f"2026-11-30T00:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}000"
+        lines.append(
+            f"[2026-11-30 00:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}] "
+            + json.dumps({"timestamp": stamp, **event})
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
 def _image(url: str) -> dict:
     return {"type": "image_url", "image_url": {"url": url}}
 
@@ -74,6 +134,8 @@ def _dominates(a: dict, b: dict) -> bool:
 def test_every_row_equals_cache_and_simulate_at_its_settings(run_line, tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     log = _traffic(rng, tmp_path / "traffic.jsonl")
+    if seed % 2:  # the same requests as SGLang logs them, with their lifetimes
+        log = _sglang_log(rng, log, tmp_path / "server.log")
     page = rng.choice([1, 1, 4, 16])
     workers = rng.choice([1, 2])
     tp = rng.choice([1, 1, 2])
@@ -118,14 +180,20 @@ def _same_as_the_commands(run_line, launch: list[str], row: dict) -> None:
     env = {"SGLANG_VLM_CACHE_SIZE_MB": str(v["embedding"]), "SGLANG_MM_FEATURE_CACHE_MB": str(v["pool"])}
     got = run_line(["mmpool", "cache", *launch, "--max-total-tokens", str(v["kv"]), "--format", "json"], env=env)
     assert got.exit_code in (0, 1), got.output
-    emb, _pre, radix = json.loads(got.stdout)["caches"]
-    assert (radix["size_tokens"], radix["hits"], radix["lookups"]) == (
-        v["kv"],
-        m["prefix_served_tokens"],
-        m["prompt_tokens"],
-    )
+    caches = json.loads(got.stdout)["caches"]
+    emb = caches[0]
+    if "--trace" in launch:  # no prompts: no radix cache replayed, every item looked up
+        assert len(caches) == 2
+        assert (m["prefix_served_tokens"], m["prompt_tokens"], m["batch"]) == (0, 0, 0)
+    else:
+        radix = caches[2]
+        assert (radix["size_tokens"], radix["hits"], radix["lookups"]) == (
+            v["kv"],
+            m["prefix_served_tokens"],
+            m["prompt_tokens"],
+        )
     assert emb["size_bytes"] == v["embedding"] * MiB
-    assert (emb["hits"], emb["lookups"], emb["work_saved"], emb["encoder_tokens"], emb["served_by_prefix"]) == (
+    assert (emb["hits"], emb["lookups"], emb["work_saved"], emb["encoder_tokens"], emb.get("served_by_prefix", 0)) == (
         f["embedding_hits"],
         f["embedding_lookups"],
         f["embedding_work_saved"],
@@ -133,7 +201,10 @@ def _same_as_the_commands(run_line, launch: list[str], row: dict) -> None:
         f["served_by_prefix"],
     )
     workers, tp = launch[launch.index("--workers") + 1], launch[launch.index("--tp") + 1]
-    sim = ["mmpool", "simulate", "--model", MODEL, "--from", launch[3], "--workers", workers, "--tp", tp]
+    given = "--trace" if "--trace" in launch else "--from"
+    traffic = [given, launch[launch.index(given) + 1]]
+    model = [] if given == "--trace" else ["--model", MODEL]  # a trace carries its own sizes
+    sim = ["mmpool", "simulate", *model, *traffic, "--workers", workers, "--tp", tp]
     sim += ["--format", "json"]
     got = run_line(sim, env=env)
     assert got.exit_code in (0, 1), got.output
@@ -144,6 +215,22 @@ def _same_as_the_commands(run_line, launch: list[str], row: dict) -> None:
     prefill = m["prompt_tokens"] - m["prefix_served_tokens"]
     assert m["work_tokens"] == prefill + m["encoder_tokens"]
     assert Fraction(m["work_per_request"]) == Fraction(m["work_tokens"], m["requests"])
+
+
+def test_a_family_name_has_no_kv_bytes_a_token(run_line) -> None:
+    argv = [
+        "mmpool",
+        "tune",
+        "--model",
+        "qwen2.5-vl",
+        "--hidden-size",
+        "3584",
+        "--from",
+        "examples/traffic/chats.jsonl",
+    ]
+    result = run_line([*argv, "--max-total-tokens", "2048"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "the KV cache's tokens per byte need the model's attention shape; give --model DIR" in result.stderr
 
 
 def test_no_budget_is_one_line_naming_the_flags(run_line, tmp_path: Path) -> None:
@@ -216,3 +303,33 @@ def test_the_tuned_split_is_not_each_memorys_own_recommendation_added_up(run_lin
     assert (a["work_tokens"], b["work_tokens"]) == (7862, 8591)  # 729 prompt tokens less computed, on the front
     assert a["prefix_served_tokens"] - b["prefix_served_tokens"] == 8591 - 7862
     assert tuned["on_front"] and not separate["on_front"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_trace_equals_cache_and_simulate_over_it(run_line, tmp_path: Path, seed: int) -> None:
+    rng = random.Random(100 + seed)
+    log = _traffic(rng, tmp_path / "traffic.jsonl")
+    workers = rng.choice([1, 2])
+    trace = str(tmp_path / "t.jsonl")
+    made = run_line(["mmpool", "trace", "--model", MODEL, "--workers", str(workers), log, "-o", trace])
+    assert made.exit_code == 0, made.output
+    launch = ["--model", MODEL, "--trace", trace, "--workers", str(workers), "--tp", "1"]
+    env = {"SGLANG_MM_FEATURE_CACHE_MB": "48", "SGLANG_VLM_CACHE_SIZE_MB": str(rng.choice([0, 4, 100]))}
+    result = run_line(
+        ["mmpool", "tune", *launch, "--budget", f"{rng.randint(60, 200)}MiB", "--format", "json"], env=env
+    )
+    assert result.exit_code in (0, 1), result.output
+    data = json.loads(result.stdout)
+    assert "the traffic carries no prompts" in data["assumptions"][1]
+    rows = data["rows"]
+    for i in sorted({data["recommended"], *rng.sample(range(len(rows)), min(4, len(rows)))}):
+        _same_as_the_commands(run_line, launch, rows[i])
+
+
+def test_a_trace_refuses_the_flags_of_a_log(run_line, tmp_path: Path) -> None:
+    argv = ["mmpool", "tune", "--model", MODEL, "--trace", "t.jsonl", "--budget", "1GiB", "--assume-image", "64x64"]
+    result = run_line(argv)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "a --trace carries its own sizes" in result.stderr
+    both = run_line(["mmpool", "tune", "--model", MODEL, "--trace", "t.jsonl", "--from", "x", "--budget", "1GiB"])
+    assert both.exit_code == 2 and "--from FILE (a log; repeat) or --trace FILE, one of the two" in both.stderr

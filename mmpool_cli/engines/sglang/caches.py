@@ -32,17 +32,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 
 from mmpool_cli.caches.curve import Curve, lru_curve
 from mmpool_cli.caches.replay import (
     ONE_PASS,
     REPLAYED,
-    Lookups,
     first_setting,
     one_pass,
-    replay,
     replayed_curve,
 )
 from mmpool_cli.caches.report import (
@@ -56,6 +52,13 @@ from mmpool_cli.caches.report import (
 from mmpool_cli.core.units import MiB, format_size
 from mmpool_cli.core.words import count
 from mmpool_cli.engines.sglang import prefix, versions
+from mmpool_cli.engines.sglang.cache_lookups import (
+    _Ids,
+    _Lookups,
+    embedding_lookups,
+    embedding_lookups_at,
+    looked_up_work,
+)
 from mmpool_cli.engines.sglang.env_vars import vlm_cache_from_env
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
@@ -73,24 +76,6 @@ _HOPPER = re.compile(r"(?<![a-z0-9])g?h(100|200|800|20)(?![0-9])", re.IGNORECASE
 
 
 REPLAY_POINTS = 64  # the curve's points where one pass is not exact (each a replay)
-
-
-@dataclass(frozen=True)
-class _Lookups:
-    keys: list[int]
-    sizes: list[int]
-    weights: list[int]
-    work: list[int]
-    groups: list[int]  # the batch each lookup belongs to (all its lookups come before its stores)
-    unique: int = 0  # lookups SGLang counts as one miss each (the preprocess cache)
-    shared: list[int] | None = None  # bytes each miss adds to every entry of its batch (one batch tensor)
-    max_entries: int = 0
-    # a lookup's other occurrences in its batch (the embedding cache): SGLang looks such an item up again
-    # for each where its first lookup missed (mm_schedule.py _batch_encode_per_image_misses), once where it hit
-    dups: list[int] | None = None
-
-    def neutral(self) -> Lookups:
-        return Lookups(self.keys, self.sizes, self.weights, self.work, self.groups, self.shared, self.max_entries)
 
 
 def large_hopper(gpu_name: str) -> bool:
@@ -224,66 +209,6 @@ def _tokens(req: CacheRequest, item: CacheItem) -> int:
 
 
 _requests = prefix.requests_of
-EMPTY: frozenset[int] = frozenset()
-
-
-class _Ids:
-    """Dense ids for keys; an unknown key (None) gets a fresh id each time (an item used once)."""
-
-    def __init__(self) -> None:
-        self.ids: dict[object, int] = {}
-        self.n = 0
-
-    def __call__(self, key: object) -> int:
-        if key is None:
-            self.n += 1
-            return self.n - 1
-        got = self.ids.get(key)
-        if got is None:
-            got = self.ids[key] = self.n
-            self.n += 1
-        return got
-
-
-def embedding_lookups(req: CacheRequest, tokens: list[int], width: int, covered: AbstractSet[int] = EMPTY) -> _Lookups:
-    """The lookups; an item in ``covered`` (in its request's cached prefix) is never looked up (``_item_overlap``)."""
-    ids = _Ids()
-    out = _Lookups([], [], [], [], [], dups=[])
-    assert out.dups is not None
-    batch = 0
-    for group in _requests(req.items):
-        for kind in ("image", "video"):  # managers/mm_utils.py embed_mm_inputs: one modality at a time
-            whole = [(i, it) for i, it in group if (it.kind == "video") == (kind == "video")]
-            mine = [(i, it) for i, it in whole if i not in covered]
-            if not mine:
-                continue
-            batch += 1
-            if kind == "video" and req.family.name == "qwen3-vl":  # several runs per video: the combined hash
-                mine = whole  # of every item of the request, once one overlaps the part computed
-                keys = tuple(it.key for _, it in mine)
-                n = sum(tokens[i] for i, _ in mine)
-                out.keys.append(ids(None if None in keys else ("combined", keys)))
-                out.sizes.append(n * width * 2)
-                out.weights.append(1)
-                out.work.append(n)
-                out.groups.append(batch)
-                out.dups.append(0)
-                continue
-            seen: dict[object, int] = {}  # key -> its first lookup
-            for i, it in mine:
-                if it.key is not None and it.key in seen:
-                    out.dups[seen[it.key]] += 1  # looked up again only where the first lookup missed
-                    continue
-                seen[it.key] = len(out.keys)
-                out.dups.append(0)
-                out.keys.append(ids(it.key))
-                out.sizes.append(tokens[i] * width * 2)
-                out.weights.append(1)
-                out.work.append(tokens[i])
-                out.groups.append(batch)
-    return out
-
-
 def _preprocess_lookups(req: CacheRequest) -> _Lookups:
     """One lookup per image of a request of images only; a distinct miss stored as an artifact whose
     pixels and grid row are views of the batch of the request's misses (each counted at the whole batch).
@@ -364,23 +289,6 @@ def _result(
 def one_pass_curve(looks: _Lookups, exact: Sequence[int], max_entries: int) -> Curve:
     """The curve of ``looks`` from one pass, where ``one_pass`` found it exact (``exact``: each lookup's bytes)."""
     return lru_curve(looks.keys, exact, looks.weights, looks.work, groups=looks.groups, max_entries=max_entries)
-
-
-def looked_up_work(looks: _Lookups) -> int:
-    """The encoder tokens of every lookup, each computed once where it misses (what a cache of 0 bytes computes)."""
-    return sum(w * k for w, k in zip(looks.weights, looks.work, strict=True))
-
-
-def embedding_lookups_at(looks: _Lookups, size: int) -> int:
-    """The lookups SGLang's scheduler makes in an embedding cache of ``size`` bytes: one per distinct item
-    of a batch, and one more for each other occurrence of an item whose first lookup missed (its
-    ``get_single`` runs again, and misses again: nothing is stored before the batch is encoded)."""
-    dups = looks.dups or []
-    extra = sum(dups)
-    if extra and size > 0:  # the other occurrences of the items that hit are not looked up again
-        counted = Lookups(looks.keys, looks.sizes, dups, [0] * len(dups), looks.groups, looks.shared, looks.max_entries)
-        extra -= replay(counted, size)[0]
-    return len(looks.keys) + extra
 
 
 def _recommend(req: CacheRequest, name: str, mb: int) -> Recommendation:

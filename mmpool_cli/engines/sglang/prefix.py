@@ -22,6 +22,7 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from mmpool_cli.caches import prefix
 from mmpool_cli.caches.curve import Curve
@@ -95,6 +96,12 @@ class Built:
     timed: bool = False  # lifetimes from the log's receipts and Finish lines
     outputs: int = 0  # requests whose output length the log gives
     prompt_tokens: int = 0
+
+    @cached_property
+    def last_ends(self) -> list[list[tuple[int, int]]]:
+        """Each request's items and the last offset of their runs, made once for every replay: an item
+        overlaps the part computed, ``[served, len)``, exactly where a run ends at or past ``served``."""
+        return [[(index, max(end for _, end in runs)) for index, runs in offs] for offs in self.offsets]
 
 
 @dataclass
@@ -308,10 +315,8 @@ def least_capacity(built: Built, page: int) -> int:
 def covered_by(built: Built, served: Sequence[int]) -> set[int]:
     """The items (indices into the request's items) wholly inside each request's served prefix: never looked up."""
     covered: set[int] = set()
-    for n, offs in zip(served, built.offsets, strict=True):
-        for index, runs in offs:
-            if not overlaps(runs, n, 1 << 62):
-                covered.add(index)
+    for n, items in zip(served, built.last_ends, strict=True):  # overlaps(runs, n, 1 << 62), run by run
+        covered.update(index for index, end in items if end < n)
     return covered
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from mmpool_cli.caches.replay import never_evicts
 from mmpool_cli.core.units import MiB
-from mmpool_cli.engines.sglang import caches, versions
+from mmpool_cli.engines.sglang import cache_lookups, caches, versions
 from mmpool_cli.engines.sglang.tune_scores import EMBEDDING, KV, POOL, Scorer, settings_of
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.tune_request import TuneRequest
@@ -48,18 +48,16 @@ class _Today:
     values: dict[str, int] | None  # None: no KV token is left beside today's pool and embedding cache
     pool_mb: int
     embedding_mb: int
-    kv_given: bool  # --max-total-tokens gave today's KV (else: what the budget leaves)
 
 
 def _today(request: TuneRequest, setup: PoolSetup, total: int, cell: int, page: int) -> _Today:
     """Today's launch: its pool and embedding cache, and its KV (``--max-total-tokens``, else the budget's rest)."""
     emb_mb = caches.embedding_size(request.cache)[0] // MiB
     kv = request.cache.prefix.capacity_tokens
-    given = kv is not None
     if kv is None:
         kv = (total - (setup.budget_mb + emb_mb) * MiB) // cell // page * page
     values = {KV: kv, POOL: setup.budget_mb, EMBEDDING: emb_mb} if kv >= page else None
-    return _Today(values, setup.budget_mb, emb_mb, given)
+    return _Today(values, setup.budget_mb, emb_mb)
 
 
 def budget(request: TuneRequest, setup: PoolSetup) -> tuple[int, str]:
@@ -105,7 +103,7 @@ def _scored(request: TuneRequest, setup: PoolSetup) -> tuple[Scorer, int, str, l
     curve = scorer.pool_curve()
     pools = _pool_choices(curve, request.points)
     # the size from which the embedding cache never evicts, with every item looked up (no KV point looks up more)
-    every = caches.embedding_lookups(request.cache, scorer.tokens, scorer.width, set())
+    every = cache_lookups.embedding_lookups(request.cache, scorer.tokens, scorer.width, set())
     widest = -(-never_evicts(every.neutral()) // MiB) if scorer.groups else 0
     # each pool budget with embedding caches from 0 to past that size, pool + cache on one lattice of totals:
     # the KV cache, which takes the rest, then has few distinct sizes, each a radix replay

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from mmpool_cli.caches import prefix as radix
 from mmpool_cli.core.units import MiB
-from mmpool_cli.engines.sglang import caches, prefix
+from mmpool_cli.engines.sglang import cache_lookups, caches, prefix
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.tune_request import TuneRequest
 from mmpool_cli.pools.curve import CurvePoint
@@ -26,7 +26,7 @@ from mmpool_cli.pools.trials import no_miss_budget
 from mmpool_cli.tune.split import Measures, Row, batch_of
 
 KV, POOL, EMBEDDING = "kv", "pool", "embedding"
-PARALLEL_FROM = 1 << 13  # replayed requests x capacities below which one process is quicker than forking workers
+PARALLEL_FROM = 1 << 13  # replayed requests x KV points below which one process is quicker than forking workers
 _SHARED: dict[str, object] = {}  # what the forked workers replay (inherited, never pickled)
 
 
@@ -36,8 +36,7 @@ class _KvPoint:
 
     served: int  # prompt tokens served
     items_served: int  # embedding lookups spared (served_by_prefix)
-    looks: caches._Lookups  # the embedding cache's lookups behind it
-    work: int  # their encoder tokens, every one missing
+    work: int  # the embedding cache's lookups' encoder tokens, every one missing
     at: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # embedding bytes -> (hits, saved, lookups)
 
 
@@ -62,12 +61,13 @@ class Scorer:
         self.width = caches._width(req)
         self.tokens = [caches._tokens(req, item) for item in req.items]
         self.groups = list(prefix.requests_of(req.items))
+        self.batches = cache_lookups.modal_batches(req, self.tokens)  # made once for every KV point
         self.built = prefix.build(req, self.tokens, self.groups) if req.prompts else None
         requests = self.built.requests if self.built is not None else []
         self.request_tokens = [-(-(len(r.tokens) + len(r.output)) // self.page) * self.page for r in requests]
         saturated = radix.never_evicts(requests, radix.Radix, page_size=self.page) if requests else 0
         self.saturated = max(-(-saturated // self.page) * self.page, self.page)  # whole pages, as the pool is
-        self.events = as_events(writer.events(request.leases))
+        self.events = as_events(request.events if request.events is not None else writer.events(request.leases))
         self.no_miss_mb = no_miss_budget(self.events, setup.layouts, setup.lowest_mb, setup.highest_mb)
         self.kv: dict[int, _KvPoint] = {}
         self.pool: dict[int, CurvePoint] = {}
@@ -82,8 +82,10 @@ class Scorer:
 
         setup = self.setup
         wanted = CurveRange()
-        if setup.lowest_mb <= setup.highest_mb < largest_alloc_budget(
-            self.events, setup.layouts, setup.lowest_mb, setup.highest_mb
+        if (
+            setup.lowest_mb
+            <= setup.highest_mb
+            < largest_alloc_budget(self.events, setup.layouts, setup.lowest_mb, setup.highest_mb)
         ):
             hi = min(self.no_miss_mb, setup.highest_mb)
             wanted = CurveRange(setup.lowest_mb, hi, f"{setup.lowest_mb}:{hi}")
@@ -112,39 +114,50 @@ class Scorer:
         off = self.built is None or self.req.prefix.disabled
         return 0 if off else min(capacity, self.saturated)
 
-    def kv_many(self, capacities: Iterable[int]) -> None:
-        """The radix replays of every capacity not replayed yet, spread over the cores."""
-        todo = sorted({self._point(c) for c in capacities} - set(self.kv))
-        if self.built is not None and not self.req.prefix.disabled and len(todo) > 1:
-            for point, served in zip(todo, served_many(self.built, todo, self.page), strict=True):
-                self._keep(point, served)
+    def points(self, wanted: dict[int, set[int]]) -> None:
+        """The KV points of ``wanted`` (capacity -> the embedding cache's sizes read there) not made yet, each
+        made whole (``point``) and spread over the cores: the radix replays and the embedding caches behind."""
+        todo: dict[int, set[int]] = {}
+        for capacity, sizes in wanted.items():
+            point = self._point(capacity)
+            have = self.kv.get(point)
+            missing = sizes - set(have.at) if have is not None else sizes
+            if missing:
+                todo.setdefault(point, set()).update(missing | (set(have.at) if have is not None else set()))
+        asked = [(p, tuple(sorted(sizes))) for p, sizes in sorted(todo.items())]
+        for (p, _), got in zip(asked, self._map(asked), strict=True):
+            self.kv[p] = got
 
-    def kv_at(self, capacity: int) -> _KvPoint:
-        """The radix cache at ``capacity`` tokens and the embedding cache's lookups behind it."""
-        point = self._point(capacity)
-        got = self.kv.get(point)
-        if got is not None:
-            return got
+    def point(self, capacity: int, sizes: Sequence[int]) -> _KvPoint:
+        """The radix cache at ``capacity`` tokens, the embedding cache's lookups behind it, read at ``sizes``."""
         built = self.built
         if built is None or self.req.prefix.disabled:
             served = [0] * (len(built.requests) if built is not None else 0)
         else:
-            served = prefix.served_at(built, point, self.page)
-        return self._keep(point, served)
-
-    def _keep(self, point: int, served: list[int]) -> _KvPoint:
-        built = self.built
+            served = prefix.served_at(built, capacity, self.page)
         covered = prefix.covered_by(built, served) if built is not None else set()
-        looks = caches.embedding_lookups(self.req, self.tokens, self.width, covered)
-        got = self.kv[point] = _KvPoint(
-            sum(served), prefix.spared(self.groups, covered), looks, caches.looked_up_work(looks)
-        )
-        return got
+        looks = cache_lookups.embedding_lookups(self.req, self.tokens, self.width, covered, self.batches)
+        at = dict(zip(sizes, embedding_at(looks, sizes), strict=True))
+        return _KvPoint(sum(served), prefix.spared(self.groups, covered), cache_lookups.looked_up_work(looks), at)
 
-    def embedding_at(self, point: _KvPoint, sizes: Iterable[int]) -> None:
-        todo = sorted({s for s in sizes if s not in point.at})
-        if todo:
-            point.at.update(zip(todo, embedding_at(point.looks, todo), strict=True))
+    def _map(self, asked: Sequence[tuple[int, tuple[int, ...]]]) -> list[_KvPoint]:
+        """``point`` at each of ``asked``, in order: in forked workers where it pays (each its own replay)."""
+        import multiprocessing
+
+        from mmpool_cli.core.workers import default_jobs
+
+        slots = min(default_jobs(), len(asked))
+        requests = len(self.built.requests) if self.built is not None else 0
+        if slots <= 1 or "fork" not in multiprocessing.get_all_start_methods() or requests * len(asked) < PARALLEL_FROM:
+            return [self.point(p, sizes) for p, sizes in asked]
+        from mmpool_cli.core.workers import worker_start
+
+        _SHARED["scorer"] = self
+        try:
+            with multiprocessing.get_context("fork").Pool(slots, initializer=worker_start) as pool:
+                return pool.map(_point_shared, asked, chunksize=1)
+        finally:
+            _SHARED.clear()
 
     def kv_tokens(self, nbytes: int) -> int:
         """The tokens SGLang makes of ``nbytes`` of KV memory: ``(bytes // cell) // page * page``."""
@@ -153,18 +166,16 @@ class Scorer:
     def rows(self, splits_: Sequence[dict[str, int]], today: dict[str, int] | None = None) -> list[Row]:
         """The row of each split (memory name -> setting), the replays each needs made once."""
         self.pool_at(s[POOL] for s in splits_)
-        self.kv_many(s[KV] for s in splits_)
         by_kv: dict[int, set[int]] = {}
         for s in splits_:
             by_kv.setdefault(s[KV], set()).add(s[EMBEDDING] * MiB)
-        for kv, sizes in by_kv.items():
-            self.embedding_at(self.kv_at(kv), sizes)
+        self.points(by_kv)
         return [self.row(s, s == today) for s in splits_]
 
     def row(self, values: dict[str, int], today: bool = False) -> Row:
         kv, pool_mb, emb_mb = values[KV], values[POOL], values[EMBEDDING]
-        point, pool = self.kv_at(kv), self.pool[pool_mb]
-        self.embedding_at(point, [emb_mb * MiB])
+        self.points({kv: {emb_mb * MiB}})
+        point, pool = self.kv[self._point(kv)], self.pool[pool_mb]
         hits, saved, lookups = point.at[emb_mb * MiB]
         built = self.built
         m = Measures(
@@ -221,14 +232,16 @@ class Scorer:
         n = len(self.request.assumptions)
         if pool_mb < self.no_miss_mb:  # from it up no alloc can miss, whatever the leases' lifetimes
             out.extend(range(n))
-        if self.built is not None:
+        if self.built is None:
+            out.append(n)  # no prompts: no radix cache, no batch
+        else:
             out.append(n)  # the radix replay's lifetimes and outputs: its batch, and its hits where it evicts
             if self.built.estimated:
                 out.append(n + 1)
         return tuple(out)
 
 
-def embedding_at(looks: caches._Lookups, sizes: Sequence[int]) -> list[tuple[int, int, int]]:
+def embedding_at(looks: cache_lookups._Lookups, sizes: Sequence[int]) -> list[tuple[int, int, int]]:
     """``(hits, encoder tokens saved, lookups)`` of the embedding cache at each of ``sizes`` bytes, as its
     report reads them at the deployment's size: the one-pass curve where it is exact, else a replay at each."""
     from mmpool_cli.caches.replay import one_pass, replay
@@ -239,7 +252,7 @@ def embedding_at(looks: caches._Lookups, sizes: Sequence[int]) -> list[tuple[int
         at = [curve.at(size) if size > 0 else (0, 0) for size in sizes]
     else:
         at = [replay(looks.neutral(), size) if size > 0 else (0, 0) for size in sizes]
-    return [(h, w, caches.embedding_lookups_at(looks, size)) for (h, w), size in zip(at, sizes, strict=True)]
+    return [(h, w, cache_lookups.embedding_lookups_at(looks, size)) for (h, w), size in zip(at, sizes, strict=True)]
 
 
 def settings_of(values: dict[str, int]) -> tuple[str, ...]:
@@ -251,29 +264,7 @@ def settings_of(values: dict[str, int]) -> tuple[str, ...]:
     )
 
 
-def served_many(built: prefix.Built, capacities: Sequence[int], page: int) -> list[list[int]]:
-    """``prefix.served_at`` at each capacity, in order, spread over the cores where it pays (each replay is
-    independent of the others: its own tree)."""
-    import multiprocessing
-
-    from mmpool_cli.core.workers import default_jobs
-
-    slots = min(default_jobs(), len(capacities))
-    forks = "fork" in multiprocessing.get_all_start_methods()
-    if slots <= 1 or not forks or len(built.requests) * len(capacities) < PARALLEL_FROM:
-        return [prefix.served_at(built, c, page) for c in capacities]
-    from mmpool_cli.core.workers import worker_start
-
-    _SHARED.update(built=built, page=page)
-    try:
-        with multiprocessing.get_context("fork").Pool(slots, initializer=worker_start) as pool:
-            return pool.map(_served_shared, capacities, chunksize=1)
-    finally:
-        _SHARED.clear()
-
-
-def _served_shared(capacity: int) -> list[int]:
-    built, page = _SHARED["built"], _SHARED["page"]
-    assert isinstance(built, prefix.Built)
-    assert isinstance(page, int)
-    return prefix.served_at(built, capacity, page)
+def _point_shared(asked: tuple[int, tuple[int, ...]]) -> _KvPoint:
+    scorer = _SHARED["scorer"]
+    assert isinstance(scorer, Scorer)
+    return scorer.point(*asked)

@@ -22,6 +22,7 @@ class TuneRequest:
     cache: CacheRequest  # what ``cache`` builds: the items, prompts, prefix options, model shape, environment
     pools: Any  # the engine's plan request for its pool (SGLang's ``PlanRequest``; None where it has none)
     leases: Sequence[Lease] = ()  # the pool's traffic, as ``simulate --from`` converts it
+    events: Any = None  # or its events, as ``simulate --trace`` reads them (then ``leases`` is unused)
     budget_bytes: int | None = None  # --budget: the memory to divide per rank (None: today's launch's)
     budget_text: str | None = None  # --budget as given, for the report
     objective: str = "no-fallback"

@@ -134,3 +134,12 @@ def test_a_feature_no_pool_holds_still_gives_a_pool_curve() -> None:
     points = Scorer(req, small).pool_curve()
     assert [p.budget_mb for p in points] == list(range(small.lowest_mb, 7))
     assert all(p.fallback_items > 0 for p in points)
+
+
+def test_the_points_made_in_forked_workers_are_the_points_made_here(monkeypatch, chats) -> None:
+    from mmpool_cli.engines.sglang import tune_scores
+
+    req, report = chats
+    monkeypatch.setattr(tune_scores, "PARALLEL_FROM", 0)  # every KV point in a worker
+    monkeypatch.setattr("mmpool_cli.core.workers.default_jobs", lambda: 2)
+    assert engine("sglang").tune(req) == report
