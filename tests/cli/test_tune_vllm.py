@@ -72,3 +72,8 @@ def test_a_family_name_gives_no_kv_bytes(run_line) -> None:
 def test_a_vllm_flag_needs_the_engine(run_line) -> None:
     result = run_line(["mmpool", "tune", "--model", MODEL, "--from", EXAMPLE, "--num-gpu-blocks-override", "400"])
     assert result.exit_code == 2 and "--num-gpu-blocks-override is a vLLM flag" in result.stderr
+
+
+def test_a_trace_is_for_sglang(run_line) -> None:
+    result = run_line([*BASE, "--num-gpu-blocks-override", "400", "--trace", "x.jsonl"])
+    assert result.exit_code == 2 and "--trace is for --engine sglang: vLLM's split reads OpenAI bodies" in result.stderr
