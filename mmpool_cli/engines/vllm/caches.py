@@ -301,10 +301,11 @@ def encoder_entry(
         "size_bytes": None if budget is None else budget * per_token,
         "size_origin": "max(--max-num-batched-tokens, the largest item the launch allows)",
         "lookups": traffic.images,
-        "lookup_tokens": sum(tokens[k] for r in traffic.requests for k in r),  # less work_saved: the misses' tokens
         "hits": at.hits if at else 0,
         "work_saved": at.saved if at else 0,
         "work_unit": "encoder tokens",
+        # the tokens the encoder computes at this budget: the items looked up less those the hits saved
+        "encoder_tokens": sum(tokens[k] for r in traffic.requests for k in r) - (at.saved if at else 0),
         "unbounded_hits": unbounded_hits,
         "unbounded_work_saved": unbounded_saved,
         "unbounded_bytes": total * per_token,
