@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 MODEL = "examples/qwen2.5-vl-7b"  # a model directory: the KV bytes a token, the embedding's width
+TOKENIZER = str(Path(__file__).parents[1] / "data" / "byte-tokenizer")  # a real tokenizer: no estimate
 CELL = 57_344  # its KV bytes a token on one rank (28 layers, 4 KV heads of 128 + 128, bfloat16)
 MiB = 1 << 20
 WORDS = [
@@ -333,3 +334,39 @@ def test_a_trace_refuses_the_flags_of_a_log(run_line, tmp_path: Path) -> None:
     assert "a --trace carries its own sizes" in result.stderr
     both = run_line(["mmpool", "tune", "--model", MODEL, "--trace", "t.jsonl", "--from", "x", "--budget", "1GiB"])
     assert both.exit_code == 2 and "--from FILE (a log; repeat) or --trace FILE, one of the two" in both.stderr
+
+
+def test_requests_whose_prompt_places_no_item_are_said_as_cache_says_them(run_line, tmp_path: Path) -> None:
+    rng = random.Random(7)
+    log = Path(_sglang_log(rng, _traffic(rng, tmp_path / "t.jsonl"), tmp_path / "server.log"))
+    lines = log.read_text().splitlines()
+    first = next(n for n, line in enumerate(lines) if "request.received" in line)
+    lines[first] = lines[first].replace("<|vision_start|><|image_pad|><|vision_end|>", "", 1)  # one item unplaced
+    log.write_text("\n".join(lines) + "\n")
+    launch = ["--model", MODEL, "--from", str(log), "--max-total-tokens", "4096", "--format", "json"]
+    tuned = json.loads(run_line(["mmpool", "tune", *launch]).stdout)["findings"]
+    cached = json.loads(run_line(["mmpool", "cache", *launch]).stdout)["findings"]
+    (said,) = [f for f in tuned if f["code"] == "prefix-not-replayed"]
+    assert said in cached and said["message"].startswith("1 of ")
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_servers_cached_tokens_are_compared_as_cache_compares_them(run_line, tmp_path: Path, seed: int) -> None:
+    """Every request said to be served nothing (a server with its radix cache off, say): tune says where the
+    replay at today's KV differs, in cache's words."""
+    rng = random.Random(20 + seed)
+    log = Path(_sglang_log(rng, _traffic(rng, tmp_path / "t.jsonl"), tmp_path / "server.log"))
+    lines = []
+    for line in log.read_text().splitlines():
+        if "request.finished" in line:
+            head, body = line.split("] ", 1)
+            obj = json.loads(body)
+            obj["out"]["meta_info"]["cached_tokens"] = 0
+            line = f"{head}] {json.dumps(obj)}"
+        lines.append(line)
+    log.write_text("\n".join(lines) + "\n")
+    launch = ["--model", MODEL, "--from", str(log), "--max-total-tokens", "4096", "--tokenizer-path", TOKENIZER]
+    tuned = json.loads(run_line(["mmpool", "tune", *launch, "--format", "json"]).stdout)["findings"]
+    cached = json.loads(run_line(["mmpool", "cache", *launch, "--format", "json"]).stdout)["findings"]
+    said = [f for f in tuned if f["code"].startswith("prefix-replay-")]
+    assert said and said == [f for f in cached if f["code"].startswith("prefix-replay-")]

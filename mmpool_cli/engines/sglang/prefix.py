@@ -265,15 +265,7 @@ def replay(
                 "tokens are estimates; which items it serves is not",
             )
         )
-    if built.not_placed:
-        notes.append(
-            CacheNote(
-                "prefix-not-replayed",
-                "warning",
-                f"{built.not_placed:,} of {len(groups):,} requests carry no prompt mmpool can place their items in "
-                "(a log without messages or with cut text): the prefix cache serves them nothing",
-            )
-        )
+    notes.extend(not_replayed(built, len(groups)))
     notes.extend(_check(built, at))
     if built.estimated and any(c is not None for c in built.cached):
         result_notes.append("the server's cached_tokens are not compared: the replay's tokens are estimated")
@@ -300,6 +292,20 @@ def replay(
         },
     )
     return PrefixReplay(dict(zip(built.names, at, strict=True)), covered, result, notes, spared(groups, covered))
+
+
+def not_replayed(built: Built, requests: int) -> list[CacheNote]:
+    """``prefix-not-replayed`` where requests carry no prompt their items can be placed in."""
+    if not built.not_placed:
+        return []
+    return [
+        CacheNote(
+            "prefix-not-replayed",
+            "warning",
+            f"{built.not_placed:,} of {requests:,} requests carry no prompt mmpool can place their items in "
+            "(a log without messages or with cut text): the prefix cache serves them nothing",
+        )
+    ]
 
 
 def served_at(built: Built, capacity: int, page: int) -> list[int]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from mmpool_cli.caches.replay import never_evicts
 from mmpool_cli.core.units import MiB
-from mmpool_cli.engines.sglang import cache_lookups, caches, versions
+from mmpool_cli.engines.sglang import cache_lookups, caches, prefix, versions
 from mmpool_cli.engines.sglang.tune_scores import EMBEDDING, KV, POOL, Scorer, settings_of
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.tune_request import TuneRequest
@@ -121,7 +121,18 @@ def _scored(request: TuneRequest, setup: PoolSetup) -> tuple[Scorer, int, str, l
 def tune(request: TuneRequest, setup: PoolSetup) -> TuneReport:
     """Every candidate split of the budget scored; the front and the recommendation."""
     scorer, total, origin, candidates, today = _scored(request, setup)
-    notes = [TuneNote(n.code, n.severity, n.message) for n in request.cache.notes]
+    built = scorer.built
+    said = [*request.cache.notes, *(prefix.not_replayed(built, len(scorer.groups)) if built is not None else [])]
+    if today.values is not None and built is not None and any(c is not None for c in built.cached):
+        # the server's cached_tokens against the radix replay at today's KV, as cache compares them
+        off = request.cache.prefix.disabled
+        at = (
+            [0] * len(built.requests)
+            if off
+            else prefix.served_at(built, scorer.kv_point(today.values[KV]), scorer.page)
+        )
+        said.extend(prefix._check(built, at))
+    notes = [TuneNote(n.code, n.severity, n.message) for n in said]
     splits_ = [s for s in candidates if s != today.values]
     over = False
     if today.values is None:

@@ -108,7 +108,7 @@ class Scorer:
             self.pool[p.budget_mb] = p
 
     # the KV cache: the radix replay at each capacity, and the embedding cache behind it
-    def _point(self, capacity: int) -> int:
+    def kv_point(self, capacity: int) -> int:
         """The capacity whose replay answers ``capacity``: from the one that never evicts up, every capacity
         serves what that one serves (``caches.prefix``); with no radix cache, one answer for all."""
         off = self.built is None or self.req.prefix.disabled
@@ -119,7 +119,7 @@ class Scorer:
         made whole (``point``) and spread over the cores: the radix replays and the embedding caches behind."""
         todo: dict[int, set[int]] = {}
         for capacity, sizes in wanted.items():
-            point = self._point(capacity)
+            point = self.kv_point(capacity)
             have = self.kv.get(point)
             missing = sizes - set(have.at) if have is not None else sizes
             if missing:
@@ -175,7 +175,7 @@ class Scorer:
     def row(self, values: dict[str, int], today: bool = False) -> Row:
         kv, pool_mb, emb_mb = values[KV], values[POOL], values[EMBEDDING]
         self.points({kv: {emb_mb * MiB}})
-        point, pool = self.kv[self._point(kv)], self.pool[pool_mb]
+        point, pool = self.kv[self.kv_point(kv)], self.pool[pool_mb]
         hits, saved, lookups = point.at[emb_mb * MiB]
         built = self.built
         m = Measures(
