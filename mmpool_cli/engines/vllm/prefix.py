@@ -177,6 +177,35 @@ def traffic_findings(made: Built, flags: PrefixFlags, requests: int) -> list[tup
     return out
 
 
+def server_findings(
+    made: Built, prompts: Sequence[Prompt | None], flags: PrefixFlags, served: Sequence[int]
+) -> list[tuple[str, str, str]]:
+    """``(code, severity, message)``: the replay's ``served`` held to the ``cached_tokens`` the server logged,
+    where the bodies carry them and the tokens are the tokenizer's (an estimate proves nothing)."""
+    told = [(n, s, p.cached_tokens) for n, s in zip(made.placed, served, strict=True) if (p := prompts[n]) is not None]
+    told = [(n, s, c) for n, s, c in told if c is not None]
+    if not told or made.tokenizer.estimated or not flags.enabled:
+        return []
+    wrong = [(n, s, c) for n, s, c in told if s != c]
+    if not wrong:
+        return [
+            (
+                "prefix-replay-matches",
+                "info",
+                f"the replay serves each of the {len(told):,} requests with cached_tokens exactly the server's",
+            )
+        ]
+    n, s, c = wrong[0]
+    return [
+        (
+            "prefix-replay-differs",
+            "warning",
+            f"request {n + 1} of the log: the server served {c:,} cached tokens, the replay {s:,} (first of "
+            f"{len(wrong):,} differing, of {len(told):,} with cached_tokens)",
+        )
+    ]
+
+
 def replay(
     requests: Sequence[Sequence[str]],
     prompts: Sequence[Prompt | None],
@@ -215,24 +244,8 @@ def replay(
     for code, severity, message in traffic_findings(made, flags, len(requests)):
         finding(code, severity, message)
     served = made.served(flags, blocks)
-    told = [(n, s, p.cached_tokens) for n, s in zip(made.placed, served, strict=True) if (p := prompts[n]) is not None]
-    told = [(n, s, c) for n, s, c in told if c is not None]
-    if told and not tok.estimated and flags.enabled:
-        wrong = [(n, s, c) for n, s, c in told if s != c]
-        if wrong:
-            n, s, c = wrong[0]
-            finding(
-                "prefix-replay-differs",
-                "warning",
-                f"request {n + 1} of the log: the server served {c:,} cached tokens, the replay {s:,} (first of "
-                f"{len(wrong):,} differing, of {len(told):,} with cached_tokens)",
-            )
-        else:
-            finding(
-                "prefix-replay-matches",
-                "info",
-                f"the replay serves each of the {len(told):,} requests with cached_tokens exactly the server's",
-            )
+    for code, severity, message in server_findings(made, prompts, flags, served):
+        finding(code, severity, message)
     covered, spared, behind = made.behind(requests, served)
     span = max(unbounded - least, 0)
     points = sorted({least + span * k // CURVE_POINTS for k in range(CURVE_POINTS + 1)} | {blocks})

@@ -171,6 +171,9 @@ def tune(
             )
         )
     notes.extend(_prefix_notes(s))
+    if today is not None:  # the server's cached_tokens held to the replay at today's KV blocks, as cache does
+        found = vllm_prefix.server_findings(s.built, inp.traffic.prompts, inp.flags, s.behind(today[KV]).served)
+        notes.extend(TuneNote(code, severity, message) for code, severity, message in found)
     for e in s.decode_errors:
         notes.append(TuneNote("vllm-tune-video-unsized", "warning", e))
     for why in inp.unsized:

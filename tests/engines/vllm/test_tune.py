@@ -287,3 +287,28 @@ def test_the_best_split_differs_from_each_caches_own_recommendation(model_dir):
     today = tune_vllm.tune_at(tune_vllm.tune_request([str(EXAMPLE)], request, flags))
     assert best.measures.work < today.measures.work
     assert best.measures.prefix_served_tokens < today.measures.prefix_served_tokens
+
+
+@pytest.mark.parametrize("shift", [0, 16])
+def test_the_servers_cached_tokens_are_held_to_todays_replay_as_cache_holds_them(model_dir, shift):
+    pytest.importorskip("transformers")
+    from mmpool_cli.engines.vllm import cache_traffic
+    from mmpool_cli.engines.vllm import prefix as vllm_prefix
+    from mmpool_cli.inputs.traffic.prompts import Prompt
+
+    request = VllmOptions(limit_mm_per_prompt=VIDEO_OFF).request(os.environ, resolve(model_dir), ())
+    flags = PrefixFlags(num_blocks=300, model_dir=model_dir, tokenizer=str(ROOT / "tests" / "data" / "byte-tokenizer"))
+    traffic = cache_traffic.read([str(EXAMPLE)])
+    scorer = vt.Scorer(vt.VllmTuneInput(request, traffic, flags))
+    served = scorer.behind(300).served
+    told = list(traffic.prompts)
+    for n, got in zip(scorer.built.placed, served, strict=True):
+        p = told[n]
+        if p is not None and n % 3 == 0:
+            told[n] = Prompt(p.messages, cached_tokens=got + (shift if n == 3 else 0))
+    traffic = dataclasses.replace(traffic, prompts=told)
+    report = vt.tune(vt.VllmTuneInput(request, traffic, flags))
+    said = [(n.code, n.message) for n in report.notes if n.code.startswith("prefix-replay")]
+    entry = vllm_prefix.replay(traffic.requests, told, scorer.tokens, "qwen2.5-vl", flags, Fraction(99)).entry
+    assert said == [(f["code"], f["message"]) for f in entry["findings"] if f["code"].startswith("prefix-replay")]
+    assert said[0][0] == ("prefix-replay-differs" if shift else "prefix-replay-matches")
