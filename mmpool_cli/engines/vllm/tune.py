@@ -73,6 +73,9 @@ def measure_videos(refs: Sequence[tuple[str, str | None, str]]) -> tuple[tuple[V
         if ref[:5].lower() != "data:" and not ref.lower().startswith(("file:", "http://", "https://")):
             unsized.append(f"{where}: vLLM refuses the video: 'The URL must be either a HTTP, data or file URL.'")
             continue
+        if ref.lower().startswith(("http://", "https://")):
+            unsized.append(f"{where}: an http(s) video cannot be measured offline (mmpool never fetches one)")
+            continue
         got = reader.measure(ref, tail)
         if not isinstance(got, MeasuredVideo) or got.info is None:
             unsized.append(f"{where}: {getattr(got, 'reason', 'not measured')}")

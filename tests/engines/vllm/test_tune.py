@@ -312,3 +312,13 @@ def test_the_servers_cached_tokens_are_held_to_todays_replay_as_cache_holds_them
     entry = vllm_prefix.replay(traffic.requests, told, scorer.tokens, "qwen2.5-vl", flags, Fraction(99)).entry
     assert said == [(f["code"], f["message"]) for f in entry["findings"] if f["code"].startswith("prefix-replay")]
     assert said[0][0] == ("prefix-replay-differs" if shift else "prefix-replay-matches")
+
+
+def test_videos_it_cannot_size_are_said_and_decide_nothing(tmp_path, model_dir):
+    refs = [("https://example.com/v.mp4", None, "a:1"), ("clip.mp4", None, "a:2"), ("file://" + str(CLIP), None, "a:3")]
+    videos, unsized = vt.measure_videos(refs)
+    assert len(videos) == 1 and videos[0].count and videos[0].width > 0
+    assert unsized == (
+        "a:1: an http(s) video cannot be measured offline (mmpool never fetches one)",
+        "a:2: vLLM refuses the video: 'The URL must be either a HTTP, data or file URL.'",
+    )
