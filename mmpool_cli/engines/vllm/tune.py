@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
-from mmpool_cli.engines.vllm import encoder_replay
+from mmpool_cli.engines.vllm import encoder_replay, gpu_pool
 from mmpool_cli.engines.vllm import prefix as vllm_prefix
 from mmpool_cli.engines.vllm.caches import grid
 from mmpool_cli.engines.vllm.tune_score import ENCODER, KV, MAX_BLOCKS, MEMORIES, POOL, MiB, Scorer, VllmTuneInput
@@ -137,6 +137,16 @@ def tune(
                 "no candidate turns the decode pool off: at 0 vLLM decodes the videos ungated, in GPU memory "
                 "no split reserves (video_decoders/pynvvideocodec.py:601-617); a launch without it is shown, "
                 "never recommended",
+            )
+        )
+    if inp.request.gpu_video_backend:
+        decoders = gpu_pool.kv_reserved(0, s.api, gpu_video_backend=True)
+        notes.append(
+            TuneNote(
+                "vllm-tune-fixed",
+                "info",
+                f"the GPU video backend's decoder surfaces and CUDA contexts take {decoders:,} B of every worker's KV "
+                f"memory ({s.api} API process(es)) at every setting (gpu_ipc_memory.py:224-239): outside the split",
             )
         )
     extra = [] if today is None else [{ENCODER: today[ENCODER], POOL: today[POOL]}]
