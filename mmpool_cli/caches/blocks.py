@@ -148,11 +148,9 @@ class BlockReplay:
             if first != b:
                 self.dups.setdefault(key, {first: None})[b] = None
 
-    def peak_after(
-        self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]
-    ) -> tuple[int, list[int]]:
+    def peak_after(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> tuple[int, int]:
         served = self.run(requests, order)[0]
-        return self.peak, served
+        return self.peak, sum(served)
 
     def run(
         self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]

@@ -135,8 +135,8 @@ def _unbounded(
     kind: type[Radix] | type[Blocks],
     params: dict[str, int],
     memo: KeyMemo | None = None,
-) -> tuple[int, list[int]]:
-    """``(never_evicts, each request's tokens served)`` of the replay in a cache that never fills."""
+) -> tuple[int, int]:
+    """``(never_evicts, tokens served)`` of the replay in a cache that never fills."""
     _check_cache(kind(1, **params))
     one = (
         RadixReplay(None, params.get("page_size", 1))
@@ -145,32 +145,6 @@ def _unbounded(
     )
     with no_collection():
         return one.peak_after(requests, order)
-
-
-class Replays:
-    """The replays of one traffic at any capacities (tokens for Radix, blocks for Blocks), each exactly what
-    ``replay`` gives there: the block keys made once for every point, and every capacity from which nothing
-    is evicted answered by one unbounded replay."""
-
-    def __init__(self, requests: Sequence[PrefixRequest], kind: type[Radix] | type[Blocks], **params: int) -> None:
-        _check_cache(kind(1, **params))
-        self.requests, self.kind, self.params = requests, kind, params
-        self.order = _events(requests)
-        self.memo = KeyMemo()
-        self.saturated, self.top = _unbounded(requests, self.order, kind, params, self.memo)
-
-    def served(self, capacity: int) -> list[int]:
-        """Per request (input order), the prompt tokens served at ``capacity``."""
-        _check_cache(self.kind(capacity, **self.params))
-        if capacity >= self.saturated:
-            return list(self.top)
-        one: RadixReplay | BlockReplay
-        if self.kind is Radix:
-            one = RadixReplay(capacity, self.params.get("page_size", 1))
-        else:
-            one = BlockReplay(capacity, self.params.get("block_size", 16), self.memo)
-        with no_collection():
-            return one.run(self.requests, self.order)[0]
 
 
 def curve(
@@ -186,8 +160,22 @@ def curve(
         _check_cache(kind(c, **params))
     if not caps:
         return []
-    each = Replays(requests, kind, **params)
-    return [sum(each.served(c)) for c in caps]
+    order = _events(requests)
+    memo = KeyMemo()  # the block keys, made once for every point
+    saturated, total_top = _unbounded(requests, order, kind, params, memo)
+    out: list[int] = []
+    for c in caps:  # each point a replay of its own
+        if c >= saturated:
+            out.append(total_top)
+            continue
+        one: RadixReplay | BlockReplay
+        if kind is Radix:
+            one = RadixReplay(c, params.get("page_size", 1))
+        else:
+            one = BlockReplay(c, params.get("block_size", 16), memo)
+        with no_collection():
+            out.append(sum(one.run(requests, order)[0]))
+    return out
 
 
 def _check_cache(cache: Radix | Blocks) -> None:
@@ -224,3 +212,27 @@ def _events(requests: Sequence[PrefixRequest]) -> list[tuple[int, int, int, int]
         ev.append((r.finish, 0, i, 1) if r.finish > r.arrive else (r.arrive, 1, i, 1))
     ev.sort()
     return ev
+
+
+class BlockReplays:
+    """One traffic's block cache (``Blocks``) replayed at any number of blocks, each point exactly what
+    ``replay`` gives there (as ``curve`` replays its points): the block keys made once for every point, and
+    every size from which nothing is evicted answered by one unbounded replay."""
+
+    def __init__(self, requests: Sequence[PrefixRequest], block_size: int) -> None:
+        _check_cache(Blocks(1, block_size))
+        self.requests, self.block_size = requests, block_size
+        self.order = _events(requests)
+        self.memo = KeyMemo()
+        one = BlockReplay(None, block_size, self.memo)
+        with no_collection():
+            self.top = one.run(requests, self.order)[0]
+        self.saturated = one.peak  # from here up nothing is evicted (``never_evicts``)
+
+    def served(self, num_blocks: int) -> list[int]:
+        """Per request (input order), the prompt tokens served at ``num_blocks`` blocks."""
+        _check_cache(Blocks(num_blocks, self.block_size))
+        if num_blocks >= self.saturated:
+            return list(self.top)
+        with no_collection():
+            return BlockReplay(num_blocks, self.block_size, self.memo).run(self.requests, self.order)[0]

@@ -201,11 +201,9 @@ class RadixReplay:
         if self.cap is not None and self.used > self.cap:
             self.over += 1
 
-    def peak_after(
-        self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]
-    ) -> tuple[int, list[int]]:
+    def peak_after(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> tuple[int, int]:
         served = self.run(requests, order)[0]
-        return -(-self.peak // self.page) * self.page, served  # the pool holds whole pages
+        return -(-self.peak // self.page) * self.page, sum(served)  # the pool holds whole pages
 
     def _relock(self, lower: Node, upper: Node, delta: int) -> None:
         """Add ``delta`` to the locks of the nodes from ``lower`` up to, not including, ``upper``

@@ -11,7 +11,7 @@ The memories (files and lines of vLLM 0.34.0), each taken out of what the KV cac
   ``kv_cache_planning.py:620-648``; ``plan.kv_bytes_per_token``, from a model directory). One block is the
   null block, never lent (``v1/core/block_pool.py:162-165``): ``(N - 1) × block_size`` tokens hold requests. The
   prefix cache lives in these blocks (chained block hashes, ``caches/blocks.py``), replayed at each
-  candidate's N by the code ``mmpool cache --engine vllm``'s curve runs at each point (``caches.prefix.Replays``).
+  candidate's N as ``mmpool cache --engine vllm``'s curve replays each point (``caches.prefix.BlockReplays``).
 * **Encoder cache** (``encoder``, tokens, set by ``--max-num-batched-tokens``): its budget is
   ``max(encoder_cache_size, the largest item the launch allows)`` with ``encoder_cache_size =
   max_num_batched_tokens`` (``config/scheduler.py:350-351``, ``compute_mm_encoder_budget`` in

@@ -2,8 +2,8 @@
 
 Each memory's rule, with the vLLM 0.34.0 code it follows, is in ``tune``'s docstring. A row's figures come
 from the functions ``mmpool cache --engine vllm`` runs: the block cache replayed at the row's KV blocks
-(``caches.prefix.Replays``, as its curve replays each point: the block keys made once, the sizes from which
-nothing is evicted sharing one replay), the encoder cache replayed behind it at the row's budget
+(``caches.prefix.BlockReplays``, as its curve replays each point: the block keys made once, the sizes
+from which nothing is evicted sharing one replay), the encoder cache replayed behind it at the row's budget
 (``encoder_replay.replay``), the decode pool's refusals as ``plan --engine vllm --video`` sizes them
 (``plan.decode_requests``, ``gpu_pool.plan``). Pure core: standard library only.
 """
@@ -99,12 +99,8 @@ class Scorer:
         self.prompt_tokens = sum(len(r.tokens) for r in self.built.requests)
         bs = flags.block_size
         self.lengths = [-(-len(r.tokens) // bs) * bs for r in self.built.requests]
-        # the block cache at any KV size, its keys made once (``prefix.Replays``, what cache's curve runs)
-        self.replays = (
-            prefix.Replays(self.built.requests, prefix.Blocks, block_size=bs)
-            if self.built.requests and flags.enabled
-            else None
-        )
+        # the block cache at any KV size, its keys made once (``prefix.BlockReplays``, as cache's curve replays)
+        self.replays = prefix.BlockReplays(self.built.requests, bs) if self.built.requests and flags.enabled else None
         self.saturated: int | None = None if self.replays is None else self.replays.saturated
         self.api = max(1, self.plan.processor_cache.api_processes)
         self.decodes, self.decode_errors = self._decodes(req, inp.videos)
@@ -308,7 +304,7 @@ _SHARED: dict[str, Any] = {}  # what forked workers inherit: the replays of one 
 
 
 def _served_shared(blocks: int) -> list[int]:
-    replays: prefix.Replays = _SHARED["replays"]
+    replays: prefix.BlockReplays = _SHARED["replays"]
     return replays.served(blocks)
 
 
