@@ -32,7 +32,9 @@ The memories (files and lines of vLLM 0.34.0), each taken out of what the KV cac
   each API process gets ``// API processes`` of it (``gpu_ipc_memory.py:127-152``) and a decode larger
   than its share fails the request (``gpu_ipc_memory.py:80-93``): the PyNvVideoCodec decoder asks for
   sampled frames × H × W × 3 bytes (``multimodal/video_decoders/pynvvideocodec.py:601-617``; with no pool,
-  budget 0, it decodes ungated, in GPU memory no split reserves). The pool decides something only where
+  budget 0, it decodes ungated, in GPU memory no split reserves). Under ``--num-gpu-blocks-override`` the
+  reservation no longer lowers the block count (the override replaces the memory it was taken from), so the
+  split itself keeps the pool within the budget. The pool decides something only where
   the traffic has videos and the launch decodes them on the GPU; elsewhere the answer says so and every
   candidate gives it 0. The GPU backend's decoder surfaces and CUDA contexts are taken at every setting
   (``gpu_pool.kv_reserved``): not part of the split.
