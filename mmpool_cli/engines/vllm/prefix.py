@@ -50,6 +50,18 @@ class PrefixFlags:
     model_dir: str | None = None
 
 
+def flags_of_launch(reading: Any, model_dir: str | None = None) -> PrefixFlags:
+    """The prefix-caching flags of a ``vllm serve`` launch as ``args.read`` parsed it (``reading.get``), for a
+    command that replays its traffic (``check --from``); ``model_dir``: the model's folder, for its tokenizer."""
+    return PrefixFlags(
+        enabled=reading.get("enable_prefix_caching") is not False,
+        num_blocks=reading.get("num_gpu_blocks_override"),
+        block_size=reading.get("block_size") or 16,
+        tokenizer=reading.get("tokenizer"),
+        model_dir=model_dir,
+    )
+
+
 @dataclass
 class PrefixReplay:
     """The items the prefix cache covered (per request, their positions), its entry and its notes."""
