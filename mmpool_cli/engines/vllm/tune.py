@@ -155,7 +155,7 @@ def tune(
     combos = splits(budget_bytes, {ENCODER: enc_values, POOL: pool_values}, s.bytes_of, extra)
     if s.pool_decides:  # a launch without the pool decodes ungated: today's own row only, never a candidate
         combos = [(c, left) for c, left in combos if c[POOL]]
-    s.prepare([left // s.block_bytes for _combo, left in combos])
+    s.prepare([min(left // s.block_bytes, MAX_BLOCKS) for _combo, left in combos])
     rows: list[Row] = []
     for combo, left in combos:
         blocks = min(left // s.block_bytes, MAX_BLOCKS)

@@ -185,7 +185,7 @@ class Scorer:
         """Replay the block cache at each of these KV sizes ahead, in forked workers where there are cores for
         more than one (each replay is its own, deterministic: the answer is the same either way)."""
         keys = sorted({b if self.saturated is None else min(b, self.saturated) for b in blocks} - set(self._behind))
-        keys = [k for k in keys if k != self.saturated]  # the unbounded replay's answer is at hand
+        keys = [k for k in keys if 2 <= k != self.saturated]  # the unbounded replay's answer is at hand
         jobs = min(default_jobs(), len(keys))
         if self.replays is None or jobs < 2:
             return

@@ -322,3 +322,15 @@ def test_videos_it_cannot_size_are_said_and_decide_nothing(tmp_path, model_dir):
         "a:1: an http(s) video cannot be measured offline (mmpool never fetches one)",
         "a:2: vLLM refuses the video: 'The URL must be either a HTTP, data or file URL.'",
     )
+
+
+def test_a_budget_leaving_some_splits_no_blocks_scores_the_others(model_dir):
+    # the largest encoder budgets take the whole budget: those splits have no KV block and are no rows
+    request = VllmOptions(limit_mm_per_prompt=VIDEO_OFF).request(os.environ, resolve(model_dir), ())
+    req = tune_vllm.tune_request([str(EXAMPLE)], request, PrefixFlags(model_dir=model_dir))
+    scorer = vt.Scorer(req.pools)
+    top = vt.encoder_choices(scorer, 8)[0][-2]  # a budget it fills but for a few bytes: no block left
+    budget = top * scorer.per_token + 100
+    report = tune_vllm.tune(dataclasses.replace(req, budget_bytes=budget, budget_text="b"))
+    assert report.rows and all(r.values["kv"] >= 2 and sum(r.bytes.values()) <= budget for r in report.rows)
+    assert max(r.values["encoder"] for r in report.rows) < top
