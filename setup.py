@@ -23,5 +23,11 @@ setup(
             optional=True,
             extra_compile_args=["-O2", "-std=c11"],
         ),
+        Extension(
+            "mmpool_cli.kernels._prefixreplay",
+            ["mmpool_cli/kernels/_prefixreplay.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c11"],
+        ),
     ]
 )

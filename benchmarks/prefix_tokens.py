@@ -22,6 +22,7 @@ import time
 
 from mmpool_cli.caches import prefix as replay
 from mmpool_cli.caches.report import CacheItem
+from mmpool_cli.core.collector import paused
 from mmpool_cli.engines.sglang import prefix
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape
 from mmpool_cli.inputs.traffic.prompts import Prompt, Timed, messages_of
@@ -64,15 +65,16 @@ def main() -> None:
 
     clock = [(time.process_time(), time.perf_counter())]
     prompts: dict[str, Timed] = {}
-    for name, line in lines:
-        prompts[name] = Timed(Prompt(messages_of(json.loads(line)["messages"])), 2 * len(prompts), None)
-    clock.append((time.process_time(), time.perf_counter()))
-    req = CacheRequest(fam, dict(fam.settings), items, "bench", ModelShape(3584), prompts=prompts)
-    built = prefix.build(req, tokens, groups)
-    clock.append((time.process_time(), time.perf_counter()))
-    top = replay.never_evicts(built.requests, replay.Radix)  # the capacity, off the clock
-    clock.append((time.process_time(), time.perf_counter()))
-    served = replay.replay(built.requests, replay.Radix(top // 2))
+    with paused(keep=True):  # as `mmpool cache` runs: the collector paused, what it made frozen at the end
+        for name, line in lines:
+            prompts[name] = Timed(Prompt(messages_of(json.loads(line)["messages"])), 2 * len(prompts), None)
+        clock.append((time.process_time(), time.perf_counter()))
+        req = CacheRequest(fam, dict(fam.settings), items, "bench", ModelShape(3584), prompts=prompts)
+        built = prefix.build(req, tokens, groups)
+        clock.append((time.process_time(), time.perf_counter()))
+        top = replay.never_evicts(built.requests, replay.Radix)  # the capacity, off the clock
+        clock.append((time.process_time(), time.perf_counter()))
+        served = replay.replay(built.requests, replay.Radix(top // 2))
     clock.append((time.process_time(), time.perf_counter()))
     steps = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(clock, clock[1:], strict=False)]
     read, build, _, run = steps

@@ -49,13 +49,13 @@ is ever evicted; every point at or above it is that replay's answer.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from mmpool_cli.caches import radix
 from mmpool_cli.caches.blocks import BlockReplay, KeyMemo
-from mmpool_cli.caches.radix import RadixReplay
+from mmpool_cli.core.collector import paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,31 +102,26 @@ def replay(requests: Sequence[PrefixRequest], cache: Radix | Blocks) -> list[int
 def run(requests: Sequence[PrefixRequest], cache: Radix | Blocks) -> Replay:
     """The replay of ``requests`` through ``cache``, with whether it evicted or ran over."""
     _check_cache(cache)
-    order = _events(requests)
     with no_collection():
+        order = _events(requests)
         if isinstance(cache, Radix):
-            return Replay(*RadixReplay(cache.capacity_tokens, cache.page_size).run(requests, order))
+            return Replay(*radix.replay(requests, order, cache.capacity_tokens, cache.page_size)[:3])
         return Replay(*BlockReplay(cache.num_blocks, cache.block_size).run(requests, order))
 
 
-@contextmanager
-def no_collection() -> Iterator[None]:
+def no_collection() -> AbstractContextManager[None]:
     """The cyclic collector off: a replay (or the building of its prompts) makes millions of small
     objects (nodes, keys, token lists) and no reference cycle that outlives it; the collector's
     passes over them cost a fifth to a third of its time, and find nothing."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+    return paused()
 
 
 def never_evicts(requests: Sequence[PrefixRequest], kind: type[Radix] | type[Blocks], **params: int) -> int:
     """The smallest capacity (tokens for Radix, blocks for Blocks) at which the replay of
     ``requests`` evicts nothing; every capacity from it up serves what the unbounded cache serves."""
-    return _unbounded(requests, _events(requests), kind, params)[0]
+    with no_collection():
+        order = _events(requests)
+    return _unbounded(requests, order, kind, params)[0]
 
 
 def _unbounded(
@@ -138,13 +133,12 @@ def _unbounded(
 ) -> tuple[int, int]:
     """``(never_evicts, tokens served)`` of the replay in a cache that never fills."""
     _check_cache(kind(1, **params))
-    one = (
-        RadixReplay(None, params.get("page_size", 1))
-        if kind is Radix
-        else BlockReplay(None, params.get("block_size", 16), memo)
-    )
     with no_collection():
-        return one.peak_after(requests, order)
+        if kind is Radix:
+            page = params.get("page_size", 1)
+            served, _, _, peak = radix.replay(requests, order, None, page)
+            return -(-peak // page) * page, sum(served)  # the pool holds whole pages
+        return BlockReplay(None, params.get("block_size", 16), memo).peak_after(requests, order)
 
 
 def curve(
@@ -160,7 +154,8 @@ def curve(
         _check_cache(kind(c, **params))
     if not caps:
         return []
-    order = _events(requests)
+    with no_collection():
+        order = _events(requests)
     memo = KeyMemo()  # the block keys, made once for every point
     saturated, total_top = _unbounded(requests, order, kind, params, memo)
     out: list[int] = []
@@ -168,13 +163,11 @@ def curve(
         if c >= saturated:
             out.append(total_top)
             continue
-        one: RadixReplay | BlockReplay
-        if kind is Radix:
-            one = RadixReplay(c, params.get("page_size", 1))
-        else:
-            one = BlockReplay(c, params.get("block_size", 16), memo)
         with no_collection():
-            out.append(sum(one.run(requests, order)[0]))
+            if kind is Radix:
+                out.append(sum(radix.replay(requests, order, c, params.get("page_size", 1))[0]))
+            else:
+                out.append(sum(BlockReplay(c, params.get("block_size", 16), memo).run(requests, order)[0]))
     return out
 
 

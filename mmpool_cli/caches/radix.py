@@ -1,12 +1,36 @@
 """SGLang's ``RadixCache`` (0.5.23) as its scheduler drives it, replayed: what ``prefix.Radix``
-runs. The rules, and what is assumed, are in ``prefix``'s docstring. Neutral: standard library only."""
+runs. The rules, and what is assumed, are in ``prefix``'s docstring. ``RadixReplay`` is the reference;
+``replay`` runs its compiled twin (``kernels/_prefixreplay.c``) where it was built, the same step for
+step (``tests/caches/test_prefix_native.py`` keeps them equal). Neutral: standard library only."""
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from types import ModuleType
 
 from mmpool_cli.caches.prompted import PrefixRequest
+from mmpool_cli.kernels.native import compiled
+
+FAST: ModuleType | None = compiled("_prefixreplay")
+
+
+def replay(
+    requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]], capacity: int | None, page: int
+) -> tuple[list[int], bool, int, int]:
+    """``(served, evicted, over, peak)`` of the replay at ``capacity`` (None: a pool that never fills,
+    whose ``peak`` is the most slots ever taken), compiled where it was built."""
+    if FAST is not None:
+        try:
+            got: tuple[list[int], bool, int, int] = FAST.radix(
+                requests, order, -1 if capacity is None else capacity, page
+            )
+            return got
+        except (TypeError, OverflowError):  # tokens (or a capacity) beyond int64: the reference runs them
+            pass
+    one = RadixReplay(capacity, page)
+    served, evicted, over = one.run(requests, order)
+    return served, evicted, over, one.peak
 
 
 class Node:
@@ -200,10 +224,6 @@ class RadixReplay:
             self.peak = self.used
         if self.cap is not None and self.used > self.cap:
             self.over += 1
-
-    def peak_after(self, requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]]) -> tuple[int, int]:
-        served = self.run(requests, order)[0]
-        return -(-self.peak // self.page) * self.page, sum(served)  # the pool holds whole pages
 
     def _relock(self, lower: Node, upper: Node, delta: int) -> None:
         """Add ``delta`` to the locks of the nodes from ``lower`` up to, not including, ``upper``

@@ -41,6 +41,7 @@ from mmpool_cli.cli.prefix_options import (
 from mmpool_cli.cli.traffic_options import AssumeImageOpt, SourceChoice, convert
 from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options_sharing
 from mmpool_cli.core.bounds import MAX_WORKERS
+from mmpool_cli.core.collector import paused
 from mmpool_cli.errors import EXIT_BELOW_TARGET, EXIT_OK, MmpoolError
 
 if TYPE_CHECKING:
@@ -157,7 +158,7 @@ def cache(
             (no_prefix_caching, num_gpu_blocks, block_size, tokenizer),
         )
         return
-    with reported():
+    with reported(), paused(keep=True):  # its prompts and prefix requests: millions of objects, no cycle
         report = _run(
             model,
             traffic or [],

@@ -19,7 +19,7 @@ from mmpool_cli.cli.cache_options import (
     WorkersOpt,
 )
 from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
-from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand, told
+from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand, check_plot, told
 from mmpool_cli.cli.prefix_options import (
     BlockSizeOpt,
     DisableRadixOpt,
@@ -143,6 +143,15 @@ def tune(
     disable_radix_cache: DisableRadixOpt = False,
     page_size: PageSizeOpt = 1,
     tokenizer_path: TokenizerPathOpt = None,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE",
+            help="Draw every split's work per request against its KV tokens, the front, today's launch and the "
+            "recommendation (.svg or .png; matplotlib).",
+        ),
+    ] = None,
     window: EncoderWindowOpt = 1,
     no_prefix_caching: NoPrefixCachingOpt = False,
     num_gpu_blocks: GpuBlocksOpt = None,
@@ -170,6 +179,8 @@ def tune(
         tune_vllm.refuse_other_engine(engine_name, told(ctx))
         if not 2 <= points <= MAX_POINTS:
             raise MmpoolError(f"--points {points}: from 2 to {MAX_POINTS}")
+        if plot is not None:
+            check_plot(plot)  # before any work
     if engine_name == "vllm":
         with reported():
             report = tune_vllm.run(
@@ -183,6 +194,7 @@ def tune(
                 objective=objective.value,
                 points=points,
             )
+            _plot(report, plot)
         _emit(report, fmt, exit_zero)
     with reported():
         query = tune_query(
@@ -204,7 +216,16 @@ def tune(
         from mmpool_cli.usecases.tune import tune as run_tune
 
         report = run_tune(query)
+        _plot(report, plot)
     _emit(report, fmt, exit_zero)
+
+
+def _plot(report: TuneReport, plot: str | None) -> None:
+    """Draw the report into ``--plot FILE``, where given."""
+    if plot is not None:
+        from mmpool_cli.render.tune_plot import write_tune_plot
+
+        write_tune_plot(report, plot)
 
 
 def _emit(report: TuneReport, fmt: OutputFormat, exit_zero: bool) -> NoReturn:

@@ -19,6 +19,8 @@ Pure core: standard library only.
 from __future__ import annotations
 
 import hashlib
+import struct
+from array import array
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -30,12 +32,13 @@ from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.caches.report import CacheItem, CacheNote, CacheResult, Recommendation, hits_needed
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
 from mmpool_cli.inputs.traffic.prompts import Timed
-from mmpool_cli.inputs.traffic.tokens import Chat, Estimated, Memo, Tokenizer, load, tokens_of, try_load
+from mmpool_cli.inputs.traffic.tokens import Chat, Estimated, Memo, Tokenizer, load, prompt_segments, try_load
 
 MM_PAD_SHIFT_VALUE = 1_000_000  # schedule_batch.py: pads start above every text token id
 _MM_WIDE_PAD_TAG = b"sglang-mm-wide-pad-v1"
 _MM_WIDE_PAD_MASK = (1 << 62) - 1
 _MM_IDENTITY_BYTES = 32
+_WORDS = struct.Struct(">4Q")  # the identity's four big-endian 8-byte words
 CURVE_POINTS = 24
 _ITEM_TEXT = {
     "image": "<|vision_start|><|image_pad|><|vision_end|>",
@@ -64,11 +67,9 @@ def requests_of(items: list[CacheItem]) -> Iterator[list[tuple[int, CacheItem]]]
 
 def pad_values(identity: bytes) -> tuple[int, ...]:
     """The four pad sentinels of an item (``_compute_pad_values`` of SGLang 0.5.23)."""
-    digest = hashlib.sha256(_MM_WIDE_PAD_TAG + identity).digest()
-    return tuple(
-        MM_PAD_SHIFT_VALUE + (int.from_bytes(digest[i : i + 8], byteorder="big") & _MM_WIDE_PAD_MASK)
-        for i in range(0, _MM_IDENTITY_BYTES, 8)
-    )
+    a, b, c, d = _WORDS.unpack(hashlib.sha256(_MM_WIDE_PAD_TAG + identity).digest()[:_MM_IDENTITY_BYTES])
+    m, v = _MM_WIDE_PAD_MASK, MM_PAD_SHIFT_VALUE
+    return (v + (a & m), v + (b & m), v + (c & m), v + (d & m))
 
 
 def padding(values: tuple[int, ...], length: int) -> list[int]:
@@ -135,50 +136,58 @@ def _build(req: CacheRequest, item_tokens: Sequence[int], groups: Sequence[list[
     out = Built(estimated=tok.estimated, tokenizer=tok.name)
     wrap = (tok.encode(WRAP[0]), tok.encode(WRAP[1]))
     memo = Memo(tok)
-    padded: dict[tuple[object, int], list[int]] = {}
+    padded: dict[tuple[object, int], array[int]] = {}  # an item's run, wrapped: it repeats turn after turn
     times = [req.prompts.get(g[0][1].request) for g in groups]
     out.timed = all(t is not None and t.finish_ns is not None for t in times)
     fresh = 0
     for n, (group, timed) in enumerate(zip(groups, times, strict=True)):
-        got = None if timed is None or timed.prompt is None else tokens_of(timed.prompt, tok, chat, memo)
-        slots = [] if got is None else [r for r in got.runs if r and isinstance(r[0], str)]
-        if (
-            got is None
-            or len(slots) != len(group)
-            or any(s[0] != it.kind for s, (_, it) in zip(slots, group, strict=True))
-        ):
-            out.not_placed += 1
-            continue
-        assert timed is not None
-        assert timed.prompt is not None
-        ids: list[int] = []
+        prompt = None if timed is None else timed.prompt
+        segments = None if prompt is None else prompt_segments(prompt, tok, chat, memo)
+        ids: array[int] = array("q")
         offs: list[tuple[int, list[tuple[int, int]]]] = []
-        for run in got.runs:
-            if run and isinstance(run[0], str):
-                index, item = group[int(run[1])]
-                ids.extend(wrap[0])
-                start = len(ids)
+        placed = 0
+        for seg in segments or ():
+            if isinstance(seg, str):  # an item: its wrapped pad run
+                if placed == len(group) or group[placed][1].kind != seg:
+                    placed = -1  # its items are not the prompt's
+                    break
+                index, item = group[placed]
+                placed += 1
                 key = (item.key if item.key is not None else index, item_tokens[index])
-                pads = padded.get(key)
-                if pads is None:  # an item repeats turn after turn: its run is made once
-                    pads = padded[key] = padding(pad_values(_identity(item, index)), item_tokens[index])
-                ids.extend(pads)
-                offs.append((index, [(start, len(ids) - 1)]))
-                ids.extend(wrap[1])
+                run = padded.get(key)
+                if run is None:
+                    run = padded[key] = _run(wrap, item.key if item.key is not None else f"unkeyed:{index}", key[1])
+                start = len(ids) + len(wrap[0])
+                ids.extend(run)
+                offs.append((index, [(start, start + item_tokens[index] - 1)]))
             else:
-                ids.extend(run)  # a text run: ints
+                ids.extend(seg)  # a text run
+        if segments is None or timed is None or prompt is None or placed != len(group):
+            out.not_placed += 1  # no prompt, or its items are not the request's
+            continue
         output: list[int] = []
-        if timed.prompt.output_tokens:
+        if prompt.output_tokens:
             out.outputs += 1
-            output = list(range(-fresh - 1, -fresh - 1 - timed.prompt.output_tokens, -1))  # never matched
-            fresh += timed.prompt.output_tokens
+            output = list(range(-fresh - 1, -fresh - 1 - prompt.output_tokens, -1))  # never matched
+            fresh += prompt.output_tokens
         arrive, finish = _times(timed, n, out.timed)
         out.requests.append(prefix.PrefixRequest(ids, output, (), arrive, finish))
         out.names.append(group[0][1].request)
         out.offsets.append(offs)
-        out.cached.append(timed.prompt.cached_tokens)
+        out.cached.append(prompt.cached_tokens)
         out.prompt_tokens += len(ids)
     return out
+
+
+def _run(wrap: tuple[list[int], list[int]], key: str, length: int) -> array[int]:
+    """An item's run: ``padding(pad_values(...), length)`` (of its key's digest) between the wrap's ids."""
+    values = array("q", pad_values(hashlib.sha256(key.encode()).digest()))
+    repeats, remainder = divmod(length, len(values))
+    run = array("q", wrap[0])
+    run += values * repeats
+    run += values[:remainder]
+    run.extend(wrap[1])
+    return run
 
 
 def _identity(item: CacheItem, index: int) -> bytes:

@@ -10,18 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 MEDIA_PARTS = {"image_url": "image", "video_url": "video", "audio_url": "audio", "image": "image", "video": "video"}
 ROLES = ("system", "user", "assistant", "tool", "developer")
+_MEDIA = {part: (kind,) for part, kind in MEDIA_PARTS.items()}  # a media part as ``Message.parts`` holds it
 
 
-@dataclass(frozen=True)
-class Message:
-    """One chat message: its role and its content, text runs and media parts (their kind) in order."""
+class Message(NamedTuple):
+    """One chat message: its role and its content, text runs and media parts (their kind) in order.
+    A tuple: built, hashed and compared in C (a chat's every turn re-sends its earlier messages, and the
+    prefix replay looks each up)."""
 
     role: str
     parts: tuple[str | tuple[str], ...]  # a text run, or ``(kind,)`` for a media item
+
+
+def _message(fields: tuple[str, tuple[str | tuple[str], ...]]) -> Message:
+    """``Message(*fields)``, without the Python-level ``__new__`` a NamedTuple's call runs."""
+    return tuple.__new__(Message, fields)
 
 
 @dataclass(frozen=True)
@@ -50,28 +57,33 @@ def messages_of(raw: Any) -> tuple[Message, ...] | None:
         return None
     out: list[Message] = []
     for m in raw:
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+        if not isinstance(m, dict):
+            return None
+        role = m.get("role")
+        if not isinstance(role, str):
             return None
         content = m.get("content")
+        if isinstance(content, str):
+            out.append(_message((role, (content,))))
+            continue
         parts: list[str | tuple[str]] = []
-        if content is None:
-            pass
-        elif isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
+        if isinstance(content, list):
             for part in content:
                 if not isinstance(part, dict):
                     return None
                 kind = part.get("type")
-                if kind == "text" and isinstance(part.get("text"), str):
-                    parts.append(part["text"])
-                elif kind in MEDIA_PARTS:
-                    parts.append((MEDIA_PARTS[kind],))
+                if kind == "text":
+                    text = part.get("text")
+                    if not isinstance(text, str):
+                        return None
+                    parts.append(text)
+                elif kind in _MEDIA:
+                    parts.append(_MEDIA[kind])
                 else:
                     return None  # a part whose tokens mmpool cannot know (tool calls, input_audio, ...)
-        else:
+        elif content is not None:
             return None
-        out.append(Message(m["role"], tuple(parts)))
+        out.append(_message((role, tuple(parts))))
     return tuple(out)
 
 

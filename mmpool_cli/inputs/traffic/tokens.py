@@ -13,13 +13,18 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from itertools import chain
+from types import ModuleType
+from typing import Any, Protocol, TypeAlias
 
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.prompts import Message, Prompt
+from mmpool_cli.kernels.native import compiled
 
+FAST: ModuleType | None = compiled("_prefixreplay")
 # ids the estimate gives text pieces: below any engine's media pads (SGLang's start at 1,000,000)
 ESTIMATE_VOCAB = 1 << 19
 _PIECES = re.compile(r"<\|[^|<>\s]{1,40}\|>|\s?[^\W\d_]+|\s?\d{1,3}|\s?[^\w\s]+|\s+")
@@ -64,17 +69,36 @@ class Estimated:
         self.ids: dict[str, int] = {}  # piece -> id: chats repeat their words turn after turn
 
     def encode(self, text: str) -> list[int]:
-        out = []
+        pieces = _PIECES.findall(text)
         ids = self.ids
-        for piece in _PIECES.findall(text):
-            got = ids.get(piece)
+        out: list[int | None] = list(map(ids.get, pieces))  # chats repeat their words: most are known
+        if None not in out:
+            return out  # type: ignore[return-value]  # every piece known: ints only
+        for n, got in enumerate(out):
             if got is None:
-                digest = hashlib.blake2b(piece.encode(), digest_size=8).digest()
-                got = int.from_bytes(digest, "big") % ESTIMATE_VOCAB
-                if len(ids) < MAX_PIECES:  # bounded: a log of random text does not grow it without limit
-                    ids[piece] = got
-            out.append(got)
-        return out
+                piece = pieces[n]
+                got = ids.get(piece)  # seen earlier in this text
+                if got is None:
+                    digest = hashlib.blake2b(piece.encode(), digest_size=8).digest()
+                    got = int.from_bytes(digest, "big") % ESTIMATE_VOCAB
+                    if len(ids) < MAX_PIECES:  # bounded: a log of random text does not grow it without limit
+                        ids[piece] = got
+                out[n] = got
+        return out  # type: ignore[return-value]  # every None replaced
+
+    def ids_of(self, text: str) -> array[int]:
+        """``encode`` as int64 ids (compiled where ``kernels/_prefixreplay.c`` was built: its ``estimate``
+        gives ``_PIECES``' pieces, kept equal by ``tests/inputs/traffic/test_tokens.py``)."""
+        if FAST is not None:
+            got = FAST.estimate(text, self.ids)
+            if got is not None:  # every piece known
+                out = array("q")
+                out.frombytes(got)
+                return out
+        try:
+            return array("q", map(self.ids.__getitem__, _PIECES.findall(text)))  # every piece known
+        except KeyError:  # a piece not seen yet
+            return array("q", self.encode(text))
 
     def render(self, messages: Sequence[Message], chat: Chat) -> str:
         return render_chatml(messages, chat)
@@ -170,14 +194,88 @@ class Tokens:
         return sum(len(r) for r in self.runs if not (r and isinstance(r[0], str)))
 
 
+Segment: TypeAlias = "array[int] | str"  # a text run's ids, or an item's kind where the item goes
+GENERATION = "<|im_start|>assistant\n"
+
+
 class Memo:
-    """Text runs already tokenized (a chat's next turn repeats its earlier turns), bounded in characters."""
+    """Text runs and messages already tokenized (a chat's next turn repeats its earlier turns),
+    bounded in characters."""
 
     def __init__(self, tokenizer: Tokenizer, max_chars: int = MAX_MEMO_CHARS) -> None:
         self.tokenizer = tokenizer
+        self.ids_of = getattr(tokenizer, "ids_of", None) or self._ids_of
         self.runs: dict[str, tuple[int, ...]] = {}
+        self.messages: dict[Message, tuple[Segment, ...]] = {}
         self.chars = 0
         self.max_chars = max_chars
+        self.generation: array[int] | None = None
+
+    def _ids_of(self, text: str) -> array[int]:
+        return array("q", self.tokenizer.encode(text))
+
+    def chatml(self, messages: Sequence[Message], chat: Chat) -> list[Segment] | None:
+        """The ids ``tokens_of`` gives the ChatML rendering of ``messages`` (``render_chatml``), made
+        message by message: ChatML starts each message with a special token, where ``encode`` splits
+        the text anyway, so a message's runs are the same wherever it comes, and a chat's next turn
+        looks its earlier messages up instead of rendering and splitting them again. Items are their
+        kind. None where a message holds a NUL (where ``MARK`` could hide): then ``tokens_of``."""
+        if chat.default_system is not None and (not messages or messages[0].role != "system"):
+            messages = (Message("system", (chat.default_system,)), *messages)
+        found = list(map(self.messages.get, messages))  # a chat's earlier messages: known
+        if None in found:
+            for n, got in enumerate(found):
+                if got is None:
+                    got = found[n] = self._message(messages[n])
+                    if got is None:
+                        return None
+        out: list[Segment] = list(chain.from_iterable(found))  # type: ignore[arg-type]  # no None left
+        if self.generation is None:
+            self.generation = array("q", self.encode(GENERATION))
+        out.append(self.generation)
+        return out
+
+    def _message(self, m: Message) -> tuple[Segment, ...] | None:
+        # its rendering split at MARK, made from its parts: the text between its items, the kinds
+        if "\x00" in m.role:
+            return None
+        texts: list[str] = []
+        text = f"{TURN}{m.role}\n"
+        for p in m.parts:
+            if type(p) is str:
+                if "\x00" in p:
+                    return None  # a NUL of its own: the whole text's split decides where its items are
+                text += p
+            else:
+                texts.append(text)
+                texts.append(p[0])
+                text = ""
+        texts.append(text + "<|im_end|>\n")
+        got: list[Segment] = []
+        runs = self.runs
+        ids_of = self.ids_of
+        size = 0
+        for i, piece in enumerate(texts):
+            size += len(piece)
+            if i % 2:
+                got.append(piece)  # an item's kind
+            elif piece:
+                known = runs.get(piece)  # a message's head ("<|im_start|>user\n") recurs
+                if known is not None:
+                    got.append(array("q", known))
+                elif TURN in piece[1:]:
+                    got.append(array("q", self.encode(piece)))
+                else:  # one turn: ``encode``'s own result without its split; heads are kept
+                    ids = ids_of(piece)
+                    if i == 0 and len(texts) > 1 and self.chars + len(piece) <= self.max_chars:
+                        runs[piece] = tuple(ids)
+                        self.chars += len(piece)
+                    got.append(ids)
+        out = tuple(got)
+        if self.chars + size <= self.max_chars:
+            self.messages[m] = out
+            self.chars += size
+        return out
 
     def encode(self, text: str) -> tuple[int, ...]:
         # each turn apart: ChatML starts every turn with a special token, where tokenizers split anyway
@@ -217,3 +315,16 @@ def tokens_of(prompt: Prompt, tokenizer: Tokenizer, chat: Chat, memo: Memo | Non
         elif piece:
             runs.append((memo or Memo(tokenizer)).encode(piece))
     return Tokens(tuple(runs))
+
+
+def prompt_segments(prompt: Prompt, tokenizer: Tokenizer, chat: Chat, memo: Memo) -> list[Segment] | None:
+    """The prompt's text runs (int64 ids) and items (their kind), in order: ``tokens_of``'s, the
+    estimate's ChatML made message by message (``Memo.chatml``); None where ``tokens_of`` gives none."""
+    if type(tokenizer) is Estimated and prompt.messages is not None:
+        got = memo.chatml(prompt.messages, chat)
+        if got is not None:
+            return got
+    runs = tokens_of(prompt, tokenizer, chat, memo)
+    if runs is None:
+        return None
+    return [r[0] if r and isinstance(r[0], str) else array("q", r) for r in runs.runs]

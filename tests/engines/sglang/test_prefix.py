@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from mmpool_cli.engines.sglang import caches as rules
 from mmpool_cli.engines.sglang import prefix
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape, PrefixOptions
 from mmpool_cli.inputs.traffic.prompts import Prompt, Timed, messages_of
+from mmpool_cli.inputs.traffic.tokens import MARK, Estimated
 from mmpool_cli.workload.families import family
 
 FIXTURE = json.loads((Path(__file__).parents[2] / "data" / "sglang_prefix_embedding.json").read_text())
@@ -162,3 +164,84 @@ def test_the_replay_is_compared_with_the_servers_cached_tokens() -> None:
     # estimated tokens are not compared
     built.estimated = True
     assert prefix._check(built.__class__(**{**built.__dict__, "cached": told}), list(served.values())) == []
+
+
+WORDS = ["a", "b c", " x", "12", ",.!", "\n", "<|im_start|>", "<|im_end|>", "héllo", "\x00", MARK, "<|vision_start|>"]
+
+
+def random_traffic(seed: int, n: int) -> tuple[list[CacheItem], dict[str, Timed]]:
+    """Interleaved chats re-sending their turns, items keyed, unkeyed, shared or of another kind than
+    the prompt places, outputs and server counts here and there, text with ChatML's marks and NULs."""
+    rng = random.Random(seed)
+    items: list[CacheItem] = []
+    prompts: dict[str, Timed] = {}
+    chats: dict[int, list[dict[str, Any]]] = {}
+
+    def say() -> str:
+        return "".join(rng.choice(WORDS) for _ in range(rng.randrange(0, 5)))
+
+    for i in range(n):
+        c = rng.randrange(10)
+        msgs = chats.get(c) or ([{"role": "system", "content": say()}] if rng.random() < 0.5 else [])
+        content: Any = []
+        for _ in range(rng.randrange(0, 3)):
+            content += [{"type": "image_url", "image_url": {"url": "-"}}, {"type": "text", "text": say()}]
+        if rng.random() < 0.2:
+            content = say()
+        msgs = [*msgs, {"role": "user", "content": content}]
+        name = f"r{i}"
+        k = 0
+        for m in msgs:
+            for p in m["content"] if isinstance(m["content"], list) else []:
+                if p["type"] == "image_url":
+                    kind = "image" if rng.random() < 0.98 else "video"
+                    items.append(CacheItem(name, kind, rng.choice([f"i{c}-{k}", None, f"s{k % 3}"]), 1000, kind))
+                    k += 1
+        if k == 0:
+            items.append(CacheItem(name, "image", "x", 1000, "image"))  # an item its prompt does not place
+        output = rng.choice([None, 0, 1, 5])
+        prompt = Prompt(messages_of(json.loads(json.dumps(msgs))), None, output, None, rng.choice([None, 3]))
+        prompts[name] = Timed(prompt, 2 * i, rng.choice([None, 2 * i + 1]))
+        next_turn = [*msgs, {"role": "assistant", "content": say()}]
+        chats[c] = next_turn if rng.random() < 0.9 else []
+    return items, prompts
+
+
+class WholeText(Estimated):
+    """The estimate, tokenizing each prompt's whole rendering (``tokens_of``) as other tokenizers do."""
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_prompts_built_message_by_message_are_those_of_the_whole_rendering(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items, prompts = random_traffic(seed, 300)
+    groups = list(prefix.requests_of(items))
+    tokens = [random.Random(seed).randrange(0, 40) for _ in items]
+    for name in ("qwen2.5-vl", "qwen3-vl"):
+        fam = family(name)
+        req = CacheRequest(fam, dict(fam.settings), items, "t", ModelShape(3584), prompts=prompts)
+        fast = prefix.build(req, tokens, groups)
+        monkeypatch.setattr(prefix, "tokenizer_for", lambda _req: WholeText())
+        whole = prefix.build(req, tokens, groups)
+        monkeypatch.undo()
+        assert [list(r.tokens) for r in fast.requests] == [list(r.tokens) for r in whole.requests]
+        assert [(r.output, r.arrive, r.finish) for r in fast.requests] == [
+            (r.output, r.arrive, r.finish) for r in whole.requests
+        ]
+        assert (fast.names, fast.offsets, fast.cached, fast.not_placed) == (
+            whole.names,
+            whole.offsets,
+            whole.cached,
+            whole.not_placed,
+        )
+        assert len(fast.requests) > 30 and fast.not_placed > 0
+
+
+@pytest.mark.parametrize("length", [0, 1, 3, 4, 5, 16, 1023])
+def test_an_items_run_is_its_pad_values_padded_between_the_wrap(length: int) -> None:
+    wrap = ([7, 8], [9])
+    for index, key in enumerate(["img-a", "https://x/1.png", None]):
+        item = CacheItem("r", "image", key, 1, "image")
+        want = [7, 8, *prefix.padding(prefix.pad_values(prefix._identity(item, index)), length), 9]
+        assert list(prefix._run(wrap, key if key is not None else f"unkeyed:{index}", length)) == want
