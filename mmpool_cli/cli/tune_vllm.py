@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # tune's flags that mean nothing to vLLM's split (cache's SGLang panel, and tune's own), with what to give instead
 _SGLANG_TUNE = {
-    **SGLANG_ONLY,
+    **{name: why for name, why in SGLANG_ONLY.items() if name != "plot"},  # tune draws either engine's report
     "trace_file": "vLLM's split reads OpenAI bodies (--from), whose prompts its block cache replays",
 }
 VLLM_ONLY = {"window", *VLLM_PREFIX, *(f.name for f in dataclasses.fields(VllmOptions) if f.name != "gpu_name")}

@@ -77,3 +77,12 @@ def test_a_vllm_flag_needs_the_engine(run_line) -> None:
 def test_a_trace_is_for_sglang(run_line) -> None:
     result = run_line([*BASE, "--num-gpu-blocks-override", "400", "--trace", "x.jsonl"])
     assert result.exit_code == 2 and "--trace is for --engine sglang: vLLM's split reads OpenAI bodies" in result.stderr
+
+
+def test_the_plot_draws_vllms_splits(run_line, tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "tune.svg"
+    result = run_line([*BASE, "--num-gpu-blocks-override", "400", *NO_VIDEO, "--plot", str(out), "--exit-zero"])
+    assert result.exit_code == 0, result.output
+    svg = out.read_text()
+    assert "mmpool tune" in svg and "kv 225, encoder 38,748, decode_pool 0" in svg
