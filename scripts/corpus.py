@@ -40,6 +40,10 @@ FIXED_ENV = {
 RELEASES = [f"0.5.{n}" for n in range(10, 24)]
 FORMATS = ["human", "json", "github", "sarif"]
 LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", "MODEL"]
+# check --from: a launch mmpool tune can score over the chat example (its model directory, its KV capacity)
+TUNED = ["sglang", "serve", "--model-path", "examples/qwen2.5-vl-7b", "--max-total-tokens", "2048"]
+TUNED += ["--mm-feature-transport", "cuda_ipc"]
+CHATS = ["--from", "examples/traffic/chats.jsonl"]
 
 
 def _case(name: str, argv: list[str], env: dict[str, str] | None = None, stdin: str | None = None) -> dict[str, Any]:
@@ -336,6 +340,11 @@ def cases() -> list[dict[str, Any]]:
         ("release-old", ["--sglang-version", "0.5.11"], [*LAUNCH, "--mm-feature-transport", "cuda_vmm"]),
         ("release-attn-dp", ["--sglang-version", "0.5.20"], [*LAUNCH, "--attn-dp-size", "2", "--tp", "4"]),
         ("gpu-memory-bad", ["--gpu-memory", "100MiB"], [*LAUNCH]),
+        ("traffic-held", ["-v", *CHATS, "--max-fallback", "0", "--min-prefix-hit", "20"], TUNED),
+        ("traffic-fallback-over", ["--env", "SGLANG_MM_FEATURE_CACHE_MB=2", *CHATS, "--max-fallback", "0"], TUNED),
+        ("traffic-prefix-under", ["--format", "json", *CHATS, "--min-prefix-hit", "99.5"], TUNED),
+        ("traffic-bound-alone", ["--max-fallback", "0"], TUNED),
+        ("traffic-no-kv", [*CHATS], TUNED[:4] + TUNED[6:]),
     ]
     for name, opts, launch in check:
         add(_case(f"check-{name}", ["check", *opts, "--", *launch]))

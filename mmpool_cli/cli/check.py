@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Annotated
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -35,6 +39,11 @@ from mmpool_cli.core.reports import Report
 from mmpool_cli.errors import EXIT_FINDINGS, EXIT_OK, MmpoolError
 from mmpool_cli.render import render
 
+if TYPE_CHECKING:
+    from mmpool_cli.engines.sglang.launch import TuneLaunch
+    from mmpool_cli.usecases.check import TrafficBounds
+    from mmpool_cli.usecases.tune import TuneQuery
+
 
 @app.command(
     context_settings={"allow_interspersed_args": False},
@@ -44,6 +53,7 @@ from mmpool_cli.render import render
             "mmpool check -- python -m sglang.launch_server --model-path MODEL --tp 8",
             "mmpool check --exec --strict -- sglang serve MODEL --config sglang.yaml",
             "mmpool check -- vllm serve ./Qwen2.5-VL-7B-Instruct -dp 4 --config v.yaml",
+            "mmpool check -v --from server.log -- sglang serve M --max-total-tokens N",
         ],
         "0 the launch is valid (with --exec: the launch command's own status); 1 an error finding (or a "
         "warning with --strict); 2 usage error, or not an SGLang or vLLM launch; 70 internal error.",
@@ -119,13 +129,35 @@ def check(
             "--video", metavar="WxH:SECONDS:FPS", help="vLLM launches: a video of a request (or WxH:FRAMES@FPS)."
         ),
     ] = None,
+    traffic: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--from",
+            metavar="FILE",
+            help="SGLang launches: traffic to hold the launch to (a server log or OpenAI bodies); repeat.",
+        ),
+    ] = None,
+    max_fallback: Annotated[
+        int | None,
+        typer.Option("--max-fallback", metavar="N", help="With --from: an error if more than N features fall back."),
+    ] = None,
+    min_prefix_hit: Annotated[
+        str | None,
+        typer.Option(
+            "--min-prefix-hit", metavar="PCT", help="With --from: an error if the prefix cache serves under PCT%."
+        ),
+    ] = None,
 ) -> None:
-    """Check an SGLang or vLLM launch command and its environment before launch; --exec then runs it."""
+    """Check an SGLang or vLLM launch command and its environment before launch; --exec then runs it.
+
+    With --from, the launch is also replayed over that traffic as 'mmpool tune' scores today's launch, and
+    held to --max-fallback and --min-prefix-hit."""
     from mmpool_cli.engines.sglang.resolution import Assumptions
     from mmpool_cli.engines.vllm.args import launch_words
     from mmpool_cli.usecases.check import check as run_check
 
     with reported():
+        bounds = _traffic_bounds(traffic, max_fallback, min_prefix_hit)
         if record is not None and not exec_:
             raise MmpoolError("--record records the launch that --exec runs: add --exec")
         if exec_ and exit_zero:
@@ -156,6 +188,8 @@ def check(
             ]
             if sglang_given:
                 raise MmpoolError(f"this is a vLLM launch: {sglang_given[0]} is SGLang's; see --help for vLLM's")
+            if traffic:
+                raise MmpoolError("--from holds SGLang launches to traffic; a vLLM launch's split is not scored yet")
             known = None if gpu_memory is None else _gpu_memory(gpu_memory)
             gpu = None if gpu_memory is None and gpu_name is None else vllm.gpu(known)
             assume = vllm.assumptions(environ, gpu)
@@ -201,7 +235,98 @@ def check(
             sglang_version=version,
             sglang_version_chosen=chosen,
         )
+        if traffic and bounds is not None:
+            report = _hold_to_traffic(report, command, environ, assume, traffic, bounds)
     _finish(report, output, quiet, command, exec_, exit_zero, verbose, record)
+
+
+def _traffic_bounds(
+    traffic: list[str] | None, max_fallback: int | None, min_prefix_hit: str | None
+) -> TrafficBounds | None:
+    """The bounds of --from, checked (a usage error without --from, or out of range); None without --from."""
+    from mmpool_cli.usecases.check import TrafficBounds
+
+    if not traffic:
+        given = "--max-fallback" if max_fallback is not None else "--min-prefix-hit" if min_prefix_hit else None
+        if given:
+            raise MmpoolError(
+                f"{given} holds the launch to its traffic: add --from FILE (a server log or OpenAI bodies)"
+            )
+        return None
+    if max_fallback is not None and max_fallback < 0:
+        raise MmpoolError(f"--max-fallback {max_fallback}: a count of features, 0 or more")
+    hit = None
+    if min_prefix_hit is not None:
+        try:
+            hit = Fraction(Decimal(min_prefix_hit.strip()))
+        except (InvalidOperation, ValueError):
+            hit = None
+        if hit is None or not 0 <= hit <= 100:
+            raise MmpoolError(f"--min-prefix-hit {min_prefix_hit}: a percentage from 0 to 100, e.g. 30 or 99.5")
+    return TrafficBounds(max_fallback, hit)
+
+
+def _hold_to_traffic(
+    report: Report,
+    command: list[str],
+    environ: Mapping[str, str],
+    assume: Any,
+    traffic: list[str],
+    bounds: TrafficBounds,
+) -> Report:
+    """The report with the launch's row over ``traffic`` (as ``tune`` scores today's) held to ``bounds``; a launch
+    that fails its check already is left as it is (it would not start)."""
+    from mmpool_cli.engines.sglang.launch import tune_launch
+    from mmpool_cli.usecases.check import traffic_findings
+    from mmpool_cli.usecases.tune import tune_at
+
+    launch = tune_launch(command, environ, assume)
+    if launch is None:
+        return report
+    source = ", ".join(traffic)
+    row = tune_at(_tune_query(launch, traffic, environ))
+    found = traffic_findings(row, source, bounds)
+    result = report.results[-1]  # the launch: the environment's file findings are folded into it
+    results = [*report.results[:-1], dataclasses.replace(result, findings=result.findings + found)]
+    return dataclasses.replace(report, results=results)
+
+
+def _tune_query(launch: TuneLaunch, traffic: list[str], environ: Mapping[str, str]) -> TuneQuery:
+    """What ``mmpool tune`` is asked for this launch's flags and traffic (tune's own query, so one rule reads
+    both), with the launch's pool request and the environment checked (``--env``, ``--env-file``)."""
+    from mmpool_cli.cli.cache_options import LogFormat
+    from mmpool_cli.cli.prefix_options import prefix_options
+    from mmpool_cli.cli.tune import tune_query
+
+    if launch.model_path is None:
+        raise MmpoolError("--from: the launch names no --model-path, so its traffic cannot be sized")
+    if launch.max_total_tokens is None:
+        raise MmpoolError(
+            "--from: the launch gives no --max-total-tokens, so its KV capacity is unknown offline; add the "
+            "max_total_num_tokens SGLang prints at start-up to the launch"
+        )
+    if launch.pools is None:
+        raise MmpoolError(
+            "--from: the launch makes no feature pool (its transport resolves to cpu: every feature takes the CPU "
+            "path), and its traffic is replayed through the pool tune divides; add --mm-feature-transport cuda_ipc"
+        )
+    query = tune_query(
+        launch.model_path,
+        traffic,
+        None,
+        "no-fallback",
+        2,
+        None,
+        launch.workers,
+        launch.tp,
+        LogFormat.auto,
+        None,
+        None,
+        None,
+        prefix_options(launch.max_total_tokens, launch.disable_radix_cache, launch.page_size, launch.tokenizer_path),
+    )
+    cache = dataclasses.replace(query.cache, environ=environ)
+    return dataclasses.replace(query, cache=cache, pools=launch.pools)
 
 
 def _finish(

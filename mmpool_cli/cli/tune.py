@@ -17,7 +17,7 @@ from mmpool_cli.cli.cache_options import (
     TpOpt,
     WorkersOpt,
 )
-from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand
+from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand, check_plot
 from mmpool_cli.cli.prefix_options import (
     DisableRadixOpt,
     MaxTotalTokensOpt,
@@ -123,6 +123,15 @@ def tune(
     disable_radix_cache: DisableRadixOpt = False,
     page_size: PageSizeOpt = 1,
     tokenizer_path: TokenizerPathOpt = None,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE",
+            help="Draw every split's work per request against its KV tokens, the front, today's launch and the "
+            "recommendation (.svg or .png; matplotlib).",
+        ),
+    ] = None,
     fmt: FormatOpt = OutputFormat.human,
     exit_zero: ExitZeroOpt = False,
 ) -> None:
@@ -137,6 +146,8 @@ def tune(
     with reported():
         if engine_name != "sglang":
             raise MmpoolError(f"--engine {engine_name}: mmpool tune divides SGLang's memory only so far")
+        if plot is not None:
+            check_plot(plot)  # before any work
         query = tune_query(
             model,
             traffic or [],
@@ -156,6 +167,10 @@ def tune(
         from mmpool_cli.usecases.tune import tune as run_tune
 
         report = run_tune(query)
+        if plot is not None:
+            from mmpool_cli.render.tune_plot import write_tune_plot
+
+            write_tune_plot(report, plot)
     from mmpool_cli.render.tune import to_json, tune_text
 
     emit(to_json(report) if fmt is OutputFormat.json else tune_text(report))

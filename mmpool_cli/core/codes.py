@@ -154,6 +154,9 @@ NEUTRAL = CodeRegistry(
         Code("traffic-body-line", Severity.error, "a line of an OpenAI body log that is not a chat-completions body"),
         Code("traffic-line-too-long", Severity.error, "a line over 256 MiB"),
         Code("traffic-long-id", Severity.warning, "a request id over 200 characters: the trace names it line<N>"),
+        Code("tune-measures", Severity.info, "check --from: what the launch does with the traffic (fallback, prefix hits)"),
+        Code("tune-fallback-over", Severity.error, "check --from: more features fall back at the launch than --max-fallback"),
+        Code("tune-prefix-hit-under", Severity.error, "check --from: the prefix cache serves less than --min-prefix-hit"),
         Code("cache-off", Severity.info, "a cache the deployment turns off (size 0): its curve shows what a size buys"),
         Code(
             "cache-below-target",

@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
-from mmpool_cli.core.findings import Finding
+from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.reports import Report
 from mmpool_cli.engines import DEFAULT, engine
+from mmpool_cli.errors import MmpoolError
+
+if TYPE_CHECKING:
+    from mmpool_cli.tune.split import Row
+
+TRAFFIC = "traffic"  # where the findings of --from are located: the traffic, not a word of the launch
+
+
+@dataclass(frozen=True)
+class TrafficBounds:
+    """``check --from FILE``: what the launch is held to over that traffic (None: not asked)."""
+
+    max_fallback: int | None = None  # --max-fallback: the most features that may fall back to the CPU path
+    min_prefix_hit: Fraction | None = None  # --min-prefix-hit: the least share of prompt tokens served, in %
 
 
 def check(
@@ -37,3 +53,69 @@ def check(
         sglang_version_chosen=sglang_version_chosen,
         engine=engine_name,
     )
+
+
+def prefix_hit(row: Row) -> Fraction | None:
+    """The share of the traffic's prompt tokens the prefix cache serves at ``row``'s KV capacity, in %;
+    None where the traffic has no prompt tokens to serve."""
+    m = row.measures
+    return None if m.prompt_tokens == 0 else Fraction(100 * m.prefix_served_tokens, m.prompt_tokens)
+
+
+def _pct(value: Fraction) -> str:
+    hundredths = value.numerator * 100 // value.denominator  # floored, so a shown 99.99% never reads as 100%
+    return f"{hundredths // 100}.{hundredths % 100:02d}%"
+
+
+def _given(value: Fraction) -> str:
+    """A bound as the user wrote it (it came from a decimal: exact), without trailing zeros."""
+    text = format(Decimal(value.numerator) / Decimal(value.denominator), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def traffic_findings(row: Row, source: str, bounds: TrafficBounds) -> list[Finding]:
+    """The launch's own row over the traffic (``Engine.tune_at(request, None)``, the row ``tune`` scores as
+    today's) held to ``bounds``: an info finding with its measures, an error for each bound it breaks.
+
+    A bound on prefix hits over traffic that carries no prompt tokens cannot be judged: ``MmpoolError``."""
+    m = row.measures
+    hit = prefix_hit(row)
+    if bounds.min_prefix_hit is not None and hit is None:
+        raise MmpoolError(
+            f"--min-prefix-hit: the traffic of {source} carries no prompt text to replay, so the prefix cache's "
+            "hits cannot be judged; give a log with the prompts (OpenAI bodies, a level 3 request log)"
+        )
+    if hit is None:
+        served = "no prompt tokens"
+    else:
+        served = f"{m.prefix_served_tokens:,} of {m.prompt_tokens:,} prompt tokens ({_pct(hit)})"
+    settings = ", ".join(f"{name} {value:,}" for name, value in row.values.items())
+    said = (
+        f"over {source} ({m.requests:,} requests) at the launch's settings ({settings}): "
+        f"{m.fallback_items:,} features fall back to the CPU path; the prefix cache serves {served}; "
+        f"{m.encoder_tokens:,} encoder tokens computed; {m.kv_tokens:,} KV tokens"
+    )
+    found = [Finding(Severity.info, "tune-measures", said, TRAFFIC)]
+    if bounds.max_fallback is not None and m.fallback_items > bounds.max_fallback:
+        found.append(
+            Finding(
+                Severity.error,
+                "tune-fallback-over",
+                f"{m.fallback_items:,} features of {source} fall back to the CPU path at the launch's settings, "
+                f"more than --max-fallback {bounds.max_fallback:,}; 'mmpool tune --from {source}' gives a split "
+                "where fewer do",
+                TRAFFIC,
+            )
+        )
+    if bounds.min_prefix_hit is not None and hit is not None and hit < bounds.min_prefix_hit:
+        found.append(
+            Finding(
+                Severity.error,
+                "tune-prefix-hit-under",
+                f"over {source}, the prefix cache serves {served} at the launch's KV capacity "
+                f"({m.kv_tokens:,} tokens), below --min-prefix-hit {_given(bounds.min_prefix_hit)}%; "
+                f"'mmpool tune --from {source}' shows what more KV buys",
+                TRAFFIC,
+            )
+        )
+    return found

@@ -108,6 +108,9 @@ class Reading:
     findings: list[Finding] = field(default_factory=list)
     flags: FlagTable = field(default_factory=table)  # the release whose parser is mirrored
     help_at: Token | None = None  # -h/--help: argparse prints the help and exits 0 there, reading no further
+    # every other option given, by its full name: the last occurrence's value as written (its next word, or
+    # the text after '='; None for a word that takes none), uninterpreted (``check --from`` reads a few)
+    others: dict[str, Setting] = field(default_factory=dict)
 
     def get(self, dest: str) -> Any:
         """The flag's value, or SGLang's default when it was not given."""
@@ -199,6 +202,8 @@ def read(tokens: list[Token], reading: Reading | None = None) -> Reading:
             )
         if flag is None:
             loose = True
+            following = tokens[i].text if i < len(tokens) and not _looks_like_option(tokens[i].text) else None
+            reading.others[option] = Setting(following if explicit is None else explicit, tok.origin)
             continue
         loose = False
         if option != tok.text.partition("=")[0]:

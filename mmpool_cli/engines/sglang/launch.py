@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from mmpool_cli.core.findings import Finding, Severity
 from mmpool_cli.core.reports import FileResult
@@ -17,7 +17,8 @@ from mmpool_cli.engines.sglang import versions
 from mmpool_cli.engines.sglang.args import Reading, Token, cli_tokens, read
 from mmpool_cli.engines.sglang.config_merge import merge_config
 from mmpool_cli.engines.sglang.flags import table
-from mmpool_cli.engines.sglang.resolution import Assumptions, resolve
+from mmpool_cli.engines.sglang.models import PlanRequest
+from mmpool_cli.engines.sglang.resolution import Assumptions, Resolution, resolve
 from mmpool_cli.errors import MmpoolError
 
 LAUNCHERS = "'python -m sglang.launch_server …', 'python3 -m sglang.launch_server …' or 'sglang serve …'"
@@ -72,6 +73,61 @@ def check_launch(
     argv: list[str], environ: Mapping[str, str], assume: Assumptions, cwd: str | None = None
 ) -> FileResult:
     """Check one launch command against the rules of ``assume.sglang_version`` and plan its pools."""
+    return _launch(argv, environ, assume, cwd)[0]
+
+
+@dataclass(frozen=True)
+class TuneLaunch:
+    """What ``check --from`` needs of a launch to score it over traffic as ``mmpool tune`` scores today's row:
+    the flags ``tune`` takes as its own, read from the launch as SGLang reads them."""
+
+    pools: PlanRequest | None  # the pool's plan request (None: the launch makes no pool)
+    model_path: str | None
+    workers: int
+    tp: int
+    max_total_tokens: int | None  # --max-total-tokens (None: not given)
+    page_size: int
+    disable_radix_cache: bool
+    tokenizer_path: str | None
+
+
+def tune_launch(
+    argv: list[str], environ: Mapping[str, str], assume: Assumptions, cwd: str | None = None
+) -> TuneLaunch | None:
+    """The launch's settings for ``tune``; None where the launch fails its check (an error finding: it would
+    not start, so it serves no traffic). A value mmpool does not read as SGLang does raises ``MmpoolError``."""
+    result, reading, resolution = _launch(argv, environ, assume, cwd)
+    if result.fails() or reading is None or resolution is None:
+        return None
+    return TuneLaunch(
+        pools=resolution.request,
+        model_path=reading.get("model_path"),
+        workers=reading.get("tokenizer_worker_num"),
+        tp=reading.get("tp_size"),
+        max_total_tokens=_whole(reading, "--max-total-tokens", None),
+        page_size=_whole(reading, "--page-size", 1) or 1,
+        disable_radix_cache="--disable-radix-cache" in reading.others,
+        tokenizer_path=None if (t := reading.others.get("--tokenizer-path")) is None else t.value,
+    )
+
+
+def _whole(reading: Reading, option: str, default: int | None) -> int | None:
+    """A count option of the launch as digits (SGLang's own parser takes it; mmpool reads digits only, and says so
+    rather than guess at another spelling)."""
+    setting = reading.others.get(option)
+    if setting is None:
+        return default
+    text = str(setting.value or "").strip()
+    if not text.isdigit():
+        raise MmpoolError(
+            f"{setting.origin}: {option} {text[:40]!r}: check --from reads it as a whole number of digits; write it so"
+        )
+    return int(text)
+
+
+def _launch(
+    argv: list[str], environ: Mapping[str, str], assume: Assumptions, cwd: str | None
+) -> tuple[FileResult, Reading | None, Resolution | None]:
     launcher, start = split_launcher(argv)
     tokens = cli_tokens(argv[start:], start)
     findings: list[Finding] = []
@@ -86,11 +142,9 @@ def check_launch(
     help_word = _help(launcher, tokens, reading, findings)
     if help_word is not None:
         findings = [f for f in findings if f.severity is not Severity.error]  # SGLang never gets to them
-        message = (
-            f"SGLang prints its help at {help_word.text!r} and exits 0: nothing is launched and no pool is made"
-        )
+        message = f"SGLang prints its help at {help_word.text!r} and exits 0: nothing is launched and no pool is made"
         findings.append(Finding(Severity.info, "launch-help", message, help_word.origin))
-        return FileResult(path="launch command", kind="launch", findings=_dedupe(findings), transport="cpu")
+        return FileResult(path="launch command", kind="launch", findings=_dedupe(findings), transport="cpu"), None, None
     if launcher == "serve" and not serve_model:
         findings.append(
             Finding(
@@ -119,13 +173,14 @@ def check_launch(
         replace(f, location=budget_place) if f.location == ENV and f.subject == "env" else f
         for f in resolution.findings
     ]
-    return FileResult(
+    result = FileResult(
         path="launch command",
         kind="launch",
         findings=_dedupe(findings),
         plan=resolution.plan,
         transport=resolution.transport,
     )
+    return result, reading, resolution
 
 
 def _help(launcher: str, tokens: list[Token], reading: Reading, before: list[Finding]) -> Token | None:

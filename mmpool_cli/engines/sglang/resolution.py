@@ -53,6 +53,7 @@ class Resolution:
     transport: str
     findings: list[Finding]
     plan: Plan | None
+    request: PlanRequest | None = None  # what ``plan`` was made from (``check --from`` replays the pool it makes)
 
 
 def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolution:
@@ -200,7 +201,8 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
             findings += [f.at(ENV) for f in budget_findings(budget, rel.version) if f.severity is not Severity.info]
         return Resolution("cpu" if multimodal else str(transport), findings, None)
 
-    plan = make_plan(_request(reading, launch, budget, transport, assume))
+    request = _request(reading, launch, budget, transport, assume)
+    plan = make_plan(request)
     for f in plan.findings:
         if f.code in {e.code for e in refused}:  # already reported, at its flag
             continue
@@ -227,7 +229,7 @@ def resolve(reading: Reading, launch: LaunchEnv, assume: Assumptions) -> Resolut
         )
     if transport == "cuda_ipc" and launch.expandable_segments:
         findings += _pidfd_findings(assume.probe_pidfd)
-    return Resolution(transport, findings, plan)
+    return Resolution(transport, findings, plan, request)
 
 
 def _keep_on_device(

@@ -165,6 +165,7 @@ def _read_file(
     out: list[Req] = []
     records: Iterable[object]
     records = logs.read(path, summary) if fmt == "sglang-log" else openai.read(path, summary)
+    seen: dict[str, tuple[Sized | Unsized, str | None]] = {}  # an inline image's measure and key, by its data
     for rec in records:
         if isinstance(rec, logs.Finished):
             finished.setdefault(rec.rid, rec.t_ns)
@@ -180,14 +181,23 @@ def _read_file(
             if rec.warmup:
                 summary.warmup += 1
                 continue
-            req = _size_request(rec, o, decode, sizer, summary)
+            req = _size_request(rec, o, decode, sizer, summary, seen)
             if req is not None:
                 req.coarse = rec.coarse
                 out.append(req)
     return out
 
 
-def _size_request(rec: Request, o: TrafficRequest, decode: Decode, sizer: Sizer, summary: Summary) -> Req | None:
+def _size_request(
+    rec: Request,
+    o: TrafficRequest,
+    decode: Decode,
+    sizer: Sizer,
+    summary: Summary,
+    seen: dict[str, tuple[Sized | Unsized, str | None]] | None = None,
+) -> Req | None:
+    """``rec``'s items sized and keyed. ``seen``: the inline images measured before (a chat re-sends its images
+    with every turn), by their whole data: the same text measures and keys alike, so it is read once."""
     tensors: list[tuple[int, str]] = []
     keys: list[str | None] = []
     if not rec.items:
@@ -208,7 +218,9 @@ def _size_request(rec: Request, o: TrafficRequest, decode: Decode, sizer: Sizer,
                 tensors.append(got)
                 keys.append(content_key(item.ref, item.tail, any_file=True))
             continue
-        sized = _measure_item(item, o, decode, sizer, summary, where)
+        inline = seen is not None and item.tail is None and item.ref.startswith("data:")
+        known = seen.get(item.ref) if inline and seen is not None else None
+        sized = _measure_item(item, o, decode, sizer, summary, where, None if known is None else known[0])
         if sized is None:  # already reported
             continue
         if isinstance(sized, Unsized):
@@ -222,7 +234,11 @@ def _size_request(rec: Request, o: TrafficRequest, decode: Decode, sizer: Sizer,
         nbytes, label = sizer.size(sized.width, sized.height, where)
         if nbytes:
             tensors.append((nbytes, label))
-            keys.append(content_key(item.ref, item.tail, extensions=IMAGE_EXTENSIONS))
+            if known is None:
+                known = (sized, content_key(item.ref, item.tail, extensions=IMAGE_EXTENSIONS))
+                if inline and seen is not None:
+                    seen[item.ref] = known
+            keys.append(known[1])
     return Req(rec.rid, rec.t_ns, rec.where, tensors, False, keys=keys, prompt=rec.prompt)
 
 
@@ -237,7 +253,13 @@ def _name(rec: Request, i: int) -> str:
 
 
 def _measure_item(
-    item: ItemRef, o: TrafficRequest, decode: Decode, sizer: Sizer, summary: Summary, where: str
+    item: ItemRef,
+    o: TrafficRequest,
+    decode: Decode,
+    sizer: Sizer,
+    summary: Summary,
+    where: str,
+    measured: Sized | Unsized | None = None,
 ) -> Sized | Unsized | None:
     if item.kind not in o.family.modalities:
         summary.add(
@@ -260,4 +282,4 @@ def _measure_item(
             return None
         if o.family.name not in leases.ITEM_FIELDS_USED.get(name, frozenset()):
             summary.ignored_fields[name] += 1
-    return measure(item.ref, decode, tail=item.tail, assume=o.assume_image)
+    return measured if measured is not None else measure(item.ref, decode, tail=item.tail, assume=o.assume_image)
