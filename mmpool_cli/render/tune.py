@@ -10,6 +10,7 @@ import json
 from fractions import Fraction
 
 from mmpool_cli.core.units import format_size
+from mmpool_cli.core.words import count
 from mmpool_cli.tune.front import OBJECTIVES
 from mmpool_cli.tune.split import Memory, Row, TuneReport, gain
 
@@ -54,8 +55,9 @@ def _settings_columns(memories: tuple[Memory, ...]) -> list[tuple[str, str]]:
     for m in memories:
         if m.name == "kv" and m.unit == "tokens":
             continue
-        title = f"{m.name} {m.unit}"
-        out.append((f"{m.name} size {m.unit}" if title in MEASURES else title, m.name))
+        name = "KV" if m.name == "kv" else m.name.replace("_", " ")  # a heading, not an identifier
+        title = f"{name} {m.unit}"
+        out.append((f"{name} size {m.unit}" if title in MEASURES else title, m.name))
     return out
 
 
@@ -97,7 +99,8 @@ def tune_text(report: TuneReport) -> str:
         f"mmpool tune: {verdict(report)}  ({report.engine}, {report.source})",
         f"budget     {format_size(report.budget_bytes)} per rank  [{report.budget_origin}]",
         f"objective  {report.objective}: {OBJECTIVES[report.objective]}",
-        f"rows       {len(report.rows):,} splits scored, {len(front):,} on the front (no row better on every measure)",
+        f"rows       {count(len(report.rows), 'split')} scored, {len(front):,} on the front "
+        "(no row better on every measure)",
         "",
         "Recommended split" + (" (today's launch)" if rec.today else ""),
         *(f"  {line}" for line in rec.settings),
@@ -121,7 +124,8 @@ def tune_text(report: TuneReport) -> str:
     )
     lines += [
         "",
-        f"The front, and today's launch ({len(shown):,} of {len(report.rows):,} rows; * recommended; JSON: every row)",
+        f"The front, and today's launch ({len(shown):,} of {count(len(report.rows), 'row')}; * recommended; "
+        "JSON: every row)",
         *(f"  {line}" for line in table(shown, report.memories)),
     ]
     m = rec.measures

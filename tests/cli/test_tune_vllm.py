@@ -19,7 +19,7 @@ def test_the_shipped_example_finds_a_better_split_and_says_what_it_buys(run_line
     assert out.startswith("mmpool tune: BETTER SPLIT  (vLLM 0.34.0, examples/traffic/vllm-chats.jsonl)\n")
     assert "[today's launch: 400 KV blocks × 917,504 B + the encoder cache's 16,384 tokens × 7,168 B" in out
     assert "  --num-gpu-blocks-override 225\n  --max-num-batched-tokens 38748\n" in out
-    assert "kv blocks  encoder size tokens  decode_pool bytes" in out
+    assert "KV blocks  encoder size tokens  decode pool bytes" in out
     assert "vllm-tune-fixed: the GPU decode pool has nothing to decide" in out
     assert run_line([*BASE, "--num-gpu-blocks-override", "400", *NO_VIDEO, "--exit-zero"]).exit_code == 0
 

@@ -92,5 +92,5 @@ def test_the_setting_columns_are_the_reports_memories():
     )
     text = tune_text(TuneReport("vLLM 0.34.0", "0.34.0", "t.jsonl", 10**9, "today's", mem, rows, "no-fallback"))
     head = next(line for line in text.splitlines() if "KV tokens" in line and "batch" in line)
-    assert head.split()[:6] == ["kv", "blocks", "encoder", "size", "tokens", "decode_pool"]
+    assert head.split()[:7] == ["KV", "blocks", "encoder", "size", "tokens", "decode", "pool"]
     assert "encoder tokens" in head and "  today*" in text and "  256  " in text.replace("today*", "")
