@@ -475,6 +475,14 @@ def cases() -> list[dict[str, Any]]:
         ("budget-bad", [*example, "--budget", "12 furlongs"]),
         ("help", ["--help"]),
     ]
+    # vLLM's split of the same model over the vLLM example: videos off (the encoder's floor an image), today's blocks
+    vllm = ["--engine", "vllm", "--model", "examples/qwen2.5-vl-7b", "--from", "examples/traffic/vllm-chats.jsonl"]
+    no_video = ["--limit-mm-per-prompt", '{"video": 0}']
+    tune += [
+        ("vllm-example", [*vllm, "--num-gpu-blocks-override", "400", *no_video]),
+        ("vllm-budget-json", [*vllm, *no_video, "--budget", "600MiB", "--points", "4", "--format", "json"]),
+        ("vllm-no-budget", vllm),
+    ]
     for name, args in tune:
         add(_case(f"tune-{name}", ["tune", *args]))
 

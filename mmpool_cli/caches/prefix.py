@@ -222,3 +222,27 @@ def _events(requests: Sequence[PrefixRequest]) -> list[tuple[int, int, int, int]
         ev.append((r.finish, 0, i, 1) if r.finish > r.arrive else (r.arrive, 1, i, 1))
     ev.sort()
     return ev
+
+
+class BlockReplays:
+    """One traffic's block cache (``Blocks``) replayed at any number of blocks, each point exactly what
+    ``replay`` gives there (as ``curve`` replays its points): the block keys made once for every point, and
+    every size from which nothing is evicted answered by one unbounded replay."""
+
+    def __init__(self, requests: Sequence[PrefixRequest], block_size: int) -> None:
+        _check_cache(Blocks(1, block_size))
+        self.requests, self.block_size = requests, block_size
+        self.order = _events(requests)
+        self.memo = KeyMemo()
+        one = BlockReplay(None, block_size, self.memo)
+        with no_collection():
+            self.top = one.run(requests, self.order)[0]
+        self.saturated = one.peak  # from here up nothing is evicted (``never_evicts``)
+
+    def served(self, num_blocks: int) -> list[int]:
+        """Per request (input order), the prompt tokens served at ``num_blocks`` blocks."""
+        _check_cache(Blocks(num_blocks, self.block_size))
+        if num_blocks >= self.saturated:
+            return list(self.top)
+        with no_collection():
+            return BlockReplay(num_blocks, self.block_size, self.memo).run(self.requests, self.order)[0]

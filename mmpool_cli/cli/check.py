@@ -189,7 +189,10 @@ def check(
             if sglang_given:
                 raise MmpoolError(f"this is a vLLM launch: {sglang_given[0]} is SGLang's; see --help for vLLM's")
             if traffic:
-                raise MmpoolError("--from holds SGLang launches to traffic; a vLLM launch's split is not scored yet")
+                raise MmpoolError(
+                    "--from holds SGLang launches to traffic only so far; for a vLLM launch, run "
+                    "'mmpool tune --engine vllm' with its flags"
+                )
             known = None if gpu_memory is None else _gpu_memory(gpu_memory)
             gpu = None if gpu_memory is None and gpu_name is None else vllm.gpu(known)
             assume = vllm.assumptions(environ, gpu)

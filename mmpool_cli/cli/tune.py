@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -17,20 +18,27 @@ from mmpool_cli.cli.cache_options import (
     TpOpt,
     WorkersOpt,
 )
-from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand, check_plot
+from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
+from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand, check_plot, told
 from mmpool_cli.cli.prefix_options import (
+    BlockSizeOpt,
     DisableRadixOpt,
+    GpuBlocksOpt,
     MaxTotalTokensOpt,
+    NoPrefixCachingOpt,
     PageSizeOpt,
+    TokenizerOpt,
     TokenizerPathOpt,
     prefix_options,
 )
 from mmpool_cli.cli.traffic_options import DEFAULT_RECV_DELAY, AssumeImageOpt, SourceChoice, convert
+from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options_sharing
 from mmpool_cli.core.bounds import MAX_WORKERS
 from mmpool_cli.errors import EXIT_BELOW_TARGET, EXIT_OK, MmpoolError
 
 if TYPE_CHECKING:
     from mmpool_cli.inputs.traffic.cache_request import PrefixOptions
+    from mmpool_cli.tune.split import TuneReport
     from mmpool_cli.usecases.tune import TuneQuery
 
 MAX_POINTS = 32  # settings per memory: the grid's rows are about their product, each scored
@@ -64,14 +72,19 @@ class Objective(StrEnum):
             "mmpool tune --model examples/qwen2.5-vl-7b --from examples/traffic/chats.jsonl --max-total-tokens 2048",
             "mmpool tune --model /models/Qwen2.5-VL-7B-Instruct --from server.log --budget 20GiB --format json",
             "mmpool tune --model /models/Qwen2.5-VL-7B-Instruct --trace prod.jsonl --workers 2 --budget 2GiB",
+            "mmpool tune --engine vllm --model /models/Qwen2.5-VL-7B-Instruct --from bodies.jsonl "
+            "--num-gpu-blocks-override 30000",
         ],
         "0 today's launch is as good as the recommended split under the objective (or it is not scored: its pool "
-        "and embedding cache leave no KV token of --budget); 1 a split does better (the report is printed, its JSON "
-        "status 'fail'; --exit-zero makes it 0); 2 usage error, or input that cannot be sized (nothing on stdout); "
-        "70 internal error.",
+        "and embedding cache leave no KV token of --budget, or vLLM's launch gives no --num-gpu-blocks-override); 1 "
+        "a split does better (the report is printed, its JSON status 'fail'; --exit-zero makes it 0); 2 usage error, "
+        "or input that cannot be sized (nothing on stdout); 70 internal error.",
     ),
 )
+@with_vllm_options_sharing("gpu_name")
 def tune(
+    ctx: typer.Context,
+    vllm: VllmOptions,
     model: Annotated[
         str | None, typer.Option("--model", metavar="NAME|PATH", help="A model directory (its KV bytes per token).")
     ] = None,
@@ -93,7 +106,8 @@ def tune(
             "--budget",
             metavar="SIZE",
             help="The GPU memory per rank to divide, e.g. 20GiB (default: today's launch's: --max-total-tokens "
-            "tokens of KV, the pool and the embedding cache).",
+            "tokens of KV, the pool and the embedding cache; vLLM's: --num-gpu-blocks-override blocks, the encoder "
+            "cache and the decode pool).",
         ),
     ] = None,
     objective: Annotated[
@@ -108,14 +122,20 @@ def tune(
         int,
         typer.Option("--points", metavar="N", help=f"Settings per memory in the grid of splits (2 to {MAX_POINTS})."),
     ] = 8,
-    engine_name: Annotated[str, typer.Option("--engine", metavar="NAME", help="The engine: sglang.")] = "sglang",
+    engine_name: Annotated[
+        str, typer.Option("--engine", metavar="NAME", help="The engine: sglang or vllm.")
+    ] = "sglang",
     hidden_size: HiddenSizeOpt = None,
     workers: WorkersOpt = 1,
     tp: TpOpt = 1,
     from_format: FromFormatOpt = LogFormat.auto,
     gpu_name: Annotated[
         str | None,
-        typer.Option("--gpu-name", metavar="NAME", help="The GPU that serves it (SGLang's Qwen3-VL default)."),
+        typer.Option(
+            "--gpu-name",
+            metavar="NAME",
+            help="The GPU that serves it (SGLang's Qwen3-VL default, vLLM's token defaults).",
+        ),
     ] = None,
     assume_image: AssumeImageOpt = None,
     assume_video: AssumeVideoOpt = None,
@@ -132,6 +152,11 @@ def tune(
             "recommendation (.svg or .png; matplotlib).",
         ),
     ] = None,
+    window: EncoderWindowOpt = 1,
+    no_prefix_caching: NoPrefixCachingOpt = False,
+    num_gpu_blocks: GpuBlocksOpt = None,
+    block_size: BlockSizeOpt = None,
+    tokenizer: TokenizerOpt = None,
     fmt: FormatOpt = OutputFormat.human,
     exit_zero: ExitZeroOpt = False,
 ) -> None:
@@ -141,13 +166,37 @@ def tune(
     Each memory is replayed once per point by the code of 'mmpool cache' (the radix cache at each KV
     capacity, the embedding cache behind it) and 'mmpool simulate' (the pool at each budget), so each
     row is what those commands print at its settings. Prints the split to copy, what it buys over
-    today's launch, and the Pareto front (no row better on every measure).
+    today's launch, and the Pareto front (no row better on every measure). With --engine vllm: vLLM's
+    KV blocks (--num-gpu-blocks-override), encoder cache (--max-num-batched-tokens) and GPU decode pool
+    (--mm-ipc-gpu-memory-gb), each row what 'mmpool cache --engine vllm' prints at its settings.
     """
     with reported():
-        if engine_name != "sglang":
-            raise MmpoolError(f"--engine {engine_name}: mmpool tune divides SGLang's memory only so far")
+        from mmpool_cli.cli import tune_vllm
+        from mmpool_cli.engines import REGISTRY
+
+        if engine_name not in REGISTRY:
+            raise MmpoolError(f"--engine {engine_name}: choose one of {', '.join(sorted(REGISTRY))}")
+        tune_vllm.refuse_other_engine(engine_name, told(ctx))
+        if not 2 <= points <= MAX_POINTS:
+            raise MmpoolError(f"--points {points}: from 2 to {MAX_POINTS}")
         if plot is not None:
             check_plot(plot)  # before any work
+    if engine_name == "vllm":
+        with reported():
+            report = tune_vllm.run(
+                model,
+                traffic or [],
+                dataclasses.replace(vllm, gpu_name=gpu_name),
+                assume_image=assume_image,
+                window=window,
+                prefix=(no_prefix_caching, num_gpu_blocks, block_size, tokenizer),
+                budget=budget,
+                objective=objective.value,
+                points=points,
+            )
+            _plot(report, plot)
+        _emit(report, fmt, exit_zero)
+    with reported():
         query = tune_query(
             model,
             traffic or [],
@@ -167,10 +216,20 @@ def tune(
         from mmpool_cli.usecases.tune import tune as run_tune
 
         report = run_tune(query)
-        if plot is not None:
-            from mmpool_cli.render.tune_plot import write_tune_plot
+        _plot(report, plot)
+    _emit(report, fmt, exit_zero)
 
-            write_tune_plot(report, plot)
+
+def _plot(report: TuneReport, plot: str | None) -> None:
+    """Draw the report into ``--plot FILE``, where given."""
+    if plot is not None:
+        from mmpool_cli.render.tune_plot import write_tune_plot
+
+        write_tune_plot(report, plot)
+
+
+def _emit(report: TuneReport, fmt: OutputFormat, exit_zero: bool) -> NoReturn:
+    """Print the report; exit 0 where today's launch is as good as the recommendation (or --exit-zero), else 1."""
     from mmpool_cli.render.tune import to_json, tune_text
 
     emit(to_json(report) if fmt is OutputFormat.json else tune_text(report))

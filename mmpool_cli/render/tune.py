@@ -10,8 +10,9 @@ import json
 from fractions import Fraction
 
 from mmpool_cli.core.units import format_size
+from mmpool_cli.core.words import count
 from mmpool_cli.tune.front import OBJECTIVES
-from mmpool_cli.tune.split import Row, TuneReport, gain
+from mmpool_cli.tune.split import Memory, Row, TuneReport, gain
 
 FRONT_ROWS = 24  # the front's rows shown (the JSON holds every row); today's and the recommended always
 
@@ -35,28 +36,37 @@ def _signed(n: int) -> str:
     return f"{n:+,}"
 
 
-COLUMNS = (
-    ("", "mark"),
-    ("pool MiB", "pool"),
-    ("embedding MiB", "embedding"),
-    ("KV tokens", "kv"),
-    ("batch", "batch"),
-    ("fallback", "fallback_items"),
-    ("fallback bytes", "fallback_bytes"),
-    ("prefix served", "prefix"),
-    ("encoder tokens", "encoder"),
-    ("work/request", "work"),
-    ("assumes", "assumed"),
+MEASURES = (
+    "KV tokens",
+    "batch",
+    "fallback",
+    "fallback bytes",
+    "prefix served",
+    "encoder tokens",
+    "work/request",
+    "assumes",
 )
 
 
-def _cells(row: Row) -> list[str]:
+def _settings_columns(memories: tuple[Memory, ...]) -> list[tuple[str, str]]:
+    """(title, memory name) of each memory's setting column: its name and unit, the KV cache's only where its
+    unit is not the KV tokens the measures show; a title a measure has is told apart as the memory's size."""
+    out = []
+    for m in memories:
+        if m.name == "kv" and m.unit == "tokens":
+            continue
+        name = "KV" if m.name == "kv" else m.name.replace("_", " ")  # a heading, not an identifier
+        title = f"{name} {m.unit}"
+        out.append((f"{name} size {m.unit}" if title in MEASURES else title, m.name))
+    return out
+
+
+def _cells(row: Row, names: list[str]) -> list[str]:
     m = row.measures
     mark = ("today" if row.today else "") + ("*" if row.recommended else "")
     return [
         mark,
-        f"{row.values['pool']:,}",
-        f"{row.values['embedding']:,}",
+        *(f"{row.values[n]:,}" for n in names),
         f"{m.kv_tokens:,}",
         f"{m.batch:,}",
         f"{m.fallback_items:,}",
@@ -68,10 +78,12 @@ def _cells(row: Row) -> list[str]:
     ]
 
 
-def table(rows: list[Row]) -> list[str]:
+def table(rows: list[Row], memories: tuple[Memory, ...]) -> list[str]:
     """The rows as a table: the mark left-aligned, every figure right-aligned to its column's widest."""
-    cells = [[title for title, _ in COLUMNS], *(_cells(r) for r in rows)]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
+    columns = _settings_columns(memories)
+    titles = ["", *(t for t, _ in columns), *MEASURES]
+    cells = [titles, *(_cells(r, [n for _, n in columns]) for r in rows)]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(titles))]
     out = []
     for c in cells:
         parts = [c[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(c[1:], widths[1:], strict=True)]
@@ -87,7 +99,8 @@ def tune_text(report: TuneReport) -> str:
         f"mmpool tune: {verdict(report)}  ({report.engine}, {report.source})",
         f"budget     {format_size(report.budget_bytes)} per rank  [{report.budget_origin}]",
         f"objective  {report.objective}: {OBJECTIVES[report.objective]}",
-        f"rows       {len(report.rows):,} splits scored, {len(front):,} on the front (no row better on every measure)",
+        f"rows       {count(len(report.rows), 'split')} scored, {len(front):,} on the front "
+        "(no row better on every measure)",
         "",
         "Recommended split" + (" (today's launch)" if rec.today else ""),
         *(f"  {line}" for line in rec.settings),
@@ -107,12 +120,13 @@ def tune_text(report: TuneReport) -> str:
     shown = front if len(front) <= FRONT_ROWS else _thin(front)
     shown = sorted(
         {id(r): r for r in [*shown, rec, *([today] if today is not None else [])]}.values(),
-        key=lambda r: (-r.measures.kv_tokens, r.values["pool"], r.values["embedding"]),
+        key=lambda r: (-r.measures.kv_tokens, *(r.values[n] for _, n in _settings_columns(report.memories))),
     )
     lines += [
         "",
-        f"The front, and today's launch ({len(shown):,} of {len(report.rows):,} rows; * recommended; JSON: every row)",
-        *(f"  {line}" for line in table(shown)),
+        f"The front, and today's launch ({len(shown):,} of {count(len(report.rows), 'row')}; * recommended; "
+        "JSON: every row)",
+        *(f"  {line}" for line in table(shown, report.memories)),
     ]
     m = rec.measures
     lines += [

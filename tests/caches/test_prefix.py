@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from mmpool_cli.caches.prefix import Blocks, PrefixRequest, Radix, curve, never_evicts, replay, run
+from mmpool_cli.caches.prefix import BlockReplays, Blocks, PrefixRequest, Radix, curve, never_evicts, replay, run
 
 from . import prefix_reference
 
@@ -136,3 +136,16 @@ def test_the_replay_is_the_transcription_of_the_engines_code_on_random_chats(see
     top = never_evicts(reqs, Blocks, block_size=4)
     for blocks in sorted({1, 2, top // 8, top // 4, top // 2, top - 1, top}):
         assert replay(reqs, Blocks(blocks, 4)) == prefix_reference.replay(reqs, Blocks(blocks, 4)), blocks
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_block_replays_at_any_size_are_each_one_replay(seed: int) -> None:
+    reqs = random_chats(seed, 150)
+    for size in (1, 4, 16):
+        each = BlockReplays(reqs, size)
+        top = never_evicts(reqs, Blocks, block_size=size)
+        assert each.saturated == top
+        # out of order, repeated, and past the size that never evicts: each point its own replay
+        for blocks in [top // 2, 2, top + 5, top // 3, top - 1, 2, top, 1]:
+            if blocks >= 1:
+                assert each.served(blocks) == replay(reqs, Blocks(blocks, size)), (size, blocks)

@@ -144,11 +144,13 @@ def test_the_json_has_the_shape_of_sglangs(run, tmp_path: Path):
     sglang = json.loads(run(*argv, engine="sglang").stdout)
     assert set(sglang) <= set(vllm) and (vllm["schema_version"], vllm["status"]) == (sglang["schema_version"], "ok")
     assert (vllm["engine"], sglang["engine"]) == ("vLLM 0.34.0", "SGLang 0.5.23")
-    shared = set(sglang["caches"][0]) - {"served_by_prefix"}  # a cache behind a prefix cache's own key
+    # an encoder cache's own keys: behind a prefix cache, the tokens it computes
+    shared = set(sglang["caches"][0]) - {"served_by_prefix", "encoder_tokens"}
     for cache in vllm["caches"]:
         assert shared <= set(cache), shared - set(cache)
         assert cache["engine"] == "vllm" and isinstance(cache["recommended_bytes"], int | None)
         assert all({"size_bytes", "hits", "work_saved"} <= set(point) for point in cache["curve"])
+    assert "encoder_tokens" in sglang["caches"][0] and "encoder_tokens" in vllm["caches"][1]
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ def test_bounds_without_traffic_or_out_of_range_are_one_line_usage_errors(run_li
 def test_a_vllm_launch_is_not_held_to_traffic_yet(run_line) -> None:
     result = run_line(["mmpool", "check", "--from", CHATS, "--", "vllm", "serve", "examples/qwen2.5-vl-7b"])
     assert result.exit_code == 2
-    assert "--from holds SGLang launches to traffic" in result.stderr
+    assert "--from holds SGLang launches to traffic only so far; for a vLLM launch, run 'mmpool tune --engine vllm'" in result.stderr
 
 
 @pytest.mark.parametrize(("pool_mb", "kv"), [("2", "512"), ("1024", "2048"), ("6", "4096")])

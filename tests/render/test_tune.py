@@ -31,7 +31,11 @@ def _report() -> TuneReport:
         _row(98_765_433_000, 8, 0, 1_000_001, 12_345),
     ]
     marked, status = mark(rows)
-    mem = (Memory("kv", "--max-total-tokens", "tokens"),)
+    mem = (
+        Memory("kv", "--max-total-tokens", "tokens"),
+        Memory("pool", "SGLANG_MM_FEATURE_CACHE_MB", "MiB"),
+        Memory("embedding", "SGLANG_VLM_CACHE_SIZE_MB", "MiB"),
+    )
     return TuneReport(
         "SGLang 0.5.23",
         "0.5.23",
@@ -73,3 +77,20 @@ def test_json_head() -> None:
     assert (data["schema_version"], data["status"], data["recommended"], data["today"]) == (1, "fail", 0, 1)
     assert data["gain"]["work_tokens"] == 1_000_001 - 2_000_000
     assert data["rows"][0]["measures"]["work_per_request"] == "1000001/3"
+
+
+def test_the_setting_columns_are_the_reports_memories():
+    # vLLM's: the KV cache in blocks (its tokens are the measure's column), the encoder budget told apart from
+    # the encoder tokens computed
+    m = Measures(3, 10, 2, 5, 0, 0, 4_080, 2)
+    values = {"kv": 256, "encoder": 16_384, "decode_pool": 0}
+    rows, status = mark([Row(values, dict(values), m, ("--num-gpu-blocks-override 256",), today=True)])
+    mem = (
+        Memory("kv", "--num-gpu-blocks-override", "blocks"),
+        Memory("encoder", "--max-num-batched-tokens", "tokens"),
+        Memory("decode_pool", "--mm-ipc-gpu-memory-gb", "bytes"),
+    )
+    text = tune_text(TuneReport("vLLM 0.34.0", "0.34.0", "t.jsonl", 10**9, "today's", mem, rows, "no-fallback"))
+    head = next(line for line in text.splitlines() if "KV tokens" in line and "batch" in line)
+    assert head.split()[:7] == ["KV", "blocks", "encoder", "size", "tokens", "decode", "pool"]
+    assert "encoder tokens" in head and "  today*" in text and "  256  " in text.replace("today*", "")

@@ -47,6 +47,8 @@ class ImageTraffic:
     not_replayed: Counter[str] = field(default_factory=Counter)  # reason -> items
     refused: list[str] = field(default_factory=list)  # where: a request vLLM fails
     prompts: list[Prompt | None] = field(default_factory=list)  # each request's prompt, where the bodies carry it
+    # the video items, not replayed through the caches: (reference, the end of a cut string, where)
+    videos: list[tuple[str, str | None, str]] = field(default_factory=list)
 
     @property
     def images(self) -> int:
@@ -99,6 +101,8 @@ def read(paths: Sequence[str], assume: tuple[int, int] | None = None) -> ImageTr
             for item in got.items:
                 if item.kind != "image":
                     out.not_replayed[f"{item.kind} items"] += 1
+                    if item.kind == "video":
+                        out.videos.append((item.ref, item.tail, got.where))
                     continue
                 one = _image(item.ref, assume)
                 if isinstance(one, str):

@@ -304,6 +304,8 @@ def encoder_entry(
         "hits": at.hits if at else 0,
         "work_saved": at.saved if at else 0,
         "work_unit": "encoder tokens",
+        # the tokens the encoder computes at this budget: the items looked up less those the hits saved
+        "encoder_tokens": sum(tokens[k] for r in traffic.requests for k in r) - (at.saved if at else 0),
         "unbounded_hits": unbounded_hits,
         "unbounded_work_saved": unbounded_saved,
         "unbounded_bytes": total * per_token,

@@ -92,6 +92,14 @@ VLLM = CodeRegistry(
         ),
         Code("vllm-gpu-pool-unused", Severity.warning, "a decode pool without the GPU video backend: pure KV cost"),
         Code("vllm-kv-reservation", Severity.info, "the KV-cache tokens the decode pool costs each GPU worker"),
+        Code("vllm-tune-fixed", Severity.info, "tune: a memory the traffic gives nothing to decide keeps one setting"),
+        Code("vllm-tune-no-today", Severity.info, "tune: no --num-gpu-blocks-override, so no row of today's launch"),
+        Code("vllm-tune-video-unsized", Severity.warning, "tune: a video of the traffic the decode pool cannot size"),
+        Code(
+            "vllm-tune-host-cache",
+            Severity.info,
+            "tune: the processor cache (host RAM) at today's setting, not divided",
+        ),
         Code(
             "vllm-model-not-local",
             Severity.info,

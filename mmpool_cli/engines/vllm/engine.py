@@ -167,12 +167,32 @@ class VllmEngine(Engine[VllmRequest, VllmPlan]):
         )
 
     def tune(self, request: TuneRequest) -> TuneReport:
-        from mmpool_cli.errors import MmpoolError
+        from mmpool_cli.engines.vllm import tune
 
-        raise MmpoolError("mmpool tune --engine vllm: not yet; vLLM's split is tuned from a later release of mmpool")
+        return tune.tune(
+            _tune_input(request),
+            budget_bytes=request.budget_bytes,
+            budget_text=request.budget_text,
+            objective=request.objective,
+            points=request.points,
+            source=request.source,
+        )
 
     def tune_at(self, request: TuneRequest, values: dict[str, int] | None = None) -> Row:
-        return self.tune(request).recommended
+        from mmpool_cli.engines.vllm import tune
+
+        return tune.tune_at(_tune_input(request), values)
+
+
+def _tune_input(request: TuneRequest) -> Any:
+    """vLLM's tune input: ``mmpool cache --engine vllm`` reads its own traffic and launch (no ``CacheRequest``
+    of SGLang's kind), so the request carries them in ``pools`` (``tune.VllmTuneInput``)."""
+    from mmpool_cli.engines.vllm.tune import VllmTuneInput
+    from mmpool_cli.errors import MmpoolError
+
+    if not isinstance(request.pools, VllmTuneInput):
+        raise MmpoolError("mmpool tune --engine vllm: the request carries no vLLM launch and traffic")
+    return request.pools
 
 
 LAUNCHERS = "'vllm serve MODEL …' or 'python -m vllm.entrypoints.openai.api_server …'"

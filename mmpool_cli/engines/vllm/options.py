@@ -58,6 +58,8 @@ MM_DESTS: dict[str, str] = {
     "disable_chunked_mm_input": "bool",
     "kv_cache_dtype": "choice",
     "block_size": "int",
+    "num_gpu_blocks_override": "int",  # the KV blocks (tune, check --from: the prefix cache's capacity)
+    "tokenizer": "str",
     "dtype": "choice",
     "mm_device_do_normalize": "bool",
 }

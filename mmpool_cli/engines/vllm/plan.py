@@ -8,6 +8,7 @@ output, with every finding it has. Pure core: standard library only.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from decimal import ROUND_CEILING, Decimal, localcontext
 from pathlib import Path
@@ -243,27 +244,15 @@ def _decode_pool(
     findings: list[Finding], req: VllmRequest, facts: dict[str, Any], pc: processor_cache.ProcessorCache
 ) -> dict[str, Any] | None:
     total = 0 if req.ipc_gb is None else req.ipc_gb.bytes
-    # the frames the model's loader decodes (pynvvideocodec as codec or loader); 32 where unknown
-    try:
-        decoder = video_loader(req, req.model.family.name if req.model else "")
-    except vv.NotModelled:
-        decoder = vv.Loader("opencv")
-    requests = tuple(
-        gpu_pool.DecodeRequest(i.label, vv.loader_frames(decoder, i), i.width, i.height)
-        for i in req.items
-        if isinstance(i, Video)
-    )
+    requests = decode_requests(req, [i for i in req.items if isinstance(i, Video)])
     pool = gpu_pool.plan(total, pc.api_processes, requests, gpu_video_backend=req.gpu_video_backend)
     if pool is None:
         return None
     out = asdict(pool)
     out["items"] = [asdict(i) for i in pool.items]
-    kv = req.model.kv if req.model else None
+    per_token = kv_bytes_per_token(req)
     out["kv_bytes_per_token"] = out["kv_tokens_min"] = out["kv_tokens_max"] = None  # unknown without a KV shape
-    if kv is not None and kv.attention == "mha" and kv.kv_heads and kv.head_dim and kv.v_head_dim:
-        per_token = (
-            kv.layers * max(1, kv.kv_heads // max(1, req.tp)) * (kv.head_dim + kv.v_head_dim) * req.kv_dtype_bytes
-        )
+    if per_token is not None:
         out["kv_bytes_per_token"] = per_token
         out["kv_tokens_min"], out["kv_tokens_max"] = gpu_pool.kv_tokens(
             pool.kv_reserved_bytes, per_token, req.block_size
@@ -314,6 +303,30 @@ def _decode_pool(
             "mm_ipc_gpu_memory_gb",
         )
     return out
+
+
+def decode_requests(req: VllmRequest, videos: Sequence[Video]) -> tuple[gpu_pool.DecodeRequest, ...]:
+    """What decoding each video asks of the GPU decode pool: the frames the launch's loader samples
+    (pynvvideocodec as codec or loader; its default 32 where the loader is not modelled) × H × W × 3.
+
+    Raises:
+        qwen.ResizeError: the loader fails on a video (too few frames).
+    """
+    try:
+        decoder = video_loader(req, req.model.family.name if req.model else "")
+    except vv.NotModelled:
+        decoder = vv.Loader("opencv")
+    return tuple(gpu_pool.DecodeRequest(v.label, vv.loader_frames(decoder, v), v.width, v.height) for v in videos)
+
+
+def kv_bytes_per_token(req: VllmRequest) -> int | None:
+    """One token's KV bytes on one GPU worker, from a model directory's attention shape (MHA/GQA): ``layers ×
+    max(1, kv_heads // tp) × (head_dim + v_head_dim) × dtype`` (``v1/kv_cache_interface.py:597-605``); None
+    without a shape (a family name) or for another attention."""
+    kv = req.model.kv if req.model else None
+    if kv is None or kv.attention != "mha" or not kv.kv_heads or not kv.head_dim or not kv.v_head_dim:
+        return None
+    return kv.layers * max(1, kv.kv_heads // max(1, req.tp)) * (kv.head_dim + kv.v_head_dim) * req.kv_dtype_bytes
 
 
 def _gib_for(nbytes: int) -> str:

@@ -50,6 +50,18 @@ class PrefixFlags:
     model_dir: str | None = None
 
 
+def flags_of_launch(reading: Any, model_dir: str | None = None) -> PrefixFlags:
+    """The prefix-caching flags of a ``vllm serve`` launch as ``args.read`` parsed it (``reading.get``), for a
+    command that replays its traffic (``check --from``); ``model_dir``: the model's folder, for its tokenizer."""
+    return PrefixFlags(
+        enabled=reading.get("enable_prefix_caching") is not False,
+        num_blocks=reading.get("num_gpu_blocks_override"),
+        block_size=reading.get("block_size") or 16,
+        tokenizer=reading.get("tokenizer"),
+        model_dir=model_dir,
+    )
+
+
 @dataclass
 class PrefixReplay:
     """The items the prefix cache covered (per request, their positions), its entry and its notes."""
@@ -66,15 +78,45 @@ class PrefixReplay:
         return f"{self.items_served:,} item(s) prefix caching served (in a cached prefix): never encoded"
 
 
-def replay(
+@dataclass
+class Built:
+    """The traffic's prompts as the block cache sees them, made once for every capacity replayed."""
+
+    requests: list[prefix.PrefixRequest]  # the requests whose items were placed in their prompt
+    spans: list[list[tuple[int, int, int]]]  # per built request: (item position, start, length)
+    placed: list[int]  # per built request: its index in the traffic
+    tokenizer: Tokenizer
+
+    def served(self, flags: PrefixFlags, blocks: int) -> list[int]:
+        """Per built request, the prompt tokens vLLM's prefix caching serves at ``blocks`` KV blocks."""
+        if not self.requests or not flags.enabled:
+            return [0] * len(self.requests)
+        return prefix.replay(self.requests, prefix.Blocks(blocks, flags.block_size))
+
+    def behind(
+        self, requests: Sequence[Sequence[str]], served: Sequence[int]
+    ) -> tuple[list[set[int]], int, list[list[str]]]:
+        """What ``served`` leaves the encoder cache: per request the item positions inside its cached prefix,
+        the distinct items so served (never encoded), and each request's items outside it."""
+        covered: list[set[int]] = [set() for _ in requests]
+        for n, got_served, mine in zip(self.placed, served, self.spans, strict=True):
+            covered[n] = {k for k, start, length in mine if start + length <= got_served}
+        spared = sum(len({requests[n][k] for k in c}) for n, c in enumerate(covered))
+        behind = [
+            [k for i, k in enumerate(r) if i not in c] if c else list(r) for r, c in zip(requests, covered, strict=True)
+        ]
+        return covered, spared, behind
+
+
+def build(
     requests: Sequence[Sequence[str]],
     prompts: Sequence[Prompt | None],
     tokens: Mapping[str, int],
     family: str,
     flags: PrefixFlags,
-    target: Fraction,
-) -> PrefixReplay:
-    """The block cache over the requests' prompts at the launch's blocks, and the curve of its served tokens."""
+) -> Built:
+    """Each request's prompt as vLLM keys its blocks: rendered, tokenized, each image's placeholders expanded
+    (a request whose items its prompt does not place is left out: the prefix cache serves it nothing)."""
     tok: Tokenizer | None = load(flags.tokenizer) if flags.tokenizer is not None else None
     if tok is None and flags.model_dir is not None:
         tok = try_load(flags.model_dir)
@@ -108,17 +150,95 @@ def replay(
             built.append(prefix.PrefixRequest(ids, (), extra, 2 * n, 2 * n + 1))
             spans.append(mine)
             placed.append(n)
+    return Built(built, spans, placed, tok)
+
+
+def assumed(made: Built, flags: PrefixFlags) -> str:
+    """What the block cache's replay assumes of the traffic, said once."""
+    return (
+        "requests one at a time, in the log's order, each released before the next is admitted; output tokens "
+        f"unknown: only prompts are cached; block size {flags.block_size}; each prompt prefilled in one chunk; the "
+        f"tokenizer: {made.tokenizer.name}"
+    )
+
+
+def traffic_findings(made: Built, flags: PrefixFlags, requests: int) -> list[tuple[str, str, str]]:
+    """``(code, severity, message)`` of what the traffic and flags leave the prefix cache: off, its tokens
+    estimated, requests whose prompts cannot place their items."""
+    out: list[tuple[str, str, str]] = []
+    if not flags.enabled:
+        out.append(("prefix-cache-off", "info", "--no-enable-prefix-caching: nothing is served, every item is encoded"))
+    if made.tokenizer.estimated and flags.enabled:
+        out.append(
+            (
+                "prefix-tokens-estimated",
+                "warning",
+                "no tokenizer loaded (give --tokenizer DIR, or a --model folder with one): the prompts' text tokens "
+                "are estimated, so the prefix cache's tokens are estimates; which items it serves is not",
+            )
+        )
+    if len(made.requests) < requests:
+        out.append(
+            (
+                "prefix-not-replayed",
+                "warning",
+                f"{requests - len(made.requests):,} of {requests:,} requests carry no prompt mmpool can place their "
+                "items in: the prefix cache serves them nothing",
+            )
+        )
+    return out
+
+
+def server_findings(
+    made: Built, prompts: Sequence[Prompt | None], flags: PrefixFlags, served: Sequence[int]
+) -> list[tuple[str, str, str]]:
+    """``(code, severity, message)``: the replay's ``served`` held to the ``cached_tokens`` the server logged,
+    where the bodies carry them and the tokens are the tokenizer's (an estimate proves nothing)."""
+    told = [(n, s, p.cached_tokens) for n, s in zip(made.placed, served, strict=True) if (p := prompts[n]) is not None]
+    told = [(n, s, c) for n, s, c in told if c is not None]
+    if not told or made.tokenizer.estimated or not flags.enabled:
+        return []
+    wrong = [(n, s, c) for n, s, c in told if s != c]
+    if not wrong:
+        return [
+            (
+                "prefix-replay-matches",
+                "info",
+                f"the replay serves each of the {len(told):,} requests with cached_tokens exactly the server's",
+            )
+        ]
+    n, s, c = wrong[0]
+    return [
+        (
+            "prefix-replay-differs",
+            "warning",
+            f"request {n + 1} of the log: the server served {c:,} cached tokens, the replay {s:,} (first of "
+            f"{len(wrong):,} differing, of {len(told):,} with cached_tokens)",
+        )
+    ]
+
+
+def replay(
+    requests: Sequence[Sequence[str]],
+    prompts: Sequence[Prompt | None],
+    tokens: Mapping[str, int],
+    family: str,
+    flags: PrefixFlags,
+    target: Fraction,
+    *,
+    known: Built | None = None,
+) -> PrefixReplay:
+    """The block cache over the requests' prompts at the launch's blocks, and the curve of its served tokens
+    (``known``: the prompts ``build`` made, where made)."""
+    made = build(requests, prompts, tokens, family, flags) if known is None else known
+    built, tok = made.requests, made.tokenizer
     size = flags.block_size
     total = sum(len(r.tokens) for r in built)
     unbounded = -(-max(total, 1) // size) + 1  # one block is the null block, never lent
     least = -(-max((len(r.tokens) for r in built), default=1) // size) + 1
     blocks = flags.num_blocks if flags.num_blocks is not None else unbounded
     findings: list[dict[str, str]] = []
-    notes = [
-        "assumed: requests one at a time, in the log's order, each released before the next is admitted; output "
-        f"tokens unknown: only prompts are cached; block size {size}; each prompt prefilled in one chunk; the "
-        f"tokenizer: {tok.name}"
-    ]
+    notes = [f"assumed: {assumed(made, flags)}"]
 
     def finding(code: str, severity: str, message: str) -> None:
         from mmpool_cli.core.codes import Severity, check
@@ -133,44 +253,12 @@ def replay(
             f"the KV capacity is not given: vLLM's prefix caching replayed with room for all {total:,} tokens "
             f"({unbounded:,} blocks), nothing evicted (the most it can serve); give --num-gpu-blocks-override N",
         )
-    if not flags.enabled:
-        finding("prefix-cache-off", "info", "--no-enable-prefix-caching: nothing is served, every item is encoded")
-    if tok.estimated and flags.enabled:
-        finding(
-            "prefix-tokens-estimated",
-            "warning",
-            "no tokenizer loaded (give --tokenizer DIR, or a --model folder with one): the prompts' text tokens are "
-            "estimated, so the prefix cache's tokens are estimates; which items it serves is not",
-        )
-    if len(built) < len(requests):
-        finding(
-            "prefix-not-replayed",
-            "warning",
-            f"{len(requests) - len(built):,} of {len(requests):,} requests carry no prompt mmpool can place their "
-            "items in: the prefix cache serves them nothing",
-        )
-    served = prefix.replay(built, prefix.Blocks(blocks, size)) if built and flags.enabled else [0] * len(built)
-    told = [(n, s, p.cached_tokens) for n, s in zip(placed, served, strict=True) if (p := prompts[n]) is not None]
-    told = [(n, s, c) for n, s, c in told if c is not None]
-    if told and not tok.estimated and flags.enabled:
-        wrong = [(n, s, c) for n, s, c in told if s != c]
-        if wrong:
-            n, s, c = wrong[0]
-            finding(
-                "prefix-replay-differs",
-                "warning",
-                f"request {n + 1} of the log: the server served {c:,} cached tokens, the replay {s:,} (first of "
-                f"{len(wrong):,} differing, of {len(told):,} with cached_tokens)",
-            )
-        else:
-            finding(
-                "prefix-replay-matches",
-                "info",
-                f"the replay serves each of the {len(told):,} requests with cached_tokens exactly the server's",
-            )
-    covered: list[set[int]] = [set() for _ in requests]
-    for n, got_served, mine in zip(placed, served, spans, strict=True):
-        covered[n] = {k for k, start, length in mine if start + length <= got_served}
+    for code, severity, message in traffic_findings(made, flags, len(requests)):
+        finding(code, severity, message)
+    served = made.served(flags, blocks)
+    for code, severity, message in server_findings(made, prompts, flags, served):
+        finding(code, severity, message)
+    covered, spared, behind = made.behind(requests, served)
     span = max(unbounded - least, 0)
     points = sorted({least + span * k // CURVE_POINTS for k in range(CURVE_POINTS + 1)} | {blocks})
     sums = prefix.curve(built, prefix.Blocks, points, block_size=size) if built else [0] * len(points)
@@ -216,6 +304,4 @@ def replay(
         "requests_not_replayed": len(requests) - len(built),
         "findings": findings,
     }
-    spared = sum(len({requests[n][k] for k in c}) for n, c in enumerate(covered))
-    behind = [[k for i, k in enumerate(r) if i not in c] for r, c in zip(requests, covered, strict=True)]
     return PrefixReplay(covered, entry, [], spared, behind)

@@ -5,7 +5,8 @@ Hugging Face hub cache, never the network), else an estimate that says so.
 ``transformers`` is optional and imported only by ``load``. The estimate renders the family's chat
 format (ChatML: ``<|im_start|>role ... <|im_end|>``) and counts one token per word, run of punctuation
 or special token; equal texts give equal ids, so prompts that repeat earlier turns share their prefix
-as they do in the engine, only the counts are estimated. Pure core: standard library only.
+as they do in the engine, only the counts are estimated. Pure core: standard library only, and the
+estimate's compiled twin where it was built (``kernels/_prefixreplay.c``'s ``estimate``).
 """
 
 from __future__ import annotations

@@ -64,3 +64,16 @@ def test_the_servers_cached_tokens_are_compared() -> None:
     got = replay(REQUESTS, told, {"a": 64, "b": 32}, "qwen2.5-vl", flags, Fraction(99))
     assert got.entry["findings"][0]["code"] == "prefix-replay-differs"
     assert got.entry["findings"][0]["message"].startswith(f"request 2 of the log: the server served {served + 16}")
+
+
+def test_a_launchs_prefix_flags_are_read_as_vllm_reads_them() -> None:
+    from mmpool_cli.engines.vllm import args
+    from mmpool_cli.engines.vllm.flags import table
+    from mmpool_cli.engines.vllm.prefix import flags_of_launch
+
+    argv = ["vllm", "serve", "m", "--num-gpu-blocks-override", "500", "--no-enable-prefix-caching", "--block-size", "32"]
+    words, serve = args.launch_words([*argv, "--tokenizer", "tok"]) or ([], True)
+    got = flags_of_launch(args.read(words, serve=serve, flags=table("0.34.0")), "/models/m")
+    assert got == PrefixFlags(False, 500, 32, "tok", "/models/m")
+    words, serve = args.launch_words(["vllm", "serve", "m"]) or ([], True)
+    assert flags_of_launch(args.read(words, serve=serve, flags=table("0.34.0"))) == PrefixFlags()
