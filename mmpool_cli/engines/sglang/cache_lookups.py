@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mmpool_cli.caches.replay import Lookups, replay
 from mmpool_cli.caches.report import CacheItem
@@ -37,9 +37,13 @@ class _Lookups:
     # a lookup's other occurrences in its batch (the embedding cache): SGLang looks such an item up again
     # for each where its first lookup missed (mm_schedule.py _batch_encode_per_image_misses), once where it hit
     dups: list[int] | None = None
+    spans: list[tuple[int, int]] | None = field(default=None, compare=False)  # each batch's [i, j), where known
 
     def neutral(self) -> Lookups:
-        return Lookups(self.keys, self.sizes, self.weights, self.work, self.groups, self.shared, self.max_entries)
+        lk = Lookups(self.keys, self.sizes, self.weights, self.work, self.groups, self.shared, self.max_entries)
+        if self.spans is not None:
+            lk.__dict__["batches"] = self.spans  # its cached ``batches``, known already: not found again
+        return lk
 
 
 class _Ids:
@@ -221,6 +225,7 @@ class Behind:
         work: list[int] = []
         groups: list[int] = []
         dups: list[int] = []
+        spans: list[tuple[int, int]] = []
         batch = 0
         for b, (combined, combined_id, whole) in enumerate(self.batches):
             c = k[self.group_of[b]]
@@ -233,6 +238,7 @@ class Behind:
             if made is None:
                 made = self._made[b][c] = _made(combined, combined_id, whole, c, row)
             ks, ss, ws, ds = made
+            spans.append((len(raw), len(raw) + len(ks)))
             raw += ks
             sizes += ss
             work += ws
@@ -240,7 +246,7 @@ class Behind:
             groups += [batch] * len(ks)
         dense: dict[int, int] = {}
         keys = [dense.setdefault(kid, len(dense)) for kid in raw]
-        return _Lookups(keys, sizes, [1] * len(keys), work, groups, dups=dups)
+        return _Lookups(keys, sizes, [1] * len(keys), work, groups, dups=dups, spans=spans)
 
 
 def _made(

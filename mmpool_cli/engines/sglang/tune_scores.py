@@ -265,12 +265,13 @@ def embedding_at(looks: cache_lookups._Lookups, sizes: Sequence[int]) -> list[tu
     report reads them at the deployment's size: the one-pass curve where it is exact, else a replay at each."""
     from mmpool_cli.caches.replay import one_pass, replay
 
-    exact = one_pass(looks.neutral())
+    lk = looks.neutral()
+    exact = one_pass(lk)
     if exact is not None:
         curve = caches.one_pass_curve(looks, exact, 0)
         at = [curve.at(size) if size > 0 else (0, 0) for size in sizes]
     else:
-        at = [replay(looks.neutral(), size) if size > 0 else (0, 0) for size in sizes]
+        at = [replay(lk, size) if size > 0 else (0, 0) for size in sizes]
     return [(h, w, cache_lookups.embedding_lookups_at(looks, size)) for (h, w), size in zip(at, sizes, strict=True)]
 
 

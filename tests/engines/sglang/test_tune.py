@@ -166,3 +166,17 @@ def test_the_lookups_behind_the_radix_cache_equal_those_made_item_by_item(page: 
         assert behind.spared(k) == prefix.spared(scorer.groups, covered)
         seen.add(len(covered))
     assert len(seen) > 3  # capacities that cover few items, many, and every one
+
+
+def test_the_batches_behind_the_radix_cache_are_those_its_groups_make() -> None:
+    from mmpool_cli.caches.replay import Lookups
+    from mmpool_cli.engines.sglang import prefix
+    from mmpool_cli.engines.sglang.tune_scores import Scorer
+
+    req = _request()
+    scorer = Scorer(req, engine("sglang")._tune_setup(req))
+    assert scorer.behind is not None and scorer.built is not None
+    for capacity in (scorer.page, scorer.saturated // 3, scorer.saturated):
+        looks = scorer.behind.at(scorer.behind.covers(prefix.served_at(scorer.built, capacity, scorer.page)), 1)
+        lk = looks.neutral()
+        assert lk.batches == Lookups(lk.keys, lk.sizes, lk.weights, lk.work, lk.groups).batches
