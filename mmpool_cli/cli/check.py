@@ -188,8 +188,6 @@ def check(
             ]
             if sglang_given:
                 raise MmpoolError(f"this is a vLLM launch: {sglang_given[0]} is SGLang's; see --help for vLLM's")
-            if traffic:
-                raise MmpoolError("--from holds SGLang launches to traffic; a vLLM launch's split is not scored yet")
             known = None if gpu_memory is None else _gpu_memory(gpu_memory)
             gpu = None if gpu_memory is None and gpu_name is None else vllm.gpu(known)
             assume = vllm.assumptions(environ, gpu)
@@ -203,6 +201,8 @@ def check(
                 sglang_version_chosen=assume.version_chosen,
                 engine_name="vllm",
             )
+            if traffic and bounds is not None:
+                report = _hold_vllm_to_traffic(report, command, environ, assume, traffic, bounds)
         elif _names_vllm(command):
             from mmpool_cli.engines.vllm.engine import LAUNCHERS
 
@@ -287,6 +287,49 @@ def _hold_to_traffic(
     row = tune_at(_tune_query(launch, traffic, environ))
     found = traffic_findings(row, source, bounds)
     result = report.results[-1]  # the launch: the environment's file findings are folded into it
+    results = [*report.results[:-1], dataclasses.replace(result, findings=result.findings + found)]
+    return dataclasses.replace(report, results=results)
+
+
+def _hold_vllm_to_traffic(
+    report: Report,
+    command: list[str],
+    environ: Mapping[str, str],
+    assume: Any,
+    traffic: list[str],
+    bounds: TrafficBounds,
+) -> Report:
+    """``_hold_to_traffic`` for a vLLM launch: its row over ``traffic`` as ``tune --engine vllm`` scores today's,
+    the launch's flags read as ``check`` reads them; a launch that fails its check already is left as it is."""
+    from mmpool_cli.cli.prefix_options import vllm_prefix_flags
+    from mmpool_cli.engines.vllm.engine import read_launch_request
+    from mmpool_cli.engines.vllm.prefix import flags_of_launch
+    from mmpool_cli.usecases import tune_vllm
+    from mmpool_cli.usecases.check import traffic_findings
+
+    result = report.results[-1]  # the launch: the environment's file findings are folded into it
+    if result.fails():
+        return report
+    launch = read_launch_request(command, environ, assume)
+    if launch.request.model is None:
+        raise MmpoolError(
+            "--from: the launch's model is not a local directory, so its traffic cannot be sized; pass --model DIR "
+            "(the model's folder, with its config.json)"
+        )
+    read = flags_of_launch(launch.reading, launch.model_dir)
+    if read.num_blocks is None:
+        raise MmpoolError(
+            "--from: the launch gives no --num-gpu-blocks-override, so its KV blocks are unknown offline; add the "
+            "num_gpu_blocks vLLM reports once started (its vllm:cache_config_info metric) to the launch"
+        )
+    # the bounds `tune --engine vllm` holds these flags to; the launch's own --block-size, not a default for 0
+    flags = vllm_prefix_flags(
+        not read.enabled, read.num_blocks, launch.reading.get("block_size"), read.tokenizer, launch.model_dir
+    )
+    # the launch's items (--image, --video) describe one request of `check`'s plan, not the traffic: tune's none
+    request = dataclasses.replace(launch.request, items=())
+    row = tune_vllm.tune_at(tune_vllm.tune_request(traffic, request, flags, environ=environ))
+    found = traffic_findings(row, ", ".join(traffic), bounds, engine_name="vllm")
     results = [*report.results[:-1], dataclasses.replace(result, findings=result.findings + found)]
     return dataclasses.replace(report, results=results)
 

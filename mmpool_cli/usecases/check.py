@@ -73,11 +73,37 @@ def _given(value: Fraction) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def traffic_findings(row: Row, source: str, bounds: TrafficBounds) -> list[Finding]:
+@dataclass(frozen=True)
+class _Fallback:
+    """What a row's ``fallback_items`` count in one engine's words."""
+
+    counted: str  # after the count, in the measures: "N <counted>"
+    over: str  # after "N <items> of SOURCE", in the error
+    tune: str  # the tune command that gives a split where fewer do
+
+
+_FALLBACK = {
+    "sglang": _Fallback(
+        "features fall back to the CPU path", "fall back to the CPU path", "mmpool tune --from {source}"
+    ),
+    "vllm": _Fallback(
+        "videos refused by the GPU decode pool (each fails its request)",
+        "are refused by the GPU decode pool (each fails its request)",
+        "mmpool tune --engine vllm --from {source}",
+    ),
+}
+_ITEMS = {"sglang": "features", "vllm": "videos"}
+
+
+def traffic_findings(row: Row, source: str, bounds: TrafficBounds, engine_name: str = DEFAULT) -> list[Finding]:
     """The launch's own row over the traffic (``Engine.tune_at(request, None)``, the row ``tune`` scores as
-    today's) held to ``bounds``: an info finding with its measures, an error for each bound it breaks.
+    today's) held to ``bounds``: an info finding with its measures, an error for each bound it breaks. The
+    findings and bounds are the same for every engine; what falls back is said in ``engine_name``'s words
+    (SGLang: features over the CPU path; vLLM: videos its GPU decode pool refuses).
 
     A bound on prefix hits over traffic that carries no prompt tokens cannot be judged: ``MmpoolError``."""
+    words = _FALLBACK[engine_name]
+    tune = words.tune.format(source=source)
     m = row.measures
     hit = prefix_hit(row)
     if bounds.min_prefix_hit is not None and hit is None:
@@ -92,7 +118,7 @@ def traffic_findings(row: Row, source: str, bounds: TrafficBounds) -> list[Findi
     settings = ", ".join(f"{name} {value:,}" for name, value in row.values.items())
     said = (
         f"over {source} ({m.requests:,} requests) at the launch's settings ({settings}): "
-        f"{m.fallback_items:,} features fall back to the CPU path; the prefix cache serves {served}; "
+        f"{m.fallback_items:,} {words.counted}; the prefix cache serves {served}; "
         f"{m.encoder_tokens:,} encoder tokens computed; {m.kv_tokens:,} KV tokens"
     )
     found = [Finding(Severity.info, "tune-measures", said, TRAFFIC)]
@@ -101,9 +127,8 @@ def traffic_findings(row: Row, source: str, bounds: TrafficBounds) -> list[Findi
             Finding(
                 Severity.error,
                 "tune-fallback-over",
-                f"{m.fallback_items:,} features of {source} fall back to the CPU path at the launch's settings, "
-                f"more than --max-fallback {bounds.max_fallback:,}; 'mmpool tune --from {source}' gives a split "
-                "where fewer do",
+                f"{m.fallback_items:,} {_ITEMS[engine_name]} of {source} {words.over} at the launch's settings, "
+                f"more than --max-fallback {bounds.max_fallback:,}; '{tune}' gives a split where fewer do",
                 TRAFFIC,
             )
         )
@@ -114,7 +139,7 @@ def traffic_findings(row: Row, source: str, bounds: TrafficBounds) -> list[Findi
                 "tune-prefix-hit-under",
                 f"over {source}, the prefix cache serves {served} at the launch's KV capacity "
                 f"({m.kv_tokens:,} tokens), below --min-prefix-hit {_given(bounds.min_prefix_hit)}%; "
-                f"'mmpool tune --from {source}' shows what more KV buys",
+                f"'{tune}' shows what more KV buys",
                 TRAFFIC,
             )
         )
