@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
@@ -95,15 +96,20 @@ _FALLBACK = {
 _ITEMS = {"sglang": "features", "vllm": "videos"}
 
 
-def traffic_findings(row: Row, source: str, bounds: TrafficBounds, engine_name: str = DEFAULT) -> list[Finding]:
+def traffic_findings(
+    row: Row, source: str | Sequence[str], bounds: TrafficBounds, engine_name: str = DEFAULT
+) -> list[Finding]:
     """The launch's own row over the traffic (``Engine.tune_at(request, None)``, the row ``tune`` scores as
     today's) held to ``bounds``: an info finding with its measures, an error for each bound it breaks. The
     findings and bounds are the same for every engine; what falls back is said in ``engine_name``'s words
     (SGLang: features over the CPU path; vLLM: videos its GPU decode pool refuses).
 
+    ``source``: the traffic's files (each its own ``--from`` in the tune command said), or one name.
     A bound on prefix hits over traffic that carries no prompt tokens cannot be judged: ``MmpoolError``."""
+    files = [source] if isinstance(source, str) else list(source)
+    source = ", ".join(files)
     words = _FALLBACK[engine_name]
-    tune = words.tune.format(source=source)
+    tune = words.tune.format(source=" --from ".join(shlex.quote(f) for f in files))
     m = row.measures
     hit = prefix_hit(row)
     if bounds.min_prefix_hit is not None and hit is None:
