@@ -306,10 +306,10 @@ def _hold_vllm_to_traffic(
     """``_hold_to_traffic`` for a vLLM launch: its row over ``traffic`` as ``tune --engine vllm`` scores today's,
     the launch's flags read as ``check`` reads them; a launch that fails its check already is left as it is."""
     from mmpool_cli.cli.prefix_options import vllm_prefix_flags
+    from mmpool_cli.core.findings import Finding, Severity
     from mmpool_cli.engines.vllm.engine import read_launch_request
     from mmpool_cli.engines.vllm.prefix import flags_of_launch
     from mmpool_cli.usecases import tune_vllm
-    from mmpool_cli.core.findings import Finding, Severity
     from mmpool_cli.usecases.check import TRAFFIC, traffic_findings
 
     result = report.results[-1]  # the launch: the environment's file findings are folded into it

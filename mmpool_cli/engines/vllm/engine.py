@@ -86,9 +86,7 @@ class VllmEngine(Engine[VllmRequest, VllmPlan]):
 
         launch = read_launch_request(argv, environ, assumptions)
         plan = make_plan(launch.request)
-        return FileResult(
-            path="launch command", kind="launch", findings=launch.findings + plan.findings, plan=plan
-        )
+        return FileResult(path="launch command", kind="launch", findings=launch.findings + plan.findings, plan=plan)
 
     def recorded_caches(
         self, directory: str, target: Fraction, kv_cell_bytes: int | None, window: int = 1
