@@ -63,6 +63,14 @@ def prefix_hit(row: Row) -> Fraction | None:
     return None if m.prompt_tokens == 0 else Fraction(100 * m.prefix_served_tokens, m.prompt_tokens)
 
 
+def _shell_word(word: str) -> str:
+    """``word`` as a POSIX shell reads it back, in double quotes where it needs quoting (the command said is
+    itself set in single quotes)."""
+    if shlex.quote(word) == word:
+        return word
+    return '"' + "".join("\\" + c if c in '"\\$`' else c for c in word) + '"'
+
+
 def _pct(value: Fraction) -> str:
     hundredths = value.numerator * 100 // value.denominator  # floored, so a shown 99.99% never reads as 100%
     return f"{hundredths // 100}.{hundredths % 100:02d}%"
@@ -109,7 +117,7 @@ def traffic_findings(
     files = [source] if isinstance(source, str) else list(source)
     source = ", ".join(files)
     words = _FALLBACK[engine_name]
-    tune = words.tune.format(source=" --from ".join(shlex.quote(f) for f in files))
+    tune = words.tune.format(source=" --from ".join(_shell_word(f) for f in files))
     m = row.measures
     hit = prefix_hit(row)
     if bounds.min_prefix_hit is not None and hit is None:
