@@ -84,24 +84,37 @@ def _given(value: Fraction) -> str:
 
 @dataclass(frozen=True)
 class _Fallback:
-    """What a row's ``fallback_items`` count in one engine's words."""
+    """What a row's ``fallback_items`` count in one engine's words, for one item and for several."""
 
-    counted: str  # after the count, in the measures: "N <counted>"
-    over: str  # after "N <items> of SOURCE", in the error
+    counted: tuple[str, str]  # after the count, in the measures: "N <counted>"
+    items: tuple[str, str]  # the items, in the error: "N <items> of SOURCE <over>"
+    over: tuple[str, str]
     tune: str  # the tune command that gives a split where fewer do
+
+    def said(self, words: tuple[str, str], n: int) -> str:
+        return words[0] if n == 1 else words[1]
 
 
 _FALLBACK = {
     "sglang": _Fallback(
-        "features fall back to the CPU path", "fall back to the CPU path", "mmpool tune --from {source}"
+        ("feature falls back to the CPU path", "features fall back to the CPU path"),
+        ("feature", "features"),
+        ("falls back to the CPU path", "fall back to the CPU path"),
+        "mmpool tune --from {source}",
     ),
     "vllm": _Fallback(
-        "videos refused by the GPU decode pool (each fails its request)",
-        "are refused by the GPU decode pool (each fails its request)",
+        (
+            "video refused by the GPU decode pool (it fails its request)",
+            "videos refused by the GPU decode pool (each fails its request)",
+        ),
+        ("video", "videos"),
+        (
+            "is refused by the GPU decode pool (it fails its request)",
+            "are refused by the GPU decode pool (each fails its request)",
+        ),
         "mmpool tune --engine vllm --from {source}",
     ),
 }
-_ITEMS = {"sglang": "features", "vllm": "videos"}
 
 
 def traffic_findings(
@@ -132,7 +145,7 @@ def traffic_findings(
     settings = ", ".join(f"{name} {value:,}" for name, value in row.values.items())
     said = (
         f"over {source} ({m.requests:,} requests) at the launch's settings ({settings}): "
-        f"{m.fallback_items:,} {words.counted}; the prefix cache serves {served}; "
+        f"{m.fallback_items:,} {words.said(words.counted, m.fallback_items)}; the prefix cache serves {served}; "
         f"{m.encoder_tokens:,} encoder tokens computed; {m.kv_tokens:,} KV tokens"
     )
     found = [Finding(Severity.info, "tune-measures", said, TRAFFIC)]
@@ -141,7 +154,8 @@ def traffic_findings(
             Finding(
                 Severity.error,
                 "tune-fallback-over",
-                f"{m.fallback_items:,} {_ITEMS[engine_name]} of {source} {words.over} at the launch's settings, "
+                f"{m.fallback_items:,} {words.said(words.items, m.fallback_items)} of {source} "
+                f"{words.said(words.over, m.fallback_items)} at the launch's settings, "
                 f"more than --max-fallback {bounds.max_fallback:,}; '{tune}' gives a split where fewer do",
                 TRAFFIC,
             )

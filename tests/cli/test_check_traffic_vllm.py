@@ -111,12 +111,13 @@ def test_the_fallback_bound_counts_the_videos_the_decode_pool_refuses(run_line, 
     assert data["rows"][data["today"]]["measures"]["fallback_items"] == refused
     held = _check(run_line, ["--format", "json", "--from", videos, "--max-fallback", str(refused)], launch)
     assert held.exit_code == 0, held.output
-    assert f"{refused:,} videos refused by the GPU decode pool" in _findings(held)["tune-measures"]["message"]
+    videos_said = "1 video" if refused == 1 else f"{refused:,} videos"
+    assert f"{videos_said} refused by the GPU decode pool" in _findings(held)["tune-measures"]["message"]
     if refused:
         over = _check(run_line, ["--from", videos, "--max-fallback", "0"], launch)
         assert over.exit_code == 1, over.output
         assert (
-            f"error [tune-fallback-over] 1 videos of {videos} are refused by the GPU decode pool (each fails its "
+            f"error [tune-fallback-over] 1 video of {videos} is refused by the GPU decode pool (it fails its "
             "request) at the launch's settings, more than --max-fallback 0" in over.stdout
         )
         ran = _check(run_line, ["--from", videos, "--max-fallback", "0", "--exec"], launch)
