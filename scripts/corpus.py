@@ -44,6 +44,13 @@ LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", "MODEL"]
 TUNED = ["sglang", "serve", "--model-path", "examples/qwen2.5-vl-7b", "--max-total-tokens", "2048"]
 TUNED += ["--mm-feature-transport", "cuda_ipc"]
 CHATS = ["--from", "examples/traffic/chats.jsonl"]
+# check --from on vLLM: a launch tune --engine vllm scores over its chat example (the host given: not this machine's)
+VLLM_TUNED = ["vllm", "serve", "examples/qwen2.5-vl-7b", "--num-gpu-blocks-override", "400"]
+VLLM_HOST = ["--host-memory", "64GiB", "--shm-size", "1GiB"]
+VLLM_CHATS = ["--from", "examples/traffic/vllm-chats.jsonl"]
+# the chats and one clip, decoded on the GPU within a pool of 0.001 GiB, too small for it
+VLLM_VIDEO = [*VLLM_CHATS, "--from", f"{INPUTS}/vllm-video.jsonl"]
+VLLM_DECODE = ["--mm-ipc-gpu-memory-gb", "0.001", "--media-io-kwargs", '{"video": {"video_backend": "pynvvideocodec"}}']
 
 
 def _case(name: str, argv: list[str], env: dict[str, str] | None = None, stdin: str | None = None) -> dict[str, Any]:
@@ -345,6 +352,16 @@ def cases() -> list[dict[str, Any]]:
         ("traffic-prefix-under", ["--format", "json", *CHATS, "--min-prefix-hit", "99.5"], TUNED),
         ("traffic-bound-alone", ["--max-fallback", "0"], TUNED),
         ("traffic-no-kv", [*CHATS], TUNED[:4] + TUNED[6:]),
+        ("traffic-vllm-held", ["-v", *VLLM_HOST, *VLLM_CHATS, "--min-prefix-hit", "20"], VLLM_TUNED),
+        (
+            "traffic-vllm-prefix-under",
+            ["--format", "json", *VLLM_HOST, *VLLM_CHATS, "--min-prefix-hit", "50"],
+            VLLM_TUNED,
+        ),
+        ("traffic-vllm-fallback-over", [*VLLM_HOST, *VLLM_VIDEO, "--max-fallback", "0"], [*VLLM_TUNED, *VLLM_DECODE]),
+        ("traffic-vllm-no-blocks", [*VLLM_HOST, *VLLM_CHATS], VLLM_TUNED[:3]),
+        ("traffic-vllm-hub-model", [*VLLM_HOST, *VLLM_CHATS], ["vllm", "serve", "Qwen/Qwen2.5-VL-7B-Instruct"]),
+        ("traffic-vllm-bound-alone", [*VLLM_HOST, "--min-prefix-hit", "20"], VLLM_TUNED),
     ]
     for name, opts, launch in check:
         add(_case(f"check-{name}", ["check", *opts, "--", *launch]))

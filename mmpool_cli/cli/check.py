@@ -54,6 +54,7 @@ if TYPE_CHECKING:
             "mmpool check --exec --strict -- sglang serve MODEL --config sglang.yaml",
             "mmpool check -- vllm serve ./Qwen2.5-VL-7B-Instruct -dp 4 --config v.yaml",
             "mmpool check -v --from server.log -- sglang serve M --max-total-tokens N",
+            "mmpool check --from bodies.jsonl --min-prefix-hit 30 -- vllm serve ./M --num-gpu-blocks-override N",
         ],
         "0 the launch is valid (with --exec: the launch command's own status); 1 an error finding (or a "
         "warning with --strict); 2 usage error, or not an SGLang or vLLM launch; 70 internal error.",
@@ -134,12 +135,16 @@ def check(
         typer.Option(
             "--from",
             metavar="FILE",
-            help="SGLang launches: traffic to hold the launch to (a server log or OpenAI bodies); repeat.",
+            help="Traffic to hold the launch to (SGLang: a server log or OpenAI bodies; vLLM: OpenAI bodies); repeat.",
         ),
     ] = None,
     max_fallback: Annotated[
         int | None,
-        typer.Option("--max-fallback", metavar="N", help="With --from: an error if more than N features fall back."),
+        typer.Option(
+            "--max-fallback",
+            metavar="N",
+            help="With --from: an error if more than N features fall back (vLLM: videos the decode pool refuses).",
+        ),
     ] = None,
     min_prefix_hit: Annotated[
         str | None,
@@ -188,11 +193,6 @@ def check(
             ]
             if sglang_given:
                 raise MmpoolError(f"this is a vLLM launch: {sglang_given[0]} is SGLang's; see --help for vLLM's")
-            if traffic:
-                raise MmpoolError(
-                    "--from holds SGLang launches to traffic only so far; for a vLLM launch, run "
-                    "'mmpool tune --engine vllm' with its flags"
-                )
             known = None if gpu_memory is None else _gpu_memory(gpu_memory)
             gpu = None if gpu_memory is None and gpu_name is None else vllm.gpu(known)
             assume = vllm.assumptions(environ, gpu)
@@ -206,6 +206,8 @@ def check(
                 sglang_version_chosen=assume.version_chosen,
                 engine_name="vllm",
             )
+            if traffic and bounds is not None:
+                report = _hold_vllm_to_traffic(report, command, environ, assume, traffic, bounds)
         elif _names_vllm(command):
             from mmpool_cli.engines.vllm.engine import LAUNCHERS
 
@@ -286,10 +288,57 @@ def _hold_to_traffic(
     launch = tune_launch(command, environ, assume)
     if launch is None:
         return report
-    source = ", ".join(traffic)
     row = tune_at(_tune_query(launch, traffic, environ))
-    found = traffic_findings(row, source, bounds)
+    found = traffic_findings(row, traffic, bounds)
     result = report.results[-1]  # the launch: the environment's file findings are folded into it
+    results = [*report.results[:-1], dataclasses.replace(result, findings=result.findings + found)]
+    return dataclasses.replace(report, results=results)
+
+
+def _hold_vllm_to_traffic(
+    report: Report,
+    command: list[str],
+    environ: Mapping[str, str],
+    assume: Any,
+    traffic: list[str],
+    bounds: TrafficBounds,
+) -> Report:
+    """``_hold_to_traffic`` for a vLLM launch: its row over ``traffic`` as ``tune --engine vllm`` scores today's,
+    the launch's flags read as ``check`` reads them; a launch that fails its check already is left as it is."""
+    from mmpool_cli.cli.prefix_options import vllm_prefix_flags
+    from mmpool_cli.core.findings import Finding, Severity
+    from mmpool_cli.engines.vllm.engine import read_launch_request
+    from mmpool_cli.engines.vllm.prefix import flags_of_launch
+    from mmpool_cli.usecases import tune_vllm
+    from mmpool_cli.usecases.check import TRAFFIC, traffic_findings
+
+    result = report.results[-1]  # the launch: the environment's file findings are folded into it
+    if result.fails():
+        return report
+    launch = read_launch_request(command, environ, assume)
+    if launch.request.model is None or launch.model_dir is None:
+        raise MmpoolError(
+            "--from: the launch's model is not a local directory, so its traffic and KV blocks cannot be sized; "
+            "pass --model DIR (the model's folder, with its config.json)"
+        )
+    read = flags_of_launch(launch.reading, launch.model_dir)
+    if read.num_blocks is None:
+        raise MmpoolError(
+            "--from: the launch gives no --num-gpu-blocks-override, so its KV blocks are unknown offline; add the "
+            "num_gpu_blocks vLLM reports once started (its vllm:cache_config_info metric) to the launch"
+        )
+    # the bounds `tune --engine vllm` holds these flags to; the launch's own --block-size, not a default for 0
+    flags = vllm_prefix_flags(
+        not read.enabled, read.num_blocks, launch.reading.get("block_size"), read.tokenizer, launch.model_dir
+    )
+    # the launch's items (--image, --video) describe one request of `check`'s plan, not the traffic: tune's none
+    request = dataclasses.replace(launch.request, items=())
+    req = tune_vllm.tune_request(traffic, request, flags, environ=environ)
+    found = traffic_findings(tune_vllm.tune_at(req), traffic, bounds, engine_name="vllm")
+    # a video the pool cannot size is in no count: said as tune says it, never read as a video that fits
+    found += [
+        Finding(Severity.warning, "vllm-tune-video-unsized", why, TRAFFIC) for why in tune_vllm.video_warnings(req)
+    ]
     results = [*report.results[:-1], dataclasses.replace(result, findings=result.findings + found)]
     return dataclasses.replace(report, results=results)
 

@@ -15,7 +15,7 @@ from mmpool_cli.engines import engine
 from mmpool_cli.engines.vllm import cache_items, cache_traffic
 from mmpool_cli.engines.vllm.prefix import PrefixFlags
 from mmpool_cli.engines.vllm.request import VllmRequest
-from mmpool_cli.engines.vllm.tune import VllmTuneInput, measure_videos
+from mmpool_cli.engines.vllm.tune import VllmTuneInput, measure_videos, unsized_videos
 from mmpool_cli.errors import MmpoolError
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape
 from mmpool_cli.inputs.traffic.tune_request import DEFAULT_POINTS, TuneRequest
@@ -76,3 +76,10 @@ def tune(request: TuneRequest) -> TuneReport:
 def tune_at(request: TuneRequest, values: dict[str, int] | None = None) -> Row:
     """One split's row, scored as ``tune`` scores its rows (``Engine.tune_at``; None: the launch's own)."""
     return engine("vllm").tune_at(request, values)
+
+
+def video_warnings(request: TuneRequest) -> list[str]:
+    """Why a video of the traffic is not in the decode pool's count, as ``tune`` warns of it."""
+    if not isinstance(request.pools, VllmTuneInput):
+        raise MmpoolError("mmpool tune --engine vllm: the request carries no vLLM launch and traffic")
+    return unsized_videos(request.pools)

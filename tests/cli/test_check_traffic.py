@@ -1,4 +1,5 @@
-"""`mmpool check --from FILE`: the launch held to its traffic, by tune's own scoring of today's launch."""
+"""`mmpool check --from FILE`: an SGLang launch held to its traffic, by tune's own scoring of today's launch
+(vLLM launches: test_check_traffic_vllm.py)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,6 @@ def test_bounds_without_traffic_or_out_of_range_are_one_line_usage_errors(run_li
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"mmpool: error: {said}"), result.stderr
-
-
-def test_a_vllm_launch_is_not_held_to_traffic_yet(run_line) -> None:
-    result = run_line(["mmpool", "check", "--from", CHATS, "--", "vllm", "serve", "examples/qwen2.5-vl-7b"])
-    assert result.exit_code == 2
-    assert "--from holds SGLang launches to traffic only so far; for a vLLM launch, run 'mmpool tune --engine vllm'" in result.stderr
 
 
 @pytest.mark.parametrize(("pool_mb", "kv"), [("2", "512"), ("1024", "2048"), ("6", "4096")])

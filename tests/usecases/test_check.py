@@ -70,3 +70,37 @@ def test_a_prefix_bound_over_traffic_without_prompts_is_refused() -> None:
         traffic_findings(_row(prompt=0, served=0), "trace.jsonl", TrafficBounds(min_prefix_hit=Fraction(1)))
     # without that bound the measures are still said
     assert "no prompt tokens" in traffic_findings(_row(prompt=0, served=0), "t", TrafficBounds())[0].message
+
+
+def test_one_rule_for_both_engines_said_in_each_engines_words() -> None:
+    bounds = TrafficBounds(max_fallback=0, min_prefix_hit=Fraction(50))
+    sglang = traffic_findings(_row(), "chats.jsonl", bounds)
+    vllm = traffic_findings(_row(), ["a.jsonl", "my bodies.jsonl"], bounds, engine_name="vllm")
+    assert (
+        _codes(sglang)
+        == _codes(vllm)
+        == [
+            (Severity.info, "tune-measures"),
+            (Severity.error, "tune-fallback-over"),
+            (Severity.error, "tune-prefix-hit-under"),
+        ]
+    )
+    assert "2 features fall back to the CPU path" in sglang[0].message
+    assert "over a.jsonl, my bodies.jsonl (4 requests)" in vllm[0].message
+    assert "2 videos refused by the GPU decode pool (each fails its request)" in vllm[0].message
+    assert vllm[1].message.startswith("2 videos of a.jsonl, my bodies.jsonl are refused by the GPU decode pool")
+    # the tune command to run names each file with its own --from, quoted for a shell
+    tune = "'mmpool tune --engine vllm --from a.jsonl --from \"my bodies.jsonl\"'"
+    assert tune in vllm[1].message and tune in vllm[2].message
+    assert "'mmpool tune --from chats.jsonl' gives a split where fewer do" in sglang[1].message
+
+
+def test_a_file_name_the_shell_would_split_is_said_as_the_shell_reads_it_back() -> None:
+    import subprocess
+
+    name = 'my "$HOME" `x` \\.jsonl'
+    said = traffic_findings(_row(), [name], TrafficBounds(max_fallback=0))[1].message
+    command = said.split("; '", 1)[1].rsplit("' gives", 1)[0]
+    words = command.split(" --from ", 1)[1]
+    echoed = subprocess.run(["sh", "-c", f"printf '%s' {words}"], capture_output=True, text=True, check=True)
+    assert echoed.stdout == name

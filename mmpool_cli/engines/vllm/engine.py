@@ -82,50 +82,11 @@ class VllmEngine(Engine[VllmRequest, VllmPlan]):
         return FileResult(path=name, kind="vllm", findings=findings, plan=plan)
 
     def read_launch(self, argv: list[str], environ: Mapping[str, str], assumptions: Any) -> FileResult:
-        from mmpool_cli.engines.vllm import args, host
-        from mmpool_cli.engines.vllm.flags import table
-        from mmpool_cli.engines.vllm.plan import make_plan, request_from_reading
-        from mmpool_cli.errors import MmpoolError
-        from mmpool_cli.workload.hf import resolve
+        from mmpool_cli.engines.vllm.plan import make_plan
 
-        assume: VllmAssumptions = assumptions
-        found = args.launch_words(argv)
-        if found is None:
-            raise MmpoolError(f"{' '.join(argv[:3])!r} is not a vLLM launch: mmpool check accepts {LAUNCHERS}")
-        words, serve = found
-        reading = args.read(words, serve=serve, flags=table(assume.version), cwd=assume.cwd)
-        findings = list(reading.findings)
-        model = None
-        named = reading.get("model_tag") or reading.get("model")
-        source = assume.model or named
-        if source:
-            path = source if assume.cwd is None or os.path.isabs(source) else os.path.join(assume.cwd, source)
-            if assume.model or os.path.exists(path):
-                model = resolve(assume.model or path)
-            else:
-                findings.append(
-                    Finding(
-                        Severity.info,
-                        "vllm-model-not-local",
-                        f"the model {source[:60]!r} is not a local directory: mmpool reads no hub, so the encoder "
-                        "cache is planned without it; pass --model FAMILY|PATH",
-                        reading.origin("model_tag") or reading.origin("model"),
-                    )
-                )
-        ram = assume.host_memory if assume.host_memory is not None else host.ram_bytes()
-        shm = assume.shm_size if assume.shm_size is not None else host.shm_bytes()
-        req = request_from_reading(
-            reading,
-            versions.release(assume.version),
-            release_source=assume.version_chosen,
-            model=model,
-            items=assume.items,
-            gpu=assume.gpu,
-            host_memory=ram,
-            shm_size=shm,
-        )
-        plan = make_plan(with_env(req, environ))
-        return FileResult(path="launch command", kind="launch", findings=findings + plan.findings, plan=plan)
+        launch = read_launch_request(argv, environ, assumptions)
+        plan = make_plan(launch.request)
+        return FileResult(path="launch command", kind="launch", findings=launch.findings + plan.findings, plan=plan)
 
     def recorded_caches(
         self, directory: str, target: Fraction, kv_cell_bytes: int | None, window: int = 1
@@ -196,6 +157,68 @@ def _tune_input(request: TuneRequest) -> Any:
 
 
 LAUNCHERS = "'vllm serve MODEL …' or 'python -m vllm.entrypoints.openai.api_server …'"
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """A ``vllm serve`` launch as ``check`` reads it: its parsed flags, the plan request they make (with the
+    environment), the reading's findings, and the model's local folder (None: a family or a hub id)."""
+
+    reading: Any  # reading.Reading
+    request: VllmRequest
+    findings: list[Finding]
+    model_dir: str | None
+
+
+def read_launch_request(argv: list[str], environ: Mapping[str, str], assumptions: Any) -> LaunchRequest:
+    """Read a vLLM launch command as vLLM 0.34.0's parser does, for ``check`` (and ``check --from``, which
+    replays the same request over traffic). Raises ``MmpoolError`` for a command that is no vLLM launch."""
+    from mmpool_cli.engines.vllm import args, host
+    from mmpool_cli.engines.vllm.flags import table
+    from mmpool_cli.engines.vllm.plan import request_from_reading
+    from mmpool_cli.errors import MmpoolError
+    from mmpool_cli.workload.hf import resolve
+
+    assume: VllmAssumptions = assumptions
+    found = args.launch_words(argv)
+    if found is None:
+        raise MmpoolError(f"{' '.join(argv[:3])!r} is not a vLLM launch: mmpool check accepts {LAUNCHERS}")
+    words, serve = found
+    reading = args.read(words, serve=serve, flags=table(assume.version), cwd=assume.cwd)
+    findings = list(reading.findings)
+    model = None
+    model_dir = None
+    named = reading.get("model_tag") or reading.get("model")
+    source = assume.model or named
+    if source:
+        path = source if assume.cwd is None or os.path.isabs(source) else os.path.join(assume.cwd, source)
+        if assume.model or os.path.exists(path):
+            local = assume.model or path
+            model = resolve(local)
+            model_dir = local if os.path.isdir(local) else None
+        else:
+            findings.append(
+                Finding(
+                    Severity.info,
+                    "vllm-model-not-local",
+                    f"the model {source[:60]!r} is not a local directory: mmpool reads no hub, so the encoder "
+                    "cache is planned without it; pass --model FAMILY|PATH",
+                    reading.origin("model_tag") or reading.origin("model"),
+                )
+            )
+    ram = assume.host_memory if assume.host_memory is not None else host.ram_bytes()
+    shm = assume.shm_size if assume.shm_size is not None else host.shm_bytes()
+    req = request_from_reading(
+        reading,
+        versions.release(assume.version),
+        release_source=assume.version_chosen,
+        model=model,
+        items=assume.items,
+        gpu=assume.gpu,
+        host_memory=ram,
+        shm_size=shm,
+    )
+    return LaunchRequest(reading, with_env(req, environ), findings, model_dir)
 
 
 def with_env(req: VllmRequest, environ: Mapping[str, str]) -> VllmRequest:

@@ -59,7 +59,7 @@ from mmpool_cli.tune.front import key, mark
 from mmpool_cli.tune.split import Row, TuneNote, TuneReport, splits
 from mmpool_cli.workload.items import Video
 
-__all__ = ["Scorer", "VllmTuneInput", "measure_videos", "tune", "tune_at"]
+__all__ = ["Scorer", "VllmTuneInput", "measure_videos", "tune", "tune_at", "unsized_videos"]
 
 
 def measure_videos(refs: Sequence[tuple[str, str | None, str]]) -> tuple[tuple[Video, ...], tuple[str, ...]]:
@@ -92,6 +92,12 @@ def tune_at(inp: VllmTuneInput, values: Mapping[str, int] | None = None) -> Row:
     """The row of one split (None: the launch's own), computed by the code that scores ``tune``'s rows."""
     scorer = Scorer(inp)
     return scorer.row(values or {}, today=values is None)
+
+
+def unsized_videos(inp: VllmTuneInput) -> list[str]:
+    """Why each video of the traffic the decode pool does not count was left out (``tune``'s
+    ``vllm-tune-video-unsized`` warnings): the loader's refusals, then the videos not measured."""
+    return [*Scorer.decodes_of(inp.request, inp.videos)[1], *inp.unsized]
 
 
 def tune(

@@ -103,7 +103,7 @@ class Scorer:
         self.replays = prefix.BlockReplays(self.built.requests, bs) if self.built.requests and flags.enabled else None
         self.saturated: int | None = None if self.replays is None else self.replays.saturated
         self.api = max(1, self.plan.processor_cache.api_processes)
-        self.decodes, self.decode_errors = self._decodes(req, inp.videos)
+        self.decodes, self.decode_errors = self.decodes_of(req, inp.videos)
         self.today_pool = 0 if req.ipc_gb is None else req.ipc_gb.bytes
         self.assumptions = _assumptions(self)
         self._behind: dict[int, _Behind] = {}
@@ -111,7 +111,7 @@ class Scorer:
         self._encoder: dict[tuple[int, int], encoder_replay.EncoderReplay] = {}
 
     @staticmethod
-    def _decodes(req: VllmRequest, videos: Sequence[Video]) -> tuple[list[gpu_pool.DecodeRequest], list[str]]:
+    def decodes_of(req: VllmRequest, videos: Sequence[Video]) -> tuple[list[gpu_pool.DecodeRequest], list[str]]:
         """Each video's decode as ``plan --engine vllm --video`` sizes it (the loader fails some: said)."""
         out: list[gpu_pool.DecodeRequest] = []
         errors: list[str] = []
