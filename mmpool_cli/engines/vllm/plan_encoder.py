@@ -107,7 +107,8 @@ def encoder_cache(
     else:  # Gemma 3: every image is its one crop's tokens (get_num_image_tokens without pan-and-scan)
         per = {"image": gemma} if gemma is not None and "image" in enabled else {}
     budget = eb.budget(mnbt, per)
-    per_token = facts["embed_elements"] * req.kv_dtype_bytes
+    # the encoder's outputs are in the model's dtype (the vision tower runs in it), never the KV cache's
+    per_token = facts["embed_elements"] * ib.DTYPE_BYTES[ib.of_request(req).model_dtype]
     out.update(
         budget_tokens=budget,
         max_tokens_per_item=max(per.values()) if per else 0,

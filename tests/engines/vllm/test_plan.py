@@ -203,3 +203,10 @@ def test_an_items_processed_bytes_follow_the_releases_processing():
         req = P.VllmRequest(release=versions.release(version), model=qwen3, items=image)
         assert P.make_plan(req).to_json()["item_processing"]["pixel_dtype"] == dtype, version
     assert _plan(model=None).to_json()["item_processing"] is None
+
+
+def test_the_encoders_outputs_are_in_the_models_dtype_not_the_kv_caches():
+    # an fp8 KV cache leaves the vision tower's outputs in the model's dtype; --dtype float32 doubles them
+    model = hf.resolve("qwen3-vl")
+    assert _plan(model=model, kv_dtype_bytes=1).encoder_cache["embedding_bytes_per_token"] == 4096 * 4 * 2
+    assert _plan(model=model, dtype="float32").encoder_cache["embedding_bytes_per_token"] == 4096 * 4 * 4
