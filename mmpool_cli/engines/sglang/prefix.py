@@ -236,23 +236,16 @@ def replay(
         )
     if req.prefix.disabled:
         origin = "--disable-radix-cache: off"
-        notes.append(
-            CacheNote(
-                "prefix-cache-off",
-                "info",
-                "--disable-radix-cache: SGLang's radix cache serves nothing, and every item is looked up",
-            )
-        )
-
+        off = "--disable-radix-cache: SGLang's radix cache serves nothing, and every item is looked up"
+        notes.append(CacheNote("prefix-cache-off", "info", off))
     least = least_capacity(built, page)
     at = [0] * len(built.requests) if req.prefix.disabled else served_at(built, capacity, page)
+    result_notes_extra = []
     if not req.prefix.disabled and capacity < least:
-        result_notes_extra = [
+        result_notes_extra.append(
             f"a request needs {least:,} tokens, more than the capacity: SGLang would refuse or hold it; the "
             "replay runs it over the capacity"
-        ]
-    else:
-        result_notes_extra = []
+        )
     covered = covered_by(built, at)
     span = max(unbounded - least, 0)
     points = sorted({least + span * k // CURVE_POINTS // page * page for k in range(CURVE_POINTS + 1)} | {capacity})
