@@ -22,6 +22,7 @@ from mmpool_cli.cli.cache_options import (
     PreprocessMbOpt,
     TpOpt,
     WorkersOpt,
+    check_sglang_traffic_flags,
 )
 from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
 from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand, check_plot, told
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
     from mmpool_cli.inputs.traffic.cache_request import PrefixOptions
 
 MAX_PREPROCESS_MB = 1 << 30  # 1 PiB of host RAM: beyond any machine
-MAX_HIDDEN = 1 << 20
+
+
 @app.command(
     cls=PanelledCommand,
     short_help="Hits of the engine's multimodal caches over real traffic, at every size, and the size to set.",
@@ -326,14 +328,7 @@ def _run(
     from mmpool_cli.usecases.cache import CacheQuery, cache
     from mmpool_cli.usecases.trace import resolve_model
 
-    if bool(traffic) == (trace_file is not None):
-        raise MmpoolError("give the traffic: --from FILE (a log; repeat) or --trace FILE, one of the two")
-    if not 1 <= workers <= MAX_WORKERS:
-        raise MmpoolError(f"--workers {workers}: from 1 to {MAX_WORKERS} tokenizer workers")
-    if not 1 <= tp <= MAX_WORKERS:
-        raise MmpoolError(f"--tp {tp}: from 1 to {MAX_WORKERS}")
-    if hidden_size is not None and not 1 <= hidden_size <= MAX_HIDDEN:
-        raise MmpoolError(f"--hidden-size {hidden_size}: from 1 to {MAX_HIDDEN}")
+    check_sglang_traffic_flags(traffic, trace_file, workers, tp, hidden_size)
     if preprocess_mb is not None and not 0 <= preprocess_mb <= MAX_PREPROCESS_MB:
         raise MmpoolError(
             f"--mm-preprocess-cache-size-mb {preprocess_mb}: SGLang refuses a negative size "

@@ -10,6 +10,8 @@ import typer
 from mmpool_cli.cli.options import SGLANG_PANEL
 from mmpool_cli.cli.prefix_options import SGLANG_PREFIX
 from mmpool_cli.cli.traffic_options import SourceChoice
+from mmpool_cli.core.bounds import MAX_WORKERS
+from mmpool_cli.errors import MmpoolError
 
 # the command's flags for SGLang's caches only, with what to do instead under --engine vllm
 SGLANG_ONLY = {
@@ -101,3 +103,20 @@ ExitZeroOpt = Annotated[
         help="Exit 0 even where a cache is below its target (usage errors stay 2).",
     ),
 ]
+
+MAX_HIDDEN = 1 << 20  # --hidden-size
+
+
+def check_sglang_traffic_flags(
+    traffic: list[str] | None, trace: str | None, workers: int, tp: int, hidden_size: int | None
+) -> None:
+    """The bounds ``cache`` and ``tune`` hold the same SGLang flags to: one of --from and --trace, the server's
+    workers and TP, --hidden-size. A flag out of bounds raises ``MmpoolError`` (exit 2)."""
+    if bool(traffic) == (trace is not None):
+        raise MmpoolError("give the traffic: --from FILE (a log; repeat) or --trace FILE, one of the two")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise MmpoolError(f"--workers {workers}: from 1 to {MAX_WORKERS} tokenizer workers")
+    if not 1 <= tp <= MAX_WORKERS:
+        raise MmpoolError(f"--tp {tp}: from 1 to {MAX_WORKERS}")
+    if hidden_size is not None and not 1 <= hidden_size <= MAX_HIDDEN:
+        raise MmpoolError(f"--hidden-size {hidden_size}: from 1 to {MAX_HIDDEN}")

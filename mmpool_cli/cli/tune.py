@@ -17,6 +17,7 @@ from mmpool_cli.cli.cache_options import (
     LogFormat,
     TpOpt,
     WorkersOpt,
+    check_sglang_traffic_flags,
 )
 from mmpool_cli.cli.cache_vllm import EncoderWindowOpt
 from mmpool_cli.cli.options import FormatOpt, OutputFormat, PanelledCommand, check_plot, told
@@ -33,7 +34,6 @@ from mmpool_cli.cli.prefix_options import (
 )
 from mmpool_cli.cli.traffic_options import DEFAULT_RECV_DELAY, AssumeImageOpt, SourceChoice, convert
 from mmpool_cli.cli.vllm_options import VllmOptions, with_vllm_options_sharing
-from mmpool_cli.core.bounds import MAX_WORKERS
 from mmpool_cli.errors import EXIT_BELOW_TARGET, EXIT_OK, MmpoolError
 
 if TYPE_CHECKING:
@@ -266,8 +266,7 @@ def tune_query(
     from mmpool_cli.workload.hf import resolve
     from mmpool_cli.workload.kv import cell_bytes
 
-    if bool(traffic) == (trace is not None):
-        raise MmpoolError("give the traffic: --from FILE (a log; repeat) or --trace FILE, one of the two")
+    check_sglang_traffic_flags(traffic, trace, workers, tp, hidden_size)
     if trace is not None and os.path.isdir(trace):
         raise MmpoolError(
             f"--trace {trace}: a recording's directory; tune reads a trace file (mmpool trace --from {trace} -o FILE "
@@ -279,10 +278,6 @@ def tune_query(
         )
     if not 2 <= points <= MAX_POINTS:
         raise MmpoolError(f"--points {points}: from 2 to {MAX_POINTS}")
-    if not 1 <= workers <= MAX_WORKERS:
-        raise MmpoolError(f"--workers {workers}: from 1 to {MAX_WORKERS} tokenizer workers")
-    if not 1 <= tp <= MAX_WORKERS:
-        raise MmpoolError(f"--tp {tp}: from 1 to {MAX_WORKERS}")
     budget_bytes = None if budget is None else size_arg("--budget", budget)
     if budget_bytes is not None and budget_bytes <= 0:
         raise MmpoolError(f"--budget {budget}: a size above 0, e.g. 20GiB")

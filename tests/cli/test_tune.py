@@ -248,6 +248,8 @@ def test_no_budget_is_one_line_naming_the_flags(run_line, tmp_path: Path) -> Non
         (["--budget", "12 furlongs"], "--budget: "),
         (["--budget", "0"], "--budget 0: a size above 0"),
         (["--points", "1"], "--points 1: from 2 to 32"),
+        (["--hidden-size", "0"], "--hidden-size 0: from 1 to 1048576"),  # as cache bounds it
+        (["--tp", "0"], "--tp 0: from 1 to"),
         (["--engine", "vllm"], "--max-total-tokens is for --engine sglang: vLLM's KV capacity is --num-gpu-blocks-override"),
         (["--engine", "tgi"], "--engine tgi: choose one of sglang, vllm"),
         (["--encoder-window", "2"], "--encoder-window is a vLLM flag: add --engine vllm"),
