@@ -12,6 +12,7 @@ from mmpool_cli.core.reports import Report
 from mmpool_cli.errors import MmpoolError
 
 if TYPE_CHECKING:
+    from mmpool_cli.core.findings import Finding
     from mmpool_cli.engines.sglang.launch import TuneLaunch
     from mmpool_cli.usecases.check import TrafficBounds
     from mmpool_cli.usecases.tune import TuneQuery
@@ -61,10 +62,7 @@ def hold_to_traffic(
     if launch is None:
         return report
     row = tune_at(_tune_query(launch, traffic, environ))
-    found = traffic_findings(row, traffic, bounds)
-    result = report.results[-1]  # the launch: the environment's file findings are folded into it
-    results = [*report.results[:-1], dataclasses.replace(result, findings=result.findings + found)]
-    return dataclasses.replace(report, results=results)
+    return _with_findings(report, traffic_findings(row, traffic, bounds))
 
 
 def hold_vllm_to_traffic(
@@ -84,8 +82,7 @@ def hold_vllm_to_traffic(
     from mmpool_cli.usecases import tune_vllm
     from mmpool_cli.usecases.check import TRAFFIC, traffic_findings
 
-    result = report.results[-1]  # the launch: the environment's file findings are folded into it
-    if result.fails():
+    if report.results[-1].fails():  # the launch's result
         return report
     launch = read_launch_request(command, environ, assume)
     if launch.request.model is None or launch.model_dir is None:
@@ -111,6 +108,13 @@ def hold_vllm_to_traffic(
     found += [
         Finding(Severity.warning, "vllm-tune-video-unsized", why, TRAFFIC) for why in tune_vllm.video_warnings(req)
     ]
+    return _with_findings(report, found)
+
+
+def _with_findings(report: Report, found: list[Finding]) -> Report:
+    """``report`` with ``found`` added to its launch's result (the last: the environment's file findings are
+    folded into it)."""
+    result = report.results[-1]
     results = [*report.results[:-1], dataclasses.replace(result, findings=result.findings + found)]
     return dataclasses.replace(report, results=results)
 
