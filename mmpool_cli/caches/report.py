@@ -15,6 +15,7 @@ from typing import Any
 
 from mmpool_cli.caches.curve import INF, Curve
 from mmpool_cli.caches.replay import ONE_PASS
+from mmpool_cli.core.findings import Note
 
 DEFAULT_TARGET = Fraction(99)  # percent of an unbounded cache's hits
 
@@ -30,18 +31,7 @@ class CacheItem:
     label: str = ""
 
 
-@dataclass(frozen=True)
-class CacheNote:
-    """A finding of ``mmpool cache``: a registered code (docs/findings.md), its severity, the message."""
-
-    code: str
-    severity: str  # "warning" or "info"
-    message: str
-
-    def __post_init__(self) -> None:
-        from mmpool_cli.core.codes import Severity, check
-
-        check(self.code, Severity(self.severity))  # an unregistered code is a bug in mmpool
+CacheNote = Note  # a finding of ``mmpool cache``
 
 
 @dataclass(frozen=True)

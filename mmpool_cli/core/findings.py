@@ -12,7 +12,7 @@ from typing import Any
 from mmpool_cli.core import codes
 from mmpool_cli.core.codes import Severity
 
-__all__ = ["Finding", "Severity", "to_data"]
+__all__ = ["Finding", "Note", "Severity", "to_data"]
 
 
 def to_data(obj: Any) -> Any:
@@ -52,3 +52,16 @@ class Finding:
         if self.location or location is None:
             return self
         return Finding(self.severity, self.code, self.message, location, self.subject)
+
+
+@dataclass(frozen=True)
+class Note:
+    """A finding of a report about traffic (``cache``, ``tune``): a registered code (docs/findings.md), its
+    severity, the message."""
+
+    code: str
+    severity: str  # "warning" or "info"
+    message: str
+
+    def __post_init__(self) -> None:
+        codes.check(self.code, Severity(self.severity))  # an unregistered code is a bug in mmpool

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from mmpool_cli.core.findings import Note
+
 SCHEMA_VERSION = 1
 MAX_CANDIDATES = 4096  # the grid's rows: every one is scored, so the grid is bounded
 
@@ -101,18 +103,7 @@ class Row:
         }
 
 
-@dataclass(frozen=True)
-class TuneNote:
-    """A finding of ``mmpool tune``: a registered code (docs/findings.md), its severity, the message."""
-
-    code: str
-    severity: str  # "warning" or "info"
-    message: str
-
-    def __post_init__(self) -> None:
-        from mmpool_cli.core.codes import Severity, check
-
-        check(self.code, Severity(self.severity))
+TuneNote = Note  # a finding of ``mmpool tune``: the same as ``cache``'s, so a cache's findings pass as they are
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,7 @@ def tune(request: TuneRequest, setup: PoolSetup) -> TuneReport:
             else prefix.served_at(built, scorer.kv_point(today.values[KV]), scorer.page)
         )
         said.extend(prefix._check(built, at))
-    notes = [TuneNote(n.code, n.severity, n.message) for n in said]
+    notes = list(said)
     splits_ = [s for s in candidates if s != today.values]
     over = False
     if today.values is None:
