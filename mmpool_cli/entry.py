@@ -23,9 +23,14 @@ def _exit_interrupted(signum: int, frame: FrameType | None) -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
+# installed as this module is imported, before run() is called: a SIGINT that lands between the call and
+# run()'s first instruction would otherwise raise a KeyboardInterrupt in run()'s own frame
+_signal.signal(_signal.SIGINT, _exit_interrupted)
+
+
 def run() -> NoReturn:
     """``[project.scripts]`` and ``python -m mmpool_cli``: run the CLI, Ctrl-C a silent 130 throughout."""
-    _signal.signal(_signal.SIGINT, _exit_interrupted)
+    _signal.signal(_signal.SIGINT, _exit_interrupted)  # again: a handler a caller set since the import
     import mmpool_cli
 
     # a run of one command imports only that command's module (mmpool_cli.cli checks the name)
