@@ -259,6 +259,8 @@ static int touch(Tree *t, int32_t i, int64_t time) {
 
 static int64_t common(const int64_t *a, const int64_t *b, int64_t n) {
     int64_t i = 0;
+    /* a block at a time while the blocks agree (prompts share long runs), then the first difference */
+    while (i + 8 <= n && memcmp(a + i, b + i, 8 * sizeof(int64_t)) == 0) i += 8;
     while (i < n && a[i] == b[i]) i++;
     return i;
 }
