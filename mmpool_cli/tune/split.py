@@ -8,6 +8,7 @@ bytes. Neutral: knows no engine; standard library only (and ``core``).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -169,22 +170,23 @@ def gain(today: Measures, tuned: Measures) -> dict[str, int]:
     }
 
 
-def batch_of(request_tokens: Sequence[int], kv_tokens: int) -> int:
-    """The most requests of the traffic that fit ``kv_tokens`` at once: the shortest first (each its
-    prompt and output tokens, as the engine rounds them), as many as their sum allows.
+class Batches:
+    """The most requests of the traffic that fit a KV cache at once, at any number of its sizes: the
+    shortest first (each its prompt and output tokens, as the engine rounds them), as many as their sum
+    allows. The requests are sorted and summed once; each size is a bisection.
 
-    >>> batch_of([5, 3, 9, 3], 11)
+    >>> Batches([5, 3, 9, 3]).at(11)
     3
-    >>> batch_of([5], 4)
+    >>> Batches([5]).at(4)
     0
     """
-    n = used = 0
-    for t in sorted(request_tokens):
-        if used + t > kv_tokens:
-            break
-        used += t
-        n += 1
-    return n
+
+    def __init__(self, request_tokens: Sequence[int]) -> None:
+        self.sums = list(itertools.accumulate(sorted(request_tokens)))
+
+    def at(self, kv_tokens: int) -> int:
+        """How many of the shortest requests fit ``kv_tokens`` together."""
+        return bisect.bisect_right(self.sums, kv_tokens)
 
 
 def mib_grid(lo_mb: int, hi_mb: int, points: int) -> list[int]:

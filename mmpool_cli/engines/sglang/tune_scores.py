@@ -23,7 +23,7 @@ from mmpool_cli.inputs.traffic.tune_request import TuneRequest
 from mmpool_cli.pools.curve import CurvePoint
 from mmpool_cli.pools.report import PoolSetup
 from mmpool_cli.pools.trials import no_miss_budget
-from mmpool_cli.tune.split import Measures, Row, batch_of
+from mmpool_cli.tune.split import Batches, Measures, Row
 
 KV, POOL, EMBEDDING = "kv", "pool", "embedding"
 PARALLEL_FROM = 1 << 13  # replayed requests x KV points below which one process is quicker than forking workers
@@ -68,7 +68,7 @@ class Scorer:
             behind = cache_lookups.Behind(self.batches, self.groups, self.built) if self.built is not None else None
             self.behind = behind if behind is not None and behind.exact else None  # else covered_by, item by item
             requests = self.built.requests if self.built is not None else []
-            self.request_tokens = [-(-(len(r.tokens) + len(r.output)) // self.page) * self.page for r in requests]
+            self.fit = Batches([-(-(len(r.tokens) + len(r.output)) // self.page) * self.page for r in requests])
             saturated = (
                 radix.never_evicts(requests, radix.Radix, self.built.order, page_size=self.page)
                 if self.built is not None and requests
@@ -205,7 +205,7 @@ class Scorer:
             fallback_items=pool.fallback_items,
             fallback_bytes=pool.fallback_bytes,
             kv_tokens=kv,
-            batch=batch_of(self.request_tokens, kv),
+            batch=self.fit.at(kv),
         )
         figures = {
             "embedding_hits": hits,

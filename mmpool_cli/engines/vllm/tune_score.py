@@ -25,7 +25,7 @@ from mmpool_cli.engines.vllm.gib import bytes_of
 from mmpool_cli.engines.vllm.plan import decode_requests, kv_bytes_per_token, make_plan
 from mmpool_cli.engines.vllm.request import H200, VllmPlan, VllmRequest
 from mmpool_cli.errors import MmpoolError
-from mmpool_cli.tune.split import Measures, Memory, Row, batch_of
+from mmpool_cli.tune.split import Batches, Measures, Memory, Row
 from mmpool_cli.workload.items import Video
 from mmpool_cli.workload.qwen import ResizeError
 
@@ -98,7 +98,7 @@ class Scorer:
         self.built = vllm_prefix.build(traffic.requests, traffic.prompts, self.tokens, family, flags)
         self.prompt_tokens = sum(len(r.tokens) for r in self.built.requests)
         bs = flags.block_size
-        self.lengths = [-(-len(r.tokens) // bs) * bs for r in self.built.requests]
+        self.lengths = Batches([-(-len(r.tokens) // bs) * bs for r in self.built.requests])
         # the block cache at any KV size, its keys made once (``prefix.BlockReplays``, as cache's curve replays)
         self.replays = prefix.BlockReplays(self.built.requests, bs) if self.built.requests and flags.enabled else None
         self.saturated: int | None = None if self.replays is None else self.replays.saturated
@@ -252,7 +252,7 @@ class Scorer:
             fallback_items=len(refused),
             fallback_bytes=sum(i.bytes for i in refused),
             kv_tokens=kv_tokens,
-            batch=batch_of(self.lengths, kv_tokens),
+            batch=self.lengths.at(kv_tokens),
         )
         figures = {
             "kv_blocks": v[KV],
