@@ -97,7 +97,7 @@ def _pool_choices(points: Sequence[CurvePoint], n: int) -> list[int]:
 def _scored(request: TuneRequest, setup: PoolSetup) -> tuple[Scorer, int, str, list[dict[str, int]], _Today]:
     if request.objective not in OBJECTIVES:
         raise MmpoolError(f"--objective {request.objective}: one of {', '.join(OBJECTIVES)}")
-    scorer = Scorer(request, setup)
+    scorer = Scorer(request, setup, ahead=[setup.budget_mb])  # today's pool beside its curve
     total, origin = budget(request, setup)
     today = _today(request, setup, total, scorer.cell, scorer.page)
     curve = scorer.pool_curve()

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from mmpool_cli.caches import prefix as radix
 from mmpool_cli.core.units import MiB
@@ -25,8 +27,12 @@ from mmpool_cli.pools.report import PoolSetup
 from mmpool_cli.pools.trials import no_miss_budget
 from mmpool_cli.tune.split import Batches, Measures, Row
 
+if TYPE_CHECKING:
+    from mmpool_cli.traces.events import Events
+
 KV, POOL, EMBEDDING = "kv", "pool", "embedding"
 PARALLEL_FROM = 1 << 13  # replayed requests x KV points below which one process is quicker than forking workers
+AHEAD_FROM = 1 << 14  # the pool's leases below which its replays are quicker here than in a forked process
 _SHARED: dict[str, object] = {}  # what the forked workers replay (inherited, never pickled)
 
 
@@ -43,10 +49,9 @@ class _KvPoint:
 class Scorer:
     """The traffic read once; the replays of each memory made once per point and shared by every row."""
 
-    def __init__(self, request: TuneRequest, setup: PoolSetup) -> None:
+    def __init__(self, request: TuneRequest, setup: PoolSetup, ahead: Sequence[int] | None = None) -> None:
+        """``ahead``: the pool's budgets (beside its curve) to replay on another core while the rest is read."""
         from mmpool_cli.core.collector import paused
-        from mmpool_cli.inputs.traffic import writer
-        from mmpool_cli.traces.events import as_events
 
         req = request.cache
         if req.family.name not in caches.FAMILIES:
@@ -57,8 +62,14 @@ class Scorer:
                 f"{req.family.name}: the KV cache's tokens per byte need the model's attention shape; give --model DIR "
                 "(a model directory whose config.json has it)"
             )
+        self.request, self.req, self.setup, self.cell = request, req, setup, cell
+        self.kv: dict[int, _KvPoint] = {}
+        self.pool: dict[int, CurvePoint] = {}
+        self._jobs: int | None = None  # the pool's replays: forked over every core (None), or 1 process
+        self._ahead: _PoolAhead | None = None
+        # the pool's replays need only its leases: on another core while the prompts are built here
+        self._ahead = _PoolAhead(self, ahead) if ahead is not None else None
         with paused(keep=True):  # the traffic's prompts and keys, kept for every point: no pass finds a cycle
-            self.request, self.req, self.setup, self.cell = request, req, setup, cell
             self.page = max(1, req.prefix.page_size)
             self.width = caches._width(req)
             self.tokens = [caches._tokens(req, item) for item in req.items]
@@ -75,15 +86,37 @@ class Scorer:
                 else 0
             )
             self.saturated = max(-(-saturated // self.page) * self.page, self.page)  # whole pages, as the pool is
-            self.events = as_events(request.events if request.events is not None else writer.events(request.leases))
-            self.no_miss_mb = no_miss_budget(self.events, setup.layouts, setup.lowest_mb, setup.highest_mb)
-        self.kv: dict[int, _KvPoint] = {}
-        self.pool: dict[int, CurvePoint] = {}
 
     # the pool: simulate's replay at each budget
+    @cached_property
+    def events(self) -> Events:
+        """The pool's traffic as columns."""
+        from mmpool_cli.inputs.traffic import writer
+        from mmpool_cli.traces.events import as_events
+
+        request = self.request
+        return as_events(request.events if request.events is not None else writer.events(request.leases))
+
+    @cached_property
+    def no_miss_mb(self) -> int:
+        """The budget from which the pool never misses, whatever the leases' lifetimes."""
+        ahead = self._ahead.result() if self._ahead is not None else None
+        if ahead is not None:
+            return ahead.no_miss_mb
+        setup = self.setup
+        return no_miss_budget(self.events, setup.layouts, setup.lowest_mb, setup.highest_mb)
+
     def pool_curve(self) -> list[CurvePoint]:
         """The pool's curve as ``simulate --curve`` makes it by default (its range from the traffic); where the
         traffic's largest feature fits no budget (it always falls back), every budget SGLang accepts."""
+        ahead = self._ahead.result() if self._ahead is not None else None
+        if ahead is not None:
+            for p in ahead.points:
+                self.pool.setdefault(p.budget_mb, p)
+            return list(ahead.curve)
+        return self._pool_curve()
+
+    def _pool_curve(self) -> list[CurvePoint]:
         from mmpool_cli.pools.curve import largest_alloc_budget
         from mmpool_cli.pools.curve_range import CurveRange, pool_curve
         from mmpool_cli.pools.executors import LocalExecutor
@@ -97,7 +130,7 @@ class Scorer:
         ):
             hi = min(self.no_miss_mb, setup.highest_mb)
             wanted = CurveRange(setup.lowest_mb, hi, f"{setup.lowest_mb}:{hi}")
-        curve = pool_curve(wanted, self.events, setup, executor=LocalExecutor())
+        curve = pool_curve(wanted, self.events, setup, executor=LocalExecutor(self._jobs))
         for p in curve.points:
             self.pool[p.budget_mb] = p
         return list(curve.points)
@@ -111,7 +144,7 @@ class Scorer:
         if not todo:
             return
         for p in replay_budgets(
-            self.events, self.setup.layouts, todo, top=self.setup.highest_mb, executor=LocalExecutor()
+            self.events, self.setup.layouts, todo, top=self.setup.highest_mb, executor=LocalExecutor(self._jobs)
         ):
             self.pool[p.budget_mb] = p
 
@@ -288,3 +321,63 @@ def _point_shared(asked: tuple[int, tuple[int, ...]]) -> _KvPoint:
     scorer = _SHARED["scorer"]
     assert isinstance(scorer, Scorer)
     return scorer.point(*asked)
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    no_miss_mb: int
+    curve: list[CurvePoint]
+    points: list[CurvePoint]  # the curve's and the budgets asked beside it
+
+
+class _PoolAhead:
+    """The pool's curve and replays at given budgets, made in a forked process while the caller goes on
+    (where the traffic is large enough to pay for a fork); ``result()`` is None where it was not."""
+
+    def __init__(self, scorer: Scorer, budgets: Sequence[int]) -> None:
+        import multiprocessing
+
+        from mmpool_cli.core.workers import default_jobs
+
+        self._pool: Any = None
+        self._job: Any = None
+        self._got: _Ahead | None = None
+        leases = len(scorer.request.leases) if scorer.request.events is None else len(scorer.request.events)
+        if default_jobs() < 2 or "fork" not in multiprocessing.get_all_start_methods() or leases < AHEAD_FROM:
+            return
+        from mmpool_cli.core.workers import worker_start
+
+        _SHARED["ahead"] = (scorer, tuple(budgets))
+        try:
+            self._pool = multiprocessing.get_context("fork").Pool(1, initializer=worker_start)
+            self._job = self._pool.apply_async(_ahead_shared)
+        finally:
+            _SHARED.clear()
+
+    def result(self) -> _Ahead | None:
+        """What the forked process made (None: made here instead, by the caller)."""
+        if self._job is None:
+            return self._got
+        job, self._job = self._job, None
+        try:
+            got: _Ahead = job.get()
+        except Exception:  # noqa: BLE001 - made again here, where any error is raised as the command's own
+            self._got = None
+        else:
+            self._got = got
+        finally:
+            assert self._pool is not None
+            self._pool.close()
+            self._pool.join()
+        return self._got
+
+
+def _ahead_shared() -> _Ahead:
+    shared = _SHARED["ahead"]
+    assert isinstance(shared, tuple)
+    scorer, budgets = shared
+    assert isinstance(scorer, Scorer)
+    scorer._jobs = 1  # a worker has no workers of its own
+    curve = scorer._pool_curve()
+    scorer.pool_at(budgets)
+    return _Ahead(scorer.no_miss_mb, curve, list(scorer.pool.values()))

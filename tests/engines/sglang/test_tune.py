@@ -145,6 +145,38 @@ def test_the_points_made_in_forked_workers_are_the_points_made_here(monkeypatch,
     assert engine("sglang").tune(req) == report
 
 
+def test_the_pool_replayed_in_a_forked_process_ahead_is_the_pool_replayed_here(monkeypatch, chats) -> None:
+    from mmpool_cli.engines.sglang import tune_scores
+
+    req, report = chats
+    made = []
+    real = tune_scores._PoolAhead.result
+    monkeypatch.setattr(tune_scores._PoolAhead, "result", lambda self: made.append(real(self)) or made[-1])
+    monkeypatch.setattr(tune_scores, "AHEAD_FROM", 0)  # the pool's curve in a forked process
+    monkeypatch.setattr("mmpool_cli.core.workers.default_jobs", lambda: 2)
+    assert engine("sglang").tune(req) == report
+    assert made and made[0] is not None  # made there, not here
+
+
+def test_a_pool_that_fails_ahead_is_made_here_and_fails_in_its_own_words(monkeypatch, chats) -> None:
+    import os
+
+    from mmpool_cli.engines.sglang import tune_scores
+
+    req, report = chats
+    here, real = os.getpid(), tune_scores.Scorer._pool_curve
+
+    def fails_there(self):  # whatever goes wrong in the forked process; here the curve is made
+        if os.getpid() != here:
+            raise RuntimeError("lost")
+        return real(self)
+
+    monkeypatch.setattr(tune_scores.Scorer, "_pool_curve", fails_there)
+    monkeypatch.setattr(tune_scores, "AHEAD_FROM", 0)
+    monkeypatch.setattr("mmpool_cli.core.workers.default_jobs", lambda: 2)
+    assert engine("sglang").tune(req) == report
+
+
 @pytest.mark.parametrize("page", [1, 16])
 def test_the_lookups_behind_the_radix_cache_equal_those_made_item_by_item(page: int) -> None:
     from mmpool_cli.engines.sglang import cache_lookups, prefix
