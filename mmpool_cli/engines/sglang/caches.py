@@ -91,7 +91,7 @@ def caches(req: CacheRequest) -> CacheReport:
             f"{req.family.title}: mmpool sizes SGLang's multimodal caches for {', '.join(FAMILIES)} only so far"
         )
     width = _width(req)
-    tokens = [_tokens(req, item) for item in req.items]
+    tokens = item_tokens(req)
     # where the traffic carries prompts, the radix cache in front decides what is looked up
     radix = prefix.replay(req, tokens, list(_requests(req.items)), req.shape.kv_cell_bytes) if req.prompts else None
     emb = embedding_lookups(req, tokens, width, radix.covered if radix is not None else frozenset())
@@ -186,6 +186,19 @@ def _width(req: CacheRequest) -> int:
     if req.family.name == "qwen3-vl":
         return shape.hidden_size * (1 + (3 if shape.deepstack is None else shape.deepstack))
     return shape.hidden_size
+
+
+def item_tokens(req: CacheRequest) -> list[int]:
+    """Each item's embedding tokens (``_tokens``), worked out once per kind and size (a log's items repeat
+    a few sizes), the first item of each refused as ``_tokens`` refuses it."""
+    known: dict[tuple[str, int], int] = {}
+    out: list[int] = []
+    for item in req.items:
+        got = known.get((item.kind, item.nbytes))
+        if got is None:
+            got = known[item.kind, item.nbytes] = _tokens(req, item)
+        out.append(got)
+    return out
 
 
 def _tokens(req: CacheRequest, item: CacheItem) -> int:

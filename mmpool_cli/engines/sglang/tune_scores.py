@@ -72,7 +72,7 @@ class Scorer:
         with paused(keep=True):  # the traffic's prompts and keys, kept for every point: no pass finds a cycle
             self.page = max(1, req.prefix.page_size)
             self.width = caches._width(req)
-            self.tokens = [caches._tokens(req, item) for item in req.items]
+            self.tokens = caches.item_tokens(req)
             self.groups = list(prefix.requests_of(req.items))
             self.batches = cache_lookups.modal_batches(req, self.tokens)  # made once for every KV point
             self.built = prefix.build(req, self.tokens, self.groups) if req.prompts else None
