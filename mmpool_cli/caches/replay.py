@@ -200,6 +200,12 @@ def _native_many(lk: Lookups, sizes: Sequence[int], slots: int) -> list[tuple[in
 def never_evicts(lk: Lookups) -> int:
     """A size from which no entry is ever evicted for its bytes: every key at the most it can take."""
     most: dict[int, int] = {}
+    if lk.shared is None:  # each entry its own bytes: the most each key takes, in one walk
+        get = most.get
+        for key, size in zip(lk.keys, lk.sizes, strict=True):
+            if size > get(key, 0):
+                most[key] = size
+        return sum(most.values())
     for i, j in _batches(lk.groups):
         extra = 0 if lk.shared is None else sum(lk.shared[i:j])
         for k in range(i, j):
