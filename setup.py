@@ -29,5 +29,11 @@ setup(
             optional=True,
             extra_compile_args=["-O2", "-std=c11"],
         ),
+        Extension(
+            "mmpool_cli.kernels._behind",
+            ["mmpool_cli/kernels/_behind.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c11"],
+        ),
     ]
 )

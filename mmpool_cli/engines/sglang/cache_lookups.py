@@ -4,40 +4,49 @@
 item when every item of that modality is one run of placeholder tokens (an item the request holds
 twice is looked up again where its first lookup missed), else one lookup of the combined hash of the
 request's items of that modality (Qwen3-VL's videos). An item inside the radix cache's served prefix
-is never looked up (``_item_overlap``). ``caches`` replays them; ``tune`` reads them at every KV size.
+is never looked up (``_item_overlap``). ``caches`` replays them; ``tune`` reads them at every KV size
+(``Behind``; compiled in ``kernels/_behind.c`` where it was built, the Python code the reference).
 
 Pure core: standard library only.
 """
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from types import ModuleType
 
-from mmpool_cli.caches.replay import Lookups, replay
+from mmpool_cli.caches.replay import Lookups, replay_many
 from mmpool_cli.caches.report import CacheItem
 from mmpool_cli.engines.sglang import prefix
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
+from mmpool_cli.kernels.native import compiled
 
 EMPTY: frozenset[int] = frozenset()
+FAST: ModuleType | None = compiled("_behind")
 _requests = prefix.requests_of
 
 
 @dataclass(frozen=True)
 class _Lookups:
-    keys: list[int]
-    sizes: list[int]
-    weights: list[int]
-    work: list[int]
-    groups: list[int]  # the batch each lookup belongs to (all its lookups come before its stores)
+    # lists, or int64 arrays where the compiled kernel made them (the same lookups: compare them as lists)
+    keys: list[int] | array[int]
+    sizes: list[int] | array[int]
+    weights: list[int] | array[int]
+    work: list[int] | array[int]
+    groups: list[int] | array[int]  # the batch each lookup belongs to (all its lookups come before its stores)
     unique: int = 0  # lookups SGLang counts as one miss each (the preprocess cache)
     shared: list[int] | None = None  # bytes each miss adds to every entry of its batch (one batch tensor)
     max_entries: int = 0
     # a lookup's other occurrences in its batch (the embedding cache): SGLang looks such an item up again
     # for each where its first lookup missed (mm_schedule.py _batch_encode_per_image_misses), once where it hit
-    dups: list[int] | None = None
+    dups: list[int] | array[int] | None = None
     spans: list[tuple[int, int]] | None = field(default=None, compare=False)  # each batch's [i, j), where known
+    # (work, repeats, whether each key has one size), where the kernel counted them as it made the lookups
+    counted: tuple[int, int, bool] | None = field(default=None, compare=False)
 
     def neutral(self) -> Lookups:
         lk = Lookups(self.keys, self.sizes, self.weights, self.work, self.groups, self.shared, self.max_entries)
@@ -137,19 +146,37 @@ def embedding_lookups(
 
 def looked_up_work(looks: _Lookups) -> int:
     """The encoder tokens of every lookup, each computed once where it misses (what a cache of 0 bytes computes)."""
+    if looks.counted is not None:  # every weight 1
+        return looks.counted[0]
     return sum(w * k for w, k in zip(looks.weights, looks.work, strict=True))
+
+
+def one_size(looks: _Lookups) -> bool:
+    """Whether every lookup of a key has the same bytes."""
+    if looks.counted is not None:
+        return looks.counted[2]
+    first: dict[int, int] = {}
+    return all(first.setdefault(k, s) == s for k, s in zip(looks.keys, looks.sizes, strict=True))
 
 
 def embedding_lookups_at(looks: _Lookups, size: int) -> int:
     """The lookups SGLang's scheduler makes in an embedding cache of ``size`` bytes: one per distinct item
     of a batch, and one more for each other occurrence of an item whose first lookup missed (its
     ``get_single`` runs again, and misses again: nothing is stored before the batch is encoded)."""
-    dups = looks.dups or []
-    extra = sum(dups)
-    if extra and size > 0:  # the other occurrences of the items that hit are not looked up again
-        counted = Lookups(looks.keys, looks.sizes, dups, [0] * len(dups), looks.groups, looks.shared, looks.max_entries)
-        extra -= replay(counted, size)[0]
-    return len(looks.keys) + extra
+    return embedding_lookups_many(looks, [size])[0]
+
+
+def embedding_lookups_many(looks: _Lookups, sizes: Sequence[int]) -> list[int]:
+    """``embedding_lookups_at`` at each of ``sizes``, the lookups walked once per size at most."""
+    dups = looks.dups if looks.dups is not None else []
+    extra = looks.counted[1] if looks.counted is not None else sum(dups)
+    wanted = sorted({size for size in sizes if size > 0}) if extra else []
+    hit: dict[int, int] = {}
+    if wanted:  # the other occurrences of the items that hit are not looked up again
+        zero = array("q", bytes(8 * len(dups)))
+        counted = Lookups(looks.keys, looks.sizes, dups, zero, looks.groups, looks.shared, looks.max_entries)
+        hit = {size: h for size, (h, _) in zip(wanted, replay_many(counted, wanted, jobs=1), strict=True)}
+    return [len(looks.keys) + extra - hit.get(size, 0) for size in sizes]
 
 
 class Behind:
@@ -198,13 +225,46 @@ class Behind:
             self.distinct.append(counts)
         self.groups = len(groups)
         self._made: list[dict[int, tuple[list[int], list[int], list[int], list[int]]]] = [{} for _ in batches]
+        self._flat = self._flatten() if FAST is not None and self.ends is not None else None
+
+    def _flatten(self) -> tuple[array[int], ...]:
+        """The batches, items, replayed requests and requests as the compiled kernel reads them (int64
+        columns), made once for every capacity."""
+        items = [x for _, _, whole in self.batches for x in whole]
+        starts = [0]
+        for _, _, whole in self.batches:
+            starts.append(starts[-1] + len(whole))
+        assert self.ends is not None
+        ends = [0]
+        for _, e in self.ends:
+            ends.append(ends[-1] + len(e))
+        counts = [0]
+        for d in self.distinct:
+            counts.append(counts[-1] + len(d))
+        return tuple(
+            array("q", xs)
+            for xs in (
+                self.group_of,
+                [cid if combined else -1 for combined, cid, _ in self.batches],
+                starts,
+                [p for places in self.places for p in places],
+                [x[3] for x in items],
+                [x[1] is not None for x in items],
+                [x[2] for x in items],
+                [g for g, _ in self.ends],
+                ends,
+                [end for _, e in self.ends for end in e],
+                counts,
+                [c for d in self.distinct for c in d],
+            )
+        )
 
     @property
     def exact(self) -> bool:
         """Whether every replayed request's items lie in its prompt in order (else ``covered_by`` is walked)."""
         return self.ends is not None
 
-    def covers(self, served: list[int]) -> list[int]:
+    def covers(self, served: Sequence[int]) -> list[int]:
         """Each request's items wholly inside its served prefix: how many of its first."""
         assert self.ends is not None
         k = [0] * self.groups
@@ -216,6 +276,20 @@ class Behind:
     def spared(self, k: list[int]) -> int:
         """``prefix.spared``: one lookup per distinct covered item of a request."""
         return sum(d[c] for d, c in zip(self.distinct, k, strict=True) if c)
+
+    def lookups(self, served: Sequence[int], width: int) -> tuple[_Lookups, int]:
+        """``at(covers(served), width)`` and ``spared`` of it, in one call of the compiled kernel where it
+        was built (int64 arrays: no list of the lookups made)."""
+        if self._flat is None:
+            k = self.covers(served)
+            return self.at(k, width), self.spared(k)
+        assert FAST is not None
+        keys, sizes, work, groups, dups, spared, total, repeats, one = FAST.lookups(*self._flat, served, width * 2)
+        cols = [array("q") for _ in range(5)]
+        for col, raw in zip(cols, (keys, sizes, work, groups, dups), strict=True):
+            col.frombytes(raw)
+        ones = array("q", [1]) * len(cols[0])
+        return _Lookups(cols[0], cols[1], ones, cols[2], cols[3], dups=cols[4], counted=(total, repeats, one)), spared
 
     def at(self, k: list[int], width: int) -> _Lookups:
         """``embedding_lookups`` with each request's first ``k`` items covered."""

@@ -183,8 +183,7 @@ class Scorer:
         else:
             served = prefix.served_at(built, capacity, self.page)
         if self.behind is not None:
-            k = self.behind.covers(served)
-            looks, spared = self.behind.at(k, self.width), self.behind.spared(k)
+            looks, spared = self.behind.lookups(served, self.width)
         else:
             covered = prefix.covered_by(built, served) if built is not None else set()
             looks = cache_lookups.embedding_lookups(self.req, self.tokens, self.width, covered, self.batches)
@@ -293,19 +292,30 @@ class Scorer:
         return tuple(out)
 
 
+REPLAYED_UP_TO = 16  # sizes read at a point up to which a replay at each is quicker than the one-pass curve
+
+
 def embedding_at(looks: cache_lookups._Lookups, sizes: Sequence[int]) -> list[tuple[int, int, int]]:
     """``(hits, encoder tokens saved, lookups)`` of the embedding cache at each of ``sizes`` bytes, as its
-    report reads them at the deployment's size: the one-pass curve where it is exact, else a replay at each."""
-    from mmpool_cli.caches.replay import one_pass, replay
+    report reads them at the deployment's size: the one-pass curve where it is exact, else a replay at each.
+    At a few sizes, each a replay: the same figures where one pass is exact (``caches.replay.one_pass``)
+    and each key has one size, without the curve's pass over every size."""
+    from mmpool_cli.caches.replay import one_pass, replay, replay_many
 
     lk = looks.neutral()
-    exact = one_pass(lk)
-    if exact is not None:
-        curve = caches.one_pass_curve(looks, exact, 0)
-        at = [curve.at(size) if size > 0 else (0, 0) for size in sizes]
-    else:
-        at = [replay(lk, size) if size > 0 else (0, 0) for size in sizes]
-    return [(h, w, cache_lookups.embedding_lookups_at(looks, size)) for (h, w), size in zip(at, sizes, strict=True)]
+    wanted = sorted({size for size in sizes if size > 0})
+    at: dict[int, tuple[int, int]] = {}
+    if wanted and len(wanted) <= REPLAYED_UP_TO and cache_lookups.one_size(looks):
+        at = dict(zip(wanted, replay_many(lk, wanted, jobs=1), strict=True))
+    elif wanted:
+        exact = one_pass(lk)
+        if exact is not None:
+            curve = caches.one_pass_curve(looks, exact, 0)
+            at = {size: curve.at(size) for size in wanted}
+        else:
+            at = {size: replay(lk, size) for size in wanted}
+    lookups = cache_lookups.embedding_lookups_many(looks, sizes)
+    return [(*at.get(size, (0, 0)), n) for size, n in zip(sizes, lookups, strict=True)]
 
 
 def settings_of(values: dict[str, int]) -> tuple[str, ...]:
