@@ -18,6 +18,9 @@
  *   served: each replayed request's prefix served (a list of ints, or int64 buffer); row: bytes per token
  * -> (keys, sizes, work, groups, dups) as int64 bytes, the lookups spared, their work, their repeats,
  *    whether each key has one size
+ *
+ * flat(lists, field) lays lists of ints (or of tuples: their entry field) end to end, to make the columns
+ * once from the Python batches.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -221,10 +224,63 @@ release:
     return result;
 }
 
+/* flat(lists, field): the lists of a list laid end to end, as int64 bytes: (starts, values); each value
+ * an int, or with field >= 0 that entry of a tuple */
+static PyObject *flat(PyObject *self, PyObject *args) {
+    PyObject *lists, *starts = NULL, *values = NULL;
+    Py_ssize_t field;
+    if (!PyArg_ParseTuple(args, "O!n", &PyList_Type, &lists, &field)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(lists), total = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *xs = PyList_GET_ITEM(lists, j);
+        if (!PyList_Check(xs)) {
+            PyErr_SetString(PyExc_TypeError, "flat: a list of lists");
+            return NULL;
+        }
+        total += PyList_GET_SIZE(xs);
+    }
+    if (!(starts = PyBytes_FromStringAndSize(NULL, (n + 1) * 8)) ||
+        !(values = PyBytes_FromStringAndSize(NULL, total * 8)))
+        goto fail;
+    int64_t *s = (int64_t *)PyBytes_AS_STRING(starts), *v = (int64_t *)PyBytes_AS_STRING(values);
+    Py_ssize_t at = 0;
+    s[0] = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *xs = PyList_GET_ITEM(lists, j);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(xs); i++) {
+            PyObject *x = PyList_GET_ITEM(xs, i);
+            if (field >= 0) {
+                if (!PyTuple_Check(x) || PyTuple_GET_SIZE(x) <= field) {
+                    PyErr_SetString(PyExc_TypeError, "flat: tuples of that many entries");
+                    goto fail;
+                }
+                x = PyTuple_GET_ITEM(x, field);
+            }
+            if (!PyLong_CheckExact(x) && !PyBool_Check(x)) {
+                PyErr_SetString(PyExc_TypeError, "flat: ints");
+                goto fail;
+            }
+            long long value = PyLong_AsLongLong(x);
+            if (value == -1 && PyErr_Occurred()) goto fail;
+            v[at++] = value;
+        }
+        s[j + 1] = at;
+    }
+    PyObject *out = PyTuple_Pack(2, starts, values);
+    Py_DECREF(starts);
+    Py_DECREF(values);
+    return out;
+fail:
+    Py_XDECREF(starts);
+    Py_XDECREF(values);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"lookups", lookups, METH_VARARGS,
      "lookups(bgroup, bcombined, bstart, iplace, ikey, ikeyed, itokens, rgroup, rstart, rends, gstart, distinct, "
      "served, row) -> (keys, sizes, work, groups, dups, spared, work_total, dups_total, one_size)"},
+    {"flat", flat, METH_VARARGS, "flat(lists, field) -> (starts, values): int64 bytes"},
     {NULL, NULL, 0, NULL},
 };
 

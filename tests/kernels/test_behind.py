@@ -98,3 +98,22 @@ def test_bytes_past_int64_are_refused() -> None:
     cols["itokens"] = [1 << 31, 4, 2, 3]
     with pytest.raises(ValueError, match="out of range"):
         _call(cols, [0, 0])
+
+
+def test_lists_laid_end_to_end() -> None:
+    assert FAST is not None
+    starts, values = FAST.flat([[3, 1], [], [True, -(2**63)]], -1)
+    assert array("q", starts).tolist() == [0, 2, 2, 4] and array("q", values).tolist() == [3, 1, 1, -(2**63)]
+    starts, values = FAST.flat([[(0, "a", 5)], [(1, None, 6), (2, "b", 7)]], 2)
+    assert array("q", starts).tolist() == [0, 1, 3] and array("q", values).tolist() == [5, 6, 7]
+    assert FAST.flat([], 0) == (b"\0" * 8, b"")
+
+
+@pytest.mark.parametrize(
+    ("lists", "field"),
+    [((1, 2), -1), ([(1, 2)], -1), ([[1.0]], -1), ([["1"]], -1), ([[(1,)]], 1), ([[5]], 0), ([[2**63]], -1)],
+)
+def test_lists_of_anything_but_ints_are_refused(lists: object, field: int) -> None:
+    assert FAST is not None
+    with pytest.raises((TypeError, OverflowError)):
+        FAST.flat(lists, field)

@@ -227,36 +227,26 @@ class Behind:
         self._made: list[dict[int, tuple[list[int], list[int], list[int], list[int]]]] = [{} for _ in batches]
         self._flat = self._flatten() if FAST is not None and self.ends is not None else None
 
-    def _flatten(self) -> tuple[array[int], ...]:
+    def _flatten(self) -> tuple[bytes | array[int], ...]:
         """The batches, items, replayed requests and requests as the compiled kernel reads them (int64
         columns), made once for every capacity."""
-        items = [x for _, _, whole in self.batches for x in whole]
-        starts = [0]
-        for _, _, whole in self.batches:
-            starts.append(starts[-1] + len(whole))
+        assert FAST is not None
         assert self.ends is not None
-        ends = [0]
-        for _, e in self.ends:
-            ends.append(ends[-1] + len(e))
-        counts = [0]
-        for d in self.distinct:
-            counts.append(counts[-1] + len(d))
-        return tuple(
-            array("q", xs)
-            for xs in (
-                self.group_of,
-                [cid if combined else -1 for combined, cid, _ in self.batches],
-                starts,
-                [p for places in self.places for p in places],
-                [x[3] for x in items],
-                [x[1] is not None for x in items],
-                [x[2] for x in items],
-                [g for g, _ in self.ends],
-                ends,
-                [end for _, e in self.ends for end in e],
-                counts,
-                [c for d in self.distinct for c in d],
-            )
+        wholes = [whole for _, _, whole in self.batches]
+        starts, kids = FAST.flat(wholes, 3)
+        ends, rends = FAST.flat([e for _, e in self.ends], -1)
+        return (
+            array("q", self.group_of),
+            array("q", [cid if combined else -1 for combined, cid, _ in self.batches]),
+            starts,
+            FAST.flat(self.places, -1)[1],
+            kids,
+            array("q", [x[1] is not None for whole in wholes for x in whole]),
+            FAST.flat(wholes, 2)[1],
+            array("q", [g for g, _ in self.ends]),
+            ends,
+            rends,
+            *FAST.flat(self.distinct, -1),
         )
 
     @property
