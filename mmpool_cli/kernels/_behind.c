@@ -91,7 +91,7 @@ typedef struct {
     int one_size, overflow;
 } Out;
 
-/* one lookup of key id kid, of tokens' bytes, in the batch */
+/* one lookup of key id kid, of tokens' bytes, in the batch (bytes from 2**62 on: refused, as _stackdist does) */
 static void emit(Out *o, int64_t kid, int64_t tokens, int64_t batch) {
     int64_t size;
     if (__builtin_mul_overflow(tokens, o->row, &size) || size >= ((int64_t)1 << 62)) o->overflow = 1;
@@ -99,7 +99,7 @@ static void emit(Out *o, int64_t kid, int64_t tokens, int64_t batch) {
     else if (o->ksize[o->dense[kid]] != size) o->one_size = 0;
     int64_t n = o->n++;
     o->keys[n] = o->dense[kid], o->sizes[n] = size, o->work[n] = tokens, o->groups[n] = batch, o->dups[n] = 0;
-    o->total_work += tokens;
+    if (__builtin_add_overflow(o->total_work, tokens, &o->total_work)) o->overflow = 1;
 }
 
 static PyObject *lookups(PyObject *self, PyObject *args) {
@@ -136,7 +136,7 @@ static PyObject *lookups(PyObject *self, PyObject *args) {
         if (c >= nkeys) nkeys = c + 1;
     }
     for (int64_t i = 0; i < ni; i++) {
-        if (v[IKEY][i] < 0 || v[ITOKENS][i] < 0 || v[ITOKENS][i] > INT32_MAX) {
+        if (v[IKEY][i] < 0 || v[ITOKENS][i] < 0) {
             fail("an item's key or tokens out of range");
             goto release;
         }
@@ -147,7 +147,6 @@ static PyObject *lookups(PyObject *self, PyObject *args) {
             fail("a replayed request out of range, or without items");
             goto release;
         }
-    if (row > INT32_MAX) { fail("row bytes out of range"); goto release; }
 
     k = calloc((size_t)(ng ? ng : 1), sizeof(int64_t));
     served = malloc((size_t)(nr ? nr : 1) * sizeof(int64_t));
@@ -163,7 +162,10 @@ static PyObject *lookups(PyObject *self, PyObject *args) {
     for (int64_t g = 0; g < ng; g++) {
         if (!k[g]) continue;
         if (v[GSTART][g] + k[g] >= v[GSTART][g + 1]) { fail("a request covers more items than it holds"); goto release; }
-        spared += v[DISTINCT][v[GSTART][g] + k[g]];
+        if (__builtin_add_overflow(spared, v[DISTINCT][v[GSTART][g] + k[g]], &spared)) {
+            fail("the lookups spared out of range");
+            goto release;
+        }
     }
 
     int64_t cap = ni + nb; /* at most one lookup per item, or one per combined batch: cut to those made */
@@ -191,7 +193,8 @@ static PyObject *lookups(PyObject *self, PyObject *args) {
             batch++;
             if (v[BCOMBINED][b] >= 0) { /* every item of the batch, once one is not covered */
                 int64_t tokens = 0;
-                for (int64_t i = lo; i < hi; i++) tokens += v[ITOKENS][i]; /* each < 2**31, at most 2**31 */
+                for (int64_t i = lo; i < hi; i++)
+                    if (__builtin_add_overflow(tokens, v[ITOKENS][i], &tokens)) o.overflow = 1;
                 emit(&o, v[BCOMBINED][b], tokens, batch);
                 continue;
             }
@@ -211,7 +214,7 @@ static PyObject *lookups(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     if (!made) { PyErr_NoMemory(); goto release; }
-    if (o.overflow) { fail("an item's bytes out of range"); goto release; }
+    if (o.overflow) { fail("an item's bytes out of range (2**62 or more)"); goto release; }
     for (int j = 0; j < 5; j++)
         if (_PyBytes_Resize(&cols[j], (Py_ssize_t)o.n * 8) < 0) goto release;
     result = Py_BuildValue("(OOOOOLLLO)", cols[0], cols[1], cols[2], cols[3], cols[4], (long long)spared,

@@ -93,11 +93,16 @@ def test_served_of_another_length_or_type_is_refused(served: object) -> None:
 
 def test_bytes_past_int64_are_refused() -> None:
     with pytest.raises(ValueError, match="out of range"):
-        _call(_columns(), [0, 0], row=1 << 31)
+        _call(_columns(), [0, 0], row=1 << 60)  # 4 tokens: 2**62 bytes
+    assert _call(_columns(), [0, 0], row=1 << 59)[5:] == (0, 9, 1, True)
     cols = _columns()
-    cols["itokens"] = [1 << 31, 4, 2, 3]
+    cols["itokens"] = [4, 4, (1 << 63) - 1, 3]  # the combined batch's tokens past int64
     with pytest.raises(ValueError, match="out of range"):
-        _call(cols, [0, 0])
+        _call(cols, [0, 0], row=1)
+    cols["itokens"] = [1 << 62, 4, 1 << 62, 1 << 62]  # the tokens summed past int64, of no bytes
+    cols["bcombined"] = [-1, -1]
+    with pytest.raises(ValueError, match="out of range"):
+        _call(cols, [0, 0], row=0)
 
 
 def test_lists_laid_end_to_end() -> None:
