@@ -105,8 +105,8 @@ def _scored(request: TuneRequest, setup: PoolSetup) -> tuple[Scorer, int, str, l
     # the size from which the embedding cache never evicts, with every item looked up (no KV point looks up more)
     # (behind the radix cache, made here before the KV points fork: their batches with nothing covered, made once)
     every = (
-        scorer.behind.at([0] * len(scorer.groups), scorer.width)
-        if scorer.behind is not None
+        scorer.behind.lookups([0] * len(scorer.built.requests), scorer.width)[0]
+        if scorer.behind is not None and scorer.built is not None
         else cache_lookups.embedding_lookups(request.cache, scorer.tokens, scorer.width, set(), scorer.batches)
     )
     widest = -(-never_evicts(every.neutral()) // MiB) if scorer.groups else 0
