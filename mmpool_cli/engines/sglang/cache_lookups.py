@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -78,23 +78,29 @@ class _Ids:
 Batch = tuple[bool, int, list[tuple[int, str | None, int, int]]]
 
 
-def modal_batches(req: CacheRequest, tokens: list[int]) -> list[Batch]:
+def modal_batches(
+    req: CacheRequest, tokens: list[int], groups: Iterable[list[tuple[int, CacheItem]]] | None = None
+) -> list[Batch]:
     """Each request's items of one modality (``managers/mm_utils.py`` ``embed_mm_inputs``: one at a time), in
     order, with their keys' ids (an item without a key, and a combined key with one, its own): what
-    ``embedding_lookups`` walks, made once for every set of covered items."""
+    ``embedding_lookups`` walks, made once for every set of covered items. ``groups``: the requests' items
+    (``prefix.requests_of``), where made already."""
     ids = _Ids()
     qwen3 = req.family.name == "qwen3-vl"
     out: list[Batch] = []
-    for group in _requests(req.items):
-        for video in (False, True):
-            whole = [(i, it.key, tokens[i], ids(it.key)) for i, it in group if (it.kind == "video") == video]
-            if not whole:
-                continue
-            combined = -1
-            if video and qwen3:  # several runs per video: the combined hash of every item of the request
-                combo = tuple(key for _, key, _, _ in whole)
-                combined = ids(None if None in combo else ("combined", combo))
-            out.append((combined >= 0, combined, whole))
+    for group in _requests(req.items) if groups is None else groups:
+        videos = [(i, it) for i, it in group if it.kind == "video"]
+        if len(videos) < len(group):  # its images first, then its videos (the ids in that order)
+            images = group if not videos else [(i, it) for i, it in group if it.kind != "video"]
+            out.append((False, -1, [(i, it.key, tokens[i], ids(it.key)) for i, it in images]))
+        if not videos:
+            continue
+        whole = [(i, it.key, tokens[i], ids(it.key)) for i, it in videos]
+        combined = -1
+        if qwen3:  # several runs per video: the combined hash of every item of the request
+            combo = tuple(key for _, key, _, _ in whole)
+            combined = ids(None if None in combo else ("combined", combo))
+        out.append((combined >= 0, combined, whole))
     return out
 
 

@@ -74,7 +74,7 @@ class Scorer:
             self.width = caches._width(req)
             self.tokens = caches.item_tokens(req)
             self.groups = list(prefix.requests_of(req.items))
-            self.batches = cache_lookups.modal_batches(req, self.tokens)  # made once for every KV point
+            self.batches = cache_lookups.modal_batches(req, self.tokens, self.groups)  # once for every KV point
             self.built = prefix.build(req, self.tokens, self.groups) if req.prompts else None
             behind = cache_lookups.Behind(self.batches, self.groups, self.built) if self.built is not None else None
             self.behind = behind if behind is not None and behind.exact else None  # else covered_by, item by item
