@@ -20,7 +20,7 @@ from typing import Any
 from mmpool_cli.core.words import count
 from mmpool_cli.inputs.traffic.lines import open_lines
 from mmpool_cli.inputs.traffic.model import NS_PER_S, ItemRef, Request, Summary
-from mmpool_cli.inputs.traffic.prompts import Prompt, messages_of, usage_of
+from mmpool_cli.inputs.traffic.prompts import Message, Prompt, messages_of, usage_of
 
 ITEM_FIELDS = (
     "max_dynamic_patch",
@@ -33,6 +33,8 @@ ITEM_FIELDS = (
 )
 MAX_ID_CHARS = 200
 _PARTS = {"image_url": "image", "video_url": "video", "audio_url": "audio"}
+_MEDIA_PART = {part: (kind,) for part, kind in _PARTS.items()}  # as ``Message.parts`` holds a media part
+_new = tuple.__new__  # a Message built without the Python-level ``__new__`` a NamedTuple's call runs
 
 
 class LineError(ValueError):
@@ -53,7 +55,7 @@ def read(path: str, summary: Summary) -> Iterator[Request | tuple[str, str]]:
         if raw is None:
             yield where, "a line longer than 256 MiB"
             continue
-        if not raw.strip():
+        if raw[:1] != b"{" and not raw.strip():  # (a body's line opens with "{": no copy stripped to see)
             summary.skipped["blank"] += 1
             continue
         try:
@@ -79,7 +81,10 @@ def read(path: str, summary: Summary) -> Iterator[Request | tuple[str, str]]:
 def parse(raw: bytes, lineno: int) -> tuple[Request, int | None]:
     """One body line -> its request (id: the body's ``id``, else ``user``, else ``line<N>``) and time."""
     try:
-        obj = json.loads(raw)
+        # a line that opens with "{" is what json.loads would decode as UTF-8 itself: decoded here, it skips
+        # the encoding's detection (the same decode, the same errors)
+        utf8 = raw[:1] == b"{" and raw[1:2] != b"\0"
+        obj = json.loads(raw.decode("utf-8", "surrogatepass") if utf8 else raw)
     except (ValueError, UnicodeDecodeError) as e:
         raise LineError(f"not a JSON object ({str(e).splitlines()[0]})") from None
     if not isinstance(obj, dict):
@@ -98,13 +103,31 @@ def parse(raw: bytes, lineno: int) -> tuple[Request, int | None]:
         if isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS:
             rid = value
             break
+    walked = _walk(messages)
+    if walked is None:  # a shape beyond the common one: each read apart, as they always were
+        items, read = _items(messages), messages_of(messages)
+    else:
+        items, read = walked
+    # the server's answer, where the log keeps it beside the body: its token counts
+    answer = next((obj[k] for k in ("response", "usage") if isinstance(obj.get(k), dict)), None)
+    prompt_tokens, output_tokens, cached = usage_of(answer) if answer is not None else (None, None, None)
+    prompt = Prompt(read, None, output_tokens, prompt_tokens, cached)
+    return Request(rid, 0, "", items, prompt=prompt), t
+
+
+def _items(messages: list[Any]) -> list[ItemRef]:
+    """The media items of a body's messages, in order.
+
+    Raises:
+        LineError: a media part without a url string.
+    """
     items: list[ItemRef] = []
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
             continue
         for part in content:
-            if not isinstance(part, dict) or part.get("type") not in _PARTS:
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str) or part["type"] not in _PARTS:
                 continue
             kind = _PARTS[part["type"]]
             spec = part.get(part["type"])
@@ -114,11 +137,51 @@ def parse(raw: bytes, lineno: int) -> tuple[Request, int | None]:
                 raise LineError(f"a {part['type']} part without a url string")
             fields = {k: spec[k] for k in ITEM_FIELDS if spec.get(k) is not None}
             items.append(ItemRef(kind, spec["url"], None, fields))
-    # the server's answer, where the log keeps it beside the body: its token counts
-    answer = next((obj[k] for k in ("response", "usage") if isinstance(obj.get(k), dict)), None)
-    prompt_tokens, output_tokens, cached = usage_of(answer)
-    prompt = Prompt(messages_of(messages), None, output_tokens, prompt_tokens, cached)
-    return Request(rid, 0, "", items, prompt=prompt), t
+    return items
+
+
+def _walk(messages: list[Any]) -> tuple[list[ItemRef], tuple[Message, ...]] | None:
+    """``(_items(messages), messages_of(messages))`` in one pass, for the shape nearly every body has: roles
+    and texts strings, media parts ``{"type": "image_url", "image_url": {"url": ...}}``. None for any other
+    shape (a message without content, a part mmpool skips, a bare-string url, ...): ``_items`` and
+    ``messages_of`` read those. Exact types only: JSON gives no subclass, and anything else is not common."""
+    items: list[ItemRef] = []
+    out: list[Message] = []
+    for m in messages:
+        if type(m) is not dict:
+            return None
+        role = m.get("role")
+        content = m.get("content")
+        if type(role) is not str:
+            return None
+        if type(content) is str:
+            out.append(_new(Message, (role, (content,))))
+            continue
+        if type(content) is not list:
+            return None
+        parts: list[str | tuple[str]] = []
+        for part in content:
+            if type(part) is not dict:
+                return None
+            kind = part.get("type")
+            if kind == "text":
+                text = part.get("text")
+                if type(text) is not str:
+                    return None
+                parts.append(text)
+                continue
+            media = _MEDIA_PART.get(kind) if type(kind) is str else None
+            spec = part.get(kind) if media is not None else None
+            if type(spec) is not dict:
+                return None
+            url = spec.get("url")
+            if type(url) is not str:
+                return None
+            fields = {k: spec[k] for k in ITEM_FIELDS if spec.get(k) is not None} if len(spec) > 1 else {}
+            items.append(ItemRef(media[0], url, None, fields))
+            parts.append(media)
+        out.append(_new(Message, (role, tuple(parts))))
+    return items, tuple(out)
 
 
 MAX_EPOCH_SECONDS = 10**11  # the year 5138: a larger epoch is milliseconds or microseconds
@@ -133,6 +196,15 @@ def _epoch(seconds: Decimal, value: Any) -> int:
 def _timestamp(value: Any) -> int | None:
     if value is None:
         return None
+    if type(value) is float and 0 <= value < MAX_EPOCH_SECONDS:
+        # the common case, without a Decimal: the shortest repr's digits, the fraction cut at 9 (as ``_epoch``'s
+        # int() truncates); a float in range has at most 17 significant digits, so Decimal's product is exact too
+        text = repr(value)
+        if "e" not in text:
+            whole, _, fraction = text.partition(".")
+            return int(whole) * NS_PER_S + int(fraction[:9].ljust(9, "0"))
+    elif type(value) is int and 0 <= value <= MAX_EPOCH_SECONDS:
+        return value * NS_PER_S
     if isinstance(value, bool):
         raise LineError("timestamp must be epoch seconds or ISO-8601, not a boolean")
     if isinstance(value, int | float):

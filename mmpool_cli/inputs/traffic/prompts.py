@@ -77,7 +77,7 @@ def messages_of(raw: Any) -> tuple[Message, ...] | None:
                     if not isinstance(text, str):
                         return None
                     parts.append(text)
-                elif kind in _MEDIA:
+                elif isinstance(kind, str) and kind in _MEDIA:
                     parts.append(_MEDIA[kind])
                 else:
                     return None  # a part whose tokens mmpool cannot know (tool calls, input_audio, ...)

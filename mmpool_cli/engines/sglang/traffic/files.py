@@ -165,9 +165,17 @@ def _read_file(
     out: list[Req] = []
     records: Iterable[object]
     records = logs.read(path, summary) if fmt == "sglang-log" else openai.read(path, summary)
-    seen: dict[str, tuple[Sized | Unsized, str | None]] = {}  # an inline image's measure and key, by its data
+    seen: dict[str, tuple[Sized, str | None, tuple[int, str]]] = {}  # an inline image's measure, key, tensor
     for rec in records:
-        if isinstance(rec, logs.Finished):
+        if isinstance(rec, Request):  # first: nearly every record is one
+            if rec.warmup:
+                summary.warmup += 1
+                continue
+            req = _size_request(rec, o, decode, sizer, summary, seen)
+            if req is not None:
+                req.coarse = rec.coarse
+                out.append(req)
+        elif isinstance(rec, logs.Finished):
             finished.setdefault(rec.rid, rec.t_ns)
             if usage is not None and rec.usage != (None, None, None):
                 usage.setdefault(rec.rid, rec.usage)
@@ -177,14 +185,6 @@ def _read_file(
             summary.add(Finding(rec.where, "error", rec.code, rec.message))
         elif isinstance(rec, tuple):
             summary.add(Finding(rec[0], "error", "traffic-body-line", rec[1]))
-        elif isinstance(rec, Request):
-            if rec.warmup:
-                summary.warmup += 1
-                continue
-            req = _size_request(rec, o, decode, sizer, summary, seen)
-            if req is not None:
-                req.coarse = rec.coarse
-                out.append(req)
     return out
 
 
@@ -194,16 +194,24 @@ def _size_request(
     decode: Decode,
     sizer: Sizer,
     summary: Summary,
-    seen: dict[str, tuple[Sized | Unsized, str | None]] | None = None,
+    seen: dict[str, tuple[Sized, str | None, tuple[int, str]]] | None = None,
 ) -> Req | None:
-    """``rec``'s items sized and keyed. ``seen``: the inline images measured before (a chat re-sends its images
-    with every turn), by their whole data: the same text measures and keys alike, so it is read once."""
+    """``rec``'s items sized and keyed. ``seen``: the inline images sized before (a chat re-sends its images
+    with every turn), by their whole data: the same text measures, sizes and keys alike, so it is read once."""
     tensors: list[tuple[int, str]] = []
     keys: list[str | None] = []
     if not rec.items:
         summary.skipped["requests without images (nothing pooled)"] += 1
         return None
+    decoders = summary.decoders
     for i, item in enumerate(rec.items):
+        known = seen.get(item.ref) if seen is not None and item.tail is None else None
+        if known is not None and item.kind == "image" and not item.fields:
+            # what the steps below do for an image sized before, with no field to count
+            decoders[known[0].decoder] += 1
+            tensors.append(known[2])
+            keys.append(known[1])
+            continue
         where = f"{rec.where} ({_name(rec, i)})"
         if item.kind == "video" and sizer.videos is not None:
             if any(name.startswith("__") for name in item.fields):
@@ -219,7 +227,6 @@ def _size_request(
                 keys.append(content_key(item.ref, item.tail, any_file=True))
             continue
         inline = seen is not None and item.tail is None and item.ref.startswith("data:")
-        known = seen.get(item.ref) if inline and seen is not None else None
         sized = _measure_item(item, o, decode, sizer, summary, where, None if known is None else known[0])
         if sized is None:  # already reported
             continue
@@ -230,12 +237,12 @@ def _size_request(
                 return None
             summary.add(Finding(where, "error", sized.code or "traffic-image-unsized", sized.reason))
             continue
-        summary.decoders[sized.decoder] += 1
+        decoders[sized.decoder] += 1
         nbytes, label = sizer.size(sized.width, sized.height, where)
         if nbytes:
             tensors.append((nbytes, label))
             if known is None:
-                known = (sized, content_key(item.ref, item.tail, extensions=IMAGE_EXTENSIONS))
+                known = (sized, content_key(item.ref, item.tail, extensions=IMAGE_EXTENSIONS), (nbytes, label))
                 if inline and seen is not None:
                     seen[item.ref] = known
             keys.append(known[1])
