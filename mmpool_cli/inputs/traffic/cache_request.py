@@ -61,7 +61,13 @@ class CacheRequest:
 
 def items_of(leases: Iterable[Lease], keys: Mapping[object, str]) -> list[CacheItem]:
     """The cache items of converted traffic's leases (one per item), keyed by ``keys`` (alloc id -> content key)."""
-    return [
-        CacheItem(request_of(lease.id), lease.item.split(" ", 1)[0], keys.get(lease.id), lease.nbytes, lease.item)
-        for lease in leases
-    ]
+    kinds: dict[str, str] = {}  # an item's label -> its kind (a log's items share a few labels)
+    out: list[CacheItem] = []
+    key_of = keys.get
+    for lease in leases:
+        label = lease.item
+        kind = kinds.get(label)
+        if kind is None:
+            kind = kinds[label] = label.split(" ", 1)[0]
+        out.append(CacheItem(request_of(lease.id), kind, key_of(lease.id), lease.nbytes, label))
+    return out

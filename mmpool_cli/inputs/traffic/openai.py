@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import json.scanner
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -35,6 +36,9 @@ MAX_ID_CHARS = 200
 _PARTS = {"image_url": "image", "video_url": "video", "audio_url": "audio"}
 _MEDIA_PART = {part: (kind,) for part, kind in _PARTS.items()}  # as ``Message.parts`` holds a media part
 _new = tuple.__new__  # a Message built without the Python-level ``__new__`` a NamedTuple's call runs
+
+
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # what json.loads scans a body with
 
 
 class LineError(ValueError):
@@ -81,10 +85,7 @@ def read(path: str, summary: Summary) -> Iterator[Request | tuple[str, str]]:
 def parse(raw: bytes, lineno: int) -> tuple[Request, int | None]:
     """One body line -> its request (id: the body's ``id``, else ``user``, else ``line<N>``) and time."""
     try:
-        # a line that opens with "{" is what json.loads would decode as UTF-8 itself: decoded here, it skips
-        # the encoding's detection (the same decode, the same errors)
-        utf8 = raw[:1] == b"{" and raw[1:2] != b"\0"
-        obj = json.loads(raw.decode("utf-8", "surrogatepass") if utf8 else raw)
+        obj = _json(raw)
     except (ValueError, UnicodeDecodeError) as e:
         raise LineError(f"not a JSON object ({str(e).splitlines()[0]})") from None
     if not isinstance(obj, dict):
@@ -109,10 +110,26 @@ def parse(raw: bytes, lineno: int) -> tuple[Request, int | None]:
     else:
         items, read = walked
     # the server's answer, where the log keeps it beside the body: its token counts
-    answer = next((obj[k] for k in ("response", "usage") if isinstance(obj.get(k), dict)), None)
-    prompt_tokens, output_tokens, cached = usage_of(answer) if answer is not None else (None, None, None)
+    answer = obj.get("response")
+    if not isinstance(answer, dict):
+        answer = obj.get("usage")
+    prompt_tokens, output_tokens, cached = usage_of(answer) if isinstance(answer, dict) else (None, None, None)
     prompt = Prompt(read, None, output_tokens, prompt_tokens, cached)
     return Request(rid, 0, "", items, prompt=prompt), t
+
+
+def _json(raw: bytes) -> Any:
+    """``json.loads(raw)``, the same value and the same errors. A line that opens with "{" is one json.loads
+    decodes as UTF-8: decoded here and scanned at once, it skips the detection of its encoding and the
+    search for whitespace around it; a value with anything after it is left to json.loads to judge."""
+    if raw[:1] != b"{" or raw[1:2] == b"\0":
+        return json.loads(raw)
+    text = raw.decode("utf-8", "surrogatepass")
+    try:
+        obj, end = _scan(text, 0)
+    except StopIteration:
+        end = -1
+    return obj if end == len(text) else json.loads(text)
 
 
 def _items(messages: list[Any]) -> list[ItemRef]:
@@ -144,43 +161,41 @@ def _walk(messages: list[Any]) -> tuple[list[ItemRef], tuple[Message, ...]] | No
     """``(_items(messages), messages_of(messages))`` in one pass, for the shape nearly every body has: roles
     and texts strings, media parts ``{"type": "image_url", "image_url": {"url": ...}}``. None for any other
     shape (a message without content, a part mmpool skips, a bare-string url, ...): ``_items`` and
-    ``messages_of`` read those. Exact types only: JSON gives no subclass, and anything else is not common."""
+    ``messages_of`` read those. Exact types only: JSON gives no subclass, and anything else is not common;
+    a key missing or a value not an object is a KeyError or TypeError of the indexing."""
     items: list[ItemRef] = []
     out: list[Message] = []
-    for m in messages:
-        if type(m) is not dict:
-            return None
-        role = m.get("role")
-        content = m.get("content")
-        if type(role) is not str:
-            return None
-        if type(content) is str:
-            out.append(_new(Message, (role, (content,))))
-            continue
-        if type(content) is not list:
-            return None
-        parts: list[str | tuple[str]] = []
-        for part in content:
-            if type(part) is not dict:
+    try:
+        for m in messages:
+            role = m["role"]
+            content = m["content"]
+            if type(role) is not str:
                 return None
-            kind = part.get("type")
-            if kind == "text":
-                text = part.get("text")
-                if type(text) is not str:
-                    return None
-                parts.append(text)
+            if type(content) is str:
+                out.append(_new(Message, (role, (content,))))
                 continue
-            media = _MEDIA_PART.get(kind) if type(kind) is str else None
-            spec = part.get(kind) if media is not None else None
-            if type(spec) is not dict:
+            if type(content) is not list:
                 return None
-            url = spec.get("url")
-            if type(url) is not str:
-                return None
-            fields = {k: spec[k] for k in ITEM_FIELDS if spec.get(k) is not None} if len(spec) > 1 else {}
-            items.append(ItemRef(media[0], url, None, fields))
-            parts.append(media)
-        out.append(_new(Message, (role, tuple(parts))))
+            parts: list[str | tuple[str]] = []
+            for part in content:
+                kind = part["type"]
+                if kind == "text":
+                    text = part["text"]
+                    if type(text) is not str:
+                        return None
+                    parts.append(text)
+                    continue
+                media = _MEDIA_PART[kind]
+                spec = part[kind]
+                url = spec["url"]
+                if type(url) is not str or type(spec) is not dict:
+                    return None
+                fields = {k: spec[k] for k in ITEM_FIELDS if spec.get(k) is not None} if len(spec) > 1 else {}
+                items.append(ItemRef(media[0], url, None, fields))
+                parts.append(media)
+            out.append(_new(Message, (role, tuple(parts))))
+    except (KeyError, TypeError):
+        return None
     return items, tuple(out)
 
 

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 
 from mmpool_cli.core.words import count as counted
 from mmpool_cli.engines.sglang import codes as _codes  # noqa: F401 - its traffic codes join the registry
@@ -130,7 +131,7 @@ def convert(o: TrafficRequest, map_files: FileMap | None = None) -> Conversion:
 def _leases(
     requests: list[Req], o: TrafficRequest, rule: leases.LeaseRule, summary: Summary, default_delay: bool
 ) -> Conversion:
-    requests.sort(key=lambda r: r.t_ns)  # stable: log order within one time stamp
+    requests.sort(key=attrgetter("t_ns"))  # stable: log order within one time stamp
     coarse = [r for r in requests if r.coarse]
     if coarse:
         _spread(requests)
@@ -145,6 +146,7 @@ def _leases(
     keys: dict[object, str] = {}
     seen: dict[str, int] = {}
     prompts: dict[str, Timed] = {}
+    latest: int | None = None  # the last free (every request has a tensor: its free is its leases')
     for n, r in enumerate(requests):
         t = r.t_ns - t0
         receipt = t + (o.recv_delay_ns or 0)
@@ -162,6 +164,8 @@ def _leases(
                 "(--enable-request-time-stats-logging) nor its Finish line; give --hold SECONDS"
             )
         summary.lifetimes[why] += 1
+        if latest is None or free > latest:
+            latest = free
         rid = r.rid
         if not rid or len(rid) > MAX_RID_CHARS:
             rid = f"line{r.where.rsplit(':', 1)[-1]}"
@@ -190,7 +194,8 @@ def _leases(
         summary.items += len(r.tensors)
     summary.requests = len(requests)
     summary.allocs = len(out)
-    summary.duration_ns = max(lease.free_ns for lease in out)
+    assert latest is not None  # (requests is not empty)
+    summary.duration_ns = latest
     if summary.duration_ns > MAX_SPAN_NS:
         raise TrafficError(
             f"{', '.join(summary.files)}: the requests span {summary.duration_ns // NS_PER_S} s, more than a trace "
