@@ -62,3 +62,64 @@ def test_a_part_keeps_what_stopped_its_reading_instead_of_raising(tmp_path: Path
     assert isinstance(part, FilePart) and part.reqs == [] and part.error is not None
     with pytest.raises(TrafficError, match="no.log"):
         part.raise_error()
+
+
+def test_an_image_a_chat_sends_again_is_sized_as_it_was_the_first_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+    import io
+    import json
+
+    from PIL import Image
+
+    from mmpool_cli.engines.sglang.traffic import files
+
+    def png(size: tuple[int, int]) -> str:
+        buf = io.BytesIO()
+        Image.new("RGB", size).save(buf, "PNG")
+        return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+    big, thin = png((640, 480)), png((1, 300))  # the thin one the family refuses, each time
+
+    def part(kind: str, spec: object) -> dict[str, object]:
+        return {"type": kind, kind: spec}
+
+    turns = [
+        [part("image_url", {"url": big})],
+        [
+            part("image_url", {"url": big}),
+            part("image_url", {"url": big, "max_dynamic_patch": 4}),
+            part("image_url", big),
+        ],
+        [part("image_url", {"url": thin}), part("video_url", {"url": big}), part("audio_url", {"url": big})],
+        [
+            part("image_url", {"url": thin}),
+            part("image_url", {"url": big, "detail": "low"}),
+            part("image_url", {"url": big}),
+        ],
+    ]
+    log = tmp_path / "chat.jsonl"
+    log.write_text("".join(json.dumps({"id": "c", "messages": [{"role": "user", "content": t}]}) + "\n" for t in turns))
+    fam = family("qwen2.5-vl")
+    o = Options(fam, dict(fam.settings), "openai", [str(log)])
+
+    again = read_part(str(log), o)
+    size_request = files._size_request
+    monkeypatch.setattr(
+        files,
+        "_size_request",
+        lambda rec, o, decode, sizer, summary, seen: size_request(rec, o, decode, sizer, summary),
+    )
+    each = read_part(str(log), o)
+
+    def seen(p: FilePart) -> tuple[object, ...]:
+        assert p.summary is not None
+        s = p.summary
+        counts = [list(c.items()) for c in (s.skipped, s.decoders, s.ignored_fields)]
+        return p.reqs, p.sized, s.findings, s.notes, s.failing, counts
+
+    assert seen(again) == seen(each)
+    assert [len(r.tensors) for r in again.reqs] == [1, 3, 0, 2]
+    assert again.summary is not None and again.summary.decoders == {"pil": 8}
+    assert [f.where for f in again.sized] == [f"{log}:3 (request c, item 0)", f"{log}:4 (request c, item 0)"]
