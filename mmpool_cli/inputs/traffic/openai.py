@@ -38,7 +38,8 @@ _MEDIA_PART = {part: (kind,) for part, kind in _PARTS.items()}  # as ``Message.p
 _new = tuple.__new__  # a Message built without the Python-level ``__new__`` a NamedTuple's call runs
 
 
-_scan = json.scanner.make_scanner(json.JSONDecoder())  # what json.loads scans a body with
+# what json.loads scans a body with (typeshed types its argument as the scanner itself, not its decoder)
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 class LineError(ValueError):
