@@ -105,17 +105,14 @@ def parse(raw: bytes, lineno: int) -> tuple[Request, int | None]:
         if isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS:
             rid = value
             break
-    walked = _walk(messages)
-    if walked is None:  # a shape beyond the common one: each read apart, as they always were
-        items, read = _items(messages), messages_of(messages)
-    else:
-        items, read = walked
+    walked = _walk(messages)  # (None: a shape beyond the common one, each read apart as they always were)
+    items, chat = walked if walked is not None else (_items(messages), messages_of(messages))
     # the server's answer, where the log keeps it beside the body: its token counts
     answer = obj.get("response")
     if not isinstance(answer, dict):
         answer = obj.get("usage")
     prompt_tokens, output_tokens, cached = usage_of(answer) if isinstance(answer, dict) else (None, None, None)
-    prompt = Prompt(read, None, output_tokens, prompt_tokens, cached)
+    prompt = Prompt(chat, None, output_tokens, prompt_tokens, cached)
     return Request(rid, 0, "", items, prompt=prompt), t
 
 
