@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from mmpool_cli.caches.curve import INF, Curve
 from mmpool_cli.caches.replay import ONE_PASS
@@ -20,9 +20,9 @@ from mmpool_cli.core.findings import Note
 DEFAULT_TARGET = Fraction(99)  # percent of an unbounded cache's hits
 
 
-@dataclass(frozen=True)
-class CacheItem:
-    """One media item of one request, as the caches see it (from traffic, or from a trace's alloc)."""
+class CacheItem(NamedTuple):
+    """One media item of one request, as the caches see it (from traffic, or from a trace's alloc). A
+    tuple: a log's hundreds of thousands are made without a frozen dataclass's per-field ``__setattr__``."""
 
     request: str  # the request it came in (items of one request share it)
     kind: str  # "image", "video" (what the item's label starts with)

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 from mmpool_cli.pools.replay import ALLOC, FREE, Event
 
 NS_PER_S = 10**9
 
 
-@dataclass(frozen=True)
-class Lease:
-    """One pooled tensor: leased at ``t_ns`` on ``worker``, acknowledged at ``free_ns``."""
+class Lease(NamedTuple):
+    """One pooled tensor: leased at ``t_ns`` on ``worker``, acknowledged at ``free_ns``. A tuple: a log's
+    hundreds of thousands are made without a frozen dataclass's per-field ``__setattr__``."""
 
     id: str
     t_ns: int
