@@ -206,8 +206,9 @@ def _check_cache(cache: Radix | Blocks) -> None:
 
 
 def _events(requests: Sequence[PrefixRequest]) -> list[tuple[int, int, int, int]]:
-    """Admissions and releases in time order: ``(time, phase, index, what)``, what 0 admits, 1 releases."""
-    ev: list[tuple[int, int, int, int]] = []
+    """Admissions and releases in time order: ``(time, phase, index, what)``, what 0 admits, 1 releases
+    (``radix.Events``: the compiled radix replay reads the requests once for every replay given it)."""
+    ev = radix.Events(requests)
     for i, r in enumerate(requests):
         if not r.tokens:
             raise ValueError(f"request {i} has no prompt tokens")
