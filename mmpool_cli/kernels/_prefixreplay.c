@@ -40,6 +40,7 @@ typedef struct {
 typedef struct {
     int64_t time;
     int32_t node;
+    uint32_t slot; /* its node's hash when pushed: where its entry in the children's table is (a hint) */
 } Entry;
 
 typedef struct {
@@ -133,7 +134,9 @@ static int64_t slot_of(Tree *t, int32_t parent, const int64_t *p, uint64_t h) {
         if (s->child < 0) return -(int64_t)i - 1;
         if (s->hash == h) {
             Node *c = &t->nodes[s->child];
-            if (c->parent == parent && memcmp(c->key, p, (size_t)t->page * sizeof(int64_t)) == 0) return (int64_t)i;
+            if (c->parent == parent &&
+                (t->page == 1 ? c->key[0] == p[0] : memcmp(c->key, p, (size_t)t->page * sizeof(int64_t)) == 0))
+                return (int64_t)i;
         }
         i = (i + 1) & t->tmask;
     }
@@ -267,7 +270,7 @@ static int ring_push(Tree *t, Entry x) {
 }
 
 static int push(Tree *t, int64_t time, int32_t node) {
-    Entry x = {time, node};
+    Entry x = {time, node, (uint32_t)t->nodes[node].hash};
     if (t->rn == 0 || !entry_less(&x, &t->ring[(t->rhead + t->rn - 1) & (t->rcap - 1)])) return ring_push(t, x);
     return heap_push(t, x);
 }
@@ -278,8 +281,13 @@ static Entry pop(Tree *t) {
         Entry e = t->ring[t->rhead];
         t->rhead = (t->rhead + 1) & (t->rcap - 1);
         t->rn--;
-        /* the node of an entry a few pops ahead, on its way while this one is evicted */
-        if (t->rn > 8) PREFETCH(&t->nodes[t->ring[(t->rhead + 8) & (t->rcap - 1)].node]);
+        /* the node of an entry a few pops ahead and its children's slot, on their way while this one is
+         * evicted */
+        if (t->rn > 8) {
+            const Entry *a = &t->ring[(t->rhead + 8) & (t->rcap - 1)];
+            PREFETCH(&t->nodes[a->node]);
+            PREFETCH(&t->table[a->slot & t->tmask]);
+        }
         return e;
     }
     Entry top = t->heap[0];
@@ -541,6 +549,8 @@ static PyTypeObject PreparedType = {
     .tp_dealloc = (destructor)prepared_dealloc,
 };
 
+static PyObject *s_tokens, *s_output; /* the attributes' names, interned once at import */
+
 static int64_t seq_len(PyObject *seq) { return (int64_t)PySequence_Size(seq); }
 
 /* seq[:count] into dst; -1 on error (not a sequence, an int outside int64) */
@@ -606,9 +616,9 @@ static Prepared *do_prepare(PyObject *requests, PyObject *order) {
      * others copied, with the outputs' tokens that are inserted, into one buffer */
     int64_t total = 0;
     for (Py_ssize_t i = 0; i < nreq; i++) {
-        PyObject *tok = PyObject_GetAttrString(ritems[i], "tokens");
+        PyObject *tok = PyObject_GetAttr(ritems[i], s_tokens);
         if (!tok) goto fail;
-        PyObject *out = PyObject_GetAttrString(ritems[i], "output");
+        PyObject *out = PyObject_GetAttr(ritems[i], s_output);
         if (!out) { Py_DECREF(tok); goto fail; }
         int64_t pl = seq_len(tok), o = seq_len(out);
         Py_DECREF(out);
@@ -641,13 +651,13 @@ static Prepared *do_prepare(PyObject *requests, PyObject *order) {
     for (Py_ssize_t i = 0; i < nreq; i++) {
         if (p->seqs[i] != NULL) continue;
         p->seqs[i] = p->buf + start[i];
-        PyObject *tok = PyObject_GetAttrString(ritems[i], "tokens");
+        PyObject *tok = PyObject_GetAttr(ritems[i], s_tokens);
         if (!tok) goto fail;
         int rc = copy_ints(tok, p->plen[i], p->buf + start[i]);
         Py_DECREF(tok);
         if (rc < 0) goto fail;
         if (p->olen[i] > 1) {
-            PyObject *out = PyObject_GetAttrString(ritems[i], "output");
+            PyObject *out = PyObject_GetAttr(ritems[i], s_output);
             if (!out) goto fail;
             rc = copy_ints(out, p->olen[i] - 1, p->buf + start[i] + p->plen[i]);
             Py_DECREF(out);
@@ -941,6 +951,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_prefixreplay", "The
 
 PyMODINIT_FUNC PyInit__prefixreplay(void) {
     if (PyType_Ready(&PreparedType) < 0) return NULL;
+    if (!s_tokens && !(s_tokens = PyUnicode_InternFromString("tokens"))) return NULL;
+    if (!s_output && !(s_output = PyUnicode_InternFromString("output"))) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Prepared", (PyObject *)&PreparedType) < 0) {
