@@ -29,17 +29,13 @@ class Events(list[tuple[int, int, int, int]]):
         self._prepared: object | None = None
         self._sizes = (-1, -1)
 
-    def prepared(self, requests: Sequence[PrefixRequest]) -> object | None:
-        """The compiled reading, where these are this order's requests and the replay was built (None where
-        its tokens lie beyond int64: the reference runs them)."""
-        if FAST is None or requests is not self.requests:
-            return None
-        sizes = (len(requests), len(self))
-        if self._prepared is None or self._sizes != sizes:  # made again should either list have grown
-            try:
-                self._prepared = FAST.prepare(requests, self)
-            except (TypeError, OverflowError):
-                return None
+    def prepared(self) -> object:
+        """The compiled reading of the requests and this order, made at the first call (and again should either
+        list have grown); TypeError or OverflowError where a token is not an int within int64."""
+        assert FAST is not None
+        sizes = (len(self.requests), len(self))
+        if self._prepared is None or self._sizes != sizes:
+            self._prepared = FAST.prepare(self.requests, self)
             self._sizes = sizes
         return self._prepared
 
@@ -55,10 +51,11 @@ def replay(
     for every replay where ``order`` is their ``Events``)."""
     if FAST is not None:
         cap = -1 if capacity is None else capacity
-        prepared = order.prepared(requests) if isinstance(order, Events) else None
         try:
             got: tuple[list[int], bool, int, int] = (
-                FAST.replay(prepared, cap, page) if prepared is not None else FAST.radix(requests, order, cap, page)
+                FAST.replay(order.prepared(), cap, page)
+                if isinstance(order, Events) and order.requests is requests
+                else FAST.radix(requests, order, cap, page)
             )
             return got
         except (TypeError, OverflowError):  # tokens (or a capacity) beyond int64: the reference runs them

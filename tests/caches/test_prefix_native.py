@@ -8,6 +8,7 @@ import heapq
 import pickle
 import random
 from array import array
+from types import ModuleType
 
 import pytest
 
@@ -168,20 +169,47 @@ def test_the_compiled_replay_is_the_pythons_on_deep_trees_with_pushes_out_of_ord
     assert behind > total // 50  # pushes behind the newest (the heap's part): hundreds, not a corner
 
 
-def test_events_read_their_requests_once_for_every_replay() -> None:
+def test_events_read_their_requests_once_for_every_replay(monkeypatch: pytest.MonkeyPatch) -> None:
     reqs = random_chats(5, 200)
     order = _events(reqs)
     assert isinstance(order, radix.Events)
-    first = order.prepared(reqs)
-    assert first is not None and order.prepared(reqs) is first  # made once
-    assert order.prepared(list(reqs)) is None  # other requests than its own: never its reading
+    first = order.prepared()
+    assert order.prepared() is first  # made once
+    assert FAST is not None
+    fresh: list[int] = []
+    monkeypatch.setattr(radix, "FAST", _Counting(FAST, fresh))
     for cap in (0, 50, 400, 10_000):
-        want = radix.RadixReplay(cap, 1)
-        assert replay(reqs, Radix(cap), order) == want.run(reqs, order)[0]
-    assert order.prepared(reqs) is first
+        want = radix.RadixReplay(cap, 1).run(reqs, order)[0]
+        assert replay(reqs, Radix(cap), order) == want  # from the reading made once
+        assert replay(list(reqs), Radix(cap), order) == want  # other requests than its own: read afresh
+    assert order.prepared() is first and len(fresh) == 4
     assert pickle.loads(pickle.dumps(order)) == list(order)  # pickled as the plain list
     order.append(order[-1])  # grown after its reading: read again
-    assert order.prepared(reqs) is not first
+    assert order.prepared() is not first
+
+
+class _Counting:
+    """The compiled module, counting its replays that read their requests afresh."""
+
+    def __init__(self, fast: ModuleType, fresh: list[int]) -> None:
+        self.fast, self.fresh = fast, fresh
+
+    def radix(self, *args: object) -> object:
+        self.fresh.append(1)
+        return self.fast.radix(*args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.fast, name)
+
+
+def test_events_with_tokens_beyond_int64_replay_in_python() -> None:
+    big = 1 << 70
+    reqs = [PrefixRequest((big, 1, 2), arrive=0, finish=1), PrefixRequest((big, 1, 3), arrive=2, finish=3)]
+    order = _events(reqs)
+    assert replay(reqs, Radix(100), order) == [0, 2]
+    assert isinstance(order, radix.Events)
+    with pytest.raises(OverflowError):
+        order.prepared()
 
 
 def test_a_prepared_reading_holds_its_prompts() -> None:
