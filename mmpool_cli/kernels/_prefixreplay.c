@@ -30,7 +30,7 @@ typedef struct {
     const int64_t *key;
     int64_t klen;
     int64_t time;
-    uint64_t hash; /* of (parent, first page): where its entry in the children's table starts looking */
+    uint32_t hash; /* of (parent, first page), its low half: where its entry in the children's table is */
     int32_t lock;  /* at most one a request (prepare bounds their count) and the root's own */
     int32_t parent;
     int32_t nchild;
@@ -44,7 +44,7 @@ typedef struct {
 } Entry;
 
 typedef struct {
-    uint64_t hash;
+    uint32_t hash; /* the low half of the hash of (parent, first page): its home, and a first check */
     int32_t child; /* -1: empty */
 } Slot;
 
@@ -127,8 +127,8 @@ static int free_node(Tree *t, int32_t i) {
 
 /* ---------- the children: (parent, first page) -> child ---------- */
 
-static int64_t slot_of(Tree *t, int32_t parent, const int64_t *p, uint64_t h) {
-    uint64_t i = h & t->tmask;
+static int64_t slot_of(Tree *t, int32_t parent, const int64_t *p, uint32_t h) {
+    uint64_t i = (uint64_t)h & t->tmask;
     for (;;) {
         Slot *s = &t->table[i];
         if (s->child < 0) return -(int64_t)i - 1;
@@ -143,12 +143,13 @@ static int64_t slot_of(Tree *t, int32_t parent, const int64_t *p, uint64_t h) {
 }
 
 static int32_t child_of(Tree *t, int32_t parent, const int64_t *p) {
-    int64_t s = slot_of(t, parent, p, page_hash(parent, p, t->page));
+    int64_t s = slot_of(t, parent, p, (uint32_t)page_hash(parent, p, t->page));
     return s < 0 ? -1 : t->table[s].child;
 }
 
 static int grow_table(Tree *t) {
     uint64_t n = (t->tmask + 1) * 2;
+    if (n > ((uint64_t)1 << 31)) { PyErr_NoMemory(); return -1; } /* a slot keeps 32 bits of its hash */
     Slot *old = t->table;
     uint64_t oldn = t->tmask + 1;
     Slot *tb = malloc((size_t)n * sizeof(Slot));
@@ -158,7 +159,7 @@ static int grow_table(Tree *t) {
     t->tmask = n - 1;
     for (uint64_t i = 0; i < oldn; i++) {
         if (old[i].child < 0) continue;
-        uint64_t j = old[i].hash & t->tmask;
+        uint64_t j = (uint64_t)old[i].hash & t->tmask;
         while (tb[j].child >= 0) j = (j + 1) & t->tmask;
         tb[j] = old[i];
     }
@@ -169,7 +170,7 @@ static int grow_table(Tree *t) {
 /* set the child of (parent, its key's first page) to c (a new entry, or one replaced) */
 static int put_child(Tree *t, int32_t parent, int32_t c) {
     const int64_t *p = t->nodes[c].key;
-    uint64_t h = page_hash(parent, p, t->page);
+    uint32_t h = (uint32_t)page_hash(parent, p, t->page);
     t->nodes[c].hash = h;
     int64_t s = slot_of(t, parent, p, h);
     if (s >= 0) {
@@ -191,7 +192,7 @@ static int put_child(Tree *t, int32_t parent, int32_t c) {
 /* take c out of its parent's children: its entry found by its index from its hash's slot on, so that
  * neither its key nor another node is read */
 static void del_child(Tree *t, int32_t c) {
-    uint64_t i = t->nodes[c].hash & t->tmask;
+    uint64_t i = (uint64_t)t->nodes[c].hash & t->tmask;
     for (;;) {
         int32_t x = t->table[i].child;
         if (x == c) break;
@@ -206,7 +207,7 @@ static void del_child(Tree *t, int32_t c) {
     for (;;) {
         j = (j + 1) & t->tmask;
         if (t->table[j].child < 0) return;
-        uint64_t home = t->table[j].hash & t->tmask;
+        uint64_t home = (uint64_t)t->table[j].hash & t->tmask;
         if (((j - home) & t->tmask) >= ((j - i) & t->tmask)) {
             t->table[i] = t->table[j];
             t->table[j].child = -1;
@@ -270,7 +271,7 @@ static int ring_push(Tree *t, Entry x) {
 }
 
 static int push(Tree *t, int64_t time, int32_t node) {
-    Entry x = {time, node, (uint32_t)t->nodes[node].hash};
+    Entry x = {time, node, t->nodes[node].hash};
     if (t->rn == 0 || !entry_less(&x, &t->ring[(t->rhead + t->rn - 1) & (t->rcap - 1)])) return ring_push(t, x);
     return heap_push(t, x);
 }
