@@ -737,11 +737,8 @@ static PyObject *run(Prepared *p, long long capacity, long long page) {
 
     Py_ssize_t nev = p->nev;
     for (Py_ssize_t e = 0; e < nev; e++) {
-        /* ahead of the replay, which would wait for them: the prompt of an event four on, and the
-         * children's slot where the match of the one two on starts (its first page under the root) */
+        /* the prompt of an event four on, on its way while these run (its first read would wait) */
         if (e + 4 < nev) PREFETCH(events[e + 4].seq);
-        if (e + 2 < nev && events[e + 2].plen > page)
-            PREFETCH(&t.table[page_hash(t.root, events[e + 2].seq, page) & t.tmask]);
         const Event *ev = &events[e];
         Py_ssize_t i = (Py_ssize_t)(ev->iw >> 1);
         int what = (int)(ev->iw & 1);
