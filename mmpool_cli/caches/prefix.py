@@ -122,7 +122,7 @@ def no_collection() -> AbstractContextManager[None]:
     return paused()
 
 
-def events(requests: Sequence[PrefixRequest]) -> list[tuple[int, int, int, int]]:
+def events(requests: Sequence[PrefixRequest]) -> radix.Events:
     """The admissions and releases every replay of ``requests`` walks, in time order (checked)."""
     with no_collection():
         return _events(requests)
@@ -205,9 +205,10 @@ def _check_cache(cache: Radix | Blocks) -> None:
         raise TypeError(f"the cache is a Radix or a Blocks, not {type(cache).__name__}")
 
 
-def _events(requests: Sequence[PrefixRequest]) -> list[tuple[int, int, int, int]]:
-    """Admissions and releases in time order: ``(time, phase, index, what)``, what 0 admits, 1 releases."""
-    ev: list[tuple[int, int, int, int]] = []
+def _events(requests: Sequence[PrefixRequest]) -> radix.Events:
+    """Admissions and releases in time order: ``(time, phase, index, what)``, what 0 admits, 1 releases
+    (``radix.Events``: the compiled radix replay reads the requests once for every replay given it)."""
+    ev = radix.Events(requests)
     for i, r in enumerate(requests):
         if not r.tokens:
             raise ValueError(f"request {i} has no prompt tokens")

@@ -15,15 +15,47 @@ from mmpool_cli.kernels.native import compiled
 FAST: ModuleType | None = compiled("_prefixreplay")
 
 
+class Events(list[tuple[int, int, int, int]]):
+    """The admissions and releases of ``requests`` in time order (``prefix.events``), with the compiled
+    replay's reading of both (``_prefixreplay.prepare``: the prompts' buffers, the events as it walks them)
+    made at the first compiled replay of these requests and kept for every other: a traffic replayed at
+    many capacities is read once. The requests' token buffers stay exported (not resizable) while it lives."""
+
+    __slots__ = ("requests", "_prepared", "_sizes")
+
+    def __init__(self, requests: Sequence[PrefixRequest]) -> None:
+        super().__init__()
+        self.requests = requests
+        self._prepared: object | None = None
+        self._sizes = (-1, -1)
+
+    def prepared(self) -> object:
+        """The compiled reading of the requests and this order, made at the first call (and again should either
+        list have grown); TypeError or OverflowError where a token is not an int within int64."""
+        assert FAST is not None
+        sizes = (len(self.requests), len(self))
+        if self._prepared is None or self._sizes != sizes:
+            self._prepared = FAST.prepare(self.requests, self)
+            self._sizes = sizes
+        return self._prepared
+
+    def __reduce__(self) -> tuple[type, tuple[list[tuple[int, int, int, int]]]]:
+        return list, (list(self),)  # a plain list: the compiled reading holds buffers, made again where used
+
+
 def replay(
     requests: Sequence[PrefixRequest], order: list[tuple[int, int, int, int]], capacity: int | None, page: int
 ) -> tuple[list[int], bool, int, int]:
     """``(served, evicted, over, peak)`` of the replay at ``capacity`` (None: a pool that never fills,
-    whose ``peak`` is the most slots ever taken), compiled where it was built."""
+    whose ``peak`` is the most slots ever taken), compiled where it was built (reading the requests once
+    for every replay where ``order`` is their ``Events``)."""
     if FAST is not None:
+        cap = -1 if capacity is None else capacity
         try:
-            got: tuple[list[int], bool, int, int] = FAST.radix(
-                requests, order, -1 if capacity is None else capacity, page
+            got: tuple[list[int], bool, int, int] = (
+                FAST.replay(order.prepared(), cap, page)
+                if isinstance(order, Events) and order.requests is requests
+                else FAST.radix(requests, order, cap, page)
             )
             return got
         except (TypeError, OverflowError):  # tokens (or a capacity) beyond int64: the reference runs them

@@ -1,15 +1,18 @@
 /* The compiled twin of the radix prefix replay (caches/radix.py's RadixReplay: SGLang's RadixCache as
  * its scheduler drives it). The Python replay is the reference; tests/caches/test_prefix_native.py
  * keeps the two equal request by request. Each function below is the Python method of the same name,
- * step for step: the same nodes, splits, clock ticks, locks, eviction heap and counts.
+ * step for step: the same nodes, splits, clock ticks, locks, eviction order and counts.
  *
- * radix(requests, order, capacity, page) -> (served, evicted, over, peak)
+ * prepare(requests, order) -> Prepared: the input of any number of replays, read once
  *   requests: a sequence of objects with .tokens and .output (sequences of ints within int64);
- *   order: the events, a list of (time, phase, index, what) tuples (caches/prefix.py's _events);
+ *   order: the events, a list of (time, phase, index, what) tuples (caches/prefix.py's _events).
+ * replay(prepared, capacity, page) -> (served, evicted, over, peak)
  *   capacity: the token pool's slots, or -1 for one that never fills (then peak is the most taken).
+ * radix(requests, order, capacity, page): replay(prepare(requests, order), capacity, page).
  *
- * A node's key is a slice of one buffer holding every request's prompt and output tokens (it lives as
- * long as the replay); a node's children are found in one hash table keyed by (parent, first page).
+ * A node's key is a slice of the requests' tokens (a prompt held as an int64 buffer is read in place,
+ * the Prepared holding it; the others are copied, with the output tokens inserted, into one buffer);
+ * a node's children are found in one hash table keyed by (parent, first page).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -17,36 +20,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)0)
+#endif
+
 typedef struct {
     const int64_t *key;
     int64_t klen;
-    int64_t lock;
     int64_t time;
+    uint32_t hash; /* of (parent, first page), its low half: where its entry in the children's table is */
+    int32_t lock;  /* at most one a request (prepare bounds their count) and the root's own */
     int32_t parent;
     int32_t nchild;
-    uint8_t leaf;  /* in the set of evictable leaves */
+    uint8_t leaf; /* in the set of evictable leaves */
 } Node;
 
 typedef struct {
     int64_t time;
     int32_t node;
-} HeapEntry;
+    uint32_t slot; /* its node's hash when pushed: where its entry in the children's table is (a hint) */
+} Entry;
 
 typedef struct {
-    uint64_t hash;
+    uint32_t hash; /* the low half of the hash of (parent, first page): its home, and a first check */
     int32_t child; /* -1: empty */
 } Slot;
 
+/* The evictable leaves by (time, node), least first, in two parts that pop as one heap: most entries are
+ * pushed at the current tick, in order, and wait in a queue (the ring); the few pushed behind the
+ * ring's last (a parent left childless, with its older time) go to a heap. A pop takes the lesser head.
+ * An entry is stale once its node's time moved or it stopped being an evictable leaf. */
 typedef struct {
     Node *nodes;
     int32_t nnodes, capnodes;
-    int32_t *free;  /* indices of evicted nodes, for reuse */
+    int32_t *free; /* indices of evicted nodes, for reuse */
     int32_t nfree, capfree;
     Slot *table;
     uint64_t tmask;
     int64_t tcount;
-    HeapEntry *heap;
+    Entry *heap;
     int64_t nheap, capheap;
+    Entry *ring;
+    int64_t rhead, rn, rcap; /* rcap: 0 or a power of two */
     int64_t nleaves;
     int64_t page;
     int64_t cap; /* -1: never fills */
@@ -87,8 +104,9 @@ static int32_t new_node(Tree *t, int64_t time) {
     Node *n = &t->nodes[i];
     n->key = NULL;
     n->klen = 0;
-    n->lock = 0;
     n->time = time;
+    n->hash = 0;
+    n->lock = 0;
     n->parent = -1;
     n->nchild = 0;
     n->leaf = 0;
@@ -109,26 +127,29 @@ static int free_node(Tree *t, int32_t i) {
 
 /* ---------- the children: (parent, first page) -> child ---------- */
 
-static int64_t slot_of(Tree *t, int32_t parent, const int64_t *p, uint64_t h) {
-    uint64_t i = h & t->tmask;
+static int64_t slot_of(Tree *t, int32_t parent, const int64_t *p, uint32_t h) {
+    uint64_t i = (uint64_t)h & t->tmask;
     for (;;) {
         Slot *s = &t->table[i];
         if (s->child < 0) return -(int64_t)i - 1;
         if (s->hash == h) {
             Node *c = &t->nodes[s->child];
-            if (c->parent == parent && memcmp(c->key, p, (size_t)t->page * sizeof(int64_t)) == 0) return (int64_t)i;
+            if (c->parent == parent &&
+                (t->page == 1 ? c->key[0] == p[0] : memcmp(c->key, p, (size_t)t->page * sizeof(int64_t)) == 0))
+                return (int64_t)i;
         }
         i = (i + 1) & t->tmask;
     }
 }
 
 static int32_t child_of(Tree *t, int32_t parent, const int64_t *p) {
-    int64_t s = slot_of(t, parent, p, page_hash(parent, p, t->page));
+    int64_t s = slot_of(t, parent, p, (uint32_t)page_hash(parent, p, t->page));
     return s < 0 ? -1 : t->table[s].child;
 }
 
 static int grow_table(Tree *t) {
     uint64_t n = (t->tmask + 1) * 2;
+    if (n > ((uint64_t)1 << 31)) { PyErr_NoMemory(); return -1; } /* a slot keeps 32 bits of its hash */
     Slot *old = t->table;
     uint64_t oldn = t->tmask + 1;
     Slot *tb = malloc((size_t)n * sizeof(Slot));
@@ -138,7 +159,7 @@ static int grow_table(Tree *t) {
     t->tmask = n - 1;
     for (uint64_t i = 0; i < oldn; i++) {
         if (old[i].child < 0) continue;
-        uint64_t j = old[i].hash & t->tmask;
+        uint64_t j = (uint64_t)old[i].hash & t->tmask;
         while (tb[j].child >= 0) j = (j + 1) & t->tmask;
         tb[j] = old[i];
     }
@@ -149,7 +170,8 @@ static int grow_table(Tree *t) {
 /* set the child of (parent, its key's first page) to c (a new entry, or one replaced) */
 static int put_child(Tree *t, int32_t parent, int32_t c) {
     const int64_t *p = t->nodes[c].key;
-    uint64_t h = page_hash(parent, p, t->page);
+    uint32_t h = (uint32_t)page_hash(parent, p, t->page);
+    t->nodes[c].hash = h;
     int64_t s = slot_of(t, parent, p, h);
     if (s >= 0) {
         t->table[s].child = c;
@@ -167,19 +189,25 @@ static int put_child(Tree *t, int32_t parent, int32_t c) {
     return 0;
 }
 
-static void del_child(Tree *t, int32_t parent, const int64_t *p) {
-    int64_t s = slot_of(t, parent, p, page_hash(parent, p, t->page));
-    if (s < 0) return;
-    uint64_t i = (uint64_t)s;
+/* take c out of its parent's children: its entry found by its index from its hash's slot on, so that
+ * neither its key nor another node is read */
+static void del_child(Tree *t, int32_t c) {
+    uint64_t i = (uint64_t)t->nodes[c].hash & t->tmask;
+    for (;;) {
+        int32_t x = t->table[i].child;
+        if (x == c) break;
+        if (x < 0) return;
+        i = (i + 1) & t->tmask;
+    }
     t->table[i].child = -1;
     t->tcount--;
-    t->nodes[parent].nchild--;
+    t->nodes[t->nodes[c].parent].nchild--;
     /* backward-shift deletion: move up the entries that probed past the hole */
     uint64_t j = i;
     for (;;) {
         j = (j + 1) & t->tmask;
         if (t->table[j].child < 0) return;
-        uint64_t home = t->table[j].hash & t->tmask;
+        uint64_t home = (uint64_t)t->table[j].hash & t->tmask;
         if (((j - home) & t->tmask) >= ((j - i) & t->tmask)) {
             t->table[i] = t->table[j];
             t->table[j].child = -1;
@@ -188,38 +216,37 @@ static void del_child(Tree *t, int32_t parent, const int64_t *p) {
     }
 }
 
-/* ---------- the eviction heap: (time, node), least first ---------- */
+/* ---------- the eviction order: (time, node), least first ---------- */
 
-static int heap_less(const HeapEntry *a, const HeapEntry *b) {
+static int entry_less(const Entry *a, const Entry *b) {
     return a->time < b->time || (a->time == b->time && a->node < b->node);
 }
 
-static void sift_down(HeapEntry *h, int64_t n, int64_t i) {
-    HeapEntry x = h[i];
+static void sift_down(Entry *h, int64_t n, int64_t i) {
+    Entry x = h[i];
     for (;;) {
         int64_t c = 2 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && heap_less(&h[c + 1], &h[c])) c++;
-        if (!heap_less(&h[c], &x)) break;
+        if (c + 1 < n && entry_less(&h[c + 1], &h[c])) c++;
+        if (!entry_less(&h[c], &x)) break;
         h[i] = h[c];
         i = c;
     }
     h[i] = x;
 }
 
-static int heap_push(Tree *t, int64_t time, int32_t node) {
+static int heap_push(Tree *t, Entry x) {
     if (t->nheap == t->capheap) {
         int64_t c = t->capheap ? 2 * t->capheap : 1024;
-        HeapEntry *h = realloc(t->heap, (size_t)c * sizeof(HeapEntry));
+        Entry *h = realloc(t->heap, (size_t)c * sizeof(Entry));
         if (!h) { PyErr_NoMemory(); return -1; }
         t->heap = h;
         t->capheap = c;
     }
-    HeapEntry x = {time, node};
     int64_t i = t->nheap++;
     while (i > 0) {
         int64_t p = (i - 1) / 2;
-        if (!heap_less(&x, &t->heap[p])) break;
+        if (!entry_less(&x, &t->heap[p])) break;
         t->heap[i] = t->heap[p];
         i = p;
     }
@@ -227,14 +254,78 @@ static int heap_push(Tree *t, int64_t time, int32_t node) {
     return 0;
 }
 
-static HeapEntry heap_pop(Tree *t) {
-    HeapEntry top = t->heap[0];
+static int ring_push(Tree *t, Entry x) {
+    if (t->rn == t->rcap) { /* a ring twice the size, its entries from its start */
+        int64_t c = t->rcap ? 2 * t->rcap : 1024;
+        Entry *r = malloc((size_t)c * sizeof(Entry));
+        if (!r) { PyErr_NoMemory(); return -1; }
+        for (int64_t i = 0; i < t->rn; i++) r[i] = t->ring[(t->rhead + i) & (t->rcap - 1)];
+        free(t->ring);
+        t->ring = r;
+        t->rcap = c;
+        t->rhead = 0;
+    }
+    t->ring[(t->rhead + t->rn) & (t->rcap - 1)] = x;
+    t->rn++;
+    return 0;
+}
+
+static int push(Tree *t, int64_t time, int32_t node) {
+    Entry x = {time, node, t->nodes[node].hash};
+    if (t->rn == 0 || !entry_less(&x, &t->ring[(t->rhead + t->rn - 1) & (t->rcap - 1)])) return ring_push(t, x);
+    return heap_push(t, x);
+}
+
+/* the least entry of both (there is one) */
+static Entry pop(Tree *t) {
+    if (t->rn > 0 && (t->nheap == 0 || !entry_less(&t->heap[0], &t->ring[t->rhead]))) {
+        Entry e = t->ring[t->rhead];
+        t->rhead = (t->rhead + 1) & (t->rcap - 1);
+        t->rn--;
+        /* the node of an entry a few pops ahead and its children's slot, on their way while this one is
+         * evicted */
+        if (t->rn > 8) {
+            const Entry *a = &t->ring[(t->rhead + 8) & (t->rcap - 1)];
+            PREFETCH(&t->nodes[a->node]);
+            PREFETCH(&t->table[a->slot & t->tmask]);
+        }
+        return e;
+    }
+    Entry top = t->heap[0];
     t->nheap--;
     if (t->nheap > 0) {
         t->heap[0] = t->heap[t->nheap];
         sift_down(t->heap, t->nheap, 0);
     }
     return top;
+}
+
+/* whether e is its node's live entry, kept (marked) the first time it is seen: a leaf's older entries
+ * at its time are duplicates */
+static int keep(Tree *t, Entry e) {
+    Node *x = &t->nodes[e.node];
+    if (x->leaf == 1 && x->time == e.time) {
+        x->leaf = 2;
+        return 1;
+    }
+    return 0;
+}
+
+/* drop the stale entries: the ring stays in order, the heap is made again */
+static void compact(Tree *t) {
+    int64_t k = 0, mask = t->rcap - 1;
+    for (int64_t i = 0; i < t->rn; i++) {
+        Entry e = t->ring[(t->rhead + i) & mask];
+        if (keep(t, e)) t->ring[(t->rhead + k++) & mask] = e;
+    }
+    t->rn = k;
+    k = 0;
+    for (int64_t i = 0; i < t->nheap; i++)
+        if (keep(t, t->heap[i])) t->heap[k++] = t->heap[i];
+    t->nheap = k;
+    for (int64_t i = 0; i < t->rn; i++) t->nodes[t->ring[(t->rhead + i) & mask].node].leaf = 1;
+    for (int64_t i = 0; i < k; i++) t->nodes[t->heap[i].node].leaf = 1;
+    for (int64_t i = k / 2 - 1; i >= 0; i--) sift_down(t->heap, k, i);
 }
 
 /* ---------- the tree ---------- */
@@ -246,14 +337,14 @@ static int leaf_status(Tree *t, int32_t i) {
     } else if (!n->leaf) {
         n->leaf = 1;
         t->nleaves++;
-        return heap_push(t, n->time, i);
+        return push(t, n->time, i);
     }
     return 0;
 }
 
 static int touch(Tree *t, int32_t i, int64_t time) {
     t->nodes[i].time = time;
-    if (t->nodes[i].leaf) return heap_push(t, time, i);
+    if (t->nodes[i].leaf) return push(t, time, i);
     return 0;
 }
 
@@ -366,7 +457,7 @@ static int rematch(Tree *t, int32_t end, int64_t n) {
     return 0;
 }
 
-static int relock(Tree *t, int32_t lower, int32_t upper, int64_t delta) {
+static int relock(Tree *t, int32_t lower, int32_t upper, int32_t delta) {
     int32_t first = lower;
     while (lower != upper) {
         t->nodes[lower].lock += delta;
@@ -382,13 +473,13 @@ static int relock(Tree *t, int32_t lower, int32_t upper, int64_t delta) {
 
 static int evict(Tree *t, int64_t num) {
     int64_t done = 0;
-    while (done < num && t->nheap > 0) {
-        HeapEntry e = heap_pop(t);
+    while (done < num && (t->rn > 0 || t->nheap > 0)) {
+        Entry e = pop(t);
         Node *x = &t->nodes[e.node];
         if (x->time != e.time || !x->leaf) continue;
         done += x->klen;
         int32_t parent = x->parent;
-        del_child(t, parent, x->key);
+        del_child(t, e.node);
         x->leaf = 0;
         t->nleaves--;
         x->parent = -1;
@@ -397,21 +488,7 @@ static int evict(Tree *t, int64_t num) {
     }
     if (done) t->evicted = 1;
     t->used -= done;
-    if (t->nheap > 4 * t->nleaves + 4096) { /* drop the stale entries */
-        int64_t k = 0;
-        for (int64_t i = 0; i < t->nheap; i++) {
-            HeapEntry e = t->heap[i];
-            Node *x = &t->nodes[e.node];
-            if (x->leaf == 1 && x->time == e.time) {
-                /* one entry per leaf: a leaf's older entries at its time are duplicates */
-                x->leaf = 2;
-                t->heap[k++] = e;
-            }
-        }
-        for (int64_t i = 0; i < k; i++) t->nodes[t->heap[i].node].leaf = 1;
-        t->nheap = k;
-        for (int64_t i = k / 2 - 1; i >= 0; i--) sift_down(t->heap, k, i);
-    }
+    if (t->rn + t->nheap > 4 * t->nleaves + 4096) compact(t);
     return 0;
 }
 
@@ -431,7 +508,49 @@ static void take(Tree *t, int64_t n) {
     if (t->cap >= 0 && t->used > t->cap) t->over++;
 }
 
-/* ---------- the input: every request's prompt and output, one buffer ---------- */
+/* ---------- the input, read once: every request's prompt and output, the events ---------- */
+
+/* an event as the replay reads it, in order: a pass over them reads memory in order */
+typedef struct {
+    const int64_t *seq; /* the request's prompt, then the output tokens inserted */
+    int64_t plen;       /* the prompt's length */
+    int64_t decode;     /* the output tokens inserted: len(output) - 1, at least 0 */
+    int64_t iw;         /* the request's index * 2 + (what != 0) */
+} Event;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t nreq, nev;
+    const int64_t **seqs; /* each request's prompt, then its output tokens inserted (olen - 1 of them) */
+    int64_t *plen, *olen;
+    int64_t *buf;      /* the tokens copied */
+    Py_buffer *views;  /* the prompts read in place (obj NULL: none) */
+    Event *events;
+} Prepared;
+
+static void prepared_dealloc(Prepared *p) {
+    if (p->views)
+        for (Py_ssize_t i = 0; i < p->nreq; i++)
+            if (p->views[i].obj) PyBuffer_Release(&p->views[i]);
+    free(p->views);
+    free(p->seqs);
+    free(p->plen);
+    free(p->olen);
+    free(p->buf);
+    free(p->events);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static PyTypeObject PreparedType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mmpool_cli.kernels._prefixreplay.Prepared",
+    .tp_doc = PyDoc_STR("The requests and order of prepare(requests, order), read once for any number of replays;\n"
+                        "the prompts read in place are held (their buffers stay exported) while it lives."),
+    .tp_basicsize = sizeof(Prepared),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)prepared_dealloc,
+};
+
+static PyObject *s_tokens, *s_output; /* the attributes' names, interned once at import */
 
 static int64_t seq_len(PyObject *seq) { return (int64_t)PySequence_Size(seq); }
 
@@ -467,91 +586,145 @@ static int copy_ints(PyObject *seq, int64_t count, int64_t *dst) {
     return 0;
 }
 
-static PyObject *radix(PyObject *self, PyObject *args) {
-    PyObject *requests, *order;
-    long long capacity, page;
-    if (!PyArg_ParseTuple(args, "OO!LL", &requests, &PyList_Type, &order, &capacity, &page)) return NULL;
-    if (page < 1) {
-        PyErr_SetString(PyExc_ValueError, "page must be at least 1");
-        return NULL;
-    }
+static Prepared *do_prepare(PyObject *requests, PyObject *order) {
     PyObject *reqs = PySequence_Fast(requests, "requests must be a sequence");
     if (!reqs) return NULL;
+    Prepared *p = PyObject_New(Prepared, &PreparedType);
+    if (!p) { Py_DECREF(reqs); return NULL; }
     Py_ssize_t nreq = PySequence_Fast_GET_SIZE(reqs);
     PyObject **ritems = PySequence_Fast_ITEMS(reqs);
-    int64_t *start = NULL, *plen = NULL, *olen = NULL, *buf = NULL, *served = NULL, *state_len = NULL;
-    const int64_t **seqs = NULL;
-    Py_buffer *views = NULL; /* a prompt read in place: an int64 buffer, no output inserted */
-    int32_t *state_node = NULL;
-    Tree t;
-    memset(&t, 0, sizeof t);
-    PyObject *result = NULL;
-    start = malloc(((size_t)nreq + 1) * sizeof(int64_t));
-    plen = malloc(((size_t)nreq + 1) * sizeof(int64_t));
-    olen = malloc(((size_t)nreq + 1) * sizeof(int64_t));
-    served = calloc((size_t)nreq + 1, sizeof(int64_t));
-    state_len = calloc((size_t)nreq + 1, sizeof(int64_t));
-    state_node = malloc(((size_t)nreq + 1) * sizeof(int32_t));
-    seqs = calloc((size_t)nreq + 1, sizeof(int64_t *));
-    views = calloc((size_t)nreq + 1, sizeof(Py_buffer));
-    if (!start || !plen || !olen || !served || !state_len || !state_node || !seqs || !views) {
-        PyErr_NoMemory();
-        goto done;
+    p->nreq = nreq;
+    p->nev = 0;
+    p->plen = p->olen = p->buf = NULL;
+    p->seqs = NULL;
+    p->events = NULL;
+    p->views = NULL;
+    int64_t *start = NULL;
+    if (nreq > INT32_MAX - 2) { /* a node's lock counts the requests running */
+        PyErr_SetString(PyExc_ValueError, "the radix replay takes fewer than 2**31 - 2 requests");
+        goto fail;
     }
-    /* the lengths first; the prompts held as int64 buffers are read in place (held until the end), the
+    start = malloc(((size_t)nreq + 1) * sizeof(int64_t));
+    p->plen = malloc(((size_t)nreq + 1) * sizeof(int64_t));
+    p->olen = malloc(((size_t)nreq + 1) * sizeof(int64_t));
+    p->seqs = calloc((size_t)nreq + 1, sizeof(int64_t *));
+    p->views = calloc((size_t)nreq + 1, sizeof(Py_buffer)); /* obj NULL: none held */
+    if (!start || !p->plen || !p->olen || !p->seqs || !p->views) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    /* the lengths first; the prompts held as int64 buffers are read in place (held while p lives), the
      * others copied, with the outputs' tokens that are inserted, into one buffer */
     int64_t total = 0;
     for (Py_ssize_t i = 0; i < nreq; i++) {
-        state_node[i] = -1;
-        PyObject *tok = PyObject_GetAttrString(ritems[i], "tokens");
-        if (!tok) goto done;
-        PyObject *out = PyObject_GetAttrString(ritems[i], "output");
-        if (!out) { Py_DECREF(tok); goto done; }
-        int64_t p = seq_len(tok), o = seq_len(out);
+        PyObject *tok = PyObject_GetAttr(ritems[i], s_tokens);
+        if (!tok) goto fail;
+        PyObject *out = PyObject_GetAttr(ritems[i], s_output);
+        if (!out) { Py_DECREF(tok); goto fail; }
+        int64_t pl = seq_len(tok), o = seq_len(out);
         Py_DECREF(out);
-        if (p < 0 || o < 0) { Py_DECREF(tok); goto done; }
-        plen[i] = p;
-        olen[i] = o;
+        if (pl < 0 || o < 0) { Py_DECREF(tok); goto fail; }
+        p->plen[i] = pl;
+        p->olen[i] = o;
         if (o <= 1 && PyObject_CheckBuffer(tok)) {
-            if (PyObject_GetBuffer(tok, &views[i], PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
-                Py_buffer *v = &views[i];
+            Py_buffer *v = &p->views[i];
+            if (PyObject_GetBuffer(tok, v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
                 if (v->itemsize == 8 && v->format != NULL && (strcmp(v->format, "q") == 0 || strcmp(v->format, "l") == 0) &&
-                    v->len / 8 == p) {
-                    seqs[i] = v->buf;
+                    v->len / 8 == pl) {
+                    p->seqs[i] = v->buf;
                 } else {
                     PyBuffer_Release(v);
                     v->obj = NULL;
                 }
             } else {
                 PyErr_Clear();
-                views[i].obj = NULL;
+                v->obj = NULL;
             }
         }
         Py_DECREF(tok);
-        if (seqs[i] == NULL) {
+        if (p->seqs[i] == NULL) {
             start[i] = total;
-            total += p + (o > 1 ? o - 1 : 0);
+            total += pl + (o > 1 ? o - 1 : 0);
         }
     }
-    buf = malloc((size_t)(total > 0 ? total : 1) * sizeof(int64_t));
-    if (!buf) { PyErr_NoMemory(); goto done; }
+    p->buf = malloc((size_t)(total > 0 ? total : 1) * sizeof(int64_t));
+    if (!p->buf) { PyErr_NoMemory(); goto fail; }
     for (Py_ssize_t i = 0; i < nreq; i++) {
-        if (seqs[i] != NULL) continue;
-        seqs[i] = buf + start[i];
-        PyObject *tok = PyObject_GetAttrString(ritems[i], "tokens");
-        if (!tok) goto done;
-        int rc = copy_ints(tok, plen[i], buf + start[i]);
+        if (p->seqs[i] != NULL) continue;
+        p->seqs[i] = p->buf + start[i];
+        PyObject *tok = PyObject_GetAttr(ritems[i], s_tokens);
+        if (!tok) goto fail;
+        int rc = copy_ints(tok, p->plen[i], p->buf + start[i]);
         Py_DECREF(tok);
-        if (rc < 0) goto done;
-        if (olen[i] > 1) {
-            PyObject *out = PyObject_GetAttrString(ritems[i], "output");
-            if (!out) goto done;
-            rc = copy_ints(out, olen[i] - 1, buf + start[i] + plen[i]);
+        if (rc < 0) goto fail;
+        if (p->olen[i] > 1) {
+            PyObject *out = PyObject_GetAttr(ritems[i], s_output);
+            if (!out) goto fail;
+            rc = copy_ints(out, p->olen[i] - 1, p->buf + start[i] + p->plen[i]);
             Py_DECREF(out);
-            if (rc < 0) goto done;
+            if (rc < 0) goto fail;
         }
     }
-    /* the tree */
+    /* the events */
+    Py_ssize_t nev = PyList_GET_SIZE(order);
+    p->events = malloc(((size_t)nev + 1) * sizeof(Event));
+    if (!p->events) { PyErr_NoMemory(); goto fail; }
+    for (Py_ssize_t e = 0; e < nev; e++) {
+        PyObject *ev = PyList_GET_ITEM(order, e);
+        if (!PyTuple_Check(ev) || PyTuple_GET_SIZE(ev) != 4) {
+            PyErr_SetString(PyExc_ValueError, "an event is a (time, phase, index, what) tuple");
+            goto fail;
+        }
+        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(ev, 2));
+        long what = PyLong_AsLong(PyTuple_GET_ITEM(ev, 3));
+        if (PyErr_Occurred()) goto fail;
+        if (i < 0 || i >= nreq) {
+            PyErr_SetString(PyExc_IndexError, "an event's request index is out of range");
+            goto fail;
+        }
+        Event *x = &p->events[e];
+        x->seq = p->seqs[i];
+        x->plen = p->plen[i];
+        x->decode = p->olen[i] > 1 ? p->olen[i] - 1 : 0;
+        x->iw = (int64_t)i * 2 + (what != 0);
+    }
+    p->nev = nev;
+    free(start);
+    Py_DECREF(reqs);
+    return p;
+fail:
+    free(start);
+    Py_DECREF(reqs);
+    Py_DECREF(p);
+    return NULL;
+}
+
+static PyObject *prepare(PyObject *self, PyObject *args) {
+    PyObject *requests, *order;
+    if (!PyArg_ParseTuple(args, "OO!", &requests, &PyList_Type, &order)) return NULL;
+    return (PyObject *)do_prepare(requests, order);
+}
+
+/* ---------- the replay ---------- */
+
+static PyObject *run(Prepared *p, long long capacity, long long page) {
+    if (page < 1) {
+        PyErr_SetString(PyExc_ValueError, "page must be at least 1");
+        return NULL;
+    }
+    Py_ssize_t nreq = p->nreq;
+    const Event *events = p->events;
+    int64_t *served = calloc((size_t)nreq + 1, sizeof(int64_t));
+    int64_t *state_len = calloc((size_t)nreq + 1, sizeof(int64_t));
+    int32_t *state_node = malloc(((size_t)nreq + 1) * sizeof(int32_t));
+    Tree t;
+    memset(&t, 0, sizeof t);
+    PyObject *result = NULL;
+    if (!served || !state_len || !state_node) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nreq; i++) state_node[i] = -1;
     t.page = page;
     t.cap = capacity < 0 ? -1 : capacity - capacity % page;
     t.table = malloc(1024 * sizeof(Slot));
@@ -562,22 +735,15 @@ static PyObject *radix(PyObject *self, PyObject *args) {
     if (t.root < 0) goto done;
     t.nodes[t.root].lock = 1;
 
-    Py_ssize_t nev = PyList_GET_SIZE(order);
+    Py_ssize_t nev = p->nev;
     for (Py_ssize_t e = 0; e < nev; e++) {
-        PyObject *ev = PyList_GET_ITEM(order, e);
-        if (!PyTuple_Check(ev) || PyTuple_GET_SIZE(ev) != 4) {
-            PyErr_SetString(PyExc_ValueError, "an event is a (time, phase, index, what) tuple");
-            goto done;
-        }
-        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(ev, 2));
-        long what = PyLong_AsLong(PyTuple_GET_ITEM(ev, 3));
-        if (PyErr_Occurred()) goto done;
-        if (i < 0 || i >= nreq) {
-            PyErr_SetString(PyExc_IndexError, "an event's request index is out of range");
-            goto done;
-        }
-        const int64_t *seq = seqs[i];
-        int64_t pl = plen[i];
+        /* the prompt of an event four on, on its way while these run (its first read would wait) */
+        if (e + 4 < nev) PREFETCH(events[e + 4].seq);
+        const Event *ev = &events[e];
+        Py_ssize_t i = (Py_ssize_t)(ev->iw >> 1);
+        int what = (int)(ev->iw & 1);
+        const int64_t *seq = ev->seq;
+        int64_t pl = ev->plen;
         if (what == 0) {
             int64_t prefix;
             int32_t last, end;
@@ -606,7 +772,7 @@ static PyObject *radix(PyObject *self, PyObject *args) {
             }
             state_node[i] = -1;
             int64_t owned = state_len[i];
-            int64_t decode = olen[i] > 1 ? olen[i] - 1 : 0;
+            int64_t decode = ev->decode;
             if (decode) {
                 if (page == 1) {
                     if (make_room(&t, decode) < 0) goto done;
@@ -646,16 +812,6 @@ static PyObject *radix(PyObject *self, PyObject *args) {
         result = Py_BuildValue("(NOLL)", list, t.evicted ? Py_True : Py_False, (long long)t.over, (long long)t.peak);
     }
 done:
-    Py_DECREF(reqs);
-    free(start);
-    free(plen);
-    free(olen);
-    free(buf);
-    if (views)
-        for (Py_ssize_t i = 0; i < nreq; i++)
-            if (views[i].obj) PyBuffer_Release(&views[i]);
-    free(views);
-    free(seqs);
     free(served);
     free(state_len);
     free(state_node);
@@ -663,7 +819,30 @@ done:
     free(t.free);
     free(t.table);
     free(t.heap);
+    free(t.ring);
     return result;
+}
+
+static PyObject *replay(PyObject *self, PyObject *args) {
+    PyObject *prepared;
+    long long capacity, page;
+    if (!PyArg_ParseTuple(args, "O!LL", &PreparedType, &prepared, &capacity, &page)) return NULL;
+    return run((Prepared *)prepared, capacity, page);
+}
+
+static PyObject *radix(PyObject *self, PyObject *args) {
+    PyObject *requests, *order;
+    long long capacity, page;
+    if (!PyArg_ParseTuple(args, "OO!LL", &requests, &PyList_Type, &order, &capacity, &page)) return NULL;
+    if (page < 1) {
+        PyErr_SetString(PyExc_ValueError, "page must be at least 1");
+        return NULL;
+    }
+    Prepared *p = do_prepare(requests, order);
+    if (!p) return NULL;
+    PyObject *got = run(p, capacity, page);
+    Py_DECREF(p);
+    return got;
 }
 
 /* ---------- the estimate's tokens (inputs/traffic/tokens.py) ----------
@@ -759,6 +938,8 @@ static PyObject *estimate(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"radix", radix, METH_VARARGS, "radix(requests, order, capacity, page) -> (served, evicted, over, peak)"},
+    {"prepare", prepare, METH_VARARGS, "prepare(requests, order) -> Prepared: the input of replay, read once"},
+    {"replay", replay, METH_VARARGS, "replay(prepared, capacity, page) -> (served, evicted, over, peak)"},
     {"estimate", estimate, METH_VARARGS, "estimate(text, ids) -> the ids of its pieces as int64 bytes, or None"},
     {NULL, NULL, 0, NULL},
 };
@@ -766,4 +947,15 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_prefixreplay", "The compiled radix prefix replay.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__prefixreplay(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__prefixreplay(void) {
+    if (PyType_Ready(&PreparedType) < 0) return NULL;
+    if (!s_tokens && !(s_tokens = PyUnicode_InternFromString("tokens"))) return NULL;
+    if (!s_output && !(s_output = PyUnicode_InternFromString("output"))) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Prepared", (PyObject *)&PreparedType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
