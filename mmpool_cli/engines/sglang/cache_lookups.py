@@ -12,6 +12,7 @@ Pure core: standard library only.
 
 from __future__ import annotations
 
+import operator
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
@@ -209,10 +210,10 @@ class Behind:
         self.ends: list[tuple[int, list[int]]] | None = []
         for items in built.last_ends:
             g = request_of[items[0][0]]
-            ends = [end for _, end in items]
+            indices, ends = [i for i, _ in items], [end for _, end in items]
             first = starts[g]
-            in_order = len(items) == len(groups[g]) and all(i == first + k for k, (i, _) in enumerate(items))
-            if not in_order or any(b <= a for a, b in zip(ends, ends[1:], strict=False)):
+            in_order = len(items) == len(groups[g]) and indices == list(range(first, first + len(items)))
+            if not in_order or not all(map(operator.lt, ends, ends[1:])):
                 self.ends = None
                 break
             self.ends.append((g, ends))

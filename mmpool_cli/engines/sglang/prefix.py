@@ -102,7 +102,7 @@ class Built:
     def last_ends(self) -> list[list[tuple[int, int]]]:
         """Each request's items and the last offset of their runs, made once for every replay: an item
         overlaps the part computed, ``[served, len)``, exactly where a run ends at or past ``served``."""
-        return [[(index, max(end for _, end in runs)) for index, runs in offs] for offs in self.offsets]
+        return [[(i, r[0][1] if len(r) == 1 else max(e for _, e in r)) for i, r in offs] for offs in self.offsets]
 
     @cached_property
     def order(self) -> list[tuple[int, int, int, int]]:
