@@ -1,6 +1,6 @@
-/* Each request's prompt token ids as SGLang pads them: the compiled twin of
- * engines/sglang/prompt_ids.py's place (its loop over a prompt's segments), which stays the reference;
- * the tests (tests/kernels/test_promptids.py) keep the two equal.
+/* Each request's prompt ids, its items' runs in place: the compiled twin of engines/sglang/prompt_ids.py's
+ * place (its loop over a prompt's segments), which stays the reference; the tests
+ * (tests/engines/sglang/test_prompt_ids.py, tests/kernels/test_promptids.py) keep the two equal.
  *
  * assemble(prompts, segments_of, groups, tokens, padded, make, wrap) -> (placed, redo), for each request r:
  *   prompts[r]   its prompt, or None where it has none; segments_of(prompt) its segments (a list: a text
@@ -91,24 +91,29 @@ static PyObject *as_array(const Scratch *s) {
 
 /* (index, [(start, end)]) */
 static PyObject *offset(PyObject *index, int64_t start, int64_t end) {
-    PyObject *run = PyTuple_New(2), *runs = PyList_New(1), *entry = PyTuple_New(2);
-    if (!run || !runs || !entry) goto fail;
-    PyObject *a = PyLong_FromLongLong(start);
-    if (!a) goto fail;
-    PyTuple_SET_ITEM(run, 0, a);
-    PyObject *b = PyLong_FromLongLong(end);
-    if (!b) goto fail;
-    PyTuple_SET_ITEM(run, 1, b);
+    PyObject *a = PyLong_FromLongLong(start), *b = PyLong_FromLongLong(end);
+    PyObject *run = a && b ? PyTuple_Pack(2, a, b) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    PyObject *runs = run ? PyList_New(1) : NULL;
+    if (!runs) {
+        Py_XDECREF(run);
+        return NULL;
+    }
     PyList_SET_ITEM(runs, 0, run);
-    PyTuple_SET_ITEM(entry, 0, Py_NewRef(index));
-    PyTuple_SET_ITEM(entry, 1, runs);
+    PyObject *entry = PyTuple_Pack(2, index, runs);
+    Py_DECREF(runs);
     return entry;
-fail:
-    if (runs && run && PyList_GET_ITEM(runs, 0) == run) run = NULL; /* the list holds it */
-    Py_XDECREF(run);
-    Py_XDECREF(runs);
-    Py_XDECREF(entry);
-    return NULL;
+}
+
+/* tokens[index]: a list's entry read directly where it is one */
+static PyObject *count_of(PyObject *tokens, PyObject *index) {
+    if (PyList_CheckExact(tokens) && PyLong_CheckExact(index)) {
+        Py_ssize_t i = PyLong_AsSsize_t(index);
+        if (i >= 0 && i < PyList_GET_SIZE(tokens)) return Py_NewRef(PyList_GET_ITEM(tokens, i));
+        if (i == -1 && PyErr_Occurred()) PyErr_Clear(); /* past Py_ssize_t: the list's own error below */
+    }
+    return PyObject_GetItem(tokens, index);
 }
 
 /* places one item, the group's next (index, item) pair, whose kind the prompt names: 0 placed, 1 only the
@@ -118,7 +123,7 @@ static int place_item(Scratch *s, PyObject *pair, PyObject *tokens, PyObject *pa
     PyObject *index = PyTuple_GET_ITEM(pair, 0), *item = PyTuple_GET_ITEM(pair, 1);
     PyObject *key = PyObject_GetAttr(item, s_key);
     if (!key) return -1;
-    PyObject *count = PyObject_GetItem(tokens, index);
+    PyObject *count = count_of(tokens, index);
     if (!count) {
         Py_DECREF(key);
         return -1;
