@@ -3,12 +3,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 def assemble(
-    prompts: list[Any],
-    segments_of: Callable[[Any], list[array[int] | str] | None],
+    segments: list[list[array[int] | str] | None],
     groups: list[list[tuple[int, Any]]],
     tokens: Sequence[int],
     padded: dict[tuple[object, int], array[int]],
     make: Callable[[Any, int], array[int]],
     wrap: int,
     /,
-) -> tuple[list[tuple[array[int], list[tuple[int, list[tuple[int, int]]]]] | None], list[tuple[int, list[Any]]]]: ...
+) -> tuple[list[tuple[array[int], list[tuple[int, list[tuple[int, int]]]]] | None], list[int]]: ...

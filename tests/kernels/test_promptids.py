@@ -18,10 +18,6 @@ pytestmark = pytest.mark.skipif(FAST is None, reason="the compiled kernel is not
 ITEM = CacheItem("r", "image", "a", 1, "image")
 
 
-def same(prompt: Any) -> Any:
-    return prompt
-
-
 def run(item: CacheItem, index: int) -> array[int]:
     return array("q", [7, 1, 2, 9])
 
@@ -29,12 +25,13 @@ def run(item: CacheItem, index: int) -> array[int]:
 @pytest.mark.parametrize(
     ("args", "error", "match"),
     [
-        (([], same, [[]], [], {}, run, 1), ValueError, "one group per prompt"),
-        (([], same, [], [], {}, run, -1), ValueError, "negative"),
-        (((), same, [], [], {}, run, 1), TypeError, "list"),
-        (([], same, [], [], [], run, 1), TypeError, "dict"),
-        (([["image"]], same, [[(0, ITEM)]], [2], {}, len, 1), TypeError, "len"),  # make takes (item, index)
-        (([["image"]], lambda p: 1 / 0, [[(0, ITEM)]], [2], {}, run, 1), ZeroDivisionError, "division"),
+        (([], [[]], [], {}, run, 1), ValueError, "one group per request"),
+        (([], [], [], {}, run, -1), ValueError, "negative"),
+        (((), [], [], {}, run, 1), TypeError, "list"),
+        (([], [], [], [], run, 1), TypeError, "dict"),
+        (([["image"]], [[(0, ITEM)]], [2], {}, len, 1), TypeError, "len"),  # make takes (item, index)
+        (([["image"]], [[(0, ITEM)]], [2], {}, lambda item, index: 1 / 0, 1), ZeroDivisionError, "division"),
+        (([["image"]], [[(0, ITEM)]], [], {}, run, 1), IndexError, "range"),
     ],
 )
 def test_bad_arguments_are_refused(args: tuple[Any, ...], error: type[Exception], match: str) -> None:
@@ -43,9 +40,9 @@ def test_bad_arguments_are_refused(args: tuple[Any, ...], error: type[Exception]
         FAST.assemble(*args)
 
 
-def test_segments_of_none_places_nothing() -> None:
+def test_no_segments_place_nothing() -> None:
     assert FAST is not None
-    assert FAST.assemble([["image"], None], lambda p: None, [[(0, ITEM)], []], [2], {}, run, 1) == ([None, None], [])
+    assert FAST.assemble([None, None], [[(0, ITEM)], []], [2], {}, run, 1) == ([None, None], [])
 
 
 def test_no_reference_is_kept_or_lost() -> None:
@@ -57,13 +54,13 @@ def test_no_reference_is_kept_or_lost() -> None:
     watched = [text, kept, segs, group, ITEM, "image", padded]
     before = [sys.getrefcount(x) for x in watched]
     for _ in range(50):
-        placed, redo = FAST.assemble([segs, segs, None], same, [group, group, group], [2], padded, run, 1)
+        placed, redo = FAST.assemble([segs, segs, None], [group, group, group], [2], padded, run, 1)
         assert placed[0] == (array("q", [5, 6, 7, 1, 2, 9, 5, 6]), [(0, [(3, 4)])]) and placed[2] is None
         assert redo == []
         del placed, redo
-        # a text run the reference must place: handed back with its segments
+        # a text run the reference must place: handed back
         odd = [[5], "image"]
-        placed, redo = FAST.assemble([odd], same, [group], [2], padded, run, 1)
-        assert placed == [None] and redo == [(0, odd)]
+        placed, redo = FAST.assemble([odd], [group], [2], padded, run, 1)
+        assert placed == [None] and redo == [0]
         del placed, redo, odd
     assert [sys.getrefcount(x) for x in watched] == before

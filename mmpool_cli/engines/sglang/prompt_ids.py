@@ -67,13 +67,12 @@ def place_all(
     """``place`` for each request's prompt, its segments made by ``segments_of`` (None where it has no prompt,
     or no segments), its runs made once for them all."""
     padded: dict[tuple[object, int], array[int]] = {}
+    # every prompt's segments first, then every placing: each loop keeps its own data in the caches
+    segments = [None if p is None else segments_of(p) for p in prompts]
     if FAST is None:
-        return [
-            None if p is None else place(segments_of(p), g, item_tokens, padded, make, wrap)
-            for p, g in zip(prompts, groups, strict=True)
-        ]
+        return [place(s, g, item_tokens, padded, make, wrap) for s, g in zip(segments, groups, strict=True)]
     got: list[tuple[array[int], Offsets] | None]
-    got, redo = FAST.assemble(prompts, segments_of, list(groups), item_tokens, padded, make, wrap)
-    for n, segments in redo:  # what only the reference handles alike
-        got[n] = place(segments, groups[n], item_tokens, padded, make, wrap)
+    got, redo = FAST.assemble(segments, list(groups), item_tokens, padded, make, wrap)
+    for n in redo:  # what only the reference handles alike
+        got[n] = place(segments[n], groups[n], item_tokens, padded, make, wrap)
     return got

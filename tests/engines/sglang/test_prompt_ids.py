@@ -161,9 +161,8 @@ def test_what_only_the_reference_handles_is_handed_to_it(odd: str) -> None:
     assert fast == ref and fast[0] is not None
     assert fast[0][1] == [(0, [(3, 3 + tokens[0] - 1)])]
     assert prompt_ids.FAST is not None
-    _, redo = prompt_ids.FAST.assemble([segs, None], same, [group, group], tokens, {}, make, WRAP)
-    # handed back, with the segments already made (a tuple of segments is read alike)
-    assert redo == ([] if odd == "tuple-prompt" else [(0, segs)])
+    _, redo = prompt_ids.FAST.assemble([segs, None], [group, group], tokens, {}, make, WRAP)
+    assert redo == ([] if odd == "tuple-prompt" else [0])  # handed back (a tuple of segments is read alike)
 
 
 def test_errors_are_the_references() -> None:
