@@ -187,7 +187,7 @@ static PyObject *place(Scratch *s, PyObject *segs, PyObject *group, PyObject *to
             break;
         }
         if (placed == PyList_GET_SIZE(group)) {
-            placed = -1;  /* more items in the prompt than the request's */
+            placed = -1; /* more items in the prompt than the request's */
             break;
         }
         PyObject *pair = PyList_GET_ITEM(group, placed);
