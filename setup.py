@@ -35,5 +35,11 @@ setup(
             optional=True,
             extra_compile_args=["-O2", "-std=c11"],
         ),
+        Extension(
+            "mmpool_cli.kernels._promptids",
+            ["mmpool_cli/kernels/_promptids.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c11"],
+        ),
     ]
 )

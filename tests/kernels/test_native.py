@@ -21,7 +21,7 @@ CC = (sysconfig.get_config_var("CC") or "cc").split()[0]
 @pytest.mark.skipif(
     os.environ.get("MMPOOL_PURE_PYTHON", "") not in ("", "0"), reason="MMPOOL_PURE_PYTHON asks for the Python code"
 )
-@pytest.mark.parametrize("name", ["_fastsim", "_stackdist", "_cachereplay", "_prefixreplay", "_behind"])
+@pytest.mark.parametrize("name", ["_fastsim", "_stackdist", "_cachereplay", "_prefixreplay", "_behind", "_promptids"])
 def test_each_kernel_is_built_where_a_compiler_is(name: str) -> None:
     assert native.compiled(name) is not None, (
         f"mmpool_cli.kernels.{name} is not built: install with `pip install -e .` (or run "
@@ -31,6 +31,5 @@ def test_each_kernel_is_built_where_a_compiler_is(name: str) -> None:
 
 def test_pure_python_is_chosen_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MMPOOL_PURE_PYTHON", "1")
-    assert all(
-        native.compiled(name) is None for name in ("_fastsim", "_stackdist", "_cachereplay", "_prefixreplay", "_behind")
-    )
+    names = ("_fastsim", "_stackdist", "_cachereplay", "_prefixreplay", "_behind", "_promptids")
+    assert all(native.compiled(name) is None for name in names)

@@ -30,6 +30,7 @@ from mmpool_cli.caches import prefix
 from mmpool_cli.caches.curve import Curve
 from mmpool_cli.caches.replay import REPLAYED
 from mmpool_cli.caches.report import CacheItem, CacheNote, CacheResult, Recommendation, hits_needed
+from mmpool_cli.engines.sglang.prompt_ids import place_all
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest
 from mmpool_cli.inputs.traffic.prompts import Timed
 from mmpool_cli.inputs.traffic.tokens import Chat, Estimated, Memo, Tokenizer, load, prompt_segments, try_load
@@ -141,46 +142,33 @@ def _build(req: CacheRequest, item_tokens: Sequence[int], groups: Sequence[list[
     out = Built(estimated=tok.estimated, tokenizer=tok.name)
     wrap = (tok.encode(WRAP[0]), tok.encode(WRAP[1]))
     memo = Memo(tok)
-    padded: dict[tuple[object, int], array[int]] = {}  # an item's run, wrapped: it repeats turn after turn
     times = [req.prompts.get(g[0][1].request) for g in groups]
     out.timed = all(t is not None and t.finish_ns is not None for t in times)
-    fresh = 0
-    for n, (group, timed) in enumerate(zip(groups, times, strict=True)):
-        prompt = None if timed is None else timed.prompt
-        segments = None if prompt is None else prompt_segments(prompt, tok, chat, memo)
-        ids: array[int] = array("q")
-        offs: list[tuple[int, list[tuple[int, int]]]] = []
-        placed = 0
-        for seg in segments or ():
-            if isinstance(seg, str):  # an item: its wrapped pad run
-                if placed == len(group) or group[placed][1].kind != seg:
-                    placed = -1  # its items are not the prompt's
-                    break
-                index, item = group[placed]
-                placed += 1
-                key = (item.key if item.key is not None else index, item_tokens[index])
-                run = padded.get(key)
-                if run is None:
-                    run = padded[key] = _run(wrap, item.key if item.key is not None else f"unkeyed:{index}", key[1])
-                start = len(ids) + len(wrap[0])
-                ids.extend(run)
-                offs.append((index, [(start, start + item_tokens[index] - 1)]))
-            else:
-                ids.extend(seg)  # a text run
-        if segments is None or timed is None or prompt is None or placed != len(group):
+    prompts = [None if t is None else t.prompt for t in times]
+
+    def make(item: CacheItem, index: int) -> array[int]:  # an item's run, wrapped: it repeats turn after turn
+        return _run(wrap, item.key if item.key is not None else f"unkeyed:{index}", item_tokens[index])
+
+    fresh = total = 0
+    requests, names, offsets, cached = out.requests, out.names, out.offsets, out.cached
+    placed = place_all(prompts, lambda p: prompt_segments(p, tok, chat, memo), groups, item_tokens, make, len(wrap[0]))
+    for n, (group, timed, prompt, got) in enumerate(zip(groups, times, prompts, placed, strict=True)):
+        if got is None or timed is None or prompt is None:
             out.not_placed += 1  # no prompt, or its items are not the request's
             continue
+        ids, offs = got
         output: list[int] = []
         if prompt.output_tokens:
             out.outputs += 1
             output = list(range(-fresh - 1, -fresh - 1 - prompt.output_tokens, -1))  # never matched
             fresh += prompt.output_tokens
         arrive, finish = _times(timed, n, out.timed)
-        out.requests.append(prefix.PrefixRequest(ids, output, (), arrive, finish))
-        out.names.append(group[0][1].request)
-        out.offsets.append(offs)
-        out.cached.append(prompt.cached_tokens)
-        out.prompt_tokens += len(ids)
+        requests.append(prefix.PrefixRequest(ids, output, (), arrive, finish))
+        names.append(group[0][1].request)
+        offsets.append(offs)
+        cached.append(prompt.cached_tokens)
+        total += len(ids)
+    out.prompt_tokens = total
     return out
 
 

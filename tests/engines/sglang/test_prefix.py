@@ -19,7 +19,7 @@ import pytest
 from mmpool_cli.caches.replay import replay
 from mmpool_cli.caches.report import CacheItem
 from mmpool_cli.engines.sglang import caches as rules
-from mmpool_cli.engines.sglang import prefix
+from mmpool_cli.engines.sglang import prefix, prompt_ids
 from mmpool_cli.inputs.traffic.cache_request import CacheRequest, ModelShape, PrefixOptions
 from mmpool_cli.inputs.traffic.prompts import Prompt, Timed, messages_of
 from mmpool_cli.inputs.traffic.tokens import MARK, Estimated
@@ -236,6 +236,39 @@ def test_prompts_built_message_by_message_are_those_of_the_whole_rendering(
             whole.not_placed,
         )
         assert len(fast.requests) > 30 and fast.not_placed > 0
+
+
+def same_built(a: prefix.Built, b: prefix.Built) -> None:
+    assert [(type(r.tokens), list(r.tokens), r.output, r.extra, r.arrive, r.finish) for r in a.requests] == [
+        (type(r.tokens), list(r.tokens), r.output, r.extra, r.arrive, r.finish) for r in b.requests
+    ]
+    fields = ("names", "offsets", "cached", "not_placed", "estimated", "tokenizer", "timed", "outputs", "prompt_tokens")
+    assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+
+
+@pytest.mark.skipif(prompt_ids.FAST is None, reason="the compiled kernel is not built")
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_prompts_are_the_pythons(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    items, prompts = random_traffic(seed, 300)
+    groups = list(prefix.requests_of(items))
+    tokens = [random.Random(seed).randrange(0, 40) for _ in items]
+    reqs = [
+        (CacheRequest(family(n), dict(family(n).settings), items, "t", ModelShape(3584), prompts=prompts), t)
+        for n in ("qwen2.5-vl", "qwen3-vl")
+        for t in (Estimated, WholeText)
+    ]
+    for sc in FIXTURE["scenarios"]:  # the engine's own prompts
+        req = request(sc, None)
+        reqs.append((req, Estimated))
+    for req, tok in reqs:
+        monkeypatch.setattr(prefix, "tokenizer_for", lambda _req, tok=tok: tok())
+        g = groups if req.items is items else list(prefix.requests_of(req.items))
+        t = tokens if req.items is items else [rules._tokens(req, it) for it in req.items]
+        fast = prefix.build(req, t, g)
+        monkeypatch.setattr(prompt_ids, "FAST", None)
+        same_built(fast, prefix.build(req, t, g))
+        monkeypatch.undo()
+        assert fast.requests and (fast.not_placed > 0 or req.items is not items)
 
 
 @pytest.mark.parametrize("length", [0, 1, 3, 4, 5, 16, 1023])
