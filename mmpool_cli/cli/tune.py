@@ -181,6 +181,9 @@ def tune(
             raise MmpoolError(f"--points {points}: from 2 to {MAX_POINTS}")
         if plot is not None:
             check_plot(plot)  # before any work
+        kv_given = num_gpu_blocks if engine_name == "vllm" else max_total_tokens
+        if budget is None and kv_given is None:  # said before the traffic is read
+            _unknown_budget(engine_name)
     if engine_name == "vllm":
         with reported():
             report = tune_vllm.run(
@@ -218,6 +221,15 @@ def tune(
         report = run_tune(query)
         _plot(report, plot)
     _emit(report, fmt, exit_zero)
+
+
+def _unknown_budget(engine_name: str) -> NoReturn:
+    """No ``--budget`` and no KV size of today's launch: the engine's own refusal, before any traffic is read."""
+    if engine_name == "vllm":
+        from mmpool_cli.engines.vllm.tune import UNKNOWN_BUDGET
+    else:
+        from mmpool_cli.engines.sglang.tune import UNKNOWN_BUDGET
+    raise MmpoolError(UNKNOWN_BUDGET)
 
 
 def _plot(report: TuneReport, plot: str | None) -> None:

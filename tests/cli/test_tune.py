@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import random
 from fractions import Fraction
 from pathlib import Path
@@ -240,6 +241,13 @@ def test_no_budget_is_one_line_naming_the_flags(run_line, tmp_path: Path) -> Non
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1
     assert "give --budget SIZE" in result.stderr and "--max-total-tokens N" in result.stderr
+
+
+def test_no_budget_is_said_before_the_traffic_is_read(run_line, tmp_path: Path) -> None:
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)  # a FIFO is refused as the traffic is read: the budget's refusal comes before any reading
+    result = run_line(["mmpool", "tune", "--model", MODEL, "--from", str(fifo)])
+    assert result.exit_code == 2 and "the memory to divide is unknown" in result.stderr
 
 
 @pytest.mark.parametrize(

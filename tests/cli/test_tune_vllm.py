@@ -63,6 +63,15 @@ def test_bad_input_is_one_line(run_line, argv: list[str], message: str) -> None:
     assert message in result.stderr and result.stderr.count("\n") == 1
 
 
+def test_no_budget_is_said_before_the_traffic_is_read(run_line, tmp_path) -> None:
+    import os
+
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)  # a FIFO is refused as the traffic is read: the budget's refusal comes before any reading
+    result = run_line(["mmpool", "tune", "--engine", "vllm", "--model", MODEL, "--from", str(fifo)])
+    assert result.exit_code == 2 and "the memory to divide is not known" in result.stderr
+
+
 def test_a_family_name_gives_no_kv_bytes(run_line) -> None:
     argv = ["mmpool", "tune", "--engine", "vllm", "--model", "qwen2.5-vl", "--from", EXAMPLE]
     result = run_line([*argv, "--num-gpu-blocks-override", "400"])

@@ -36,6 +36,11 @@ from mmpool_cli.tune.split import Memory, Row, TuneNote, TuneReport, fitting, la
 
 __all__ = ["EMBEDDING", "KV", "MEMORIES", "POOL", "settings_of", "tune", "tune_at"]
 
+UNKNOWN_BUDGET = (
+    "mmpool tune: the memory to divide is unknown: give --budget SIZE (the GPU memory per rank the KV cache, the "
+    "embedding cache and the pool share), or --max-total-tokens N (today's KV capacity, which SGLang prints at "
+    "start-up as max_total_num_tokens) to divide today's launch's"
+)
 MEMORIES = (
     Memory(KV, "--max-total-tokens", "tokens"),
     Memory(POOL, "SGLANG_MM_FEATURE_CACHE_MB", "MiB"),
@@ -68,11 +73,7 @@ def budget(request: TuneRequest, setup: PoolSetup) -> tuple[int, str]:
     kv = req.prefix.capacity_tokens
     cell = req.shape.kv_cell_bytes
     if kv is None:
-        raise MmpoolError(
-            "mmpool tune: the memory to divide is unknown: give --budget SIZE (the GPU memory per rank the KV cache, "
-            "the embedding cache and the pool share), or --max-total-tokens N (today's KV capacity, which SGLang "
-            "prints at start-up as max_total_num_tokens) to divide today's launch's"
-        )
+        raise MmpoolError(UNKNOWN_BUDGET)
     assert cell
     pool_mb, emb_mb = setup.budget_mb, caches.embedding_size(req)[0] // MiB
     total = kv * cell + (pool_mb + emb_mb) * MiB

@@ -61,6 +61,11 @@ from mmpool_cli.workload.items import Video
 
 __all__ = ["Scorer", "VllmTuneInput", "measure_videos", "tune", "tune_at", "unsized_videos"]
 
+UNKNOWN_BUDGET = (
+    "the memory to divide is not known: give --num-gpu-blocks-override N (the KV blocks vLLM logs at start-up, so "
+    "that today's launch gives it) or --budget SIZE"
+)
+
 
 def measure_videos(refs: Sequence[tuple[str, str | None, str]]) -> tuple[tuple[Video, ...], tuple[str, ...]]:
     """The traffic's videos (reference, the end of a cut string, where) as the decode pool sizes them: each
@@ -120,10 +125,7 @@ def tune(
     today = s.today()
     if budget_bytes is None:
         if today is None:
-            raise MmpoolError(
-                "the memory to divide is not known: give --num-gpu-blocks-override N (the KV blocks vLLM logs at "
-                "start-up, so that today's launch gives it) or --budget SIZE"
-            )
+            raise MmpoolError(UNKNOWN_BUDGET)
         budget_bytes = sum(s.bytes_of(n, today[n]) for n in (KV, ENCODER, POOL))
         origin = (
             f"today's launch: {today[KV]:,} KV blocks × {s.block_bytes:,} B + the encoder cache's "
