@@ -366,19 +366,15 @@ class _PoolAhead:
 
     def result(self) -> _Ahead | None:
         """What the forked process made (None: made here instead, by the caller)."""
-        if self._job is None:
-            return self._got
-        job, self._job = self._job, None
-        try:
-            got: _Ahead = job.get()
-        except Exception:  # noqa: BLE001 - made again here, where any error is raised as the command's own
-            self._got = None
-        else:
-            self._got = got
-        finally:
-            assert self._pool is not None
-            self._pool.close()
-            self._pool.join()
+        if self._job is not None:
+            job, self._job = self._job, None
+            try:
+                self._got = job.get()
+            except Exception:  # noqa: BLE001 - made again here, where any error is raised as the command's own
+                self._got = None
+            finally:
+                self._pool.close()
+                self._pool.join()
         return self._got
 
 
